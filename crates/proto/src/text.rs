@@ -1,0 +1,253 @@
+//! Protobuf text format in TensorFlow's layout.
+//!
+//! Parsing goes text → `DynamicMessage` (prost-reflect, whose parser agrees with TensorFlow's
+//! on every probe we ran) → bytes → generated struct. Printing walks the `DynamicMessage` and
+//! writes what Python's `text_format.MessageToString` writes: fields in number order, one
+//! block per repeated element, map entries sorted by key, C-style octal escapes.
+use std::fmt::Write;
+use std::sync::OnceLock;
+
+use prost_reflect::{DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
+
+use crate::{NamedMessage, ProtoError};
+
+fn pool() -> &'static DescriptorPool {
+    static POOL: OnceLock<DescriptorPool> = OnceLock::new();
+    POOL.get_or_init(|| DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid"))
+}
+
+fn descriptor<M: NamedMessage>() -> MessageDescriptor {
+    pool()
+        .get_message_by_name(&M::full_name())
+        .expect("every generated message is in the embedded descriptor set")
+}
+
+/// Parses text format into `M`; `what` names the source in errors.
+pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
+    let err = |reason: String| ProtoError::Text { what: what.to_string(), message: M::full_name(), reason };
+    let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
+    let bytes = prost::Message::encode_to_vec(&dynamic);
+    M::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))
+}
+
+/// Prints `msg` in TensorFlow's text-format layout.
+pub fn print<M: NamedMessage>(msg: &M) -> String {
+    let bytes = msg.encode_to_vec();
+    let dynamic = DynamicMessage::decode(descriptor::<M>(), bytes.as_slice())
+        .expect("a message re-decodes with its own descriptor");
+    let mut out = String::new();
+    print_message(&dynamic, 0, &mut out);
+    out
+}
+
+fn print_message(msg: &DynamicMessage, indent: usize, out: &mut String) {
+    let mut fields: Vec<(FieldDescriptor, &Value)> = msg.fields().collect();
+    fields.sort_by_key(|(f, _)| f.number());
+    for (field, value) in fields {
+        match value {
+            Value::List(items) => {
+                for item in items {
+                    print_field(&field, item, indent, out);
+                }
+            }
+            Value::Map(map) => {
+                let Kind::Message(entry) = field.kind() else { unreachable!("map fields are messages") };
+                let value_field = entry.map_entry_value_field();
+                let mut entries: Vec<(&MapKey, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| map_key_order(a.0, b.0));
+                for (key, val) in entries {
+                    push_indent(indent, out);
+                    out.push_str(field.name());
+                    out.push_str(" {\n");
+                    push_indent(indent + 2, out);
+                    out.push_str("key: ");
+                    print_map_key(key, out);
+                    out.push('\n');
+                    print_field(&value_field, val, indent + 2, out);
+                    push_indent(indent, out);
+                    out.push_str("}\n");
+                }
+            }
+            _ => print_field(&field, value, indent, out),
+        }
+    }
+}
+
+fn map_key_order(a: &MapKey, b: &MapKey) -> std::cmp::Ordering {
+    match (a, b) {
+        (MapKey::String(x), MapKey::String(y)) => x.cmp(y),
+        (MapKey::I32(x), MapKey::I32(y)) => x.cmp(y),
+        (MapKey::I64(x), MapKey::I64(y)) => x.cmp(y),
+        (MapKey::U32(x), MapKey::U32(y)) => x.cmp(y),
+        (MapKey::U64(x), MapKey::U64(y)) => x.cmp(y),
+        (MapKey::Bool(x), MapKey::Bool(y)) => x.cmp(y),
+        _ => std::cmp::Ordering::Equal,
+    }
+}
+
+fn print_map_key(key: &MapKey, out: &mut String) {
+    match key {
+        MapKey::String(s) => escape_into(s.as_bytes(), out),
+        MapKey::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        MapKey::I32(v) => write!(out, "{v}").unwrap(),
+        MapKey::I64(v) => write!(out, "{v}").unwrap(),
+        MapKey::U32(v) => write!(out, "{v}").unwrap(),
+        MapKey::U64(v) => write!(out, "{v}").unwrap(),
+    }
+}
+
+fn print_field(field: &FieldDescriptor, value: &Value, indent: usize, out: &mut String) {
+    push_indent(indent, out);
+    out.push_str(field.name());
+    if let Value::Message(m) = value {
+        out.push_str(" {\n");
+        print_message(m, indent + 2, out);
+        push_indent(indent, out);
+        out.push_str("}\n");
+        return;
+    }
+    out.push_str(": ");
+    match value {
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::I32(v) => write!(out, "{v}").unwrap(),
+        Value::I64(v) => write!(out, "{v}").unwrap(),
+        Value::U32(v) => write!(out, "{v}").unwrap(),
+        Value::U64(v) => write!(out, "{v}").unwrap(),
+        Value::F32(v) => write_float(*v as f64, format!("{v:?}"), out),
+        Value::F64(v) => write_float(*v, format!("{v:?}"), out),
+        Value::String(s) => escape_into(s.as_bytes(), out),
+        Value::Bytes(b) => escape_into(b, out),
+        Value::EnumNumber(n) => match field.kind() {
+            Kind::Enum(e) => match e.get_value(*n) {
+                Some(v) => out.push_str(v.name()),
+                None => write!(out, "{n}").unwrap(),
+            },
+            _ => write!(out, "{n}").unwrap(),
+        },
+        Value::Message(_) | Value::List(_) | Value::Map(_) => unreachable!("handled by the caller"),
+    }
+    out.push('\n');
+}
+
+/// Floats print as the shortest decimal that reads back to the same value (Python prints the
+/// same digits); non-finite values use the spellings TensorFlow's parser accepts.
+fn write_float(v: f64, shortest: String, out: &mut String) {
+    if v.is_nan() {
+        out.push_str("nan");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "inf" } else { "-inf" });
+    } else {
+        out.push_str(&shortest);
+    }
+}
+
+fn escape_into(bytes: &[u8], out: &mut String) {
+    out.push('"');
+    for &b in bytes {
+        match b {
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b'"' => out.push_str("\\\""),
+            b'\'' => out.push_str("\\'"),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            _ => write!(out, "\\{b:03o}").unwrap(),
+        }
+    }
+    out.push('"');
+}
+
+fn push_indent(n: usize, out: &mut String) {
+    for _ in 0..n {
+        out.push(' ');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::*;
+
+    /// Seed 000's partition graph, exactly as TensorFlow's `repr()` printed it.
+    const SEED_000: &str = r#"node {
+  name: "Mul"
+  op: "Const"
+  device: "/job:localhost/replica:0/task:0/device:CPU:0"
+  attr {
+    key: "dtype"
+    value {
+      type: DT_FLOAT
+    }
+  }
+  attr {
+    key: "value"
+    value {
+      tensor {
+        dtype: DT_FLOAT
+        tensor_shape {
+        }
+        tensor_content: "\000\000\020A"
+      }
+    }
+  }
+  experimental_debug_info {
+    original_node_names: "Mul"
+  }
+}
+library {
+}
+versions {
+  producer: 55
+}
+"#;
+
+    #[test]
+    fn seed_000_parses_and_prints_identically() {
+        let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
+        let node = &g.node[0];
+        let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else { panic!() };
+        assert_eq!(t.tensor_content, 9.0f32.to_le_bytes());
+        assert_eq!(print_text(&g), SEED_000);
+    }
+
+    #[test]
+    fn zero_valued_oneof_member_is_kept() {
+        let text = "attr {\n  key: \"index\"\n  value {\n    i: 0\n  }\n}\n";
+        let n: NodeDef = parse_text(text, "t").unwrap();
+        assert_eq!(n.attr["index"].value, Some(attr_value::Value::I(0)));
+        assert_eq!(print_text(&n), text);
+    }
+
+    #[test]
+    fn floats_and_specials_round_trip() {
+        let t = TensorProto {
+            float_val: vec![1.0, 0.1, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, 1e-40],
+            ..Default::default()
+        };
+        let text = print_text(&t);
+        let back: TensorProto = parse_text(&text, "t").unwrap();
+        assert_eq!(back.float_val.len(), 7);
+        for (a, b) in t.float_val.iter().zip(&back.float_val) {
+            assert_eq!(a.to_bits(), b.to_bits(), "{text}");
+        }
+        let nan = TensorProto { float_val: vec![f32::NAN], ..Default::default() };
+        let back: TensorProto = parse_text(&print_text(&nan), "t").unwrap();
+        assert!(back.float_val[0].is_nan());
+    }
+
+    #[test]
+    fn malformed_text_is_an_error_naming_the_source() {
+        let e = parse_text::<GraphDef>("node { name: \"a\" ", "bad.pbtxt").unwrap_err();
+        assert!(e.to_string().contains("bad.pbtxt"), "{e}");
+        let e = parse_text::<GraphDef>("nodes {}", "bad.pbtxt").unwrap_err();
+        assert!(e.to_string().contains("nodes"), "{e}");
+    }
+
+    #[test]
+    fn truncated_binary_is_an_error() {
+        let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
+        let bytes = encode(&g);
+        let e = decode::<GraphDef>(&bytes[..bytes.len() - 7], "cut.pb").unwrap_err();
+        assert!(e.to_string().contains("cut.pb"), "{e}");
+    }
+}
