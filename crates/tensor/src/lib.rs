@@ -1,0 +1,72 @@
+//! Tensors for ferroflow: [`DType`] with TensorFlow's enum values, graph-time [`Shape`],
+//! [`Tensor`] with a 64-byte-aligned, reference-counted buffer, and `.npy`/`.npz` I/O.
+#![warn(missing_docs)]
+
+pub mod buffer;
+mod dtype;
+pub mod npy;
+mod shape;
+mod tensor;
+
+pub use dtype::{DType, Element};
+pub use half::{bf16, f16};
+pub use shape::{broadcast_dims, Shape};
+pub use tensor::{Dims, Tensor};
+
+/// Errors from building, viewing or reading tensors.
+#[derive(Debug, thiserror::Error)]
+pub enum TensorError {
+    /// A TensorFlow dtype enum value ferroflow does not support.
+    #[error("unsupported dtype enum value {0}")]
+    UnsupportedDType(i32),
+    /// A typed view of a tensor of another dtype.
+    #[error("expected a {expected} tensor, got {got}")]
+    WrongDType {
+        /// The dtype asked for.
+        expected: DType,
+        /// The tensor's dtype.
+        got: DType,
+    },
+    /// The dtype has no fixed-size dense representation.
+    #[error("{0} tensors have no dense byte buffer")]
+    NotDense(DType),
+    /// Element count does not match the shape.
+    #[error("shape {dims:?} holds {expected} elements, got {got}")]
+    ShapeMismatch {
+        /// Elements the shape holds.
+        expected: usize,
+        /// Elements supplied.
+        got: usize,
+        /// The shape.
+        dims: Vec<usize>,
+    },
+    /// Byte length does not match dtype and shape.
+    #[error("{dtype} tensor of shape {dims:?} needs a different byte length than {got}")]
+    ByteLength {
+        /// The dtype.
+        dtype: DType,
+        /// The shape.
+        dims: Vec<usize>,
+        /// Bytes supplied.
+        got: usize,
+    },
+    /// A tensor too large to allocate.
+    #[error("tensor too large: {0}")]
+    TooLarge(String),
+    /// A malformed or unsupported `.npy`/`.npz` file.
+    #[error("{what}: {reason}")]
+    Npy {
+        /// The file (and archive member).
+        what: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// An I/O error on a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}

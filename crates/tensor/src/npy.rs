@@ -1,0 +1,395 @@
+//! NumPy `.npy` and `.npz` files.
+//!
+//! Sizes declared in a header are checked against the bytes actually present before anything
+//! is allocated, so a hostile header cannot make us allocate unboundedly.
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+use crate::{DType, Tensor, TensorError};
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+fn err(what: &str, reason: impl Into<String>) -> TensorError {
+    TensorError::Npy { what: what.to_string(), reason: reason.into() }
+}
+
+/// How a `descr` string maps to storage.
+enum Descr {
+    Dense(DType, bool),
+    Bytes(usize),
+    Unicode(usize, bool),
+}
+
+fn parse_descr(descr: &str, what: &str) -> Result<Descr, TensorError> {
+    let (order, code) = descr.split_at(descr.len().min(1));
+    let big = match order {
+        "<" | "|" | "=" => false,
+        ">" => true,
+        _ => return Err(err(what, format!("unsupported dtype descr '{descr}'"))),
+    };
+    let dense = |d: DType| Ok(Descr::Dense(d, big && d.size() != Some(1)));
+    match code {
+        "f4" => dense(DType::Float),
+        "f8" => dense(DType::Double),
+        "f2" => dense(DType::Half),
+        "i1" => dense(DType::Int8),
+        "i2" => dense(DType::Int16),
+        "i4" => dense(DType::Int32),
+        "i8" => dense(DType::Int64),
+        "u1" => dense(DType::UInt8),
+        "u2" => dense(DType::UInt16),
+        "u4" => dense(DType::UInt32),
+        "u8" => dense(DType::UInt64),
+        "b1" => dense(DType::Bool),
+        "c8" => dense(DType::Complex64),
+        "c16" => dense(DType::Complex128),
+        _ if code.starts_with('S') => {
+            code[1..].parse().map(Descr::Bytes).map_err(|_| err(what, format!("bad bytes descr '{descr}'")))
+        }
+        _ if code.starts_with('U') => code[1..]
+            .parse()
+            .map(|n| Descr::Unicode(n, big))
+            .map_err(|_| err(what, format!("bad unicode descr '{descr}'"))),
+        _ => Err(err(what, format!("unsupported dtype descr '{descr}' (object arrays cannot be read)"))),
+    }
+}
+
+/// Extracts the value text of `'key': value` from a header dict.
+fn dict_value<'a>(header: &'a str, key: &str, what: &str) -> Result<&'a str, TensorError> {
+    let pat = format!("'{key}':");
+    let start = header.find(&pat).ok_or_else(|| err(what, format!("header has no '{key}'")))? + pat.len();
+    let rest = header[start..].trim_start();
+    let end = if rest.starts_with('(') {
+        rest.find(')').map(|i| i + 1)
+    } else if let Some(r) = rest.strip_prefix('\'') {
+        r.find('\'').map(|i| i + 2)
+    } else {
+        rest.find([',', '}'])
+    };
+    end.map(|e| rest[..e].trim()).ok_or_else(|| err(what, format!("header value for '{key}' is malformed")))
+}
+
+/// Parses a `.npy` file's bytes; `what` names the file in errors.
+pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(err(what, "not a .npy file (bad magic)"));
+    }
+    let (hlen, hstart) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err(err(what, "truncated header"));
+            }
+            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+        }
+        v => return Err(err(what, format!("unsupported .npy version {v}"))),
+    };
+    let data_start = (hstart as usize).checked_add(hlen).filter(|&e| e <= bytes.len()).ok_or_else(|| err(what, "truncated header"))?;
+    let header = std::str::from_utf8(&bytes[hstart..data_start]).map_err(|_| err(what, "header is not text"))?;
+    let descr_text = dict_value(header, "descr", what)?;
+    let descr = descr_text.trim_matches('\'');
+    let fortran = match dict_value(header, "fortran_order", what)? {
+        "True" => true,
+        "False" => false,
+        v => return Err(err(what, format!("fortran_order must be True or False, got '{v}'"))),
+    };
+    let shape_text = dict_value(header, "shape", what)?;
+    let inner = shape_text
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| err(what, format!("shape must be a tuple, got '{shape_text}'")))?;
+    let dims: Vec<usize> = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse::<usize>().map_err(|_| err(what, format!("bad dimension '{s}' in shape"))))
+        .collect::<Result<_, _>>()?;
+    let count = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| err(what, "shape overflows"))?;
+    let data = &bytes[data_start..];
+    let item = match parse_descr(descr, what)? {
+        Descr::Dense(d, _) => d.size().expect("dense dtypes have a size"),
+        Descr::Bytes(n) => n,
+        Descr::Unicode(n, _) => n.checked_mul(4).ok_or_else(|| err(what, "descr too large"))?,
+    };
+    let need = count.checked_mul(item).ok_or_else(|| err(what, "data size overflows"))?;
+    if data.len() < need {
+        return Err(err(what, format!("truncated data: shape {dims:?} of '{descr}' needs {need} bytes, file has {}", data.len())));
+    }
+    let data = &data[..need];
+    let tensor = match parse_descr(descr, what)? {
+        Descr::Dense(dtype, big_endian) => {
+            let mut owned;
+            let mut raw = data;
+            if big_endian {
+                let half = if matches!(dtype, DType::Complex64 | DType::Complex128) { 2 } else { 1 };
+                let w = item / half;
+                owned = data.to_vec();
+                for chunk in owned.chunks_mut(w) {
+                    chunk.reverse();
+                }
+                raw = &owned;
+            }
+            if fortran && dims.len() > 1 {
+                owned = fortran_to_c(raw, &dims, item);
+                raw = &owned;
+            }
+            Tensor::from_bytes(dtype, &dims, raw)?
+        }
+        Descr::Bytes(n) => {
+            let strings = (0..count)
+                .map(|i| {
+                    let s = &data[i * n..(i + 1) * n];
+                    let end = s.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+                    s[..end].to_vec()
+                })
+                .collect();
+            reorder_strings(Tensor::from_strings(&dims, strings)?, fortran)?
+        }
+        Descr::Unicode(n, big) => {
+            let mut strings = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut s = String::new();
+                for c in data[i * n * 4..(i + 1) * n * 4].chunks(4) {
+                    let arr = [c[0], c[1], c[2], c[3]];
+                    let cp = if big { u32::from_be_bytes(arr) } else { u32::from_le_bytes(arr) };
+                    if cp == 0 {
+                        break;
+                    }
+                    s.push(char::from_u32(cp).ok_or_else(|| err(what, format!("invalid code point {cp:#x}")))?);
+                }
+                strings.push(s.into_bytes());
+            }
+            reorder_strings(Tensor::from_strings(&dims, strings)?, fortran)?
+        }
+    };
+    Ok(tensor)
+}
+
+fn reorder_strings(t: Tensor, fortran: bool) -> Result<Tensor, TensorError> {
+    if !fortran || t.rank() < 2 {
+        return Ok(t);
+    }
+    let dims = t.dims().to_vec();
+    let src = t.as_strings()?;
+    let order = fortran_order_indices(&dims);
+    Tensor::from_strings(&dims, order.into_iter().map(|i| src[i].clone()).collect())
+}
+
+/// For each C-order position, the index of that element in Fortran-order storage.
+fn fortran_order_indices(dims: &[usize]) -> Vec<usize> {
+    let n: usize = dims.iter().product();
+    let mut fstride = vec![1usize; dims.len()];
+    for i in 1..dims.len() {
+        fstride[i] = fstride[i - 1] * dims[i - 1];
+    }
+    (0..n)
+        .map(|mut c| {
+            let mut f = 0;
+            for ax in (0..dims.len()).rev() {
+                f += (c % dims[ax]) * fstride[ax];
+                c /= dims[ax];
+            }
+            f
+        })
+        .collect()
+}
+
+fn fortran_to_c(raw: &[u8], dims: &[usize], item: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    for f in fortran_order_indices(dims) {
+        out.extend_from_slice(&raw[f * item..(f + 1) * item]);
+    }
+    out
+}
+
+fn descr_of(t: &Tensor) -> Result<String, TensorError> {
+    Ok(match t.dtype() {
+        DType::Float => "<f4".into(),
+        DType::Double => "<f8".into(),
+        DType::Half => "<f2".into(),
+        DType::Int8 => "|i1".into(),
+        DType::Int16 => "<i2".into(),
+        DType::Int32 => "<i4".into(),
+        DType::Int64 => "<i8".into(),
+        DType::UInt8 => "|u1".into(),
+        DType::UInt16 => "<u2".into(),
+        DType::UInt32 => "<u4".into(),
+        DType::UInt64 => "<u8".into(),
+        DType::Bool => "|b1".into(),
+        DType::Complex64 => "<c8".into(),
+        DType::Complex128 => "<c16".into(),
+        DType::String => format!("|S{}", t.as_strings()?.iter().map(Vec::len).max().unwrap_or(0).max(1)),
+        d => return Err(TensorError::Npy { what: "tensor".into(), reason: format!("{d} has no .npy representation") }),
+    })
+}
+
+/// Encodes a tensor as `.npy` bytes (format version 1.0, C order).
+pub fn write_npy_bytes(t: &Tensor) -> Result<Vec<u8>, TensorError> {
+    let descr = descr_of(t)?;
+    let shape = match t.dims() {
+        [d] => format!("({d},)"),
+        dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + t.as_bytes().map_or(0, <[u8]>::len));
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    if t.dtype() == DType::String {
+        let width: usize = descr[2..].parse().expect("descr_of writes |S<width>");
+        for s in t.as_strings()? {
+            out.extend_from_slice(s);
+            out.resize(out.len() + width - s.len(), 0);
+        }
+    } else {
+        out.extend_from_slice(t.as_bytes()?);
+    }
+    Ok(out)
+}
+
+/// Reads a `.npy` file.
+pub fn read_npy(path: &Path) -> Result<Tensor, TensorError> {
+    let what = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| TensorError::Io { path: what.clone(), source: e })?;
+    read_npy_bytes(&bytes, &what)
+}
+
+/// Writes a `.npy` file atomically (temporary file, then rename).
+pub fn write_npy(path: &Path, t: &Tensor) -> Result<(), TensorError> {
+    write_atomic(path, &write_npy_bytes(t)?)
+}
+
+/// Reads every array of an `.npz` archive, in archive order, keyed by name without `.npy`.
+pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, TensorError> {
+    let what = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| TensorError::Io { path: what.clone(), source: e })?;
+    read_npz_from(file, &what)
+}
+
+/// Reads an `.npz` archive from any seekable reader.
+pub fn read_npz_from<R: Read + Seek>(reader: R, what: &str) -> Result<Vec<(String, Tensor)>, TensorError> {
+    let mut zip = zip::ZipArchive::new(reader).map_err(|e| err(what, format!("not a valid .npz (zip) archive: {e}")))?;
+    let mut out = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| err(what, format!("bad archive member {i}: {e}")))?;
+        let name = entry.name().to_string();
+        let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
+        let declared = entry.size();
+        let mut bytes = Vec::new();
+        (&mut entry)
+            .take(declared)
+            .read_to_end(&mut bytes)
+            .map_err(|e| err(what, format!("cannot read member '{name}': {e}")))?;
+        let t = read_npy_bytes(&bytes, &format!("{what}[{name}]"))?;
+        out.push((key, t));
+    }
+    Ok(out)
+}
+
+/// Writes an `.npz` archive (stored, like `numpy.savez`) atomically.
+pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<(), TensorError> {
+    let mut cursor = std::io::Cursor::new(Vec::new());
+    {
+        let mut zip = zip::ZipWriter::new(&mut cursor);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        for (name, t) in arrays {
+            zip.start_file(format!("{name}.npy"), opts).map_err(|e| err(&path.display().to_string(), e.to_string()))?;
+            zip.write_all(&write_npy_bytes(t)?).map_err(|e| TensorError::Io { path: path.display().to_string(), source: e })?;
+        }
+        zip.finish().map_err(|e| err(&path.display().to_string(), e.to_string()))?;
+    }
+    write_atomic(path, &cursor.into_inner())
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// readers see either the old file or the complete new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TensorError> {
+    let io = |e| TensorError::Io { path: path.display().to_string(), source: e };
+    let file_name = path.file_name().ok_or_else(|| err(&path.display().to_string(), "path has no file name"))?;
+    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_all_dense_types() {
+        let ts = vec![
+            Tensor::from_vec(&[2, 3], vec![1.5f32, -2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
+            Tensor::from_vec(&[3], vec![1i64, -2, 3]).unwrap(),
+            Tensor::from_vec(&[], vec![true]).unwrap(),
+            Tensor::from_vec(&[0, 4], Vec::<f64>::new()).unwrap(),
+            Tensor::from_strings(&[2], vec![b"ab".to_vec(), b"".to_vec()]).unwrap(),
+        ];
+        for t in ts {
+            let bytes = write_npy_bytes(&t).unwrap();
+            assert_eq!((bytes.len() - t.as_bytes().map_or(0, |b| b.len())) % 64 != 0 || t.dtype() == DType::String, t.dtype() == DType::String);
+            assert_eq!(read_npy_bytes(&bytes, "t").unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn fortran_order_and_big_endian() {
+        // np.asfortranarray([[1,2,3],[4,5,6]], dtype='>i4')
+        let header = "{'descr': '>i4', 'fortran_order': True, 'shape': (2, 3), }";
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&[1, 0]);
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        for v in [1i32, 4, 2, 5, 3, 6] {
+            b.extend_from_slice(&v.to_be_bytes());
+        }
+        let t = read_npy_bytes(&b, "t").unwrap();
+        assert_eq!(t.as_slice::<i32>().unwrap(), &[1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn malformed_files_are_errors() {
+        let good = write_npy_bytes(&Tensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()).unwrap();
+        for cut in [0, 5, 9, 20, good.len() - 1] {
+            let e = read_npy_bytes(&good[..cut], "x.npy").unwrap_err().to_string();
+            assert!(e.contains("x.npy"), "{e}");
+        }
+        let mut huge = good.clone();
+        let s = String::from_utf8_lossy(&huge[10..]).replace("(4,)", "(9999999999999,)");
+        huge.truncate(10);
+        huge.extend_from_slice(s.as_bytes());
+        let e = read_npy_bytes(&huge, "x.npy").unwrap_err().to_string();
+        assert!(e.contains("truncated") || e.contains("header"), "{e}");
+        let mut obj = good.clone();
+        let at = obj.windows(3).position(|w| w == b"<f4").unwrap();
+        obj[at..at + 3].copy_from_slice(b"|O8");
+        let e = read_npy_bytes(&obj, "x.npy").unwrap_err().to_string();
+        assert!(e.contains("|O8"), "{e}");
+    }
+
+    #[test]
+    fn npz_round_trip() {
+        let dir = std::env::temp_dir().join(format!("ff-npz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("a.npz");
+        let arrays = vec![
+            ("x:0".to_string(), Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap()),
+            ("Identity:0".to_string(), Tensor::scalar(3i32)),
+        ];
+        write_npz(&p, &arrays).unwrap();
+        assert_eq!(read_npz(&p).unwrap(), arrays);
+        std::fs::write(&p, b"PK\x03\x04garbage").unwrap();
+        assert!(read_npz(&p).unwrap_err().to_string().contains("a.npz"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

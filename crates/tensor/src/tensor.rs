@@ -1,0 +1,285 @@
+//! `Tensor`: a dtype, a concrete shape and a shared, immutable buffer.
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::buffer::AlignedBuf;
+use crate::{DType, Element, TensorError};
+
+/// Concrete dimensions of a tensor (row-major, outermost first).
+pub type Dims = SmallVec<[usize; 4]>;
+
+#[derive(Clone)]
+enum Storage {
+    Bytes(AlignedBuf),
+    Strings(Vec<Vec<u8>>),
+}
+
+/// A dense, row-major tensor. Cloning is cheap: the buffer is reference-counted and shared.
+/// Mutation goes through [`Tensor::as_mut_slice`], which copies only if the buffer is shared.
+#[derive(Clone)]
+pub struct Tensor {
+    dtype: DType,
+    dims: Dims,
+    storage: Arc<Storage>,
+}
+
+fn count(dims: &[usize]) -> Result<usize, TensorError> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| TensorError::TooLarge(format!("shape {dims:?} overflows")))
+}
+
+impl Tensor {
+    /// A zero-filled tensor (empty strings for `String`).
+    pub fn zeros(dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
+        let n = count(dims)?;
+        let storage = match dtype.size() {
+            Some(size) => {
+                let bytes = n
+                    .checked_mul(size)
+                    .filter(|&b| b <= isize::MAX as usize / 2)
+                    .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
+                Storage::Bytes(AlignedBuf::zeroed(bytes))
+            }
+            None if dtype == DType::String => Storage::Strings(vec![Vec::new(); n]),
+            None => return Err(TensorError::NotDense(dtype)),
+        };
+        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(storage) })
+    }
+
+    /// A tensor from a vector of elements; `dims` must match its length.
+    pub fn from_vec<T: Element>(dims: &[usize], data: Vec<T>) -> Result<Tensor, TensorError> {
+        Self::from_slice(dims, &data)
+    }
+
+    /// A tensor holding a copy of `data`.
+    pub fn from_slice<T: Element>(dims: &[usize], data: &[T]) -> Result<Tensor, TensorError> {
+        let n = count(dims)?;
+        if n != data.len() {
+            return Err(TensorError::ShapeMismatch { expected: n, got: data.len(), dims: dims.to_vec() });
+        }
+        // SAFETY: T is plain data (Element's contract); viewing its memory as bytes is sound.
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
+        Ok(Tensor { dtype: T::DTYPE, dims: dims.into(), storage: Arc::new(Storage::Bytes(AlignedBuf::from_bytes(bytes))) })
+    }
+
+    /// A scalar.
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Self::from_slice(&[], &[value]).expect("a scalar has one element")
+    }
+
+    /// A tensor from raw little-endian element bytes (as in `tensor_content` or .npy data).
+    /// Bool bytes other than 0/1 are normalised to 1.
+    pub fn from_bytes(dtype: DType, dims: &[usize], bytes: &[u8]) -> Result<Tensor, TensorError> {
+        let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
+        let n = count(dims)?;
+        if n.checked_mul(size) != Some(bytes.len()) {
+            return Err(TensorError::ByteLength { dtype, dims: dims.to_vec(), got: bytes.len() });
+        }
+        let mut buf = AlignedBuf::from_bytes(bytes);
+        if dtype == DType::Bool {
+            for b in buf.as_mut_slice() {
+                *b = (*b != 0) as u8;
+            }
+        }
+        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(Storage::Bytes(buf)) })
+    }
+
+    /// A string tensor.
+    pub fn from_strings(dims: &[usize], strings: Vec<Vec<u8>>) -> Result<Tensor, TensorError> {
+        let n = count(dims)?;
+        if n != strings.len() {
+            return Err(TensorError::ShapeMismatch { expected: n, got: strings.len(), dims: dims.to_vec() });
+        }
+        Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Arc::new(Storage::Strings(strings)) })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// The rank (number of dimensions).
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same buffer viewed with new dimensions holding the same number of elements.
+    pub fn reshaped(&self, dims: &[usize]) -> Result<Tensor, TensorError> {
+        let n = count(dims)?;
+        if n != self.len() {
+            return Err(TensorError::ShapeMismatch { expected: self.len(), got: n, dims: dims.to_vec() });
+        }
+        Ok(Tensor { dtype: self.dtype, dims: dims.into(), storage: self.storage.clone() })
+    }
+
+    /// The raw little-endian bytes of a fixed-size dtype.
+    pub fn as_bytes(&self) -> Result<&[u8], TensorError> {
+        match &*self.storage {
+            Storage::Bytes(b) => Ok(b.as_slice()),
+            Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
+        }
+    }
+
+    /// The strings of a `String` tensor.
+    pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
+        match &*self.storage {
+            Storage::Strings(s) => Ok(s),
+            Storage::Bytes(_) => Err(TensorError::WrongDType { expected: DType::String, got: self.dtype }),
+        }
+    }
+
+    /// The elements as a typed slice; the dtype must be `T::DTYPE`.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
+        if self.dtype != T::DTYPE {
+            return Err(TensorError::WrongDType { expected: T::DTYPE, got: self.dtype });
+        }
+        let bytes = self.as_bytes()?;
+        // SAFETY: the buffer is 64-byte aligned, holds len() elements of T::DTYPE whose size is
+        // size_of::<T>() and whose bit patterns are valid T (Element's contract).
+        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, self.len()) })
+    }
+
+    /// The elements, mutably. Copies the buffer first if another tensor shares it.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], TensorError> {
+        if self.dtype != T::DTYPE {
+            return Err(TensorError::WrongDType { expected: T::DTYPE, got: self.dtype });
+        }
+        let len = self.len();
+        match Arc::make_mut(&mut self.storage) {
+            Storage::Bytes(b) => {
+                // SAFETY: as in as_slice; make_mut gave exclusive access.
+                Ok(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
+            }
+            Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
+        }
+    }
+
+    /// The elements, mutably, only if no other tensor shares the buffer (no copy).
+    /// Kernels use this to reuse an input's buffer for their output.
+    pub fn try_mut_slice<T: Element>(&mut self) -> Option<&mut [T]> {
+        if self.dtype != T::DTYPE {
+            return None;
+        }
+        let len = self.len();
+        match Arc::get_mut(&mut self.storage)? {
+            Storage::Bytes(b) => {
+                // SAFETY: as in as_slice; get_mut proved exclusive access.
+                Some(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
+            }
+            Storage::Strings(_) => None,
+        }
+    }
+
+    /// The single element of a one-element tensor.
+    pub fn scalar_value<T: Element>(&self) -> Result<T, TensorError> {
+        let s = self.as_slice::<T>()?;
+        match s {
+            [v] => Ok(*v),
+            _ => Err(TensorError::ShapeMismatch { expected: 1, got: s.len(), dims: self.dims.to_vec() }),
+        }
+    }
+
+    /// A short human-readable rendering of the first `max` values.
+    pub fn preview(&self, max: usize) -> String {
+        fn join<T: fmt::Debug>(v: &[T], max: usize) -> String {
+            let mut s: Vec<String> = v.iter().take(max).map(|x| format!("{x:?}")).collect();
+            if v.len() > max {
+                s.push("...".into());
+            }
+            s.join(", ")
+        }
+        let body = match self.dtype {
+            DType::Float => join(self.as_slice::<f32>().unwrap_or(&[]), max),
+            DType::Double => join(self.as_slice::<f64>().unwrap_or(&[]), max),
+            DType::Int32 => join(self.as_slice::<i32>().unwrap_or(&[]), max),
+            DType::Int64 => join(self.as_slice::<i64>().unwrap_or(&[]), max),
+            DType::Bool => join(self.as_slice::<bool>().unwrap_or(&[]), max),
+            DType::UInt8 => join(self.as_slice::<u8>().unwrap_or(&[]), max),
+            DType::Int8 => join(self.as_slice::<i8>().unwrap_or(&[]), max),
+            DType::Int16 => join(self.as_slice::<i16>().unwrap_or(&[]), max),
+            DType::UInt16 => join(self.as_slice::<u16>().unwrap_or(&[]), max),
+            DType::UInt32 => join(self.as_slice::<u32>().unwrap_or(&[]), max),
+            DType::UInt64 => join(self.as_slice::<u64>().unwrap_or(&[]), max),
+            DType::Half => join(self.as_slice::<half::f16>().unwrap_or(&[]), max),
+            DType::BFloat16 => join(self.as_slice::<half::bf16>().unwrap_or(&[]), max),
+            DType::String => {
+                let v: Vec<String> = self.as_strings().unwrap_or(&[]).iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+                join(&v, max)
+            }
+            _ => format!("<{} bytes>", self.as_bytes().map(|b| b.len()).unwrap_or(0)),
+        };
+        format!("[{body}]")
+    }
+}
+
+impl PartialEq for Tensor {
+    /// Bitwise equality of dtype, shape and contents.
+    fn eq(&self, other: &Tensor) -> bool {
+        self.dtype == other.dtype
+            && self.dims == other.dims
+            && match (&*self.storage, &*other.storage) {
+                (Storage::Bytes(a), Storage::Bytes(b)) => a.as_slice() == b.as_slice(),
+                (Storage::Strings(a), Storage::Strings(b)) => a == b,
+                _ => false,
+            }
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor<{}{:?}>{}", self.dtype, self.dims.as_slice(), self.preview(8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construct_and_view() {
+        let t = Tensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert!(t.as_slice::<i32>().is_err());
+        assert!(Tensor::from_vec(&[3], vec![1.0f32]).is_err());
+        let r = t.reshaped(&[4]).unwrap();
+        assert_eq!(r.dims(), &[4]);
+        assert!(t.reshaped(&[3]).is_err());
+    }
+
+    #[test]
+    fn copy_on_write() {
+        let a = Tensor::from_vec(&[2], vec![1i32, 2]).unwrap();
+        let mut b = a.clone();
+        assert!(b.try_mut_slice::<i32>().is_none());
+        b.as_mut_slice::<i32>().unwrap()[0] = 9;
+        assert_eq!(a.as_slice::<i32>().unwrap(), &[1, 2]);
+        assert_eq!(b.as_slice::<i32>().unwrap(), &[9, 2]);
+        assert!(b.try_mut_slice::<i32>().is_some());
+    }
+
+    #[test]
+    fn bools_are_normalised_and_sizes_checked() {
+        let t = Tensor::from_bytes(DType::Bool, &[3], &[0, 2, 1]).unwrap();
+        assert_eq!(t.as_slice::<bool>().unwrap(), &[false, true, true]);
+        assert!(Tensor::from_bytes(DType::Float, &[3], &[0; 11]).is_err());
+        assert!(Tensor::zeros(DType::Float, &[usize::MAX, 2]).is_err());
+    }
+}
