@@ -1,0 +1,93 @@
+use ferroflow_tensor::DType;
+
+/// An invalid graph, node or tensor name. Every variant names the node or tensor at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    /// Two nodes share a name.
+    #[error("duplicate node name '{0}'")]
+    DuplicateNode(String),
+    /// Ops with no definition: each op with the nodes that use it.
+    #[error("unknown op(s): {}", .0.iter().map(|(op, nodes)| format!("'{op}' (node{} {})", if nodes.len() > 1 { "s" } else { "" }, nodes.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; "))]
+    UnknownOps(Vec<(String, Vec<String>)>),
+    /// An input names a node that does not exist.
+    #[error("node '{node}': input '{input}' names a node that does not exist")]
+    MissingInput {
+        /// The consuming node.
+        node: String,
+        /// The input as written.
+        input: String,
+    },
+    /// An input string that is not `name`, `name:N` or `^name`.
+    #[error("node '{node}': malformed input '{input}' (expected 'name', 'name:N' or '^name')")]
+    MalformedInput {
+        /// The consuming node.
+        node: String,
+        /// The input as written.
+        input: String,
+    },
+    /// An input names an output index the producer does not have.
+    #[error("node '{node}': input '{input}' does not exist (the producer has {outputs} output(s))")]
+    BadOutputIndex {
+        /// The consuming node.
+        node: String,
+        /// The input as written.
+        input: String,
+        /// How many outputs the producer has.
+        outputs: usize,
+    },
+    /// Wrong number of data inputs for the op.
+    #[error("node '{node}' ({op}): expected {expected} data input(s), got {got}")]
+    InputCount {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// Inputs the op signature requires.
+        expected: usize,
+        /// Inputs given.
+        got: usize,
+    },
+    /// An input whose dtype does not match the op signature.
+    #[error("node '{node}' ({op}): input {index} ('{input}') is {got}, expected {expected}")]
+    InputType {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The input position.
+        index: usize,
+        /// The input as written.
+        input: String,
+        /// Required dtype.
+        expected: DType,
+        /// Actual dtype.
+        got: DType,
+    },
+    /// Attrs missing or invalid for the op.
+    #[error("node '{node}' ({op}): {reason}")]
+    BadAttrs {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A cycle not formed by a loop construct.
+    #[error("the graph has a cycle through node(s) {}", .0.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))]
+    Cycle(Vec<String>),
+    /// A tensor name that is not `name` or `name:N`.
+    #[error("malformed tensor name '{0}' (expected 'name' or 'name:N')")]
+    BadTensorName(String),
+    /// A tensor name that does not exist in the graph.
+    #[error("tensor '{tensor}' does not exist: {reason}")]
+    NoSuchTensor {
+        /// The tensor name.
+        tensor: String,
+        /// Why.
+        reason: String,
+    },
+    /// A GraphDef version this build cannot consume.
+    #[error("GraphDef versions: {0}")]
+    Version(String),
+}
