@@ -1,0 +1,134 @@
+//! Definitions of every op ferroflow knows, with TensorFlow's names, argument names and attrs.
+use crate::registry::{op, OpDef};
+use crate::shape_inference as s;
+
+const UNARY: &[&str] = &["Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
+const BINARY: &[&str] = &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"];
+const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
+
+/// All op definitions.
+pub fn all() -> Vec<OpDef> {
+    let mut v = vec![
+        op("Const").output("output: dtype").attr("value: tensor").attr("dtype: type").shape(s::const_shape).build(),
+        op("Placeholder").output("output: dtype").attr("dtype: type").attr("shape: shape = ?").shape(s::shape_attr).build(),
+        op("PlaceholderWithDefault")
+            .input("input: dtype")
+            .output("output: dtype")
+            .attr("dtype: type")
+            .attr("shape: shape")
+            .shape(s::shape_attr)
+            .build(),
+        op("Identity").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
+        op("IdentityN").input("input: T").output("output: T").attr("T: list(type) >= 1").shape(s::pass_through).build(),
+        op("NoOp").shape(s::no_outputs).build(),
+        op("MatMul")
+            .input("a: T")
+            .input("b: T")
+            .output("product: T")
+            .attr("transpose_a: bool = false")
+            .attr("transpose_b: bool = false")
+            .attr("grad_a: bool = false")
+            .attr("grad_b: bool = false")
+            .attr("T: type")
+            .shape(s::matmul)
+            .build(),
+        op("BiasAdd")
+            .input("value: T")
+            .input("bias: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .shape(s::unchanged)
+            .build(),
+        op("ArgMax")
+            .input("input: T")
+            .input("dimension: Tidx")
+            .output("output: output_type")
+            .attr("T: type")
+            .attr("Tidx: {int16, int32, int64} = DT_INT32")
+            .attr("output_type: {int16, uint16, int32, int64} = DT_INT64")
+            .shape(s::arg_reduce)
+            .build(),
+        op("Equal")
+            .input("x: T")
+            .input("y: T")
+            .output("z: bool")
+            .attr("T: type")
+            .attr("incompatible_shape_error: bool = true")
+            .shape(s::broadcast)
+            .build(),
+        op("Cast")
+            .input("x: SrcT")
+            .output("y: DstT")
+            .attr("SrcT: type")
+            .attr("DstT: type")
+            .attr("Truncate: bool = false")
+            .shape(s::unchanged)
+            .build(),
+        op("Reshape")
+            .input("tensor: T")
+            .input("shape: Tshape")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tshape: {int32, int64} = DT_INT32")
+            .shape(s::reshape)
+            .build(),
+        op("Shape").input("input: T").output("output: out_type").attr("T: type").attr("out_type: {int32, int64} = DT_INT32").shape(s::shape_of).build(),
+        op("ExpandDims")
+            .input("input: T")
+            .input("dim: Tdim")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tdim: {int32, int64} = DT_INT32")
+            .shape(s::expand_dims)
+            .build(),
+        op("Squeeze").input("input: T").output("output: T").attr("T: type").attr("squeeze_dims: list(int) >= 0 = []").shape(s::squeeze).build(),
+        op("Fill")
+            .input("dims: index_type")
+            .input("value: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("index_type: {int32, int64} = DT_INT32")
+            .shape(s::fill)
+            .build(),
+        op("ZerosLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
+        op("OnesLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
+        op("Pack").input("values: N * T").output("output: T").attr("N: int >= 1").attr("T: type").attr("axis: int = 0").shape(s::pack).build(),
+        op("ConcatV2")
+            .input("values: N * T")
+            .input("axis: Tidx")
+            .output("output: T")
+            .attr("N: int >= 2")
+            .attr("T: type")
+            .attr("Tidx: {int32, int64} = DT_INT32")
+            .shape(s::concat)
+            .build(),
+    ];
+    for name in UNARY {
+        let input = if name.ends_with("Softmax") { "logits: T" } else { "x: T" };
+        let output = if name.ends_with("Softmax") { "softmax: T" } else { "y: T" };
+        let (input, output) = match *name {
+            "Relu" => ("features: T", "activations: T"),
+            "LogSoftmax" => (input, "logsoftmax: T"),
+            _ => (input, output),
+        };
+        v.push(op(name).input(input).output(output).attr("T: type").shape(s::unchanged).build());
+    }
+    for name in BINARY {
+        v.push(op(name).input("x: T").input("y: T").output("z: T").attr("T: type").shape(s::broadcast).build());
+    }
+    for name in REDUCE {
+        v.push(
+            op(name)
+                .input("input: T")
+                .input("reduction_indices: Tidx")
+                .output("output: T")
+                .attr("keep_dims: bool = false")
+                .attr("T: type")
+                .attr("Tidx: {int32, int64} = DT_INT32")
+                .shape(s::reduce)
+                .build(),
+        );
+    }
+    v
+}

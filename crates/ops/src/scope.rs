@@ -1,0 +1,277 @@
+//! The TensorFlow-1-style builder: a [`Scope`] owns a graph under construction; typed op
+//! functions add nodes and return their outputs.
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeSpec, Output};
+use ferroflow_proto::{attr_value::ListValue, attr_value::Value, convert, AttrValue};
+use ferroflow_tensor::{DType, Element, Shape, Tensor, TensorError};
+
+use crate::OpRegistry;
+
+/// An error while building a graph.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The graph rejected the node.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A constant could not be built.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+}
+
+type Result<T> = std::result::Result<T, BuildError>;
+
+/// A place to add ops: the shared graph plus a name scope and a device.
+///
+/// ```
+/// use ferroflow_ops::Scope;
+/// let s = Scope::new();
+/// let a = s.scalar(1.0f32).unwrap();
+/// let b = s.scalar(2.0f32).unwrap();
+/// let c = s.add(a, b).unwrap();
+/// assert_eq!(s.graph().node(c.node).name, "add");
+/// ```
+#[derive(Clone)]
+pub struct Scope {
+    graph: Rc<RefCell<Graph>>,
+    prefix: String,
+    op_name: Option<String>,
+    device: String,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn attr(v: Value) -> AttrValue {
+    AttrValue { value: Some(v) }
+}
+
+fn type_attr(d: DType) -> AttrValue {
+    attr(Value::Type(d.to_tf()))
+}
+
+impl Scope {
+    /// A scope over a new, empty graph.
+    pub fn new() -> Scope {
+        Scope { graph: Rc::new(RefCell::new(Graph::new())), prefix: String::new(), op_name: None, device: String::new() }
+    }
+
+    /// A child scope whose nodes are named `name/...` (made unique like TensorFlow's scopes).
+    pub fn name_scope(&self, name: &str) -> Scope {
+        let unique = self.graph.borrow_mut().unique_name(&format!("{}{name}", self.prefix));
+        Scope { prefix: format!("{unique}/"), op_name: None, ..self.clone() }
+    }
+
+    /// A scope whose next op gets this name (instead of the op's default name).
+    pub fn with_name(&self, name: &str) -> Scope {
+        Scope { op_name: Some(name.to_string()), ..self.clone() }
+    }
+
+    /// A scope whose ops request `device` (a TensorFlow device name).
+    pub fn with_device(&self, device: &str) -> Scope {
+        Scope { device: device.to_string(), ..self.clone() }
+    }
+
+    /// A copy of the graph built so far.
+    pub fn graph(&self) -> Graph {
+        self.graph.borrow().clone()
+    }
+
+    /// The dtype of an output in this scope's graph.
+    pub fn dtype(&self, o: Output) -> DType {
+        self.graph.borrow().output_type(o)
+    }
+
+    /// Adds a node of any registered op. `default_name` is used unless the scope was given
+    /// a name with [`Scope::with_name`]; either way the name is made unique.
+    pub fn add_op(&self, op: &str, default_name: &str, inputs: &[Output], control: &[NodeId], attrs: Attrs) -> Result<NodeId> {
+        let mut g = self.graph.borrow_mut();
+        let base = format!("{}{}", self.prefix, self.op_name.as_deref().unwrap_or(default_name));
+        let name = g.unique_name(&base);
+        let spec = NodeSpec {
+            name,
+            op: op.to_string(),
+            inputs: inputs.to_vec(),
+            control_inputs: control.to_vec(),
+            attrs,
+            device: self.device.clone(),
+        };
+        Ok(g.add_node(spec, OpRegistry::global())?)
+    }
+
+    fn op1(&self, op: &str, name: &str, inputs: &[Output], mut attrs: Attrs) -> Result<Output> {
+        if let Some(first) = inputs.first() {
+            attrs.entry("T".into()).or_insert_with(|| type_attr(self.dtype(*first)));
+        }
+        Ok(Output { node: self.add_op(op, name, inputs, &[], attrs)?, index: 0 })
+    }
+
+    /// A constant tensor.
+    pub fn constant(&self, value: &Tensor) -> Result<Output> {
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(value.dtype()));
+        a.insert("value".into(), attr(Value::Tensor(Box::new(convert::tensor_to_proto(value)))));
+        Ok(Output { node: self.add_op("Const", "Const", &[], &[], a)?, index: 0 })
+    }
+
+    /// A scalar constant.
+    pub fn scalar<T: Element>(&self, v: T) -> Result<Output> {
+        self.constant(&Tensor::scalar(v))
+    }
+
+    /// A constant from a slice and dimensions.
+    pub fn constant_from<T: Element>(&self, dims: &[usize], values: &[T]) -> Result<Output> {
+        self.constant(&Tensor::from_slice(dims, values)?)
+    }
+
+    /// A placeholder to be fed at run time.
+    pub fn placeholder(&self, dtype: DType, shape: &Shape) -> Result<Output> {
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(dtype));
+        a.insert("shape".into(), attr(Value::Shape(Box::new(convert::shape_to_proto(shape)))));
+        Ok(Output { node: self.add_op("Placeholder", "Placeholder", &[], &[], a)?, index: 0 })
+    }
+
+    /// `x + y` (op `AddV2`).
+    pub fn add(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("AddV2", "add", &[x, y], Attrs::new())
+    }
+    /// `x - y`.
+    pub fn sub(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("Sub", "sub", &[x, y], Attrs::new())
+    }
+    /// `x * y`.
+    pub fn mul(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("Mul", "mul", &[x, y], Attrs::new())
+    }
+    /// `x / y` (op `RealDiv`).
+    pub fn div(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("RealDiv", "truediv", &[x, y], Attrs::new())
+    }
+    /// Elementwise maximum.
+    pub fn maximum(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("Maximum", "Maximum", &[x, y], Attrs::new())
+    }
+    /// Elementwise minimum.
+    pub fn minimum(&self, x: Output, y: Output) -> Result<Output> {
+        self.op1("Minimum", "Minimum", &[x, y], Attrs::new())
+    }
+    /// Any one-input, one-output op whose only attr is `T` (`Relu`, `Exp`, `Softmax`, ...).
+    pub fn unary(&self, op: &str, x: Output) -> Result<Output> {
+        self.op1(op, op, &[x], Attrs::new())
+    }
+    /// `Identity`.
+    pub fn identity(&self, x: Output) -> Result<Output> {
+        self.unary("Identity", x)
+    }
+    /// `Relu`.
+    pub fn relu(&self, x: Output) -> Result<Output> {
+        self.unary("Relu", x)
+    }
+    /// `Softmax` over the last axis.
+    pub fn softmax(&self, x: Output) -> Result<Output> {
+        self.unary("Softmax", x)
+    }
+    /// Matrix product with optional transposes.
+    pub fn matmul(&self, a: Output, b: Output, transpose_a: bool, transpose_b: bool) -> Result<Output> {
+        let mut at = Attrs::new();
+        at.insert("transpose_a".into(), attr(Value::B(transpose_a)));
+        at.insert("transpose_b".into(), attr(Value::B(transpose_b)));
+        self.op1("MatMul", "MatMul", &[a, b], at)
+    }
+    /// Adds a bias vector along the last axis.
+    pub fn bias_add(&self, x: Output, bias: Output) -> Result<Output> {
+        self.op1("BiasAdd", "BiasAdd", &[x, bias], Attrs::new())
+    }
+    /// A reduction (`Sum`, `Mean`, `Max`, ...) over `axes`.
+    pub fn reduce(&self, op: &str, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
+        let ax = self.name_scope_free().constant_from(&[axes.len()], axes)?;
+        let mut at = Attrs::new();
+        at.insert("keep_dims".into(), attr(Value::B(keep_dims)));
+        at.insert("Tidx".into(), type_attr(DType::Int32));
+        self.op1(op, op, &[x, ax], at)
+    }
+    /// Casts to `dtype`.
+    pub fn cast(&self, x: Output, dtype: DType) -> Result<Output> {
+        let mut at = Attrs::new();
+        at.insert("SrcT".into(), type_attr(self.dtype(x)));
+        at.insert("DstT".into(), type_attr(dtype));
+        Ok(Output { node: self.add_op("Cast", "Cast", &[x], &[], at)?, index: 0 })
+    }
+    /// Reshapes to `dims` (one may be -1).
+    pub fn reshape(&self, x: Output, dims: &[i32]) -> Result<Output> {
+        let s = self.name_scope_free().constant_from(&[dims.len()], dims)?;
+        let mut at = Attrs::new();
+        at.insert("Tshape".into(), type_attr(DType::Int32));
+        self.op1("Reshape", "Reshape", &[x, s], at)
+    }
+    /// Stacks tensors of equal shape along a new `axis`.
+    pub fn pack(&self, values: &[Output], axis: i64) -> Result<Output> {
+        let mut at = Attrs::new();
+        at.insert("N".into(), attr(Value::I(values.len() as i64)));
+        at.insert("axis".into(), attr(Value::I(axis)));
+        self.op1("Pack", "stack", values, at)
+    }
+    /// Joins tensors along `axis`.
+    pub fn concat(&self, values: &[Output], axis: i32) -> Result<Output> {
+        let ax = self.name_scope_free().scalar(axis)?;
+        let mut inputs = values.to_vec();
+        inputs.push(ax);
+        let mut at = Attrs::new();
+        at.insert("N".into(), attr(Value::I(values.len() as i64)));
+        at.insert("Tidx".into(), type_attr(DType::Int32));
+        self.op1("ConcatV2", "concat", &inputs, at)
+    }
+    /// `IdentityN` over several tensors.
+    pub fn identity_n(&self, values: &[Output]) -> Result<Vec<Output>> {
+        let types = values.iter().map(|v| self.dtype(*v).to_tf()).collect();
+        let mut at = Attrs::new();
+        at.insert("T".into(), attr(Value::List(Box::new(ListValue { r#type: types, ..Default::default() }))));
+        let node = self.add_op("IdentityN", "IdentityN", values, &[], at)?;
+        Ok((0..values.len()).map(|index| Output { node, index }).collect())
+    }
+    /// A `NoOp` that runs after `deps` (a grouping target).
+    pub fn group(&self, deps: &[NodeId]) -> Result<NodeId> {
+        self.add_op("NoOp", "NoOp", &[], deps, Attrs::new())
+    }
+
+    /// The same scope without a pending op name (for helper constants).
+    fn name_scope_free(&self) -> Scope {
+        Scope { op_name: None, ..self.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_000_names() {
+        let s = Scope::new();
+        let a = s.scalar(1.0f32).unwrap();
+        let b = s.scalar(2.0f32).unwrap();
+        let c = s.add(a, b).unwrap();
+        let d = s.add(a, b).unwrap();
+        let out = s.mul(c, d).unwrap();
+        let g = s.graph();
+        let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["Const", "Const_1", "add", "add_1", "mul"]);
+        assert_eq!(g.node(out.node).op, "Mul");
+        let layer = s.name_scope("dense");
+        let r = layer.with_name("act").relu(out).unwrap();
+        assert_eq!(s.graph().node(r.node).name, "dense/act");
+    }
+
+    #[test]
+    fn type_errors_name_the_node() {
+        let s = Scope::new();
+        let a = s.scalar(1.0f32).unwrap();
+        let b = s.scalar(2i32).unwrap();
+        let e = s.with_name("bad").add(a, b).unwrap_err().to_string();
+        assert!(e.contains("node 'bad'") && e.contains("int32"), "{e}");
+    }
+}
