@@ -1,0 +1,244 @@
+//! CPU kernels. Each kernel registers against an op (from `ferroflow-ops`) for a set of
+//! dtypes; [`KernelRegistry::create`] instantiates one for a node. The same instance API
+//! serves the executor, op-by-op (eager) calls through [`run_op`], and constant folding.
+#![warn(missing_docs)]
+
+mod array;
+mod cast;
+mod elementwise;
+mod matmul;
+mod numeric;
+mod reduce;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use ferroflow_graph::{Attrs, NodeTypes};
+use ferroflow_ops::{OpDef, OpRegistry};
+use ferroflow_proto::attr_value::Value;
+use ferroflow_tensor::{DType, Tensor, TensorError};
+use smallvec::SmallVec;
+
+/// A kernel's inputs, owned: a kernel may reuse an input's buffer for its output when no one
+/// else holds it.
+pub type Inputs = SmallVec<[Tensor; 4]>;
+/// A kernel's outputs.
+pub type Outputs = SmallVec<[Tensor; 2]>;
+
+/// An error creating or running a kernel. The executor adds the node and op names.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    /// No kernel is registered for this op and dtype.
+    #[error("no CPU kernel for op '{op}' with {attr}={dtype} (node '{node}'); registered: {registered}")]
+    NoKernel {
+        /// The op.
+        op: String,
+        /// The node.
+        node: String,
+        /// The constraining attr.
+        attr: String,
+        /// The dtype asked for.
+        dtype: String,
+        /// The dtypes that have kernels.
+        registered: String,
+    },
+    /// Bad input values or shapes at run time, or bad attrs at creation.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+}
+
+/// Shorthand for kernel results.
+pub type KResult<T> = Result<T, KernelError>;
+
+/// Builds an `InvalidArgument` error.
+pub(crate) fn invalid(msg: impl Into<String>) -> KernelError {
+    KernelError::InvalidArgument(msg.into())
+}
+
+/// What a kernel may use while it runs.
+pub struct KernelContext<'a> {
+    /// The intra-op thread pool for kernels that split their work; `None` runs on the caller.
+    pub intra_op: Option<&'a rayon::ThreadPool>,
+}
+
+impl KernelContext<'_> {
+    /// Runs `f` on the intra-op pool when there is one (so rayon-parallel code inside uses
+    /// it), else on the calling thread.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match self.intra_op {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+    /// The number of threads kernels may use.
+    pub fn threads(&self) -> usize {
+        self.intra_op.map_or(1, |p| p.current_num_threads())
+    }
+}
+
+/// An instantiated kernel for one node.
+pub trait OpKernel: Send + Sync {
+    /// Computes the node's outputs from its inputs.
+    fn compute(&self, ctx: &KernelContext, inputs: Inputs) -> KResult<Outputs>;
+}
+
+/// Everything a kernel factory may read about its node.
+pub struct NodeDesc<'a> {
+    /// Node name (for errors).
+    pub name: &'a str,
+    /// The op definition.
+    pub def: &'a OpDef,
+    /// The node's attrs (defaults come from `def`).
+    pub attrs: &'a Attrs,
+    /// Resolved input and output dtypes.
+    pub types: &'a NodeTypes,
+}
+
+impl NodeDesc<'_> {
+    fn value(&self, name: &str) -> KResult<&Value> {
+        self.def
+            .attr(self.attrs, name)
+            .and_then(|v| v.value.as_ref())
+            .ok_or_else(|| invalid(format!("node '{}': missing attr '{name}'", self.name)))
+    }
+    /// A bool attr.
+    pub fn bool(&self, name: &str) -> KResult<bool> {
+        match self.value(name)? {
+            Value::B(b) => Ok(*b),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a bool", self.name))),
+        }
+    }
+    /// An int attr.
+    pub fn int(&self, name: &str) -> KResult<i64> {
+        match self.value(name)? {
+            Value::I(i) => Ok(*i),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be an int", self.name))),
+        }
+    }
+    /// A string attr.
+    pub fn string(&self, name: &str) -> KResult<String> {
+        match self.value(name)? {
+            Value::S(s) => Ok(String::from_utf8_lossy(s).into_owned()),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a string", self.name))),
+        }
+    }
+    /// A type attr.
+    pub fn dtype(&self, name: &str) -> KResult<DType> {
+        match self.value(name)? {
+            Value::Type(t) => Ok(DType::from_tf(*t)?),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a type", self.name))),
+        }
+    }
+    /// A list(int) attr (empty if absent).
+    pub fn ints(&self, name: &str) -> Vec<i64> {
+        match self.def.attr(self.attrs, name).and_then(|v| v.value.as_ref()) {
+            Some(Value::List(l)) => l.i.clone(),
+            _ => vec![],
+        }
+    }
+    /// A tensor attr.
+    pub fn tensor(&self, name: &str) -> KResult<Tensor> {
+        match self.value(name)? {
+            Value::Tensor(t) => ferroflow_proto::convert::tensor_from_proto(t)
+                .map_err(|e| invalid(format!("node '{}': attr '{name}': {e}", self.name))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a tensor", self.name))),
+        }
+    }
+}
+
+/// Creates a kernel for a node.
+pub type Factory = fn(&NodeDesc) -> KResult<Box<dyn OpKernel>>;
+
+struct Registration {
+    attr: &'static str,
+    dtypes: &'static [DType],
+    factory: Factory,
+}
+
+/// Kernels by op.
+pub struct KernelRegistry {
+    by_op: HashMap<&'static str, Vec<Registration>>,
+}
+
+impl KernelRegistry {
+    /// Registers `factory` for `op` when the type attr `attr` is one of `dtypes`. An empty
+    /// `attr` registers a kernel for every dtype.
+    pub fn register(&mut self, op: &'static str, attr: &'static str, dtypes: &'static [DType], factory: Factory) {
+        self.by_op.entry(op).or_default().push(Registration { attr, dtypes, factory });
+    }
+
+    /// The process-wide registry of every CPU kernel.
+    pub fn global() -> &'static KernelRegistry {
+        static REG: OnceLock<KernelRegistry> = OnceLock::new();
+        REG.get_or_init(|| {
+            let mut r = KernelRegistry { by_op: HashMap::new() };
+            array::register(&mut r);
+            cast::register(&mut r);
+            elementwise::register(&mut r);
+            matmul::register(&mut r);
+            reduce::register(&mut r);
+            r
+        })
+    }
+
+    /// True if some kernel is registered for `op`.
+    pub fn has_op(&self, op: &str) -> bool {
+        self.by_op.contains_key(op)
+    }
+
+    /// Instantiates the kernel for a node, or says which op/dtype has none.
+    pub fn create(&self, desc: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+        let op = desc.def.name.as_str();
+        let no_kernel = |attr: &str, dtype: String| {
+            let mut registered: Vec<&str> = self
+                .by_op
+                .get(op)
+                .into_iter()
+                .flatten()
+                .flat_map(|r| r.dtypes.iter().map(|d| d.name()))
+                .collect();
+            registered.dedup();
+            KernelError::NoKernel {
+                op: op.to_string(),
+                node: desc.name.to_string(),
+                attr: attr.to_string(),
+                dtype,
+                registered: if registered.is_empty() { "none".into() } else { registered.join(", ") },
+            }
+        };
+        let regs = self.by_op.get(op).ok_or_else(|| no_kernel("T", "any".into()))?;
+        let mut first_attr = "T";
+        let mut first_dtype = String::from("?");
+        for r in regs {
+            if r.attr.is_empty() {
+                return (r.factory)(desc);
+            }
+            let d = desc.dtype(r.attr)?;
+            if r.dtypes.contains(&d) {
+                return (r.factory)(desc);
+            }
+            first_attr = r.attr;
+            first_dtype = d.name().to_string();
+        }
+        Err(no_kernel(first_attr, first_dtype))
+    }
+}
+
+/// Runs one op eagerly: resolves its signature, instantiates its kernel and computes.
+pub fn run_op(op: &str, attrs: &Attrs, inputs: Inputs, ctx: &KernelContext) -> KResult<Outputs> {
+    let def = OpRegistry::global().get(op).ok_or_else(|| invalid(format!("unknown op '{op}'")))?;
+    let types = def.resolve_types(attrs).map_err(|e| invalid(format!("op '{op}': {e}")))?;
+    if types.inputs.len() != inputs.len() {
+        return Err(invalid(format!("op '{op}' takes {} inputs, got {}", types.inputs.len(), inputs.len())));
+    }
+    for (i, (t, want)) in inputs.iter().zip(&types.inputs).enumerate() {
+        if t.dtype() != *want {
+            return Err(invalid(format!("op '{op}': input {i} is {}, expected {want}", t.dtype())));
+        }
+    }
+    let kernel = KernelRegistry::global().create(&NodeDesc { name: op, def, attrs, types: &types })?;
+    kernel.compute(ctx, inputs)
+}

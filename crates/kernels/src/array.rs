@@ -1,0 +1,374 @@
+//! Sources, identities and shape-manipulating kernels: `Const`, `Placeholder*`, `Identity*`,
+//! `NoOp`, `BiasAdd`, `Reshape`, `Shape`, `ExpandDims`, `Squeeze`, `Fill`, `ZerosLike`,
+//! `OnesLike`, `Pack`, `ConcatV2`.
+use ferroflow_tensor::{bf16, f16, DType, Tensor};
+use smallvec::{smallvec, SmallVec};
+
+use crate::numeric::Num;
+use crate::reduce::{axis_values, norm_axis};
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+struct Const(Tensor);
+impl OpKernel for Const {
+    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
+        Ok(smallvec![self.0.clone()])
+    }
+}
+
+fn k_const(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let t = d.tensor("value")?;
+    let want = d.dtype("dtype")?;
+    if t.dtype() != want {
+        return Err(invalid(format!("node '{}': value is {} but dtype is {want}", d.name, t.dtype())));
+    }
+    Ok(Box::new(Const(t)))
+}
+
+/// A placeholder that was not fed: running it is the user's error, said as TensorFlow says it.
+struct Unfed(String);
+impl OpKernel for Unfed {
+    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
+        Err(invalid(self.0.clone()))
+    }
+}
+
+fn k_placeholder(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let shape = match d.def.attr(d.attrs, "shape").and_then(|v| v.value.as_ref()) {
+        Some(ferroflow_proto::attr_value::Value::Shape(s)) => ferroflow_proto::convert::shape_from_proto(s).to_string(),
+        _ => "<unknown>".into(),
+    };
+    Ok(Box::new(Unfed(format!(
+        "You must feed a value for placeholder tensor '{}' with dtype {} and shape {shape}",
+        d.name,
+        d.dtype("dtype")?
+    ))))
+}
+
+/// Forwards its inputs unchanged (Identity, IdentityN, PlaceholderWithDefault, Snapshot).
+struct Forward;
+impl OpKernel for Forward {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        Ok(inputs.into_iter().collect())
+    }
+}
+
+struct NoOp;
+impl OpKernel for NoOp {
+    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
+        Ok(SmallVec::new())
+    }
+}
+
+struct BiasAdd<T> {
+    nchw: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Num> OpKernel for BiasAdd<T> {
+    fn compute(&self, _: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+        let bias = inputs.pop().expect("two inputs");
+        let mut x = inputs.pop().expect("two inputs");
+        let dims = x.dims().to_vec();
+        if dims.len() < 2 {
+            return Err(invalid(format!("Input tensor must be at least 2D: {dims:?}")));
+        }
+        if bias.rank() != 1 {
+            return Err(invalid(format!("Biases must be 1D: {:?}", bias.dims())));
+        }
+        let c_axis = if self.nchw { 1 } else { dims.len() - 1 };
+        let c = dims[c_axis];
+        if bias.len() != c {
+            return Err(invalid(format!(
+                "Must provide as many biases as the channel dimension of the input tensor: {:?} vs. {dims:?}",
+                bias.dims()
+            )));
+        }
+        let inner: usize = dims[c_axis + 1..].iter().product();
+        let b = bias.as_slice::<T>()?;
+        let v = x.as_mut_slice::<T>()?;
+        if inner == 0 || c == 0 {
+            return Ok(smallvec![x]);
+        }
+        for (i, chunk) in v.chunks_mut(inner).enumerate() {
+            let bv = b[i % c];
+            chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
+        }
+        Ok(smallvec![x])
+    }
+}
+
+fn k_bias_add(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let nchw = d.string("data_format")? == "NCHW";
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(BiasAdd::<f32> { nchw, _t: Default::default() })),
+        DType::Double => Ok(Box::new(BiasAdd::<f64> { nchw, _t: Default::default() })),
+        DType::Int32 => Ok(Box::new(BiasAdd::<i32> { nchw, _t: Default::default() })),
+        DType::Int64 => Ok(Box::new(BiasAdd::<i64> { nchw, _t: Default::default() })),
+        t => Err(invalid(format!("no BiasAdd kernel for {t}"))),
+    }
+}
+
+struct Reshape;
+impl OpKernel for Reshape {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let target = axis_values(&inputs[1]).map_err(|_| invalid("shape must be int32 or int64"))?;
+        if inputs[1].rank() > 1 {
+            return Err(invalid(format!("sizes input must be 1-D, not {:?}", inputs[1].dims())));
+        }
+        let mut dims = Vec::with_capacity(target.len());
+        let mut infer = None;
+        let mut known = 1usize;
+        for (i, &d) in target.iter().enumerate() {
+            match d {
+                -1 if infer.is_none() => {
+                    infer = Some(i);
+                    dims.push(1);
+                }
+                -1 => return Err(invalid("only one input size may be -1, not both")),
+                d if d < 0 => return Err(invalid(format!("size {i} must be non-negative, not {d}"))),
+                d => {
+                    dims.push(d as usize);
+                    known = known.checked_mul(d as usize).ok_or_else(|| invalid("requested shape overflows"))?;
+                }
+            }
+        }
+        let n = x.len();
+        if let Some(i) = infer {
+            if known == 0 || n % known != 0 {
+                return Err(invalid(format!(
+                    "Input to reshape is a tensor with {n} values, but the requested shape requires a multiple of {known}"
+                )));
+            }
+            dims[i] = n / known;
+        } else if known != n {
+            return Err(invalid(format!(
+                "Input to reshape is a tensor with {n} values, but the requested shape has {known}"
+            )));
+        }
+        Ok(smallvec![x.reshaped(&dims)?])
+    }
+}
+
+struct ShapeOp(DType);
+impl OpKernel for ShapeOp {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let d = inputs[0].dims();
+        let t = match self.0 {
+            DType::Int64 => Tensor::from_vec(&[d.len()], d.iter().map(|&x| x as i64).collect())?,
+            _ => {
+                let v: Vec<i32> = d.iter().map(|&x| i32::try_from(x)).collect::<Result<_, _>>().map_err(|_| {
+                    invalid(format!("shape {d:?} does not fit int32; use out_type=int64"))
+                })?;
+                Tensor::from_vec(&[d.len()], v)?
+            }
+        };
+        Ok(smallvec![t])
+    }
+}
+
+struct ExpandDims;
+impl OpKernel for ExpandDims {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let a = axis_values(&inputs[1])?;
+        let [a] = a[..] else { return Err(invalid("'dim' must be a tensor with a single value")) };
+        let r = x.rank() as i64 + 1;
+        if a < -r || a >= r {
+            return Err(invalid(format!("Tried to expand dim index {a} for tensor with {} dimensions", x.rank())));
+        }
+        let a = if a < 0 { a + r } else { a } as usize;
+        let mut dims = x.dims().to_vec();
+        dims.insert(a, 1);
+        Ok(smallvec![x.reshaped(&dims)?])
+    }
+}
+
+struct Squeeze(Vec<i64>);
+impl OpKernel for Squeeze {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let dims = x.dims();
+        let mut keep = vec![true; dims.len()];
+        if self.0.is_empty() {
+            for (k, &d) in keep.iter_mut().zip(dims) {
+                *k = d != 1;
+            }
+        } else {
+            for &a in &self.0 {
+                let i = norm_axis(a, dims.len())?;
+                if dims[i] != 1 {
+                    return Err(invalid(format!("Can not squeeze dim[{i}], expected a dimension of 1, got {}", dims[i])));
+                }
+                keep[i] = false;
+            }
+        }
+        let out: Vec<usize> = dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect();
+        Ok(smallvec![x.reshaped(&out)?])
+    }
+}
+
+/// Repeats one element's bytes (or string) `n` times into a tensor of `dims`.
+fn repeat_element(dtype: DType, dims: &[usize], elem: &Tensor, index: usize) -> KResult<Tensor> {
+    let n: usize = dims.iter().product();
+    if dtype == DType::String {
+        return Ok(Tensor::from_strings(dims, vec![elem.as_strings()?[index].clone(); n])?);
+    }
+    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
+    let one = &elem.as_bytes()?[index * size..(index + 1) * size];
+    let bytes = one.repeat(n);
+    Ok(Tensor::from_bytes(dtype, dims, &bytes)?)
+}
+
+struct Fill;
+impl OpKernel for Fill {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let (dims_t, value) = (&inputs[0], &inputs[1]);
+        if value.len() != 1 || value.rank() != 0 {
+            return Err(invalid(format!("value must be a scalar, got shape {:?}", value.dims())));
+        }
+        let mut dims = Vec::new();
+        for d in axis_values(dims_t)? {
+            dims.push(usize::try_from(d).map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?);
+        }
+        let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if total.is_none_or(|t| t.saturating_mul(value.dtype().size().unwrap_or(8)) > ferroflow_proto::convert::MAX_TENSOR_BYTES) {
+            return Err(invalid(format!("Fill of shape {dims:?} is too large")));
+        }
+        Ok(smallvec![repeat_element(value.dtype(), &dims, value, 0)?])
+    }
+}
+
+struct ZerosLike;
+impl OpKernel for ZerosLike {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        Ok(smallvec![Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?])
+    }
+}
+
+struct OnesLike;
+impl OpKernel for OnesLike {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let one = match x.dtype() {
+            DType::Float => Tensor::scalar(1f32),
+            DType::Double => Tensor::scalar(1f64),
+            DType::Half => Tensor::scalar(f16::ONE),
+            DType::BFloat16 => Tensor::scalar(bf16::ONE),
+            DType::Int8 => Tensor::scalar(1i8),
+            DType::Int16 => Tensor::scalar(1i16),
+            DType::Int32 => Tensor::scalar(1i32),
+            DType::Int64 => Tensor::scalar(1i64),
+            DType::UInt8 => Tensor::scalar(1u8),
+            DType::UInt16 => Tensor::scalar(1u16),
+            DType::UInt32 => Tensor::scalar(1u32),
+            DType::UInt64 => Tensor::scalar(1u64),
+            DType::Bool => Tensor::scalar(true),
+            d => return Err(invalid(format!("OnesLike is not defined for {d}"))),
+        };
+        Ok(smallvec![repeat_element(x.dtype(), x.dims(), &one, 0)?])
+    }
+}
+
+/// Interleaves blocks: for each of `outer` rows, copies `blocks[i]` elements from part `i`.
+fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
+    let dtype = parts[0].dtype();
+    if dtype == DType::String {
+        let mut out = Vec::new();
+        for o in 0..outer {
+            for (p, &b) in parts.iter().zip(blocks) {
+                out.extend_from_slice(&p.as_strings()?[o * b..(o + 1) * b]);
+            }
+        }
+        return Ok(Tensor::from_strings(dims, out)?);
+    }
+    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
+    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * size);
+    for o in 0..outer {
+        for (p, &b) in parts.iter().zip(blocks) {
+            out.extend_from_slice(&p.as_bytes()?[o * b * size..(o + 1) * b * size]);
+        }
+    }
+    Ok(Tensor::from_bytes(dtype, dims, &out)?)
+}
+
+struct Pack(i64);
+impl OpKernel for Pack {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let first = inputs[0].dims();
+        for (i, t) in inputs.iter().enumerate() {
+            if t.dims() != first {
+                return Err(invalid(format!(
+                    "Shapes of all inputs must match: values[0].shape = {first:?} != values[{i}].shape = {:?}",
+                    t.dims()
+                )));
+            }
+        }
+        let r = first.len() as i64 + 1;
+        if self.0 < -r || self.0 >= r {
+            return Err(invalid(format!("axis = {} not in [{}, {r})", self.0, -r)));
+        }
+        let axis = if self.0 < 0 { self.0 + r } else { self.0 } as usize;
+        let mut dims = first.to_vec();
+        dims.insert(axis, inputs.len());
+        let outer: usize = first[..axis].iter().product();
+        let inner: usize = first[axis..].iter().product();
+        let parts: Vec<&Tensor> = inputs.iter().collect();
+        Ok(smallvec![interleave(&parts, &vec![inner; parts.len()], outer, &dims)?])
+    }
+}
+
+struct Concat;
+impl OpKernel for Concat {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let (values, axis_t) = inputs.split_at(inputs.len() - 1);
+        let a = axis_values(&axis_t[0])?;
+        let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let first = values[0].dims();
+        let rank = first.len();
+        if rank == 0 {
+            return Err(invalid("Can't concatenate scalars (use tf.stack instead)"));
+        }
+        let r = rank as i64;
+        if a < -r || a >= r {
+            return Err(invalid(format!("ConcatOp : Expected concatenating dimensions in the range [{}, {r}), but got {a}", -r)));
+        }
+        let axis = if a < 0 { a + r } else { a } as usize;
+        let mut dims = first.to_vec();
+        dims[axis] = 0;
+        for (i, t) in values.iter().enumerate() {
+            let d = t.dims();
+            let same = d.len() == rank && d.iter().zip(first).enumerate().all(|(j, (x, y))| j == axis || x == y);
+            if !same || t.dtype() != values[0].dtype() {
+                return Err(invalid(format!(
+                    "ConcatOp : Dimension mismatch: values[0].shape = {first:?} vs. values[{i}].shape = {d:?}"
+                )));
+            }
+            dims[axis] += d[axis];
+        }
+        let outer: usize = first[..axis].iter().product();
+        let inner: usize = first[axis + 1..].iter().product();
+        let parts: Vec<&Tensor> = values.iter().collect();
+        let blocks: Vec<usize> = values.iter().map(|t| t.dims()[axis] * inner).collect();
+        Ok(smallvec![interleave(&parts, &blocks, outer, &dims)?])
+    }
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    r.register("Const", "", &[], k_const);
+    r.register("Placeholder", "", &[], k_placeholder);
+    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient"] {
+        r.register(op, "", &[], |_| Ok(Box::new(Forward)));
+    }
+    r.register("NoOp", "", &[], |_| Ok(Box::new(NoOp)));
+    r.register("BiasAdd", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_bias_add);
+    r.register("Reshape", "", &[], |_| Ok(Box::new(Reshape)));
+    r.register("Shape", "", &[], |d| Ok(Box::new(ShapeOp(d.dtype("out_type")?))));
+    r.register("ExpandDims", "", &[], |_| Ok(Box::new(ExpandDims)));
+    r.register("Squeeze", "", &[], |d| Ok(Box::new(Squeeze(d.ints("squeeze_dims")))));
+    r.register("Fill", "", &[], |_| Ok(Box::new(Fill)));
+    r.register("ZerosLike", "", &[], |_| Ok(Box::new(ZerosLike)));
+    r.register("OnesLike", "", &[], |_| Ok(Box::new(OnesLike)));
+    r.register("Pack", "", &[], |d| Ok(Box::new(Pack(d.int("axis")?))));
+    r.register("ConcatV2", "", &[], |_| Ok(Box::new(Concat)));
+}

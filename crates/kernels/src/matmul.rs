@@ -1,0 +1,127 @@
+//! `MatMul` through the `gemm` crate (runtime-dispatched SIMD; transposes via strides).
+use ferroflow_tensor::{DType, Tensor};
+use smallvec::smallvec;
+
+use crate::numeric::Num;
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+/// Multiply-adds below which a product stays on one thread (threading costs more).
+const PARALLEL_MIN_FLOPS: usize = 1 << 18;
+
+struct MatMul<T> {
+    transpose_a: bool,
+    transpose_b: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+/// Element types the tuned GEMM handles.
+trait GemmElement: Num {
+    const TUNED: bool;
+}
+impl GemmElement for f32 {
+    const TUNED: bool = true;
+}
+impl GemmElement for f64 {
+    const TUNED: bool = true;
+}
+impl GemmElement for i32 {
+    const TUNED: bool = false;
+}
+impl GemmElement for i64 {
+    const TUNED: bool = false;
+}
+
+impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if a.rank() != 2 || b.rank() != 2 {
+            return Err(invalid(format!("In[0] and In[1] must be matrices, got shapes {:?} and {:?}", a.dims(), b.dims())));
+        }
+        let (ad, bd) = (a.dims(), b.dims());
+        let (m, ka) = if self.transpose_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
+        let (kb, n) = if self.transpose_b { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
+        if ka != kb {
+            return Err(invalid(format!(
+                "Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?} (transpose_a={}, transpose_b={})",
+                self.transpose_a, self.transpose_b
+            )));
+        }
+        let k = ka;
+        let mut out = Tensor::zeros(T::DTYPE, &[m, n])?;
+        let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+        // Row/column strides of the logical [m,k] and [k,n] operands.
+        let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };
+        let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
+        let o = out.as_mut_slice::<T>()?;
+        if m == 0 || n == 0 {
+            return Ok(smallvec![out]);
+        }
+        if T::TUNED && k > 0 {
+            let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
+            let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+            let mut run = || {
+                // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
+                // strides passed (checked above from the tensors' shapes); `o` is exclusively
+                // borrowed and does not alias the inputs (it is a fresh buffer).
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        o.as_mut_ptr(),
+                        1,
+                        n as isize,
+                        false,
+                        x.as_ptr(),
+                        a_cs as isize,
+                        a_rs as isize,
+                        y.as_ptr(),
+                        b_cs as isize,
+                        b_rs as isize,
+                        T::ZERO,
+                        T::ONE,
+                        false,
+                        false,
+                        false,
+                        par,
+                    )
+                }
+            };
+            if threads > 1 {
+                ctx.install(run);
+            } else {
+                run();
+            }
+        } else {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = T::ZERO;
+                    for p in 0..k {
+                        acc = acc.add_w(x[i * a_rs + p * a_cs].mul_w(y[p * b_rs + j * b_cs]));
+                    }
+                    o[i * n + j] = acc;
+                }
+            }
+        }
+        Ok(smallvec![out])
+    }
+}
+
+fn make<T: GemmElement + 'static>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    Ok(Box::new(MatMul::<T> { transpose_a: d.bool("transpose_a")?, transpose_b: d.bool("transpose_b")?, _t: Default::default() }))
+}
+
+fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => make::<f32>(d),
+        DType::Double => make::<f64>(d),
+        DType::Int32 => make::<i32>(d),
+        DType::Int64 => make::<i64>(d),
+        t => Err(invalid(format!("no MatMul kernel for {t}"))),
+    }
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    r.register("MatMul", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_matmul);
+}
+

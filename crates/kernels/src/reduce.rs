@@ -1,0 +1,228 @@
+//! Reductions (`Sum`, `Mean`, `Max`, `Min`, `Prod`), `ArgMax`, `Softmax`, `LogSoftmax`.
+use ferroflow_tensor::{DType, Element, Tensor};
+use smallvec::smallvec;
+
+use crate::numeric::{Float, Num};
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+/// Reads an axis tensor (int32/int64, scalar or vector) as i64s.
+pub(crate) fn axis_values(t: &Tensor) -> KResult<Vec<i64>> {
+    match t.dtype() {
+        DType::Int32 => Ok(t.as_slice::<i32>()?.iter().map(|&v| v as i64).collect()),
+        DType::Int64 => Ok(t.as_slice::<i64>()?.to_vec()),
+        d => Err(invalid(format!("axis must be int32 or int64, got {d}"))),
+    }
+}
+
+/// Normalises a possibly negative axis against `rank`.
+pub(crate) fn norm_axis(a: i64, rank: usize) -> KResult<usize> {
+    let r = rank as i64;
+    if a < -r || a >= r {
+        return Err(invalid(format!("Invalid reduction dimension ({a} for input with {rank} dimension(s))")));
+    }
+    Ok(if a < 0 { (a + r) as usize } else { a as usize })
+}
+
+#[derive(Clone, Copy)]
+enum Reduction {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+}
+
+struct Reduce<T> {
+    kind: Reduction,
+    keep_dims: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Num> OpKernel for Reduce<T> {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let dims = x.dims();
+        let mut reduced = vec![false; dims.len()];
+        for a in axis_values(&inputs[1])? {
+            reduced[norm_axis(a, dims.len())?] = true;
+        }
+        let (init, f): (T, fn(T, T) -> T) = match self.kind {
+            Reduction::Sum | Reduction::Mean => (T::ZERO, |a, b| a.add_w(b)),
+            Reduction::Prod => (T::ONE, |a, b| a.mul_w(b)),
+            Reduction::Max => (T::LOWEST, |a, b| if b > a || b.is_nan() { b } else { a }),
+            Reduction::Min => (T::HIGHEST, |a, b| if b < a || b.is_nan() { b } else { a }),
+        };
+        let full: Vec<usize> = dims.iter().zip(&reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
+        let out_len: usize = full.iter().product();
+        let mut acc = vec![init; out_len];
+        let src = x.as_slice::<T>()?;
+        if !src.is_empty() {
+            // Stride of each input axis in the output (0 on reduced axes).
+            let mut ostride = vec![0usize; dims.len()];
+            let mut s = 1;
+            for i in (0..dims.len()).rev() {
+                ostride[i] = if reduced[i] { 0 } else { s };
+                s *= full[i];
+            }
+            if dims.is_empty() {
+                acc[0] = f(acc[0], src[0]);
+            } else {
+                let rank = dims.len();
+                let inner = dims[rank - 1];
+                let istep = ostride[rank - 1];
+                let mut idx = vec![0usize; rank - 1];
+                let mut o = 0usize;
+                for row in src.chunks(inner) {
+                    for (j, v) in row.iter().enumerate() {
+                        let k = o + j * istep;
+                        acc[k] = f(acc[k], *v);
+                    }
+                    for ax in (0..rank - 1).rev() {
+                        idx[ax] += 1;
+                        o += ostride[ax];
+                        if idx[ax] < dims[ax] {
+                            break;
+                        }
+                        o -= ostride[ax] * dims[ax];
+                        idx[ax] = 0;
+                    }
+                }
+            }
+        }
+        if let Reduction::Mean = self.kind {
+            let count: usize = dims.iter().zip(&reduced).filter(|(_, r)| **r).map(|(d, _)| *d).product();
+            let c = T::from_usize(count);
+            if count > 0 || T::DTYPE.is_float() {
+                acc.iter_mut().for_each(|v| *v = v.div(c));
+            }
+        }
+        let out_dims: Vec<usize> = if self.keep_dims {
+            full
+        } else {
+            dims.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(d, _)| *d).collect()
+        };
+        Ok(smallvec![Tensor::from_vec(&out_dims, acc)?])
+    }
+}
+
+fn make_reduce<T: Num>(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    Ok(Box::new(Reduce::<T> { kind, keep_dims: d.bool("keep_dims")?, _t: Default::default() }))
+}
+
+fn reduce_factory(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => make_reduce::<f32>(kind, d),
+        DType::Double => make_reduce::<f64>(kind, d),
+        DType::Int32 => make_reduce::<i32>(kind, d),
+        DType::Int64 => make_reduce::<i64>(kind, d),
+        t => Err(invalid(format!("no reduction kernel for {t}"))),
+    }
+}
+
+struct ArgMax<T, I> {
+    _t: std::marker::PhantomData<(T, I)>,
+}
+
+impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
+    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+        let x = &inputs[0];
+        let axes = axis_values(&inputs[1])?;
+        let [a] = axes[..] else { return Err(invalid("dimension must be a scalar")) };
+        let dims = x.dims();
+        let axis = norm_axis(a, dims.len())?;
+        let n = dims[axis];
+        if n == 0 {
+            return Err(invalid(format!("Reduction axis {axis} is empty in shape {dims:?}")));
+        }
+        let outer: usize = dims[..axis].iter().product();
+        let inner: usize = dims[axis + 1..].iter().product();
+        let src = x.as_slice::<T>()?;
+        let mut out = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                let base = o * n * inner + i;
+                let mut best = 0;
+                for j in 1..n {
+                    if src[base + j * inner] > src[base + best * inner] {
+                        best = j;
+                    }
+                }
+                out.push(I::try_from(best).map_err(|_| invalid("index does not fit the output type"))?);
+            }
+        }
+        let out_dims: Vec<usize> = dims.iter().enumerate().filter(|(i, _)| *i != axis).map(|(_, d)| *d).collect();
+        Ok(smallvec![Tensor::from_vec(&out_dims, out)?])
+    }
+}
+
+fn argmax_for<T: Num>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("output_type")? {
+        DType::Int32 => Ok(Box::new(ArgMax::<T, i32> { _t: Default::default() })),
+        DType::Int64 => Ok(Box::new(ArgMax::<T, i64> { _t: Default::default() })),
+        t => Err(invalid(format!("ArgMax output_type {t} is not supported"))),
+    }
+}
+
+fn k_argmax(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => argmax_for::<f32>(d),
+        DType::Double => argmax_for::<f64>(d),
+        DType::Int32 => argmax_for::<i32>(d),
+        DType::Int64 => argmax_for::<i64>(d),
+        t => Err(invalid(format!("no ArgMax kernel for {t}"))),
+    }
+}
+
+struct Softmax<T> {
+    log: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> OpKernel for Softmax<T> {
+    fn compute(&self, _: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+        let mut x = inputs.swap_remove(0);
+        if x.rank() < 1 {
+            return Err(invalid(format!("logits must have rank >= 1, got shape {:?}", x.dims())));
+        }
+        let n = *x.dims().last().expect("rank >= 1");
+        if n == 0 || x.is_empty() {
+            return Ok(smallvec![x]);
+        }
+        let log = self.log;
+        for row in x.as_mut_slice::<T>()?.chunks_mut(n) {
+            let max = row.iter().copied().fold(T::LOWEST, |a, b| if b > a { b } else { a });
+            let mut sum = T::ZERO;
+            for v in row.iter_mut() {
+                *v = *v - max;
+                sum = sum + v.exp();
+            }
+            if log {
+                let ls = sum.ln();
+                row.iter_mut().for_each(|v| *v = *v - ls);
+            } else {
+                row.iter_mut().for_each(|v| *v = v.exp() / sum);
+            }
+        }
+        Ok(smallvec![x])
+    }
+}
+
+fn k_softmax_impl(d: &NodeDesc, log: bool) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(Softmax::<f32> { log, _t: Default::default() })),
+        DType::Double => Ok(Box::new(Softmax::<f64> { log, _t: Default::default() })),
+        t => Err(invalid(format!("no softmax kernel for {t}"))),
+    }
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    const NUMERIC: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64];
+    r.register("Sum", "T", NUMERIC, |d| reduce_factory(Reduction::Sum, d));
+    r.register("Mean", "T", NUMERIC, |d| reduce_factory(Reduction::Mean, d));
+    r.register("Max", "T", NUMERIC, |d| reduce_factory(Reduction::Max, d));
+    r.register("Min", "T", NUMERIC, |d| reduce_factory(Reduction::Min, d));
+    r.register("Prod", "T", NUMERIC, |d| reduce_factory(Reduction::Prod, d));
+    r.register("ArgMax", "T", NUMERIC, k_argmax);
+    r.register("Softmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, false));
+    r.register("LogSoftmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, true));
+}
