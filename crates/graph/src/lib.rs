@@ -5,6 +5,7 @@
 
 mod error;
 mod graph_def;
+pub mod io;
 mod names;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,0 +1,12 @@
+//! The runtime: [`Session`] (feeds and fetches by tensor name), [`ExecutionPlan`] (compiled
+//! once per feeds/fetches/targets signature and cached), and the parallel executor.
+#![warn(missing_docs)]
+
+mod error;
+mod executor;
+mod plan;
+mod session;
+
+pub use error::RuntimeError;
+pub use plan::ExecutionPlan;
+pub use session::{Session, SessionOptions};
