@@ -71,7 +71,7 @@ cast_half!(f16, bf16);
 fn convert<S: CastElem, D: CastElem>(x: &Tensor) -> KResult<Tensor> {
     let src = x.as_slice::<S>()?;
     let out: Vec<D> = if S::FLOAT {
-        if D::FLOAT {
+        if D::FLOAT || D::DTYPE == DType::Bool {
             src.iter().map(|v| D::from_f64(v.to_f64())).collect()
         } else {
             // Through f64 keeps float->int truncation exact for every representable value.

@@ -47,6 +47,13 @@ fn neg<T: Num>(x: T) -> T {
 fn square<T: Num>(x: T) -> T {
     x.mul_w(x)
 }
+fn abs<T: Num>(x: T) -> T {
+    if x < T::ZERO {
+        x.neg()
+    } else {
+        x
+    }
+}
 fn relu<T: Num>(x: T) -> T {
     if x < T::ZERO {
         T::ZERO
@@ -100,7 +107,7 @@ macro_rules! unary_numeric {
         }
     )*};
 }
-unary_numeric!(k_neg => neg, k_square => square, k_relu => relu);
+unary_numeric!(k_abs => abs, k_neg => neg, k_square => square, k_relu => relu);
 
 /// Strides of `dims` laid out in `out`'s (right-aligned) index space; 0 on broadcast axes.
 fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
@@ -288,6 +295,15 @@ fn equal<T: PartialEq>(a: T, b: T) -> bool {
     a == b
 }
 
+fn greater<T: PartialOrd>(a: T, b: T) -> bool {
+    a > b
+}
+
+fn k_greater(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(Compare::<T> { f: greater::<T> }) as Box<dyn OpKernel>))
+}
+
 fn k_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name,
         [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
@@ -299,7 +315,8 @@ pub(crate) fn register(r: &mut KernelRegistry) {
         r.register(op, "T", FLOATS, f);
     }
     for (op, f) in [
-        ("Neg", k_neg as crate::Factory),
+        ("Abs", k_abs as crate::Factory),
+        ("Neg", k_neg),
         ("Square", k_square),
         ("Relu", k_relu),
         ("Add", k_add),
@@ -312,6 +329,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
         r.register(op, "T", NUMERIC, f);
     }
     r.register("Equal", "T", EQUALITY, k_equal);
+    r.register("Greater", "T", NUMERIC, k_greater);
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
-const UNARY: &[&str] = &["Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
+const UNARY: &[&str] = &["Abs", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
 const BINARY: &[&str] = &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"];
 const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
 
@@ -57,6 +57,7 @@ pub fn all() -> Vec<OpDef> {
             .attr("incompatible_shape_error: bool = true")
             .shape(s::broadcast)
             .build(),
+        op("Greater").input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build(),
         op("Cast")
             .input("x: SrcT")
             .output("y: DstT")

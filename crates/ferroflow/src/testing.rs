@@ -1,0 +1,94 @@
+//! Comparing ferroflow's outputs with TensorFlow's: the fixture manifest and a tolerance
+//! check shared by the test suites, the CLI demo and the comparison scripts.
+use std::path::Path;
+
+use ferroflow_tensor::{DType, Tensor};
+
+/// One fixture listed in `fixtures/tf/MANIFEST`.
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    /// Base name: `NAME.pb`, `NAME.pbtxt`, `NAME.inputs.npz`, `NAME.expected.npz`.
+    pub name: String,
+    /// Relative tolerance for floating-point outputs.
+    pub rtol: f64,
+    /// Absolute tolerance for floating-point outputs.
+    pub atol: f64,
+    /// The op types the graph contains.
+    pub ops: Vec<String>,
+}
+
+/// Reads a fixture manifest: lines `name rtol atol op...`, `#` comments.
+pub fn read_manifest(path: &Path) -> Result<Vec<Fixture>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let bad = || format!("{}:{}: expected 'name rtol atol ops...'", path.display(), i + 1);
+        let name = parts.next().ok_or_else(bad)?.to_string();
+        let rtol = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let atol = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        out.push(Fixture { name, rtol, atol, ops: parts.map(String::from).collect() });
+    }
+    Ok(out)
+}
+
+fn as_f64(t: &Tensor) -> Option<Vec<f64>> {
+    Some(match t.dtype() {
+        DType::Float => t.as_slice::<f32>().ok()?.iter().map(|&v| v as f64).collect(),
+        DType::Double => t.as_slice::<f64>().ok()?.to_vec(),
+        _ => return None,
+    })
+}
+
+/// Checks `got` against `want`: same dtype and shape; floats within `atol + rtol * |want|`
+/// (NaN matches NaN, infinities must match exactly); everything else bit-equal. Returns the
+/// largest absolute error seen on success.
+pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, String> {
+    if got.dtype() != want.dtype() {
+        return Err(format!("dtype {} != expected {}", got.dtype(), want.dtype()));
+    }
+    if got.dims() != want.dims() {
+        return Err(format!("shape {:?} != expected {:?}", got.dims(), want.dims()));
+    }
+    let (Some(g), Some(w)) = (as_f64(got), as_f64(want)) else {
+        return if got == want { Ok(0.0) } else { Err(format!("values {} != expected {}", got.preview(8), want.preview(8))) };
+    };
+    let mut max_err = 0f64;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if a.is_nan() && b.is_nan() {
+            continue;
+        }
+        if b.is_infinite() || a.is_infinite() {
+            if a != b {
+                return Err(format!("element {i}: {a} != expected {b}"));
+            }
+            continue;
+        }
+        let err = (a - b).abs();
+        if err.is_nan() || err > atol + rtol * b.abs() {
+            return Err(format!("element {i}: {a} differs from expected {b} by {err:e} (rtol {rtol}, atol {atol})"));
+        }
+        max_err = max_err.max(err);
+    }
+    Ok(max_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_catches_differences() {
+        let a = Tensor::from_vec(&[2], vec![1.0f32, f32::NAN]).unwrap();
+        let b = Tensor::from_vec(&[2], vec![1.0f32 + 1e-7, f32::NAN]).unwrap();
+        assert!(compare(&a, &b, 1e-5, 1e-6).is_ok());
+        let c = Tensor::from_vec(&[2], vec![1.1f32, f32::NAN]).unwrap();
+        assert!(compare(&a, &c, 1e-5, 1e-6).is_err());
+        assert!(compare(&a, &Tensor::from_vec(&[2], vec![1.0f64, 0.0]).unwrap(), 1.0, 1.0).is_err());
+        assert!(compare(&Tensor::scalar(1i32), &Tensor::scalar(2i32), 1.0, 1.0).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Writes the TensorFlow fixtures that `cargo test` checks ferroflow against.
+
+Each fixture is a frozen TensorFlow 2 graph (tf.function + convert_variables_to_constants_v2)
+written as binary .pb and text .pbtxt, the inputs fed to it (.inputs.npz, keyed by tensor
+name) and TensorFlow's outputs (.expected.npz, keyed by tensor name). MANIFEST lists each
+fixture with the tolerances its comparison uses.
+
+Run:  python3 -m venv .venv && .venv/bin/pip install tensorflow-cpu==2.21.0 tensorboard
+      .venv/bin/python scripts/make_fixtures.py
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tf")
+rng = np.random.default_rng(20261129)
+manifest = []
+
+
+def save(name, fn, specs, feeds, rtol=1e-5, atol=1e-6, note=""):
+    """Freezes `fn` for `specs`, runs it on `feeds` and writes the fixture files."""
+    concrete = fn.get_concrete_function(*specs)
+    frozen = convert_variables_to_constants_v2(concrete)
+    gd = frozen.graph.as_graph_def()
+    with open(os.path.join(OUT, f"{name}.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    with open(os.path.join(OUT, f"{name}.pbtxt"), "w") as f:
+        f.write(str(gd))
+    in_names = [t.name for t in frozen.inputs]
+    outs = frozen(*[tf.constant(v) for v in feeds])
+    if not isinstance(outs, (list, tuple)):
+        outs = [outs]
+    out_names = [t.name for t in frozen.outputs]
+    np.savez(os.path.join(OUT, f"{name}.inputs.npz"), **dict(zip(in_names, feeds)))
+    np.savez(os.path.join(OUT, f"{name}.expected.npz"), **{n: o.numpy() for n, o in zip(out_names, outs)})
+    ops = sorted({n.op for n in gd.node})
+    manifest.append(f"{name} {rtol} {atol} {' '.join(ops)}" + (f"  # {note}" if note else ""))
+    print(f"{name}: {len(gd.node)} nodes, ops {ops}")
+
+
+def f32(*shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def mlp():
+    w1 = tf.Variable(f32(8, 16, lo=-0.5, hi=0.5))
+    b1 = tf.Variable(f32(16, lo=-0.1, hi=0.1))
+    w2 = tf.Variable(f32(16, 10, lo=-0.5, hi=0.5))
+    b2 = tf.Variable(f32(10, lo=-0.1, hi=0.1))
+
+    @tf.function
+    def model(x):
+        h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1))
+        return tf.nn.softmax(tf.matmul(h, w2) + b2)
+
+    save("mlp", model, [tf.TensorSpec([None, 8], tf.float32, name="x")], [f32(4, 8)])
+
+
+def elementwise(dtype, name):
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, y):
+        outs = [r.Add(x=x, y=y), r.AddV2(x=x, y=y), r.Sub(x=x, y=y), r.Mul(x=x, y=y),
+                r.Maximum(x=x, y=y), r.Minimum(x=x, y=y), r.Neg(x=x), r.Square(x=x),
+                r.Relu(features=x), r.Equal(x=x, y=y)]
+        if dtype in (tf.float32, tf.float64):
+            ax = r.Abs(x=x) + tf.constant(0.5, dtype)
+            outs += [r.RealDiv(x=x, y=y), r.Sqrt(x=ax), r.Rsqrt(x=ax), r.Exp(x=x), r.Log(x=ax),
+                     r.Tanh(x=x), r.Sigmoid(x=x), r.Softmax(logits=x), r.LogSoftmax(logits=x)]
+        return outs
+
+    np_dtype = dtype.as_numpy_dtype
+    if dtype in (tf.float32, tf.float64):
+        x = (np.round(rng.uniform(-3, 3, size=(3, 4)) * 2) / 2).astype(np_dtype)
+        y = (np.round(rng.uniform(0.5, 3, size=(4,)) * 2) / 2).astype(np_dtype)
+    else:
+        x = rng.integers(-5, 6, size=(3, 4)).astype(np_dtype)
+        y = rng.integers(1, 6, size=(4,)).astype(np_dtype)
+    specs = [tf.TensorSpec([3, 4], dtype, name="x"), tf.TensorSpec([4], dtype, name="y")]
+    save(name, f, specs, [x, y], note="x [3,4] with y [4] broadcast")
+
+
+def reductions():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, xi):
+        return [r.Sum(input=x, axis=[1], keep_dims=False), r.Sum(input=x, axis=[0, 2], keep_dims=True),
+                r.Mean(input=x, axis=[-1], keep_dims=False), r.Max(input=x, axis=[0], keep_dims=False),
+                r.Sum(input=x, axis=tf.constant([0, 1, 2], tf.int64), keep_dims=False),
+                r.Sum(input=xi, axis=[0], keep_dims=False), r.Mean(input=xi, axis=[1], keep_dims=True),
+                r.Max(input=xi, axis=[1], keep_dims=False),
+                r.ArgMax(input=x, dimension=2, output_type=tf.int64),
+                r.ArgMax(input=xi, dimension=0, output_type=tf.int32)]
+
+    specs = [tf.TensorSpec([2, 3, 5], tf.float32, name="x"), tf.TensorSpec([4, 3], tf.int32, name="xi")]
+    save("reductions", f, specs, [f32(2, 3, 5), rng.integers(-9, 10, size=(4, 3)).astype(np.int32)])
+
+
+def array_ops():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, m):
+        sh = r.Shape(input=x, out_type=tf.int32)
+        outs = [
+            r.Reshape(tensor=x, shape=[-1, 3]), r.Reshape(tensor=x, shape=tf.constant([6, 2], tf.int64)),
+            sh, r.Shape(input=x, out_type=tf.int64),
+            r.ExpandDims(input=x, axis=-1), r.ExpandDims(input=x, axis=0),
+            r.Squeeze(input=r.ExpandDims(input=x, axis=1), axis=[1]), r.Squeeze(input=tf.reshape(x, [1, 3, 1, 4]), axis=[]),
+            r.Fill(dims=sh, value=tf.constant(7.5)), r.Fill(dims=tf.constant([2, 2], tf.int64), value=tf.constant(3)),
+            r.ZerosLike(x=x), r.OnesLike(x=x), r.OnesLike(x=tf.cast(x, tf.int64)),
+            r.Pack(values=[x, x * 2.0], axis=0), r.Pack(values=[x, x, -x], axis=-1),
+            r.ConcatV2(values=[x, -x], axis=0), r.ConcatV2(values=[x, r.Reshape(tensor=x, shape=[3, 4])], axis=-1),
+            r.Cast(x=x, DstT=tf.int32), r.Cast(x=x, DstT=tf.float64), r.Cast(x=x, DstT=tf.bool),
+            r.Cast(x=r.Cast(x=x, DstT=tf.int64), DstT=tf.float32), r.Cast(x=x > 0.0, DstT=tf.float32),
+            r.Identity(input=x), r.PlaceholderWithDefault(input=x, shape=[3, 4]),
+            r.BiasAdd(value=x, bias=tf.constant([1.0, 2.0, 3.0, 4.0])),
+            r.BiasAdd(value=tf.reshape(x, [1, 3, 2, 2]), bias=tf.constant([1.0, 2.0, 3.0]), data_format="NCHW"),
+            r.MatMul(a=x, b=m), r.MatMul(a=m, b=x, transpose_a=True, transpose_b=True),
+            r.MatMul(a=x, b=x, transpose_a=False, transpose_b=True),
+        ]
+        a, b = r.IdentityN(input=[x, sh])
+        return outs + [a, b]
+
+    x = (np.round(f32(3, 4) * 4) / 4).astype(np.float32)
+    specs = [tf.TensorSpec([3, 4], tf.float32, name="x"), tf.TensorSpec([4, 5], tf.float32, name="m")]
+    save("array_ops", f, specs, [x, f32(4, 5)])
+
+
+def matmul_f64_int():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(a, b, c, d):
+        return [r.MatMul(a=a, b=b), r.MatMul(a=c, b=d, transpose_b=True), r.BiasAdd(value=a, bias=tf.constant([0.5, -1.0, 2.0], tf.float64)),
+                r.Softmax(logits=a), r.Sum(input=a, axis=[0], keep_dims=False)]
+
+    specs = [tf.TensorSpec([3, 3], tf.float64, name="a"), tf.TensorSpec([3, 3], tf.float64, name="b"),
+             tf.TensorSpec([2, 3], tf.int32, name="c"), tf.TensorSpec([4, 3], tf.int32, name="d")]
+    save("matmul_mixed", f, specs, [rng.normal(size=(3, 3)), rng.normal(size=(3, 3)),
+                                    rng.integers(-4, 5, (2, 3)).astype(np.int32),
+                                    rng.integers(-4, 5, (4, 3)).astype(np.int32)])
+
+
+def seed_000():
+    """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0, name="a")
+        b = tf.constant(2.0, name="b")
+        c = a + b
+        d = a + b
+        out = c * d
+        with tf.compat.v1.Session(graph=g) as sess:
+            value = sess.run(out)
+    assert value == 9.0
+    with open(os.path.join(OUT, "seed_000.pbtxt"), "w") as f:
+        f.write(str(g.as_graph_def()))
+    np.savez(os.path.join(OUT, "seed_000.expected.npz"), **{out.name: np.float32(value)})
+    print(f"seed_000: fetch {out.name} = {value}")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    mlp()
+    elementwise(tf.float32, "elementwise_f32")
+    elementwise(tf.float64, "elementwise_f64")
+    elementwise(tf.int32, "elementwise_i32")
+    elementwise(tf.int64, "elementwise_i64")
+    reductions()
+    array_ops()
+    matmul_f64_int()
+    seed_000()
+    with open(os.path.join(OUT, "MANIFEST"), "w") as f:
+        f.write("# name rtol atol ops...  (written by scripts/make_fixtures.py with TensorFlow "
+                f"{tf.__version__})\n")
+        f.write("\n".join(manifest) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
