@@ -6,8 +6,20 @@ use clap::{Parser, Subcommand};
 use ferroflow::prelude::*;
 use ferroflow::tensor::npy;
 
+/// `println!` that ignores a closed stdout (e.g. piped into `head`) instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 #[derive(Parser)]
-#[command(name = "ferroflow", version, about = "A TensorFlow-class dataflow system in Rust")]
+#[command(
+    name = "ferroflow",
+    version,
+    about = "A TensorFlow-class dataflow system in Rust"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -60,18 +72,61 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { graph, inputs, feeds, fetches, targets, output, inter_op_threads, intra_op_threads } => {
-            let opts = SessionOptions { inter_op_threads, intra_op_threads };
-            run(&graph, inputs.as_deref(), &feeds, &fetches, &targets, output.as_deref(), opts)
+        Command::Run {
+            graph,
+            inputs,
+            feeds,
+            fetches,
+            targets,
+            output,
+            inter_op_threads,
+            intra_op_threads,
+        } => {
+            let opts = SessionOptions {
+                inter_op_threads,
+                intra_op_threads,
+            };
+            run(
+                &graph,
+                inputs.as_deref(),
+                &feeds,
+                &fetches,
+                &targets,
+                output.as_deref(),
+                opts,
+            )
         }
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
         Command::Demo => demo(),
     };
     if let Err(e) = result {
-        let msg = format!("{e:#}").replace('\n', " ");
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", one_line(&e));
         std::process::exit(1);
+    }
+}
+
+/// The error and its causes on one line, skipping causes whose text the line already holds
+/// (library errors often print their source inline).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg.replace('\n', " ")
+}
+
+fn print_nodes(g: &Graph) {
+    for n in g.nodes() {
+        let inputs: Vec<String> = n.inputs.iter().map(|o| g.output_name(*o)).collect();
+        out!("  {} = {}({})", n.name, n.op, inputs.join(", "));
     }
 }
 
@@ -94,7 +149,7 @@ fn read_feeds(inputs: Option<&Path>, feeds: &[String]) -> Result<Vec<(String, Te
 }
 
 fn print_tensor(name: &str, t: &Tensor) {
-    println!("{name}: {} {:?} {}", t.dtype(), t.dims(), t.preview(10));
+    out!("{name}: {} {:?} {}", t.dtype(), t.dims(), t.preview(10));
 }
 
 fn run(
@@ -112,7 +167,8 @@ fn run(
     let g = load(graph)?;
     let feeds = read_feeds(inputs, feeds)?;
     let sess = Session::new(g, opts)?;
-    let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let feed_refs: Vec<(&str, Tensor)> =
+        feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
     let results = sess.run(&feed_refs, &fetch_refs, &target_refs)?;
@@ -122,7 +178,7 @@ fn run(
     if let Some(out) = output {
         let arrays: Vec<(String, Tensor)> = fetches.iter().cloned().zip(results).collect();
         npy::write_npz(out, &arrays)?;
-        println!("wrote {} tensor(s) to {}", arrays.len(), out.display());
+        out!("wrote {} tensor(s) to {}", arrays.len(), out.display());
     }
     Ok(())
 }
@@ -130,18 +186,40 @@ fn run(
 fn convert(input: &Path, output: &Path) -> Result<()> {
     let g = load(input)?;
     ferroflow::graph::io::write_graph_def(output, &g.to_graph_def())?;
-    println!("{}: {} nodes -> {}", input.display(), g.len(), output.display());
+    out!(
+        "{}: {} nodes -> {}",
+        input.display(),
+        g.len(),
+        output.display()
+    );
     Ok(())
 }
 
 fn inspect(path: &Path) -> Result<()> {
     let g = load(path)?;
     let shapes = ferroflow::ops::infer_shapes(&g)?;
-    println!("{}: {} nodes, {} functions", path.display(), g.len(), g.library.function.len());
+    out!(
+        "{}: {} nodes, {} functions",
+        path.display(),
+        g.len(),
+        g.library.function.len()
+    );
     for (id, n) in g.nodes().iter().enumerate() {
         let inputs: Vec<String> = n.inputs.iter().map(|o| g.output_name(*o)).collect();
-        let outs: Vec<String> = n.types.outputs.iter().zip(&shapes[id]).map(|(t, s)| format!("{t}{s}")).collect();
-        println!("  {} = {}({}) -> {}", n.name, n.op, inputs.join(", "), outs.join(", "));
+        let outs: Vec<String> = n
+            .types
+            .outputs
+            .iter()
+            .zip(&shapes[id])
+            .map(|(t, s)| format!("{t}{s}"))
+            .collect();
+        out!(
+            "  {} = {}({}) -> {}",
+            n.name,
+            n.op,
+            inputs.join(", "),
+            outs.join(", ")
+        );
     }
     Ok(())
 }
@@ -152,7 +230,7 @@ const MLP_INPUTS: &[u8] = include_bytes!("../../../fixtures/tf/mlp.inputs.npz");
 const MLP_EXPECTED: &[u8] = include_bytes!("../../../fixtures/tf/mlp.expected.npz");
 
 fn demo() -> Result<()> {
-    println!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
+    out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
     let s = Scope::new();
     let a = s.scalar(1.0f32)?;
     let b = s.scalar(2.0f32)?;
@@ -161,27 +239,40 @@ fn demo() -> Result<()> {
     let out = s.mul(c, d)?;
     let graph = s.graph();
     let fetch = graph.output_name(out);
-    println!("{}", ferroflow::proto::print_text(&graph.to_graph_def()).lines().take(12).collect::<Vec<_>>().join("\n"));
-    println!("  ... ({} nodes)", graph.len());
+    print_nodes(&graph);
     let sess = Session::new(graph, SessionOptions::default())?;
     print_tensor(&fetch, &sess.run(&[], &[&fetch], &[])?[0]);
 
-    println!("\n== A frozen TensorFlow 2 MLP (fixtures/tf/mlp.pb), run by ferroflow and compared with TensorFlow's output");
+    out!("\n== A frozen TensorFlow 2 MLP (fixtures/tf/mlp.pb), run by ferroflow and compared with TensorFlow's output");
     let def = ferroflow::proto::decode(MLP_PB, "mlp.pb")?;
     let g = ferroflow::ops::import_graph_def(&def)?;
     let ops: std::collections::BTreeSet<&str> = g.nodes().iter().map(|n| n.op.as_str()).collect();
-    println!("{} nodes, ops: {}", g.len(), ops.into_iter().collect::<Vec<_>>().join(", "));
+    out!(
+        "{} nodes, ops: {}",
+        g.len(),
+        ops.into_iter().collect::<Vec<_>>().join(", ")
+    );
     let inputs = npy::read_npz_from(std::io::Cursor::new(MLP_INPUTS), "mlp.inputs.npz")?;
     let expected = npy::read_npz_from(std::io::Cursor::new(MLP_EXPECTED), "mlp.expected.npz")?;
     let sess = Session::new(g, SessionOptions::default())?;
-    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let feeds: Vec<(&str, Tensor)> = inputs
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.clone()))
+        .collect();
     let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
     let results = sess.run(&feeds, &fetches, &[])?;
     for ((name, want), got) in expected.iter().zip(&results) {
         print_tensor(name, got);
         let (g, w) = (got.as_slice::<f32>()?, want.as_slice::<f32>()?);
-        let max_err = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        println!("  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values", w.len());
+        let max_err = g
+            .iter()
+            .zip(w)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        out!(
+            "  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values",
+            w.len()
+        );
     }
     Ok(())
 }

@@ -21,7 +21,9 @@ impl Graph {
                 )));
             }
             if v.bad_consumers.contains(&GRAPH_DEF_VERSION) {
-                return Err(GraphError::Version(format!("version {GRAPH_DEF_VERSION} is listed in bad_consumers")));
+                return Err(GraphError::Version(format!(
+                    "version {GRAPH_DEF_VERSION} is listed in bad_consumers"
+                )));
             }
         }
         let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(def.node.len());
@@ -37,17 +39,31 @@ impl Graph {
             match ops.resolve(&n.op, &n.attr) {
                 Ok(Some(t)) => types.push(t),
                 Ok(None) => {
-                    unknown.entry(n.op.clone()).or_default().push(n.name.clone());
+                    unknown
+                        .entry(n.op.clone())
+                        .or_default()
+                        .push(n.name.clone());
                     types.push(NodeTypes::default());
                 }
-                Err(reason) => return Err(GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), reason }),
+                Err(reason) => {
+                    return Err(GraphError::BadAttrs {
+                        node: n.name.clone(),
+                        op: n.op.clone(),
+                        reason,
+                    })
+                }
             }
         }
         if !unknown.is_empty() {
             return Err(GraphError::UnknownOps(unknown.into_iter().collect()));
         }
 
-        let mut graph = Graph { library: def.library.clone().unwrap_or_default(), versions: def.versions.clone(), ..Default::default() };
+        let mut graph = Graph {
+            library: def.library.clone().unwrap_or_default(),
+            library_present: def.library.is_some(),
+            versions: def.versions.clone(),
+            ..Default::default()
+        };
         let mut nodes = Vec::with_capacity(def.node.len());
         for (n, types) in def.node.iter().zip(types) {
             let (inputs, control_inputs) = resolve_inputs(n, &ids)?;
@@ -61,7 +77,10 @@ impl Graph {
                 attrs: n.attr.clone(),
                 types,
                 has_debug_info: debug.is_some(),
-                original_node_names: debug.as_ref().map(|d| d.original_node_names.clone()).unwrap_or_default(),
+                original_node_names: debug
+                    .as_ref()
+                    .map(|d| d.original_node_names.clone())
+                    .unwrap_or_default(),
                 original_func_names: debug.map(|d| d.original_func_names).unwrap_or_default(),
                 experimental_type: n.experimental_type.clone(),
             });
@@ -82,10 +101,19 @@ impl Graph {
             .nodes
             .iter()
             .map(|n| {
-                let mut input: Vec<String> =
-                    n.inputs.iter().map(|o| format_output(&self.nodes[o.node].name, o.index)).collect();
-                input.extend(n.control_inputs.iter().map(|&c| format!("^{}", self.nodes[c].name)));
-                let has_debug = n.has_debug_info || !n.original_node_names.is_empty() || !n.original_func_names.is_empty();
+                let mut input: Vec<String> = n
+                    .inputs
+                    .iter()
+                    .map(|o| format_output(&self.nodes[o.node].name, o.index))
+                    .collect();
+                input.extend(
+                    n.control_inputs
+                        .iter()
+                        .map(|&c| format!("^{}", self.nodes[c].name)),
+                );
+                let has_debug = n.has_debug_info
+                    || !n.original_node_names.is_empty()
+                    || !n.original_func_names.is_empty();
                 NodeDef {
                     name: n.name.clone(),
                     op: n.op.clone(),
@@ -100,25 +128,46 @@ impl Graph {
                 }
             })
             .collect();
-        GraphDef { node, library: Some(self.library.clone()), versions: self.versions.clone(), ..Default::default() }
+        let library = (self.library_present || self.library != Default::default())
+            .then(|| self.library.clone());
+        GraphDef {
+            node,
+            library,
+            versions: self.versions.clone(),
+            ..Default::default()
+        }
     }
 }
 
-fn resolve_inputs(n: &NodeDef, ids: &HashMap<&str, NodeId>) -> Result<(Vec<Output>, Vec<NodeId>), GraphError> {
+fn resolve_inputs(
+    n: &NodeDef,
+    ids: &HashMap<&str, NodeId>,
+) -> Result<(Vec<Output>, Vec<NodeId>), GraphError> {
     let mut inputs = Vec::with_capacity(n.input.len());
     let mut controls = Vec::new();
     for s in &n.input {
-        let missing = || GraphError::MissingInput { node: n.name.clone(), input: s.clone() };
+        let missing = || GraphError::MissingInput {
+            node: n.name.clone(),
+            input: s.clone(),
+        };
         if let Some(ctrl) = s.strip_prefix('^') {
             controls.push(*ids.get(ctrl).ok_or_else(missing)?);
             continue;
         }
         if !controls.is_empty() {
-            return Err(GraphError::MalformedInput { node: n.name.clone(), input: format!("{s} (data input after a control input)") });
+            return Err(GraphError::MalformedInput {
+                node: n.name.clone(),
+                input: format!("{s} (data input after a control input)"),
+            });
         }
-        let (name, index) =
-            parse_output_name(s).ok_or_else(|| GraphError::MalformedInput { node: n.name.clone(), input: s.clone() })?;
-        inputs.push(Output { node: *ids.get(name).ok_or_else(missing)?, index });
+        let (name, index) = parse_output_name(s).ok_or_else(|| GraphError::MalformedInput {
+            node: n.name.clone(),
+            input: s.clone(),
+        })?;
+        inputs.push(Output {
+            node: *ids.get(name).ok_or_else(missing)?,
+            index,
+        });
     }
     Ok((inputs, controls))
 }
@@ -137,10 +186,22 @@ mod tests {
         fn resolve(&self, op: &str, _: &Attrs) -> Result<Option<NodeTypes>, String> {
             let f = DType::Float;
             Ok(match op {
-                "C" => Some(NodeTypes { inputs: vec![], outputs: vec![f] }),
-                "A" | "Merge" => Some(NodeTypes { inputs: vec![f, f], outputs: vec![f] }),
-                "NextIteration" => Some(NodeTypes { inputs: vec![f], outputs: vec![f] }),
-                "I" => Some(NodeTypes { inputs: vec![DType::Int32], outputs: vec![f] }),
+                "C" => Some(NodeTypes {
+                    inputs: vec![],
+                    outputs: vec![f],
+                }),
+                "A" | "Merge" => Some(NodeTypes {
+                    inputs: vec![f, f],
+                    outputs: vec![f],
+                }),
+                "NextIteration" => Some(NodeTypes {
+                    inputs: vec![f],
+                    outputs: vec![f],
+                }),
+                "I" => Some(NodeTypes {
+                    inputs: vec![DType::Int32],
+                    outputs: vec![f],
+                }),
                 _ => None,
             })
         }
@@ -156,7 +217,10 @@ mod tests {
 node { name: "b" op: "C" }
 node { name: "s" op: "A" input: "a" input: "b:0" input: "^b" }"#;
         let g = import(text).unwrap();
-        assert_eq!(g.node(2).inputs, vec![Output { node: 0, index: 0 }, Output { node: 1, index: 0 }]);
+        assert_eq!(
+            g.node(2).inputs,
+            vec![Output { node: 0, index: 0 }, Output { node: 1, index: 0 }]
+        );
         let def = g.to_graph_def();
         assert_eq!(def.node[2].input, vec!["a", "b", "^b"]);
         let g2 = Graph::from_graph_def(&def, &Toy).unwrap();
@@ -166,20 +230,38 @@ node { name: "s" op: "A" input: "a" input: "b:0" input: "^b" }"#;
     #[test]
     fn every_error_names_the_node() {
         let cases = [
-            (r#"node { name: "a" op: "C" } node { name: "a" op: "C" }"#, "duplicate node name 'a'"),
+            (
+                r#"node { name: "a" op: "C" } node { name: "a" op: "C" }"#,
+                "duplicate node name 'a'",
+            ),
             (
                 r#"node { name: "a" op: "Foo" } node { name: "b" op: "Bar" } node { name: "c" op: "Foo" }"#,
                 "unknown op(s): 'Bar' (node 'b'); 'Foo' (nodes 'a', 'c')",
             ),
-            (r#"node { name: "s" op: "A" input: "a" input: "a" }"#, "node 's': input 'a' names a node that does not exist"),
-            (r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a" }"#, "node 's' (A): expected 2 data input(s), got 1"),
-            (r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a" input: "a:3" }"#, "input 'a:3' does not exist"),
-            (r#"node { name: "a" op: "C" } node { name: "s" op: "I" input: "a" }"#, "input 0 ('a:0') is float, expected int32"),
+            (
+                r#"node { name: "s" op: "A" input: "a" input: "a" }"#,
+                "node 's': input 'a' names a node that does not exist",
+            ),
+            (
+                r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a" }"#,
+                "node 's' (A): expected 2 data input(s), got 1",
+            ),
+            (
+                r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a" input: "a:3" }"#,
+                "input 'a:3' does not exist",
+            ),
+            (
+                r#"node { name: "a" op: "C" } node { name: "s" op: "I" input: "a" }"#,
+                "input 0 ('a:0') is float, expected int32",
+            ),
             (
                 r#"node { name: "a" op: "C" } node { name: "x" op: "A" input: "a" input: "y" } node { name: "y" op: "A" input: "a" input: "x" }"#,
                 "cycle through node(s) 'x', 'y'",
             ),
-            (r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a:x" input: "a" }"#, "malformed input 'a:x'"),
+            (
+                r#"node { name: "a" op: "C" } node { name: "s" op: "A" input: "a:x" input: "a" }"#,
+                "malformed input 'a:x'",
+            ),
         ];
         for (text, want) in cases {
             let e = import(text).unwrap_err().to_string();
@@ -198,8 +280,19 @@ node { name: "n" op: "NextIteration" input: "m" }"#;
     #[test]
     fn tensor_names() {
         let g = import(r#"node { name: "a" op: "C" }"#).unwrap();
-        assert_eq!(g.output_by_name("a:0").unwrap(), Output { node: 0, index: 0 });
-        assert!(g.output_by_name("a:1").unwrap_err().to_string().contains("has 1 output"));
-        assert!(g.output_by_name("zz:0").unwrap_err().to_string().contains("no node named 'zz'"));
+        assert_eq!(
+            g.output_by_name("a:0").unwrap(),
+            Output { node: 0, index: 0 }
+        );
+        assert!(g
+            .output_by_name("a:1")
+            .unwrap_err()
+            .to_string()
+            .contains("has 1 output"));
+        assert!(g
+            .output_by_name("zz:0")
+            .unwrap_err()
+            .to_string()
+            .contains("no node named 'zz'"));
     }
 }

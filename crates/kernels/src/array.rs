@@ -19,7 +19,11 @@ fn k_const(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let t = d.tensor("value")?;
     let want = d.dtype("dtype")?;
     if t.dtype() != want {
-        return Err(invalid(format!("node '{}': value is {} but dtype is {want}", d.name, t.dtype())));
+        return Err(invalid(format!(
+            "node '{}': value is {} but dtype is {want}",
+            d.name,
+            t.dtype()
+        )));
     }
     Ok(Box::new(Const(t)))
 }
@@ -34,7 +38,9 @@ impl OpKernel for Unfed {
 
 fn k_placeholder(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let shape = match d.def.attr(d.attrs, "shape").and_then(|v| v.value.as_ref()) {
-        Some(ferroflow_proto::attr_value::Value::Shape(s)) => ferroflow_proto::convert::shape_from_proto(s).to_string(),
+        Some(ferroflow_proto::attr_value::Value::Shape(s)) => {
+            ferroflow_proto::convert::shape_from_proto(s).to_string()
+        }
         _ => "<unknown>".into(),
     };
     Ok(Box::new(Unfed(format!(
@@ -70,7 +76,9 @@ impl<T: Num> OpKernel for BiasAdd<T> {
         let mut x = inputs.pop().expect("two inputs");
         let dims = x.dims().to_vec();
         if dims.len() < 2 {
-            return Err(invalid(format!("Input tensor must be at least 2D: {dims:?}")));
+            return Err(invalid(format!(
+                "Input tensor must be at least 2D: {dims:?}"
+            )));
         }
         if bias.rank() != 1 {
             return Err(invalid(format!("Biases must be 1D: {:?}", bias.dims())));
@@ -100,10 +108,22 @@ impl<T: Num> OpKernel for BiasAdd<T> {
 fn k_bias_add(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let nchw = d.string("data_format")? == "NCHW";
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(BiasAdd::<f32> { nchw, _t: Default::default() })),
-        DType::Double => Ok(Box::new(BiasAdd::<f64> { nchw, _t: Default::default() })),
-        DType::Int32 => Ok(Box::new(BiasAdd::<i32> { nchw, _t: Default::default() })),
-        DType::Int64 => Ok(Box::new(BiasAdd::<i64> { nchw, _t: Default::default() })),
+        DType::Float => Ok(Box::new(BiasAdd::<f32> {
+            nchw,
+            _t: Default::default(),
+        })),
+        DType::Double => Ok(Box::new(BiasAdd::<f64> {
+            nchw,
+            _t: Default::default(),
+        })),
+        DType::Int32 => Ok(Box::new(BiasAdd::<i32> {
+            nchw,
+            _t: Default::default(),
+        })),
+        DType::Int64 => Ok(Box::new(BiasAdd::<i64> {
+            nchw,
+            _t: Default::default(),
+        })),
         t => Err(invalid(format!("no BiasAdd kernel for {t}"))),
     }
 }
@@ -112,9 +132,13 @@ struct Reshape;
 impl OpKernel for Reshape {
     fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
         let x = &inputs[0];
-        let target = axis_values(&inputs[1]).map_err(|_| invalid("shape must be int32 or int64"))?;
+        let target =
+            axis_values(&inputs[1]).map_err(|_| invalid("shape must be int32 or int64"))?;
         if inputs[1].rank() > 1 {
-            return Err(invalid(format!("sizes input must be 1-D, not {:?}", inputs[1].dims())));
+            return Err(invalid(format!(
+                "sizes input must be 1-D, not {:?}",
+                inputs[1].dims()
+            )));
         }
         let mut dims = Vec::with_capacity(target.len());
         let mut infer = None;
@@ -126,16 +150,20 @@ impl OpKernel for Reshape {
                     dims.push(1);
                 }
                 -1 => return Err(invalid("only one input size may be -1, not both")),
-                d if d < 0 => return Err(invalid(format!("size {i} must be non-negative, not {d}"))),
+                d if d < 0 => {
+                    return Err(invalid(format!("size {i} must be non-negative, not {d}")))
+                }
                 d => {
                     dims.push(d as usize);
-                    known = known.checked_mul(d as usize).ok_or_else(|| invalid("requested shape overflows"))?;
+                    known = known
+                        .checked_mul(d as usize)
+                        .ok_or_else(|| invalid("requested shape overflows"))?;
                 }
             }
         }
         let n = x.len();
         if let Some(i) = infer {
-            if known == 0 || n % known != 0 {
+            if known == 0 || !n.is_multiple_of(known) {
                 return Err(invalid(format!(
                     "Input to reshape is a tensor with {n} values, but the requested shape requires a multiple of {known}"
                 )));
@@ -157,9 +185,15 @@ impl OpKernel for ShapeOp {
         let t = match self.0 {
             DType::Int64 => Tensor::from_vec(&[d.len()], d.iter().map(|&x| x as i64).collect())?,
             _ => {
-                let v: Vec<i32> = d.iter().map(|&x| i32::try_from(x)).collect::<Result<_, _>>().map_err(|_| {
-                    invalid(format!("shape {d:?} does not fit int32; use out_type=int64"))
-                })?;
+                let v: Vec<i32> = d
+                    .iter()
+                    .map(|&x| i32::try_from(x))
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| {
+                        invalid(format!(
+                            "shape {d:?} does not fit int32; use out_type=int64"
+                        ))
+                    })?;
                 Tensor::from_vec(&[d.len()], v)?
             }
         };
@@ -172,10 +206,15 @@ impl OpKernel for ExpandDims {
     fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
         let x = &inputs[0];
         let a = axis_values(&inputs[1])?;
-        let [a] = a[..] else { return Err(invalid("'dim' must be a tensor with a single value")) };
+        let [a] = a[..] else {
+            return Err(invalid("'dim' must be a tensor with a single value"));
+        };
         let r = x.rank() as i64 + 1;
         if a < -r || a >= r {
-            return Err(invalid(format!("Tried to expand dim index {a} for tensor with {} dimensions", x.rank())));
+            return Err(invalid(format!(
+                "Tried to expand dim index {a} for tensor with {} dimensions",
+                x.rank()
+            )));
         }
         let a = if a < 0 { a + r } else { a } as usize;
         let mut dims = x.dims().to_vec();
@@ -198,12 +237,20 @@ impl OpKernel for Squeeze {
             for &a in &self.0 {
                 let i = norm_axis(a, dims.len())?;
                 if dims[i] != 1 {
-                    return Err(invalid(format!("Can not squeeze dim[{i}], expected a dimension of 1, got {}", dims[i])));
+                    return Err(invalid(format!(
+                        "Can not squeeze dim[{i}], expected a dimension of 1, got {}",
+                        dims[i]
+                    )));
                 }
                 keep[i] = false;
             }
         }
-        let out: Vec<usize> = dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect();
+        let out: Vec<usize> = dims
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(d, _)| *d)
+            .collect();
         Ok(smallvec![x.reshaped(&out)?])
     }
 }
@@ -212,9 +259,14 @@ impl OpKernel for Squeeze {
 fn repeat_element(dtype: DType, dims: &[usize], elem: &Tensor, index: usize) -> KResult<Tensor> {
     let n: usize = dims.iter().product();
     if dtype == DType::String {
-        return Ok(Tensor::from_strings(dims, vec![elem.as_strings()?[index].clone(); n])?);
+        return Ok(Tensor::from_strings(
+            dims,
+            vec![elem.as_strings()?[index].clone(); n],
+        )?);
     }
-    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
+    let size = dtype
+        .size()
+        .ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
     let one = &elem.as_bytes()?[index * size..(index + 1) * size];
     let bytes = one.repeat(n);
     Ok(Tensor::from_bytes(dtype, dims, &bytes)?)
@@ -225,14 +277,23 @@ impl OpKernel for Fill {
     fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
         let (dims_t, value) = (&inputs[0], &inputs[1]);
         if value.len() != 1 || value.rank() != 0 {
-            return Err(invalid(format!("value must be a scalar, got shape {:?}", value.dims())));
+            return Err(invalid(format!(
+                "value must be a scalar, got shape {:?}",
+                value.dims()
+            )));
         }
         let mut dims = Vec::new();
         for d in axis_values(dims_t)? {
-            dims.push(usize::try_from(d).map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?);
+            dims.push(
+                usize::try_from(d)
+                    .map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?,
+            );
         }
         let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if total.is_none_or(|t| t.saturating_mul(value.dtype().size().unwrap_or(8)) > ferroflow_proto::convert::MAX_TENSOR_BYTES) {
+        if total.is_none_or(|t| {
+            t.saturating_mul(value.dtype().size().unwrap_or(8))
+                > ferroflow_proto::convert::MAX_TENSOR_BYTES
+        }) {
             return Err(invalid(format!("Fill of shape {dims:?} is too large")));
         }
         Ok(smallvec![repeat_element(value.dtype(), &dims, value, 0)?])
@@ -242,7 +303,10 @@ impl OpKernel for Fill {
 struct ZerosLike;
 impl OpKernel for ZerosLike {
     fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
-        Ok(smallvec![Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?])
+        Ok(smallvec![Tensor::zeros(
+            inputs[0].dtype(),
+            inputs[0].dims()
+        )?])
     }
 }
 
@@ -271,7 +335,12 @@ impl OpKernel for OnesLike {
 }
 
 /// Interleaves blocks: for each of `outer` rows, copies `blocks[i]` elements from part `i`.
-fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
+fn interleave(
+    parts: &[&Tensor],
+    blocks: &[usize],
+    outer: usize,
+    dims: &[usize],
+) -> KResult<Tensor> {
     let dtype = parts[0].dtype();
     if dtype == DType::String {
         let mut out = Vec::new();
@@ -282,7 +351,9 @@ fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize])
         }
         return Ok(Tensor::from_strings(dims, out)?);
     }
-    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
+    let size = dtype
+        .size()
+        .ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
     let mut out = Vec::with_capacity(dims.iter().product::<usize>() * size);
     for o in 0..outer {
         for (p, &b) in parts.iter().zip(blocks) {
@@ -314,7 +385,12 @@ impl OpKernel for Pack {
         let outer: usize = first[..axis].iter().product();
         let inner: usize = first[axis..].iter().product();
         let parts: Vec<&Tensor> = inputs.iter().collect();
-        Ok(smallvec![interleave(&parts, &vec![inner; parts.len()], outer, &dims)?])
+        Ok(smallvec![interleave(
+            &parts,
+            &vec![inner; parts.len()],
+            outer,
+            &dims
+        )?])
     }
 }
 
@@ -323,7 +399,9 @@ impl OpKernel for Concat {
     fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
         let (values, axis_t) = inputs.split_at(inputs.len() - 1);
         let a = axis_values(&axis_t[0])?;
-        let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let [a] = a[..] else {
+            return Err(invalid("axis must be a scalar"));
+        };
         let first = values[0].dims();
         let rank = first.len();
         if rank == 0 {
@@ -331,14 +409,21 @@ impl OpKernel for Concat {
         }
         let r = rank as i64;
         if a < -r || a >= r {
-            return Err(invalid(format!("ConcatOp : Expected concatenating dimensions in the range [{}, {r}), but got {a}", -r)));
+            return Err(invalid(format!(
+                "ConcatOp : Expected concatenating dimensions in the range [{}, {r}), but got {a}",
+                -r
+            )));
         }
         let axis = if a < 0 { a + r } else { a } as usize;
         let mut dims = first.to_vec();
         dims[axis] = 0;
         for (i, t) in values.iter().enumerate() {
             let d = t.dims();
-            let same = d.len() == rank && d.iter().zip(first).enumerate().all(|(j, (x, y))| j == axis || x == y);
+            let same = d.len() == rank
+                && d.iter()
+                    .zip(first)
+                    .enumerate()
+                    .all(|(j, (x, y))| j == axis || x == y);
             if !same || t.dtype() != values[0].dtype() {
                 return Err(invalid(format!(
                     "ConcatOp : Dimension mismatch: values[0].shape = {first:?} vs. values[{i}].shape = {d:?}"
@@ -357,15 +442,30 @@ impl OpKernel for Concat {
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Const", "", &[], k_const);
     r.register("Placeholder", "", &[], k_placeholder);
-    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient"] {
+    for op in [
+        "Identity",
+        "IdentityN",
+        "PlaceholderWithDefault",
+        "Snapshot",
+        "StopGradient",
+    ] {
         r.register(op, "", &[], |_| Ok(Box::new(Forward)));
     }
     r.register("NoOp", "", &[], |_| Ok(Box::new(NoOp)));
-    r.register("BiasAdd", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_bias_add);
+    r.register(
+        "BiasAdd",
+        "T",
+        &[DType::Float, DType::Double, DType::Int32, DType::Int64],
+        k_bias_add,
+    );
     r.register("Reshape", "", &[], |_| Ok(Box::new(Reshape)));
-    r.register("Shape", "", &[], |d| Ok(Box::new(ShapeOp(d.dtype("out_type")?))));
+    r.register("Shape", "", &[], |d| {
+        Ok(Box::new(ShapeOp(d.dtype("out_type")?)))
+    });
     r.register("ExpandDims", "", &[], |_| Ok(Box::new(ExpandDims)));
-    r.register("Squeeze", "", &[], |d| Ok(Box::new(Squeeze(d.ints("squeeze_dims")))));
+    r.register("Squeeze", "", &[], |d| {
+        Ok(Box::new(Squeeze(d.ints("squeeze_dims"))))
+    });
     r.register("Fill", "", &[], |_| Ok(Box::new(Fill)));
     r.register("ZerosLike", "", &[], |_| Ok(Box::new(ZerosLike)));
     r.register("OnesLike", "", &[], |_| Ok(Box::new(OnesLike)));

@@ -75,7 +75,9 @@ fn convert<S: CastElem, D: CastElem>(x: &Tensor) -> KResult<Tensor> {
             src.iter().map(|v| D::from_f64(v.to_f64())).collect()
         } else {
             // Through f64 keeps float->int truncation exact for every representable value.
-            src.iter().map(|v| D::from_f64(v.to_f64().trunc())).collect()
+            src.iter()
+                .map(|v| D::from_f64(v.to_f64().trunc()))
+                .collect()
         }
     } else {
         src.iter().map(|v| D::from_i64(v.to_i64())).collect()
@@ -142,7 +144,8 @@ fn k_cast(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     if src == dst {
         return Ok(Box::new(Cast { f: None }));
     }
-    let f = cast_fn(src, dst).ok_or_else(|| invalid(format!("Cast from {src} to {dst} is not supported")))?;
+    let f = cast_fn(src, dst)
+        .ok_or_else(|| invalid(format!("Cast from {src} to {dst} is not supported")))?;
     Ok(Box::new(Cast { f: Some(f) }))
 }
 

@@ -10,7 +10,16 @@ use DType::{Double, Float as F32, Int32, Int64};
 
 const FLOATS: &[DType] = &[F32, Double];
 const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
-const EQUALITY: &[DType] = &[F32, Double, Int32, Int64, DType::Bool, DType::UInt8, DType::Int8, DType::Int16];
+const EQUALITY: &[DType] = &[
+    F32,
+    Double,
+    Int32,
+    Int64,
+    DType::Bool,
+    DType::UInt8,
+    DType::Int8,
+    DType::Int16,
+];
 
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
@@ -18,7 +27,10 @@ const PARALLEL_MIN: usize = 1 << 15;
 fn map_in_place<T: Element>(ctx: &KernelContext, s: &mut [T], f: fn(T) -> T) {
     if s.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = s.len().div_ceil(ctx.threads() * 4);
-        ctx.install(|| s.par_chunks_mut(chunk).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v))));
+        ctx.install(|| {
+            s.par_chunks_mut(chunk)
+                .for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)))
+        });
     } else {
         s.iter_mut().for_each(|v| *v = f(*v));
     }
@@ -162,8 +174,13 @@ pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
 }
 
 fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
-    broadcast_dims(a.dims(), b.dims())
-        .ok_or_else(|| invalid(format!("Incompatible shapes: {:?} vs. {:?}", a.dims(), b.dims())))
+    broadcast_dims(a.dims(), b.dims()).ok_or_else(|| {
+        invalid(format!(
+            "Incompatible shapes: {:?} vs. {:?}",
+            a.dims(),
+            b.dims()
+        ))
+    })
 }
 
 struct Binary<T> {
@@ -181,12 +198,21 @@ impl<T: Element> OpKernel for Binary<T> {
                 if o.len() >= PARALLEL_MIN && ctx.threads() > 1 {
                     let c = o.len().div_ceil(ctx.threads() * 4);
                     ctx.install(|| {
-                        o.par_chunks_mut(c).zip(bs.par_chunks(c)).zip(x.par_chunks(c)).for_each(|((o, y), x)| {
-                            o.iter_mut().zip(x).zip(y).for_each(|((o, x), y)| *o = f(*x, *y))
-                        })
+                        o.par_chunks_mut(c)
+                            .zip(bs.par_chunks(c))
+                            .zip(x.par_chunks(c))
+                            .for_each(|((o, y), x)| {
+                                o.iter_mut()
+                                    .zip(x)
+                                    .zip(y)
+                                    .for_each(|((o, x), y)| *o = f(*x, *y))
+                            })
                     });
                 } else {
-                    o.iter_mut().zip(x).zip(bs).for_each(|((o, x), y)| *o = f(*x, *y));
+                    o.iter_mut()
+                        .zip(x)
+                        .zip(bs)
+                        .for_each(|((o, x), y)| *o = f(*x, *y));
                 }
             };
             if let Some(s) = a.try_mut_slice::<T>() {
@@ -195,7 +221,11 @@ impl<T: Element> OpKernel for Binary<T> {
                 if n >= PARALLEL_MIN && ctx.threads() > 1 {
                     let c = n.div_ceil(ctx.threads() * 4);
                     ctx.install(|| {
-                        s.par_chunks_mut(c).zip(bs.par_chunks(c)).for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y)))
+                        s.par_chunks_mut(c)
+                            .zip(bs.par_chunks(c))
+                            .for_each(|(o, y)| {
+                                o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y))
+                            })
                     });
                 } else {
                     s.iter_mut().zip(bs).for_each(|(o, y)| *o = f(*o, *y));
@@ -286,7 +316,13 @@ impl<T: Element> OpKernel for Compare<T> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let dims = out_dims(a, b)?;
         let mut out = Tensor::zeros(DType::Bool, &dims)?;
-        broadcast_apply(&dims, (a.as_slice::<T>()?, a.dims()), (b.as_slice::<T>()?, b.dims()), out.as_mut_slice::<bool>()?, self.f);
+        broadcast_apply(
+            &dims,
+            (a.as_slice::<T>()?, a.dims()),
+            (b.as_slice::<T>()?, b.dims()),
+            out.as_mut_slice::<bool>()?,
+            self.f,
+        );
         Ok(smallvec![out])
     }
 }
@@ -311,7 +347,15 @@ fn k_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
-    for (op, f) in [("Sqrt", k_sqrt as crate::Factory), ("Rsqrt", k_rsqrt), ("Exp", k_exp), ("Log", k_log), ("Tanh", k_tanh), ("Sigmoid", k_sigmoid), ("RealDiv", k_div)] {
+    for (op, f) in [
+        ("Sqrt", k_sqrt as crate::Factory),
+        ("Rsqrt", k_rsqrt),
+        ("Exp", k_exp),
+        ("Log", k_log),
+        ("Tanh", k_tanh),
+        ("Sigmoid", k_sigmoid),
+        ("RealDiv", k_div),
+    ] {
         r.register(op, "T", FLOATS, f);
     }
     for (op, f) in [
@@ -342,7 +386,13 @@ mod tests {
         let a: Vec<f32> = (0..6).map(|x| x as f32).collect();
         let b: Vec<f32> = (0..4).map(|x| 10.0 * x as f32).collect();
         let mut out = vec![0f32; 24];
-        broadcast_apply(&[2, 4, 3], (&a, &[2, 1, 3]), (&b, &[4, 1]), &mut out, |x, y| x + y);
+        broadcast_apply(
+            &[2, 4, 3],
+            (&a, &[2, 1, 3]),
+            (&b, &[4, 1]),
+            &mut out,
+            |x, y| x + y,
+        );
         for i in 0..2 {
             for j in 0..4 {
                 for k in 0..3 {

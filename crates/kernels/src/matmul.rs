@@ -35,11 +35,23 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
     fn compute(&self, ctx: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
         let (a, b) = (&inputs[0], &inputs[1]);
         if a.rank() != 2 || b.rank() != 2 {
-            return Err(invalid(format!("In[0] and In[1] must be matrices, got shapes {:?} and {:?}", a.dims(), b.dims())));
+            return Err(invalid(format!(
+                "In[0] and In[1] must be matrices, got shapes {:?} and {:?}",
+                a.dims(),
+                b.dims()
+            )));
         }
         let (ad, bd) = (a.dims(), b.dims());
-        let (m, ka) = if self.transpose_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
-        let (kb, n) = if self.transpose_b { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
+        let (m, ka) = if self.transpose_a {
+            (ad[1], ad[0])
+        } else {
+            (ad[0], ad[1])
+        };
+        let (kb, n) = if self.transpose_b {
+            (bd[1], bd[0])
+        } else {
+            (bd[0], bd[1])
+        };
         if ka != kb {
             return Err(invalid(format!(
                 "Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?} (transpose_a={}, transpose_b={})",
@@ -57,8 +69,16 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
             return Ok(smallvec![out]);
         }
         if T::TUNED && k > 0 {
-            let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
-            let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+            let threads = if m * n * k >= PARALLEL_MIN_FLOPS {
+                ctx.threads()
+            } else {
+                1
+            };
+            let par = if threads > 1 {
+                gemm::Parallelism::Rayon(threads)
+            } else {
+                gemm::Parallelism::None
+            };
             let mut run = || {
                 // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
                 // strides passed (checked above from the tensors' shapes); `o` is exclusively
@@ -108,7 +128,11 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
 }
 
 fn make<T: GemmElement + 'static>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    Ok(Box::new(MatMul::<T> { transpose_a: d.bool("transpose_a")?, transpose_b: d.bool("transpose_b")?, _t: Default::default() }))
+    Ok(Box::new(MatMul::<T> {
+        transpose_a: d.bool("transpose_a")?,
+        transpose_b: d.bool("transpose_b")?,
+        _t: Default::default(),
+    }))
 }
 
 fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -122,6 +146,10 @@ fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register("MatMul", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_matmul);
+    r.register(
+        "MatMul",
+        "T",
+        &[DType::Float, DType::Double, DType::Int32, DType::Int64],
+        k_matmul,
+    );
 }
-

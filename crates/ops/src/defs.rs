@@ -2,15 +2,40 @@
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
-const UNARY: &[&str] = &["Abs", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
-const BINARY: &[&str] = &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"];
+const UNARY: &[&str] = &[
+    "Abs",
+    "Neg",
+    "Square",
+    "Sqrt",
+    "Rsqrt",
+    "Exp",
+    "Log",
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "Softmax",
+    "LogSoftmax",
+];
+const BINARY: &[&str] = &[
+    "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
+];
 const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
 
 /// All op definitions.
 pub fn all() -> Vec<OpDef> {
     let mut v = vec![
-        op("Const").output("output: dtype").attr("value: tensor").attr("dtype: type").shape(s::const_shape).build(),
-        op("Placeholder").output("output: dtype").attr("dtype: type").attr("shape: shape = ?").shape(s::shape_attr).build(),
+        op("Const")
+            .output("output: dtype")
+            .attr("value: tensor")
+            .attr("dtype: type")
+            .shape(s::const_shape)
+            .build(),
+        op("Placeholder")
+            .output("output: dtype")
+            .attr("dtype: type")
+            .attr("shape: shape = ?")
+            .shape(s::shape_attr)
+            .build(),
         op("PlaceholderWithDefault")
             .input("input: dtype")
             .output("output: dtype")
@@ -18,8 +43,18 @@ pub fn all() -> Vec<OpDef> {
             .attr("shape: shape")
             .shape(s::shape_attr)
             .build(),
-        op("Identity").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
-        op("IdentityN").input("input: T").output("output: T").attr("T: list(type) >= 1").shape(s::pass_through).build(),
+        op("Identity")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .build(),
+        op("IdentityN")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: list(type) >= 1")
+            .shape(s::pass_through)
+            .build(),
         op("NoOp").shape(s::no_outputs).build(),
         op("MatMul")
             .input("a: T")
@@ -57,7 +92,13 @@ pub fn all() -> Vec<OpDef> {
             .attr("incompatible_shape_error: bool = true")
             .shape(s::broadcast)
             .build(),
-        op("Greater").input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build(),
+        op("Greater")
+            .input("x: T")
+            .input("y: T")
+            .output("z: bool")
+            .attr("T: type")
+            .shape(s::broadcast)
+            .build(),
         op("Cast")
             .input("x: SrcT")
             .output("y: DstT")
@@ -74,7 +115,13 @@ pub fn all() -> Vec<OpDef> {
             .attr("Tshape: {int32, int64} = DT_INT32")
             .shape(s::reshape)
             .build(),
-        op("Shape").input("input: T").output("output: out_type").attr("T: type").attr("out_type: {int32, int64} = DT_INT32").shape(s::shape_of).build(),
+        op("Shape")
+            .input("input: T")
+            .output("output: out_type")
+            .attr("T: type")
+            .attr("out_type: {int32, int64} = DT_INT32")
+            .shape(s::shape_of)
+            .build(),
         op("ExpandDims")
             .input("input: T")
             .input("dim: Tdim")
@@ -83,7 +130,13 @@ pub fn all() -> Vec<OpDef> {
             .attr("Tdim: {int32, int64} = DT_INT32")
             .shape(s::expand_dims)
             .build(),
-        op("Squeeze").input("input: T").output("output: T").attr("T: type").attr("squeeze_dims: list(int) >= 0 = []").shape(s::squeeze).build(),
+        op("Squeeze")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("squeeze_dims: list(int) >= 0 = []")
+            .shape(s::squeeze)
+            .build(),
         op("Fill")
             .input("dims: index_type")
             .input("value: T")
@@ -92,9 +145,26 @@ pub fn all() -> Vec<OpDef> {
             .attr("index_type: {int32, int64} = DT_INT32")
             .shape(s::fill)
             .build(),
-        op("ZerosLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
-        op("OnesLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
-        op("Pack").input("values: N * T").output("output: T").attr("N: int >= 1").attr("T: type").attr("axis: int = 0").shape(s::pack).build(),
+        op("ZerosLike")
+            .input("x: T")
+            .output("y: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .build(),
+        op("OnesLike")
+            .input("x: T")
+            .output("y: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .build(),
+        op("Pack")
+            .input("values: N * T")
+            .output("output: T")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .attr("axis: int = 0")
+            .shape(s::pack)
+            .build(),
         op("ConcatV2")
             .input("values: N * T")
             .input("axis: Tidx")
@@ -106,17 +176,40 @@ pub fn all() -> Vec<OpDef> {
             .build(),
     ];
     for name in UNARY {
-        let input = if name.ends_with("Softmax") { "logits: T" } else { "x: T" };
-        let output = if name.ends_with("Softmax") { "softmax: T" } else { "y: T" };
+        let input = if name.ends_with("Softmax") {
+            "logits: T"
+        } else {
+            "x: T"
+        };
+        let output = if name.ends_with("Softmax") {
+            "softmax: T"
+        } else {
+            "y: T"
+        };
         let (input, output) = match *name {
             "Relu" => ("features: T", "activations: T"),
             "LogSoftmax" => (input, "logsoftmax: T"),
             _ => (input, output),
         };
-        v.push(op(name).input(input).output(output).attr("T: type").shape(s::unchanged).build());
+        v.push(
+            op(name)
+                .input(input)
+                .output(output)
+                .attr("T: type")
+                .shape(s::unchanged)
+                .build(),
+        );
     }
     for name in BINARY {
-        v.push(op(name).input("x: T").input("y: T").output("z: T").attr("T: type").shape(s::broadcast).build());
+        v.push(
+            op(name)
+                .input("x: T")
+                .input("y: T")
+                .output("z: T")
+                .attr("T: type")
+                .shape(s::broadcast)
+                .build(),
+        );
     }
     for name in REDUCE {
         v.push(

@@ -18,7 +18,8 @@ pub use generated::*;
 pub use prost::Message;
 
 /// The compiled descriptor set of every message in this crate (used by the text format).
-pub(crate) static DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
+pub(crate) static DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
 
 /// An error reading or writing a protobuf message.
 #[derive(Debug, thiserror::Error)]

@@ -7,13 +7,17 @@
 use std::fmt::Write;
 use std::sync::OnceLock;
 
-use prost_reflect::{DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
+use prost_reflect::{
+    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value,
+};
 
 use crate::{NamedMessage, ProtoError};
 
 fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
-    POOL.get_or_init(|| DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid"))
+    POOL.get_or_init(|| {
+        DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid")
+    })
 }
 
 fn descriptor<M: NamedMessage>() -> MessageDescriptor {
@@ -24,8 +28,13 @@ fn descriptor<M: NamedMessage>() -> MessageDescriptor {
 
 /// Parses text format into `M`; `what` names the source in errors.
 pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
-    let err = |reason: String| ProtoError::Text { what: what.to_string(), message: M::full_name(), reason };
-    let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
+    let err = |reason: String| ProtoError::Text {
+        what: what.to_string(),
+        message: M::full_name(),
+        reason,
+    };
+    let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text)
+        .map_err(|e| err(e.to_string()))?;
     let bytes = prost::Message::encode_to_vec(&dynamic);
     M::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))
 }
@@ -51,7 +60,9 @@ fn print_message(msg: &DynamicMessage, indent: usize, out: &mut String) {
                 }
             }
             Value::Map(map) => {
-                let Kind::Message(entry) = field.kind() else { unreachable!("map fields are messages") };
+                let Kind::Message(entry) = field.kind() else {
+                    unreachable!("map fields are messages")
+                };
                 let value_field = entry.map_entry_value_field();
                 let mut entries: Vec<(&MapKey, &Value)> = map.iter().collect();
                 entries.sort_by(|a, b| map_key_order(a.0, b.0));
@@ -205,7 +216,9 @@ versions {
     fn seed_000_parses_and_prints_identically() {
         let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
         let node = &g.node[0];
-        let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else { panic!() };
+        let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else {
+            panic!()
+        };
         assert_eq!(t.tensor_content, 9.0f32.to_le_bytes());
         assert_eq!(print_text(&g), SEED_000);
     }
@@ -221,7 +234,15 @@ versions {
     #[test]
     fn floats_and_specials_round_trip() {
         let t = TensorProto {
-            float_val: vec![1.0, 0.1, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, 1e-40],
+            float_val: vec![
+                1.0,
+                0.1,
+                -0.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::MAX,
+                1e-40,
+            ],
             ..Default::default()
         };
         let text = print_text(&t);
@@ -230,7 +251,10 @@ versions {
         for (a, b) in t.float_val.iter().zip(&back.float_val) {
             assert_eq!(a.to_bits(), b.to_bits(), "{text}");
         }
-        let nan = TensorProto { float_val: vec![f32::NAN], ..Default::default() };
+        let nan = TensorProto {
+            float_val: vec![f32::NAN],
+            ..Default::default()
+        };
         let back: TensorProto = parse_text(&print_text(&nan), "t").unwrap();
         assert!(back.float_val[0].is_nan());
     }

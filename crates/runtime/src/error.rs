@@ -31,7 +31,7 @@ pub enum RuntimeError {
         /// Its op.
         op: String,
         /// The kernel's error.
-        source: KernelError,
+        source: Box<KernelError>,
     },
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]

@@ -47,7 +47,8 @@ impl RunState<'_> {
                 if self.plan.fetched[s] {
                     // SAFETY: the producer finished writing before this node became ready,
                     // and fetched slots are never taken during the run.
-                    return unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
+                    return unsafe { (*slot.value.get()).clone() }
+                        .expect("producer wrote its outputs");
                 }
                 // Clone before announcing the read; the last reader (which sees 1) then
                 // knows every other reader has finished cloning and may take the value.
@@ -95,7 +96,9 @@ impl RunState<'_> {
                     ready.push(s);
                 }
             }
-            let Some((&first, rest)) = ready.split_first() else { return };
+            let Some((&first, rest)) = ready.split_first() else {
+                return;
+            };
             self.spawn_all(rest, scope);
             p = first;
         }
@@ -124,18 +127,22 @@ impl RunState<'_> {
         let inputs: Inputs = node.inputs.iter().map(|&s| self.read_input(s)).collect();
         let outputs = node.kernel.compute(&self.ctx, inputs).map_err(|source| {
             let n = self.graph.node(node.graph_id);
-            RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source }
+            RuntimeError::Kernel {
+                node: n.name.clone(),
+                op: n.op.clone(),
+                source: Box::new(source),
+            }
         })?;
         if outputs.len() != node.num_outputs {
             let n = self.graph.node(node.graph_id);
             return Err(RuntimeError::Kernel {
                 node: n.name.clone(),
                 op: n.op.clone(),
-                source: ferroflow_kernels::KernelError::InvalidArgument(format!(
+                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(format!(
                     "kernel produced {} outputs, the op has {}",
                     outputs.len(),
                     node.num_outputs
-                )),
+                ))),
             });
         }
         let types = &self.graph.node(node.graph_id).types.outputs;
@@ -145,11 +152,11 @@ impl RunState<'_> {
                 return Err(RuntimeError::Kernel {
                     node: n.name.clone(),
                     op: n.op.clone(),
-                    source: ferroflow_kernels::KernelError::InvalidArgument(format!(
+                    source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(format!(
                         "output {i} is {}, the op declares {}",
                         t.dtype(),
                         types[i]
-                    )),
+                    ))),
                 });
             }
             let slot = node.first_slot + i;
@@ -175,9 +182,16 @@ pub(crate) fn execute(
         graph,
         feeds,
         slots: (0..plan.num_slots)
-            .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
+            .map(|s| Slot {
+                value: UnsafeCell::new(None),
+                readers_left: AtomicU32::new(plan.readers[s]),
+            })
             .collect(),
-        pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
+        pending: plan
+            .nodes
+            .iter()
+            .map(|n| AtomicU32::new(n.pending))
+            .collect(),
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
         ctx: KernelContext { intra_op },
@@ -200,7 +214,11 @@ pub(crate) fn execute(
         .iter()
         .map(|&src| match src {
             Source::Feed(i) => feeds[i].clone(),
-            Source::Slot(s) => slots[s].value.get_mut().clone().expect("every fetched node ran"),
+            Source::Slot(s) => slots[s]
+                .value
+                .get_mut()
+                .clone()
+                .expect("every fetched node ran"),
         })
         .collect())
 }

@@ -73,20 +73,30 @@ impl ExecutionPlan {
         let mut fed: HashMap<Output, usize> = HashMap::new();
         let mut feed_specs = Vec::with_capacity(feeds.len());
         for (i, name) in feeds.iter().enumerate() {
-            let o = graph
-                .output_by_name(name)
-                .map_err(|e| RuntimeError::Feed { tensor: name.to_string(), reason: e.to_string() })?;
+            let o = graph.output_by_name(name).map_err(|e| RuntimeError::Feed {
+                tensor: name.to_string(),
+                reason: e.to_string(),
+            })?;
             if fed.insert(o, i).is_some() {
-                return Err(RuntimeError::Feed { tensor: name.to_string(), reason: "fed more than once".into() });
+                return Err(RuntimeError::Feed {
+                    tensor: name.to_string(),
+                    reason: "fed more than once".into(),
+                });
             }
-            let shape = shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown);
+            let shape = shapes[o.node]
+                .get(o.index)
+                .cloned()
+                .unwrap_or_else(Shape::unknown);
             feed_specs.push((name.to_string(), graph.output_type(o), shape));
         }
         let mut fetch_outputs = Vec::with_capacity(fetches.len());
         for name in fetches {
             let o = graph
                 .output_by_name(name)
-                .map_err(|e| RuntimeError::Fetch { tensor: name.to_string(), reason: e.to_string() })?;
+                .map_err(|e| RuntimeError::Fetch {
+                    tensor: name.to_string(),
+                    reason: e.to_string(),
+                })?;
             fetch_outputs.push(o);
         }
         let mut target_ids = Vec::with_capacity(targets.len());
@@ -101,17 +111,30 @@ impl ExecutionPlan {
 
         // Prune: walk back from fetches and targets, stopping at fed tensors.
         let mut needed = vec![false; graph.len()];
-        let mut stack: Vec<NodeId> = fetch_outputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node).collect();
+        let mut stack: Vec<NodeId> = fetch_outputs
+            .iter()
+            .filter(|o| !fed.contains_key(o))
+            .map(|o| o.node)
+            .collect();
         stack.extend(&target_ids);
         while let Some(id) = stack.pop() {
             if std::mem::replace(&mut needed[id], true) {
                 continue;
             }
             let node = graph.node(id);
-            stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
+            stack.extend(
+                node.inputs
+                    .iter()
+                    .filter(|o| !fed.contains_key(o))
+                    .map(|o| o.node),
+            );
             stack.extend(&node.control_inputs);
         }
-        let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
+        let order: Vec<NodeId> = graph
+            .topological_order()?
+            .into_iter()
+            .filter(|&id| needed[id])
+            .collect();
         let mut plan_index = vec![usize::MAX; graph.len()];
         for (p, &id) in order.iter().enumerate() {
             plan_index[id] = p;
@@ -126,11 +149,22 @@ impl ExecutionPlan {
             let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
                 node: n.name.clone(),
                 op: n.op.clone(),
-                source: ferroflow_kernels::KernelError::InvalidArgument("op is not registered".into()),
+                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(
+                    "op is not registered".into(),
+                )),
             })?;
             let kernel = kernels
-                .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
-                .map_err(|source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source })?;
+                .create(&NodeDesc {
+                    name: &n.name,
+                    def,
+                    attrs: &n.attrs,
+                    types: &n.types,
+                })
+                .map_err(|source| RuntimeError::Kernel {
+                    node: n.name.clone(),
+                    op: n.op.clone(),
+                    source: Box::new(source),
+                })?;
             nodes.push(PlanNode {
                 graph_id: id,
                 kernel,
@@ -176,7 +210,17 @@ impl ExecutionPlan {
                 }
             })
             .collect();
-        let roots = (0..nodes.len()).filter(|&p| nodes[p].pending == 0).collect();
-        Ok(ExecutionPlan { nodes, roots, num_slots, readers, fetched, fetches, feed_specs })
+        let roots = (0..nodes.len())
+            .filter(|&p| nodes[p].pending == 0)
+            .collect();
+        Ok(ExecutionPlan {
+            nodes,
+            roots,
+            num_slots,
+            readers,
+            fetched,
+            fetches,
+            feed_specs,
+        })
     }
 }

@@ -22,7 +22,10 @@ impl AlignedBuf {
     /// callers rule out by checking sizes against their input first.
     pub fn zeroed(len: usize) -> AlignedBuf {
         if len == 0 {
-            return AlignedBuf { ptr: Self::dangling(), len: 0 };
+            return AlignedBuf {
+                ptr: Self::dangling(),
+                len: 0,
+            };
         }
         let layout = Layout::from_size_align(len, ALIGNMENT).expect("tensor size fits in isize");
         // SAFETY: layout has non-zero size.
@@ -42,7 +45,10 @@ impl AlignedBuf {
     /// anyway (reading it is never undefined); the name marks the intent.
     pub fn uninit_for_overwrite(len: usize) -> AlignedBuf {
         if len == 0 {
-            return AlignedBuf { ptr: Self::dangling(), len: 0 };
+            return AlignedBuf {
+                ptr: Self::dangling(),
+                len: 0,
+            };
         }
         let layout = Layout::from_size_align(len, ALIGNMENT).expect("tensor size fits in isize");
         // SAFETY: layout has non-zero size. The memory is fully initialised below before any
@@ -97,7 +103,8 @@ impl Clone for AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.len != 0 {
-            let layout = Layout::from_size_align(self.len, ALIGNMENT).expect("layout was valid at allocation");
+            let layout = Layout::from_size_align(self.len, ALIGNMENT)
+                .expect("layout was valid at allocation");
             // SAFETY: allocated in zeroed/uninit_for_overwrite with this exact layout.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
         }

@@ -123,14 +123,24 @@ impl DType {
 
     /// True for float, double, half and bfloat16.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::Float | DType::Double | DType::Half | DType::BFloat16)
+        matches!(
+            self,
+            DType::Float | DType::Double | DType::Half | DType::BFloat16
+        )
     }
 
     /// True for the signed and unsigned integer types.
     pub fn is_integer(self) -> bool {
         matches!(
             self,
-            DType::Int8 | DType::Int16 | DType::Int32 | DType::Int64 | DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64
+            DType::Int8
+                | DType::Int16
+                | DType::Int32
+                | DType::Int64
+                | DType::UInt8
+                | DType::UInt16
+                | DType::UInt32
+                | DType::UInt64
         )
     }
 }
@@ -146,7 +156,9 @@ impl fmt::Display for DType {
 /// # Safety
 /// `DTYPE.size()` must equal `size_of::<Self>()`, and every bit pattern a tensor of `DTYPE`
 /// may hold must be a valid `Self` (for `bool`, tensors only ever hold 0 or 1).
-pub unsafe trait Element: Copy + Send + Sync + 'static + fmt::Debug + PartialEq + Default {
+pub unsafe trait Element:
+    Copy + Send + Sync + 'static + fmt::Debug + PartialEq + Default
+{
     /// The dtype whose tensors store this type.
     const DTYPE: DType;
 }
