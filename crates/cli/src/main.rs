@@ -15,11 +15,7 @@ macro_rules! out {
 }
 
 #[derive(Parser)]
-#[command(
-    name = "ferroflow",
-    version,
-    about = "A TensorFlow-class dataflow system in Rust"
-)]
+#[command(name = "ferroflow", version, about = "A TensorFlow-class dataflow system in Rust")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,29 +68,9 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run {
-            graph,
-            inputs,
-            feeds,
-            fetches,
-            targets,
-            output,
-            inter_op_threads,
-            intra_op_threads,
-        } => {
-            let opts = SessionOptions {
-                inter_op_threads,
-                intra_op_threads,
-            };
-            run(
-                &graph,
-                inputs.as_deref(),
-                &feeds,
-                &fetches,
-                &targets,
-                output.as_deref(),
-                opts,
-            )
+        Command::Run { graph, inputs, feeds, fetches, targets, output, inter_op_threads, intra_op_threads } => {
+            let opts = SessionOptions { inter_op_threads, intra_op_threads };
+            run(&graph, inputs.as_deref(), &feeds, &fetches, &targets, output.as_deref(), opts)
         }
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
@@ -167,8 +143,7 @@ fn run(
     let g = load(graph)?;
     let feeds = read_feeds(inputs, feeds)?;
     let sess = Session::new(g, opts)?;
-    let feed_refs: Vec<(&str, Tensor)> =
-        feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
     let results = sess.run(&feed_refs, &fetch_refs, &target_refs)?;
@@ -186,40 +161,18 @@ fn run(
 fn convert(input: &Path, output: &Path) -> Result<()> {
     let g = load(input)?;
     ferroflow::graph::io::write_graph_def(output, &g.to_graph_def())?;
-    out!(
-        "{}: {} nodes -> {}",
-        input.display(),
-        g.len(),
-        output.display()
-    );
+    out!("{}: {} nodes -> {}", input.display(), g.len(), output.display());
     Ok(())
 }
 
 fn inspect(path: &Path) -> Result<()> {
     let g = load(path)?;
     let shapes = ferroflow::ops::infer_shapes(&g)?;
-    out!(
-        "{}: {} nodes, {} functions",
-        path.display(),
-        g.len(),
-        g.library.function.len()
-    );
+    out!("{}: {} nodes, {} functions", path.display(), g.len(), g.library.function.len());
     for (id, n) in g.nodes().iter().enumerate() {
         let inputs: Vec<String> = n.inputs.iter().map(|o| g.output_name(*o)).collect();
-        let outs: Vec<String> = n
-            .types
-            .outputs
-            .iter()
-            .zip(&shapes[id])
-            .map(|(t, s)| format!("{t}{s}"))
-            .collect();
-        out!(
-            "  {} = {}({}) -> {}",
-            n.name,
-            n.op,
-            inputs.join(", "),
-            outs.join(", ")
-        );
+        let outs: Vec<String> = n.types.outputs.iter().zip(&shapes[id]).map(|(t, s)| format!("{t}{s}")).collect();
+        out!("  {} = {}({}) -> {}", n.name, n.op, inputs.join(", "), outs.join(", "));
     }
     Ok(())
 }
@@ -247,32 +200,18 @@ fn demo() -> Result<()> {
     let def = ferroflow::proto::decode(MLP_PB, "mlp.pb")?;
     let g = ferroflow::ops::import_graph_def(&def)?;
     let ops: std::collections::BTreeSet<&str> = g.nodes().iter().map(|n| n.op.as_str()).collect();
-    out!(
-        "{} nodes, ops: {}",
-        g.len(),
-        ops.into_iter().collect::<Vec<_>>().join(", ")
-    );
+    out!("{} nodes, ops: {}", g.len(), ops.into_iter().collect::<Vec<_>>().join(", "));
     let inputs = npy::read_npz_from(std::io::Cursor::new(MLP_INPUTS), "mlp.inputs.npz")?;
     let expected = npy::read_npz_from(std::io::Cursor::new(MLP_EXPECTED), "mlp.expected.npz")?;
     let sess = Session::new(g, SessionOptions::default())?;
-    let feeds: Vec<(&str, Tensor)> = inputs
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.clone()))
-        .collect();
+    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
     let results = sess.run(&feeds, &fetches, &[])?;
     for ((name, want), got) in expected.iter().zip(&results) {
         print_tensor(name, got);
         let (g, w) = (got.as_slice::<f32>()?, want.as_slice::<f32>()?);
-        let max_err = g
-            .iter()
-            .zip(w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        out!(
-            "  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values",
-            w.len()
-        );
+        let max_err = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        out!("  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values", w.len());
     }
     Ok(())
 }

@@ -22,38 +22,24 @@ fn run(args: &[&str]) -> Output {
 fn every_fixture_runs_through_the_cli_and_matches_tensorflow() {
     let dir = tempfile::tempdir().unwrap();
     for fx in read_manifest(&fixtures().join("MANIFEST")).unwrap() {
-        let expected =
-            npy::read_npz(&fixtures().join(format!("{}.expected.npz", fx.name))).unwrap();
+        let expected = npy::read_npz(&fixtures().join(format!("{}.expected.npz", fx.name))).unwrap();
         for ext in ["pb", "pbtxt"] {
             let out = dir.path().join(format!("{}.{ext}.npz", fx.name));
             let graph = fixtures().join(format!("{}.{ext}", fx.name));
             let inputs = fixtures().join(format!("{}.inputs.npz", fx.name));
             let mut cmd = bin();
-            cmd.arg("run")
-                .arg(&graph)
-                .arg("--inputs")
-                .arg(&inputs)
-                .arg("--output")
-                .arg(&out);
+            cmd.arg("run").arg(&graph).arg("--inputs").arg(&inputs).arg("--output").arg(&out);
             for (name, _) in &expected {
                 cmd.arg("--fetch").arg(name);
             }
             let o = cmd.output().unwrap();
-            assert!(
-                o.status.success(),
-                "{}: {}",
-                fx.name,
-                String::from_utf8_lossy(&o.stderr)
-            );
+            assert!(o.status.success(), "{}: {}", fx.name, String::from_utf8_lossy(&o.stderr));
             let stdout = String::from_utf8_lossy(&o.stdout);
             let got = npy::read_npz(&out).unwrap();
             assert_eq!(got.len(), expected.len());
             for ((gn, g), (wn, w)) in got.iter().zip(&expected) {
                 assert_eq!(gn, wn, "output npz keeps the fetch names as given");
-                assert!(
-                    stdout.contains(&format!("{wn}: {} {:?}", w.dtype(), w.dims())),
-                    "{stdout}"
-                );
+                assert!(stdout.contains(&format!("{wn}: {} {:?}", w.dtype(), w.dims())), "{stdout}");
                 compare(g, w, fx.rtol, fx.atol).unwrap_or_else(|e| panic!("{} {wn}: {e}", fx.name));
             }
         }
@@ -78,28 +64,14 @@ fn feeds_from_npy_files() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let expected = npy::read_npz(&fixtures().join("mlp.expected.npz")).unwrap();
-    compare(
-        &npy::read_npz(&out).unwrap()[0].1,
-        &expected[0].1,
-        1e-5,
-        1e-6,
-    )
-    .unwrap();
+    compare(&npy::read_npz(&out).unwrap()[0].1, &expected[0].1, 1e-5, 1e-6).unwrap();
 }
 
 #[test]
 fn seed_000_pbtxt_prints_nine() {
-    let o = run(&[
-        "run",
-        fixtures().join("seed_000.pbtxt").to_str().unwrap(),
-        "--fetch",
-        "mul:0",
-    ]);
+    let o = run(&["run", fixtures().join("seed_000.pbtxt").to_str().unwrap(), "--fetch", "mul:0"]);
     assert!(o.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout).trim(),
-        "mul:0: float [] [9.0]"
-    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "mul:0: float [] [9.0]");
 }
 
 #[test]
@@ -107,10 +79,7 @@ fn demo_runs() {
     let o = run(&["demo"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        s.contains("mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"),
-        "{s}"
-    );
+    assert!(s.contains("mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
 }
 
 #[test]
@@ -118,18 +87,8 @@ fn convert_round_trips_through_text_and_binary() {
     let dir = tempfile::tempdir().unwrap();
     let txt = dir.path().join("mlp.pbtxt");
     let pb = dir.path().join("mlp.pb");
-    assert!(run(&[
-        "convert",
-        fixtures().join("mlp.pb").to_str().unwrap(),
-        txt.to_str().unwrap()
-    ])
-    .status
-    .success());
-    assert!(
-        run(&["convert", txt.to_str().unwrap(), pb.to_str().unwrap()])
-            .status
-            .success()
-    );
+    assert!(run(&["convert", fixtures().join("mlp.pb").to_str().unwrap(), txt.to_str().unwrap()]).status.success());
+    assert!(run(&["convert", txt.to_str().unwrap(), pb.to_str().unwrap()]).status.success());
     let a = ferroflow::graph::io::read_graph_def(&fixtures().join("mlp.pb")).unwrap();
     let b = ferroflow::graph::io::read_graph_def(&pb).unwrap();
     assert_eq!(a, b);
@@ -139,17 +98,9 @@ fn convert_round_trips_through_text_and_binary() {
 fn error_of(args: &[&str]) -> String {
     let o = run(args);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{args:?} should fail with exit code 1, stderr: {err}"
-    );
+    assert_eq!(o.status.code(), Some(1), "{args:?} should fail with exit code 1, stderr: {err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "one-line error expected: {err}"
-    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line error expected: {err}");
     assert!(err.starts_with("error: "), "{err}");
     err
 }
@@ -198,51 +149,21 @@ fn bad_files_are_rejected_with_the_file_named() {
     let pb = std::fs::read(fixtures().join("mlp.pb")).unwrap();
     let truncated = write(d, "cut.pb", &pb[..pb.len() / 2]);
     let err = error_of(&["run", &truncated, "--fetch", "Identity:0"]);
-    assert!(
-        err.contains("cut.pb") && err.contains("not a valid binary tensorflow.GraphDef"),
-        "{err}"
-    );
+    assert!(err.contains("cut.pb") && err.contains("not a valid binary tensorflow.GraphDef"), "{err}");
 
-    let bad_txt = write(
-        d,
-        "bad.pbtxt",
-        b"node { name: \"a\" op: \"Const\" attr { key: \"dtype\" ",
-    );
+    let bad_txt = write(d, "bad.pbtxt", b"node { name: \"a\" op: \"Const\" attr { key: \"dtype\" ");
     let err = error_of(&["run", &bad_txt, "--fetch", "a:0"]);
-    assert!(
-        err.contains("bad.pbtxt") && err.contains("text-format"),
-        "{err}"
-    );
+    assert!(err.contains("bad.pbtxt") && err.contains("text-format"), "{err}");
 
     let mlp = fixtures().join("mlp.pb");
     let mlp = mlp.to_str().unwrap();
     let good = npy::write_npy_bytes(&Tensor::from_vec(&[1, 8], vec![0f32; 8]).unwrap()).unwrap();
     let short = write(d, "short.npy", &good[..good.len() - 3]);
-    let err = error_of(&[
-        "run",
-        mlp,
-        "--feed",
-        &format!("x:0={short}"),
-        "--fetch",
-        "Identity:0",
-    ]);
-    assert!(
-        err.contains("short.npy") && err.contains("truncated"),
-        "{err}"
-    );
+    let err = error_of(&["run", mlp, "--feed", &format!("x:0={short}"), "--fetch", "Identity:0"]);
+    assert!(err.contains("short.npy") && err.contains("truncated"), "{err}");
     let junk = write(d, "junk.npy", b"definitely not numpy");
-    let err = error_of(&[
-        "run",
-        mlp,
-        "--feed",
-        &format!("x:0={junk}"),
-        "--fetch",
-        "Identity:0",
-    ]);
-    assert!(
-        err.contains("junk.npy") && err.contains("bad magic"),
-        "{err}"
-    );
+    let err = error_of(&["run", mlp, "--feed", &format!("x:0={junk}"), "--fetch", "Identity:0"]);
+    assert!(err.contains("junk.npy") && err.contains("bad magic"), "{err}");
     let junk_npz = write(d, "junk.npz", b"PK\x03\x04 not a zip");
     let err = error_of(&["run", mlp, "--inputs", &junk_npz, "--fetch", "Identity:0"]);
     assert!(err.contains("junk.npz"), "{err}");
@@ -254,40 +175,13 @@ fn bad_feeds_fetches_and_arguments() {
     let d = dir.path();
     let mlp = fixtures().join("mlp.pb");
     let mlp = mlp.to_str().unwrap();
-    let int_feed = write(
-        d,
-        "i.npy",
-        &npy::write_npy_bytes(&Tensor::from_vec(&[1, 8], vec![0i32; 8]).unwrap()).unwrap(),
-    );
-    let err = error_of(&[
-        "run",
-        mlp,
-        "--feed",
-        &format!("x:0={int_feed}"),
-        "--fetch",
-        "Identity:0",
-    ]);
-    assert!(
-        err.contains("feed 'x:0': expected a float tensor, got int32"),
-        "{err}"
-    );
-    let wide = write(
-        d,
-        "w.npy",
-        &npy::write_npy_bytes(&Tensor::from_vec(&[2, 3], vec![0f32; 6]).unwrap()).unwrap(),
-    );
-    let err = error_of(&[
-        "run",
-        mlp,
-        "--feed",
-        &format!("x:0={wide}"),
-        "--fetch",
-        "Identity:0",
-    ]);
-    assert!(
-        err.contains("feed 'x:0': expected shape [?,8], got [2, 3]"),
-        "{err}"
-    );
+    let int_feed =
+        write(d, "i.npy", &npy::write_npy_bytes(&Tensor::from_vec(&[1, 8], vec![0i32; 8]).unwrap()).unwrap());
+    let err = error_of(&["run", mlp, "--feed", &format!("x:0={int_feed}"), "--fetch", "Identity:0"]);
+    assert!(err.contains("feed 'x:0': expected a float tensor, got int32"), "{err}");
+    let wide = write(d, "w.npy", &npy::write_npy_bytes(&Tensor::from_vec(&[2, 3], vec![0f32; 6]).unwrap()).unwrap());
+    let err = error_of(&["run", mlp, "--feed", &format!("x:0={wide}"), "--fetch", "Identity:0"]);
+    assert!(err.contains("feed 'x:0': expected shape [?,8], got [2, 3]"), "{err}");
     let err = error_of(&[
         "run",
         mlp,
@@ -296,20 +190,11 @@ fn bad_feeds_fetches_and_arguments() {
         "--fetch",
         "nothere:0",
     ]);
-    assert!(
-        err.contains("fetch 'nothere:0'") && err.contains("no node named 'nothere'"),
-        "{err}"
-    );
+    assert!(err.contains("fetch 'nothere:0'") && err.contains("no node named 'nothere'"), "{err}");
     let err = error_of(&["run", mlp, "--feed", "x:0", "--fetch", "Identity:0"]);
-    assert!(
-        err.contains("--feed 'x:0': expected NAME=FILE.npy"),
-        "{err}"
-    );
+    assert!(err.contains("--feed 'x:0': expected NAME=FILE.npy"), "{err}");
     let err = error_of(&["run", mlp]);
     assert!(err.contains("--fetch"), "{err}");
     let err = error_of(&["run", mlp, "--fetch", "Identity:0"]);
-    assert!(
-        err.contains("You must feed a value for placeholder tensor 'x'"),
-        "{err}"
-    );
+    assert!(err.contains("You must feed a value for placeholder tensor 'x'"), "{err}");
 }

@@ -27,34 +27,18 @@ pub fn read_manifest(path: &Path) -> Result<Vec<Fixture>, String> {
             continue;
         }
         let mut parts = line.split_whitespace();
-        let bad = || {
-            format!(
-                "{}:{}: expected 'name rtol atol ops...'",
-                path.display(),
-                i + 1
-            )
-        };
+        let bad = || format!("{}:{}: expected 'name rtol atol ops...'", path.display(), i + 1);
         let name = parts.next().ok_or_else(bad)?.to_string();
         let rtol = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
         let atol = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-        out.push(Fixture {
-            name,
-            rtol,
-            atol,
-            ops: parts.map(String::from).collect(),
-        });
+        out.push(Fixture { name, rtol, atol, ops: parts.map(String::from).collect() });
     }
     Ok(out)
 }
 
 fn as_f64(t: &Tensor) -> Option<Vec<f64>> {
     Some(match t.dtype() {
-        DType::Float => t
-            .as_slice::<f32>()
-            .ok()?
-            .iter()
-            .map(|&v| v as f64)
-            .collect(),
+        DType::Float => t.as_slice::<f32>().ok()?.iter().map(|&v| v as f64).collect(),
         DType::Double => t.as_slice::<f64>().ok()?.to_vec(),
         _ => return None,
     })
@@ -65,28 +49,16 @@ fn as_f64(t: &Tensor) -> Option<Vec<f64>> {
 /// largest absolute error seen on success.
 pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, String> {
     if got.dtype() != want.dtype() {
-        return Err(format!(
-            "dtype {} != expected {}",
-            got.dtype(),
-            want.dtype()
-        ));
+        return Err(format!("dtype {} != expected {}", got.dtype(), want.dtype()));
     }
     if got.dims() != want.dims() {
-        return Err(format!(
-            "shape {:?} != expected {:?}",
-            got.dims(),
-            want.dims()
-        ));
+        return Err(format!("shape {:?} != expected {:?}", got.dims(), want.dims()));
     }
     let (Some(g), Some(w)) = (as_f64(got), as_f64(want)) else {
         return if got == want {
             Ok(0.0)
         } else {
-            Err(format!(
-                "values {} != expected {}",
-                got.preview(8),
-                want.preview(8)
-            ))
+            Err(format!("values {} != expected {}", got.preview(8), want.preview(8)))
         };
     };
     let mut max_err = 0f64;
@@ -102,9 +74,7 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64,
         }
         let err = (a - b).abs();
         if err.is_nan() || err > atol + rtol * b.abs() {
-            return Err(format!(
-                "element {i}: {a} differs from expected {b} by {err:e} (rtol {rtol}, atol {atol})"
-            ));
+            return Err(format!("element {i}: {a} differs from expected {b} by {err:e} (rtol {rtol}, atol {atol})"));
         }
         max_err = max_err.max(err);
     }
@@ -122,13 +92,38 @@ mod tests {
         assert!(compare(&a, &b, 1e-5, 1e-6).is_ok());
         let c = Tensor::from_vec(&[2], vec![1.1f32, f32::NAN]).unwrap();
         assert!(compare(&a, &c, 1e-5, 1e-6).is_err());
-        assert!(compare(
-            &a,
-            &Tensor::from_vec(&[2], vec![1.0f64, 0.0]).unwrap(),
-            1.0,
-            1.0
-        )
-        .is_err());
+        assert!(compare(&a, &Tensor::from_vec(&[2], vec![1.0f64, 0.0]).unwrap(), 1.0, 1.0).is_err());
         assert!(compare(&Tensor::scalar(1i32), &Tensor::scalar(2i32), 1.0, 1.0).is_err());
+    }
+}
+
+/// Benchmark graphs for executor overhead, built the same way here and in TensorFlow by
+/// `scripts/bench_executor.py`.
+pub mod graphs {
+    use crate::prelude::*;
+
+    /// `x` (a fed scalar) through a chain of `n` `Square` ops: no parallelism, pure
+    /// per-op dispatch cost. Returns the graph and the fetch name.
+    pub fn chain(n: usize) -> (Graph, String) {
+        let s = Scope::new();
+        let mut v = s.with_name("x").placeholder(DType::Float, &Shape::scalar()).expect("placeholder");
+        for _ in 0..n {
+            v = s.unary("Square", v).expect("square");
+        }
+        let g = s.graph();
+        let fetch = g.output_name(v);
+        (g, fetch)
+    }
+
+    /// `n` independent `Square` ops on the fed scalar `x`, stacked by one `Pack`: the
+    /// executor's cost of fanning out and joining. Returns the graph and the fetch name.
+    pub fn wide(n: usize) -> (Graph, String) {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::scalar()).expect("placeholder");
+        let outs: Vec<Output> = (0..n).map(|_| s.unary("Square", x).expect("square")).collect();
+        let packed = s.pack(&outs, 0).expect("pack");
+        let g = s.graph();
+        let fetch = g.output_name(packed);
+        (g, fetch)
     }
 }

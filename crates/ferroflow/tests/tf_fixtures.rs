@@ -19,14 +19,9 @@ fn run_fixture(graph: Graph, fx: &Fixture, opts: SessionOptions) {
     let inputs = npy::read_npz(&dir.join(format!("{}.inputs.npz", fx.name))).unwrap();
     let expected = npy::read_npz(&dir.join(format!("{}.expected.npz", fx.name))).unwrap();
     let sess = Session::new(graph, opts).unwrap();
-    let feeds: Vec<(&str, Tensor)> = inputs
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.clone()))
-        .collect();
+    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
-    let got = sess
-        .run(&feeds, &fetches, &[])
-        .unwrap_or_else(|e| panic!("{}: {e}", fx.name));
+    let got = sess.run(&feeds, &fetches, &[]).unwrap_or_else(|e| panic!("{}: {e}", fx.name));
     for ((name, want), got) in expected.iter().zip(&got) {
         compare(got, want, fx.rtol, fx.atol).unwrap_or_else(|e| panic!("{} {name}: {e}", fx.name));
     }
@@ -38,17 +33,9 @@ fn every_fixture_matches_tensorflow_from_pb_and_pbtxt() {
     assert!(all.len() >= 8, "manifest lists {} fixtures", all.len());
     for fx in &all {
         for ext in ["pb", "pbtxt"] {
-            let g =
-                ferroflow::load_graph(&fixtures_dir().join(format!("{}.{ext}", fx.name))).unwrap();
+            let g = ferroflow::load_graph(&fixtures_dir().join(format!("{}.{ext}", fx.name))).unwrap();
             for threads in [1, 2] {
-                run_fixture(
-                    g.clone(),
-                    fx,
-                    SessionOptions {
-                        inter_op_threads: threads,
-                        intra_op_threads: threads,
-                    },
-                );
+                run_fixture(g.clone(), fx, SessionOptions { inter_op_threads: threads, intra_op_threads: threads });
             }
         }
     }
@@ -59,8 +46,7 @@ fn pb_and_pbtxt_from_tensorflow_parse_to_the_same_graph_def() {
     for fx in fixtures() {
         let dir = fixtures_dir();
         let a = ferroflow::graph::io::read_graph_def(&dir.join(format!("{}.pb", fx.name))).unwrap();
-        let b =
-            ferroflow::graph::io::read_graph_def(&dir.join(format!("{}.pbtxt", fx.name))).unwrap();
+        let b = ferroflow::graph::io::read_graph_def(&dir.join(format!("{}.pbtxt", fx.name))).unwrap();
         assert_eq!(a, b, "{}", fx.name);
     }
 }
@@ -72,32 +58,19 @@ fn export_and_reimport_gives_identical_graphs_and_outputs() {
         let original = ferroflow::graph::io::read_graph_def(&path).unwrap();
         let g = ferroflow::ops::import_graph_def(&original).unwrap();
         let exported = g.to_graph_def();
-        assert_eq!(
-            exported.node, original.node,
-            "{}: nodes changed on export",
-            fx.name
-        );
+        assert_eq!(exported.node, original.node, "{}: nodes changed on export", fx.name);
         let text = ferroflow::proto::print_text(&exported);
-        let reparsed: ferroflow::proto::GraphDef =
-            ferroflow::proto::parse_text(&text, "exported").unwrap();
+        let reparsed: ferroflow::proto::GraphDef = ferroflow::proto::parse_text(&text, "exported").unwrap();
         assert_eq!(reparsed, exported, "{}: text round trip", fx.name);
         let bytes = ferroflow::proto::encode(&exported);
-        assert_eq!(
-            ferroflow::proto::decode::<ferroflow::proto::GraphDef>(&bytes, "exported").unwrap(),
-            exported
-        );
-        run_fixture(
-            ferroflow::ops::import_graph_def(&reparsed).unwrap(),
-            &fx,
-            SessionOptions::default(),
-        );
+        assert_eq!(ferroflow::proto::decode::<ferroflow::proto::GraphDef>(&bytes, "exported").unwrap(), exported);
+        run_fixture(ferroflow::ops::import_graph_def(&reparsed).unwrap(), &fx, SessionOptions::default());
     }
 }
 
 #[test]
 fn fixtures_cover_every_core_op() {
-    let covered: std::collections::BTreeSet<String> =
-        fixtures().into_iter().flat_map(|f| f.ops).collect();
+    let covered: std::collections::BTreeSet<String> = fixtures().into_iter().flat_map(|f| f.ops).collect();
     let required = [
         "Const",
         "Placeholder",
@@ -141,15 +114,8 @@ fn fixtures_cover_every_core_op() {
         "Pack",
         "ConcatV2",
     ];
-    let missing: Vec<&str> = required
-        .iter()
-        .copied()
-        .filter(|op| !covered.contains(*op))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "ops without a TensorFlow fixture: {missing:?}"
-    );
+    let missing: Vec<&str> = required.iter().copied().filter(|op| !covered.contains(*op)).collect();
+    assert!(missing.is_empty(), "ops without a TensorFlow fixture: {missing:?}");
 }
 
 #[test]
@@ -174,20 +140,11 @@ fn seed_000_built_with_the_rust_api_gives_nine() {
     let out = s.mul(c, d).unwrap();
     let graph = s.graph();
     let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
-    assert_eq!(
-        sess.run(&[], &[&graph.output_name(out)], &[]).unwrap()[0]
-            .scalar_value::<f32>()
-            .unwrap(),
-        9.0
-    );
+    assert_eq!(sess.run(&[], &[&graph.output_name(out)], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
     // The same node names TensorFlow gives seed 000's graph.
     let tf = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     let ops = |g: &Graph| {
-        g.nodes()
-            .iter()
-            .filter(|n| n.op != "Const")
-            .map(|n| (n.name.clone(), n.op.clone()))
-            .collect::<Vec<_>>()
+        g.nodes().iter().filter(|n| n.op != "Const").map(|n| (n.name.clone(), n.op.clone())).collect::<Vec<_>>()
     };
     assert_eq!(ops(&graph), ops(&tf));
 }

@@ -26,9 +26,7 @@ pub enum GraphError {
         input: String,
     },
     /// An input names an output index the producer does not have.
-    #[error(
-        "node '{node}': input '{input}' does not exist (the producer has {outputs} output(s))"
-    )]
+    #[error("node '{node}': input '{input}' does not exist (the producer has {outputs} output(s))")]
     BadOutputIndex {
         /// The consuming node.
         node: String,

@@ -21,9 +21,7 @@ impl Graph {
                 )));
             }
             if v.bad_consumers.contains(&GRAPH_DEF_VERSION) {
-                return Err(GraphError::Version(format!(
-                    "version {GRAPH_DEF_VERSION} is listed in bad_consumers"
-                )));
+                return Err(GraphError::Version(format!("version {GRAPH_DEF_VERSION} is listed in bad_consumers")));
             }
         }
         let mut ids: HashMap<&str, NodeId> = HashMap::with_capacity(def.node.len());
@@ -39,19 +37,10 @@ impl Graph {
             match ops.resolve(&n.op, &n.attr) {
                 Ok(Some(t)) => types.push(t),
                 Ok(None) => {
-                    unknown
-                        .entry(n.op.clone())
-                        .or_default()
-                        .push(n.name.clone());
+                    unknown.entry(n.op.clone()).or_default().push(n.name.clone());
                     types.push(NodeTypes::default());
                 }
-                Err(reason) => {
-                    return Err(GraphError::BadAttrs {
-                        node: n.name.clone(),
-                        op: n.op.clone(),
-                        reason,
-                    })
-                }
+                Err(reason) => return Err(GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), reason }),
             }
         }
         if !unknown.is_empty() {
@@ -77,10 +66,7 @@ impl Graph {
                 attrs: n.attr.clone(),
                 types,
                 has_debug_info: debug.is_some(),
-                original_node_names: debug
-                    .as_ref()
-                    .map(|d| d.original_node_names.clone())
-                    .unwrap_or_default(),
+                original_node_names: debug.as_ref().map(|d| d.original_node_names.clone()).unwrap_or_default(),
                 original_func_names: debug.map(|d| d.original_func_names).unwrap_or_default(),
                 experimental_type: n.experimental_type.clone(),
             });
@@ -101,19 +87,11 @@ impl Graph {
             .nodes
             .iter()
             .map(|n| {
-                let mut input: Vec<String> = n
-                    .inputs
-                    .iter()
-                    .map(|o| format_output(&self.nodes[o.node].name, o.index))
-                    .collect();
-                input.extend(
-                    n.control_inputs
-                        .iter()
-                        .map(|&c| format!("^{}", self.nodes[c].name)),
-                );
-                let has_debug = n.has_debug_info
-                    || !n.original_node_names.is_empty()
-                    || !n.original_func_names.is_empty();
+                let mut input: Vec<String> =
+                    n.inputs.iter().map(|o| format_output(&self.nodes[o.node].name, o.index)).collect();
+                input.extend(n.control_inputs.iter().map(|&c| format!("^{}", self.nodes[c].name)));
+                let has_debug =
+                    n.has_debug_info || !n.original_node_names.is_empty() || !n.original_func_names.is_empty();
                 NodeDef {
                     name: n.name.clone(),
                     op: n.op.clone(),
@@ -128,28 +106,16 @@ impl Graph {
                 }
             })
             .collect();
-        let library = (self.library_present || self.library != Default::default())
-            .then(|| self.library.clone());
-        GraphDef {
-            node,
-            library,
-            versions: self.versions.clone(),
-            ..Default::default()
-        }
+        let library = (self.library_present || self.library != Default::default()).then(|| self.library.clone());
+        GraphDef { node, library, versions: self.versions.clone(), ..Default::default() }
     }
 }
 
-fn resolve_inputs(
-    n: &NodeDef,
-    ids: &HashMap<&str, NodeId>,
-) -> Result<(Vec<Output>, Vec<NodeId>), GraphError> {
+fn resolve_inputs(n: &NodeDef, ids: &HashMap<&str, NodeId>) -> Result<(Vec<Output>, Vec<NodeId>), GraphError> {
     let mut inputs = Vec::with_capacity(n.input.len());
     let mut controls = Vec::new();
     for s in &n.input {
-        let missing = || GraphError::MissingInput {
-            node: n.name.clone(),
-            input: s.clone(),
-        };
+        let missing = || GraphError::MissingInput { node: n.name.clone(), input: s.clone() };
         if let Some(ctrl) = s.strip_prefix('^') {
             controls.push(*ids.get(ctrl).ok_or_else(missing)?);
             continue;
@@ -160,14 +126,9 @@ fn resolve_inputs(
                 input: format!("{s} (data input after a control input)"),
             });
         }
-        let (name, index) = parse_output_name(s).ok_or_else(|| GraphError::MalformedInput {
-            node: n.name.clone(),
-            input: s.clone(),
-        })?;
-        inputs.push(Output {
-            node: *ids.get(name).ok_or_else(missing)?,
-            index,
-        });
+        let (name, index) = parse_output_name(s)
+            .ok_or_else(|| GraphError::MalformedInput { node: n.name.clone(), input: s.clone() })?;
+        inputs.push(Output { node: *ids.get(name).ok_or_else(missing)?, index });
     }
     Ok((inputs, controls))
 }
@@ -186,22 +147,10 @@ mod tests {
         fn resolve(&self, op: &str, _: &Attrs) -> Result<Option<NodeTypes>, String> {
             let f = DType::Float;
             Ok(match op {
-                "C" => Some(NodeTypes {
-                    inputs: vec![],
-                    outputs: vec![f],
-                }),
-                "A" | "Merge" => Some(NodeTypes {
-                    inputs: vec![f, f],
-                    outputs: vec![f],
-                }),
-                "NextIteration" => Some(NodeTypes {
-                    inputs: vec![f],
-                    outputs: vec![f],
-                }),
-                "I" => Some(NodeTypes {
-                    inputs: vec![DType::Int32],
-                    outputs: vec![f],
-                }),
+                "C" => Some(NodeTypes { inputs: vec![], outputs: vec![f] }),
+                "A" | "Merge" => Some(NodeTypes { inputs: vec![f, f], outputs: vec![f] }),
+                "NextIteration" => Some(NodeTypes { inputs: vec![f], outputs: vec![f] }),
+                "I" => Some(NodeTypes { inputs: vec![DType::Int32], outputs: vec![f] }),
                 _ => None,
             })
         }
@@ -217,10 +166,7 @@ mod tests {
 node { name: "b" op: "C" }
 node { name: "s" op: "A" input: "a" input: "b:0" input: "^b" }"#;
         let g = import(text).unwrap();
-        assert_eq!(
-            g.node(2).inputs,
-            vec![Output { node: 0, index: 0 }, Output { node: 1, index: 0 }]
-        );
+        assert_eq!(g.node(2).inputs, vec![Output { node: 0, index: 0 }, Output { node: 1, index: 0 }]);
         let def = g.to_graph_def();
         assert_eq!(def.node[2].input, vec!["a", "b", "^b"]);
         let g2 = Graph::from_graph_def(&def, &Toy).unwrap();
@@ -230,10 +176,7 @@ node { name: "s" op: "A" input: "a" input: "b:0" input: "^b" }"#;
     #[test]
     fn every_error_names_the_node() {
         let cases = [
-            (
-                r#"node { name: "a" op: "C" } node { name: "a" op: "C" }"#,
-                "duplicate node name 'a'",
-            ),
+            (r#"node { name: "a" op: "C" } node { name: "a" op: "C" }"#, "duplicate node name 'a'"),
             (
                 r#"node { name: "a" op: "Foo" } node { name: "b" op: "Bar" } node { name: "c" op: "Foo" }"#,
                 "unknown op(s): 'Bar' (node 'b'); 'Foo' (nodes 'a', 'c')",
@@ -280,19 +223,8 @@ node { name: "n" op: "NextIteration" input: "m" }"#;
     #[test]
     fn tensor_names() {
         let g = import(r#"node { name: "a" op: "C" }"#).unwrap();
-        assert_eq!(
-            g.output_by_name("a:0").unwrap(),
-            Output { node: 0, index: 0 }
-        );
-        assert!(g
-            .output_by_name("a:1")
-            .unwrap_err()
-            .to_string()
-            .contains("has 1 output"));
-        assert!(g
-            .output_by_name("zz:0")
-            .unwrap_err()
-            .to_string()
-            .contains("no node named 'zz'"));
+        assert_eq!(g.output_by_name("a:0").unwrap(), Output { node: 0, index: 0 });
+        assert!(g.output_by_name("a:1").unwrap_err().to_string().contains("has 1 output"));
+        assert!(g.output_by_name("zz:0").unwrap_err().to_string().contains("no node named 'zz'"));
     }
 }

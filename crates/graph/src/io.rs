@@ -24,19 +24,13 @@ pub enum GraphFileError {
 
 /// True when the path names a text-format file (`.pbtxt`, `.txt`, `.prototxt`).
 pub fn is_text_path(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("pbtxt" | "txt" | "prototxt")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()), Some("pbtxt" | "txt" | "prototxt"))
 }
 
 /// Reads a GraphDef: text format for `.pbtxt`/`.txt`, binary otherwise.
 pub fn read_graph_def(path: &Path) -> Result<GraphDef, GraphFileError> {
     let what = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| GraphFileError::Io {
-        path: what.clone(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| GraphFileError::Io { path: what.clone(), source })?;
     if is_text_path(path) {
         let text = String::from_utf8(bytes).map_err(|e| ferroflow_proto::ProtoError::Text {
             what: what.clone(),
@@ -51,11 +45,8 @@ pub fn read_graph_def(path: &Path) -> Result<GraphDef, GraphFileError> {
 
 /// Writes a GraphDef atomically, as text for `.pbtxt`/`.txt`, binary otherwise.
 pub fn write_graph_def(path: &Path, def: &GraphDef) -> Result<(), GraphFileError> {
-    let bytes = if is_text_path(path) {
-        ferroflow_proto::print_text(def).into_bytes()
-    } else {
-        ferroflow_proto::encode(def)
-    };
+    let bytes =
+        if is_text_path(path) { ferroflow_proto::print_text(def).into_bytes() } else { ferroflow_proto::encode(def) };
     ferroflow_tensor::npy::write_atomic(path, &bytes)?;
     Ok(())
 }

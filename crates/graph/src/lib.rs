@@ -118,13 +118,7 @@ pub const GRAPH_DEF_VERSION: i32 = 2474;
 impl Graph {
     /// An empty graph.
     pub fn new() -> Graph {
-        Graph {
-            versions: Some(VersionDef {
-                producer: GRAPH_DEF_VERSION,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        Graph { versions: Some(VersionDef { producer: GRAPH_DEF_VERSION, ..Default::default() }), ..Default::default() }
     }
 
     /// All nodes, indexed by [`NodeId`].
@@ -159,8 +153,7 @@ impl Graph {
 
     /// Resolves a tensor name (`x`, `x:1`) to an output of a node in this graph.
     pub fn output_by_name(&self, tensor: &str) -> Result<Output, GraphError> {
-        let (name, index) = parse_output_name(tensor)
-            .ok_or_else(|| GraphError::BadTensorName(tensor.to_string()))?;
+        let (name, index) = parse_output_name(tensor).ok_or_else(|| GraphError::BadTensorName(tensor.to_string()))?;
         let node = self.find(name).ok_or_else(|| GraphError::NoSuchTensor {
             tensor: tensor.to_string(),
             reason: format!("the graph has no node named '{name}'"),
@@ -186,24 +179,14 @@ impl Graph {
     }
 
     /// Adds a node after checking its name, op signature, input count and input dtypes.
-    pub fn add_node(
-        &mut self,
-        spec: NodeSpec,
-        ops: &dyn OpSignatures,
-    ) -> Result<NodeId, GraphError> {
+    pub fn add_node(&mut self, spec: NodeSpec, ops: &dyn OpSignatures) -> Result<NodeId, GraphError> {
         if self.by_name.contains_key(&spec.name) {
             return Err(GraphError::DuplicateNode(spec.name));
         }
         let types = ops
             .resolve(&spec.op, &spec.attrs)
-            .map_err(|reason| GraphError::BadAttrs {
-                node: spec.name.clone(),
-                op: spec.op.clone(),
-                reason,
-            })?
-            .ok_or_else(|| {
-                GraphError::UnknownOps(vec![(spec.op.clone(), vec![spec.name.clone()])])
-            })?;
+            .map_err(|reason| GraphError::BadAttrs { node: spec.name.clone(), op: spec.op.clone(), reason })?
+            .ok_or_else(|| GraphError::UnknownOps(vec![(spec.op.clone(), vec![spec.name.clone()])]))?;
         let node = Node {
             name: spec.name,
             op: spec.op,
@@ -240,13 +223,10 @@ impl Graph {
             });
         }
         for (i, (input, want)) in node.inputs.iter().zip(&node.types.inputs).enumerate() {
-            let src = self
-                .nodes
-                .get(input.node)
-                .ok_or_else(|| GraphError::MissingInput {
-                    node: node.name.clone(),
-                    input: format!("#{}", input.node),
-                })?;
+            let src = self.nodes.get(input.node).ok_or_else(|| GraphError::MissingInput {
+                node: node.name.clone(),
+                input: format!("#{}", input.node),
+            })?;
             let Some(&got) = src.types.outputs.get(input.index) else {
                 return Err(GraphError::BadOutputIndex {
                     node: node.name.clone(),
@@ -267,10 +247,7 @@ impl Graph {
         }
         for &c in &node.control_inputs {
             if c >= self.nodes.len() {
-                return Err(GraphError::MissingInput {
-                    node: node.name.clone(),
-                    input: format!("^#{c}"),
-                });
+                return Err(GraphError::MissingInput { node: node.name.clone(), input: format!("^#{c}") });
             }
         }
         Ok(())
@@ -297,11 +274,7 @@ impl Graph {
         let mut pending = vec![0usize; n];
         let mut consumers = vec![Vec::new(); n];
         for (id, node) in self.nodes.iter().enumerate() {
-            let preds = node
-                .inputs
-                .iter()
-                .map(|o| o.node)
-                .chain(node.control_inputs.iter().copied());
+            let preds = node.inputs.iter().map(|o| o.node).chain(node.control_inputs.iter().copied());
             for p in preds {
                 if is_back_edge_source(&self.nodes[p].op) {
                     continue;
@@ -323,10 +296,8 @@ impl Graph {
             }
         }
         if order.len() < n {
-            let mut cycle: Vec<String> = (0..n)
-                .filter(|&i| pending[i] > 0)
-                .map(|i| self.nodes[i].name.clone())
-                .collect();
+            let mut cycle: Vec<String> =
+                (0..n).filter(|&i| pending[i] > 0).map(|i| self.nodes[i].name.clone()).collect();
             cycle.truncate(20);
             return Err(GraphError::Cycle(cycle));
         }

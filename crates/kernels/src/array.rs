@@ -2,7 +2,6 @@
 //! `NoOp`, `BiasAdd`, `Reshape`, `Shape`, `ExpandDims`, `Squeeze`, `Fill`, `ZerosLike`,
 //! `OnesLike`, `Pack`, `ConcatV2`.
 use ferroflow_tensor::{bf16, f16, DType, Tensor};
-use smallvec::{smallvec, SmallVec};
 
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
@@ -10,8 +9,11 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 
 struct Const(Tensor);
 impl OpKernel for Const {
-    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
-        Ok(smallvec![self.0.clone()])
+    fn compute(&self, _: &KernelContext, _: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        {
+            outputs.push(self.0.clone());
+            Ok(())
+        }
     }
 }
 
@@ -19,11 +21,7 @@ fn k_const(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let t = d.tensor("value")?;
     let want = d.dtype("dtype")?;
     if t.dtype() != want {
-        return Err(invalid(format!(
-            "node '{}': value is {} but dtype is {want}",
-            d.name,
-            t.dtype()
-        )));
+        return Err(invalid(format!("node '{}': value is {} but dtype is {want}", d.name, t.dtype())));
     }
     Ok(Box::new(Const(t)))
 }
@@ -31,16 +29,14 @@ fn k_const(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 /// A placeholder that was not fed: running it is the user's error, said as TensorFlow says it.
 struct Unfed(String);
 impl OpKernel for Unfed {
-    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, _: &mut Inputs, _: &mut Outputs) -> KResult<()> {
         Err(invalid(self.0.clone()))
     }
 }
 
 fn k_placeholder(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let shape = match d.def.attr(d.attrs, "shape").and_then(|v| v.value.as_ref()) {
-        Some(ferroflow_proto::attr_value::Value::Shape(s)) => {
-            ferroflow_proto::convert::shape_from_proto(s).to_string()
-        }
+        Some(ferroflow_proto::attr_value::Value::Shape(s)) => ferroflow_proto::convert::shape_from_proto(s).to_string(),
         _ => "<unknown>".into(),
     };
     Ok(Box::new(Unfed(format!(
@@ -53,15 +49,16 @@ fn k_placeholder(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 /// Forwards its inputs unchanged (Identity, IdentityN, PlaceholderWithDefault, Snapshot).
 struct Forward;
 impl OpKernel for Forward {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
-        Ok(inputs.into_iter().collect())
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        outputs.append(inputs);
+        Ok(())
     }
 }
 
 struct NoOp;
 impl OpKernel for NoOp {
-    fn compute(&self, _: &KernelContext, _: Inputs) -> KResult<Outputs> {
-        Ok(SmallVec::new())
+    fn compute(&self, _: &KernelContext, _: &mut Inputs, _: &mut Outputs) -> KResult<()> {
+        Ok(())
     }
 }
 
@@ -71,14 +68,12 @@ struct BiasAdd<T> {
 }
 
 impl<T: Num> OpKernel for BiasAdd<T> {
-    fn compute(&self, _: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let bias = inputs.pop().expect("two inputs");
         let mut x = inputs.pop().expect("two inputs");
         let dims = x.dims().to_vec();
         if dims.len() < 2 {
-            return Err(invalid(format!(
-                "Input tensor must be at least 2D: {dims:?}"
-            )));
+            return Err(invalid(format!("Input tensor must be at least 2D: {dims:?}")));
         }
         if bias.rank() != 1 {
             return Err(invalid(format!("Biases must be 1D: {:?}", bias.dims())));
@@ -95,50 +90,40 @@ impl<T: Num> OpKernel for BiasAdd<T> {
         let b = bias.as_slice::<T>()?;
         let v = x.as_mut_slice::<T>()?;
         if inner == 0 || c == 0 {
-            return Ok(smallvec![x]);
+            return {
+                outputs.push(x);
+                Ok(())
+            };
         }
         for (i, chunk) in v.chunks_mut(inner).enumerate() {
             let bv = b[i % c];
             chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
         }
-        Ok(smallvec![x])
+        {
+            outputs.push(x);
+            Ok(())
+        }
     }
 }
 
 fn k_bias_add(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let nchw = d.string("data_format")? == "NCHW";
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(BiasAdd::<f32> {
-            nchw,
-            _t: Default::default(),
-        })),
-        DType::Double => Ok(Box::new(BiasAdd::<f64> {
-            nchw,
-            _t: Default::default(),
-        })),
-        DType::Int32 => Ok(Box::new(BiasAdd::<i32> {
-            nchw,
-            _t: Default::default(),
-        })),
-        DType::Int64 => Ok(Box::new(BiasAdd::<i64> {
-            nchw,
-            _t: Default::default(),
-        })),
+        DType::Float => Ok(Box::new(BiasAdd::<f32> { nchw, _t: Default::default() })),
+        DType::Double => Ok(Box::new(BiasAdd::<f64> { nchw, _t: Default::default() })),
+        DType::Int32 => Ok(Box::new(BiasAdd::<i32> { nchw, _t: Default::default() })),
+        DType::Int64 => Ok(Box::new(BiasAdd::<i64> { nchw, _t: Default::default() })),
         t => Err(invalid(format!("no BiasAdd kernel for {t}"))),
     }
 }
 
 struct Reshape;
 impl OpKernel for Reshape {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
-        let target =
-            axis_values(&inputs[1]).map_err(|_| invalid("shape must be int32 or int64"))?;
+        let target = axis_values(&inputs[1]).map_err(|_| invalid("shape must be int32 or int64"))?;
         if inputs[1].rank() > 1 {
-            return Err(invalid(format!(
-                "sizes input must be 1-D, not {:?}",
-                inputs[1].dims()
-            )));
+            return Err(invalid(format!("sizes input must be 1-D, not {:?}", inputs[1].dims())));
         }
         let mut dims = Vec::with_capacity(target.len());
         let mut infer = None;
@@ -150,14 +135,10 @@ impl OpKernel for Reshape {
                     dims.push(1);
                 }
                 -1 => return Err(invalid("only one input size may be -1, not both")),
-                d if d < 0 => {
-                    return Err(invalid(format!("size {i} must be non-negative, not {d}")))
-                }
+                d if d < 0 => return Err(invalid(format!("size {i} must be non-negative, not {d}"))),
                 d => {
                     dims.push(d as usize);
-                    known = known
-                        .checked_mul(d as usize)
-                        .ok_or_else(|| invalid("requested shape overflows"))?;
+                    known = known.checked_mul(d as usize).ok_or_else(|| invalid("requested shape overflows"))?;
                 }
             }
         }
@@ -174,13 +155,16 @@ impl OpKernel for Reshape {
                 "Input to reshape is a tensor with {n} values, but the requested shape has {known}"
             )));
         }
-        Ok(smallvec![x.reshaped(&dims)?])
+        {
+            outputs.push(x.reshaped(&dims)?);
+            Ok(())
+        }
     }
 }
 
 struct ShapeOp(DType);
 impl OpKernel for ShapeOp {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let d = inputs[0].dims();
         let t = match self.0 {
             DType::Int64 => Tensor::from_vec(&[d.len()], d.iter().map(|&x| x as i64).collect())?,
@@ -189,21 +173,20 @@ impl OpKernel for ShapeOp {
                     .iter()
                     .map(|&x| i32::try_from(x))
                     .collect::<Result<_, _>>()
-                    .map_err(|_| {
-                        invalid(format!(
-                            "shape {d:?} does not fit int32; use out_type=int64"
-                        ))
-                    })?;
+                    .map_err(|_| invalid(format!("shape {d:?} does not fit int32; use out_type=int64")))?;
                 Tensor::from_vec(&[d.len()], v)?
             }
         };
-        Ok(smallvec![t])
+        {
+            outputs.push(t);
+            Ok(())
+        }
     }
 }
 
 struct ExpandDims;
 impl OpKernel for ExpandDims {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let a = axis_values(&inputs[1])?;
         let [a] = a[..] else {
@@ -211,21 +194,21 @@ impl OpKernel for ExpandDims {
         };
         let r = x.rank() as i64 + 1;
         if a < -r || a >= r {
-            return Err(invalid(format!(
-                "Tried to expand dim index {a} for tensor with {} dimensions",
-                x.rank()
-            )));
+            return Err(invalid(format!("Tried to expand dim index {a} for tensor with {} dimensions", x.rank())));
         }
         let a = if a < 0 { a + r } else { a } as usize;
         let mut dims = x.dims().to_vec();
         dims.insert(a, 1);
-        Ok(smallvec![x.reshaped(&dims)?])
+        {
+            outputs.push(x.reshaped(&dims)?);
+            Ok(())
+        }
     }
 }
 
 struct Squeeze(Vec<i64>);
 impl OpKernel for Squeeze {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let dims = x.dims();
         let mut keep = vec![true; dims.len()];
@@ -245,13 +228,11 @@ impl OpKernel for Squeeze {
                 keep[i] = false;
             }
         }
-        let out: Vec<usize> = dims
-            .iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|(d, _)| *d)
-            .collect();
-        Ok(smallvec![x.reshaped(&out)?])
+        let out: Vec<usize> = dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect();
+        {
+            outputs.push(x.reshaped(&out)?);
+            Ok(())
+        }
     }
 }
 
@@ -259,14 +240,9 @@ impl OpKernel for Squeeze {
 fn repeat_element(dtype: DType, dims: &[usize], elem: &Tensor, index: usize) -> KResult<Tensor> {
     let n: usize = dims.iter().product();
     if dtype == DType::String {
-        return Ok(Tensor::from_strings(
-            dims,
-            vec![elem.as_strings()?[index].clone(); n],
-        )?);
+        return Ok(Tensor::from_strings(dims, vec![elem.as_strings()?[index].clone(); n])?);
     }
-    let size = dtype
-        .size()
-        .ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
+    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
     let one = &elem.as_bytes()?[index * size..(index + 1) * size];
     let bytes = one.repeat(n);
     Ok(Tensor::from_bytes(dtype, dims, &bytes)?)
@@ -274,45 +250,41 @@ fn repeat_element(dtype: DType, dims: &[usize], elem: &Tensor, index: usize) -> 
 
 struct Fill;
 impl OpKernel for Fill {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (dims_t, value) = (&inputs[0], &inputs[1]);
         if value.len() != 1 || value.rank() != 0 {
-            return Err(invalid(format!(
-                "value must be a scalar, got shape {:?}",
-                value.dims()
-            )));
+            return Err(invalid(format!("value must be a scalar, got shape {:?}", value.dims())));
         }
         let mut dims = Vec::new();
         for d in axis_values(dims_t)? {
-            dims.push(
-                usize::try_from(d)
-                    .map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?,
-            );
+            dims.push(usize::try_from(d).map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?);
         }
         let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if total.is_none_or(|t| {
-            t.saturating_mul(value.dtype().size().unwrap_or(8))
-                > ferroflow_proto::convert::MAX_TENSOR_BYTES
+            t.saturating_mul(value.dtype().size().unwrap_or(8)) > ferroflow_proto::convert::MAX_TENSOR_BYTES
         }) {
             return Err(invalid(format!("Fill of shape {dims:?} is too large")));
         }
-        Ok(smallvec![repeat_element(value.dtype(), &dims, value, 0)?])
+        {
+            outputs.push(repeat_element(value.dtype(), &dims, value, 0)?);
+            Ok(())
+        }
     }
 }
 
 struct ZerosLike;
 impl OpKernel for ZerosLike {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
-        Ok(smallvec![Tensor::zeros(
-            inputs[0].dtype(),
-            inputs[0].dims()
-        )?])
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        {
+            outputs.push(Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?);
+            Ok(())
+        }
     }
 }
 
 struct OnesLike;
 impl OpKernel for OnesLike {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let one = match x.dtype() {
             DType::Float => Tensor::scalar(1f32),
@@ -330,17 +302,15 @@ impl OpKernel for OnesLike {
             DType::Bool => Tensor::scalar(true),
             d => return Err(invalid(format!("OnesLike is not defined for {d}"))),
         };
-        Ok(smallvec![repeat_element(x.dtype(), x.dims(), &one, 0)?])
+        {
+            outputs.push(repeat_element(x.dtype(), x.dims(), &one, 0)?);
+            Ok(())
+        }
     }
 }
 
 /// Interleaves blocks: for each of `outer` rows, copies `blocks[i]` elements from part `i`.
-fn interleave(
-    parts: &[&Tensor],
-    blocks: &[usize],
-    outer: usize,
-    dims: &[usize],
-) -> KResult<Tensor> {
+fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
     let dtype = parts[0].dtype();
     if dtype == DType::String {
         let mut out = Vec::new();
@@ -351,9 +321,7 @@ fn interleave(
         }
         return Ok(Tensor::from_strings(dims, out)?);
     }
-    let size = dtype
-        .size()
-        .ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
+    let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
     let mut out = Vec::with_capacity(dims.iter().product::<usize>() * size);
     for o in 0..outer {
         for (p, &b) in parts.iter().zip(blocks) {
@@ -365,7 +333,7 @@ fn interleave(
 
 struct Pack(i64);
 impl OpKernel for Pack {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let first = inputs[0].dims();
         for (i, t) in inputs.iter().enumerate() {
             if t.dims() != first {
@@ -385,18 +353,16 @@ impl OpKernel for Pack {
         let outer: usize = first[..axis].iter().product();
         let inner: usize = first[axis..].iter().product();
         let parts: Vec<&Tensor> = inputs.iter().collect();
-        Ok(smallvec![interleave(
-            &parts,
-            &vec![inner; parts.len()],
-            outer,
-            &dims
-        )?])
+        {
+            outputs.push(interleave(&parts, &vec![inner; parts.len()], outer, &dims)?);
+            Ok(())
+        }
     }
 }
 
 struct Concat;
 impl OpKernel for Concat {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (values, axis_t) = inputs.split_at(inputs.len() - 1);
         let a = axis_values(&axis_t[0])?;
         let [a] = a[..] else {
@@ -419,11 +385,7 @@ impl OpKernel for Concat {
         dims[axis] = 0;
         for (i, t) in values.iter().enumerate() {
             let d = t.dims();
-            let same = d.len() == rank
-                && d.iter()
-                    .zip(first)
-                    .enumerate()
-                    .all(|(j, (x, y))| j == axis || x == y);
+            let same = d.len() == rank && d.iter().zip(first).enumerate().all(|(j, (x, y))| j == axis || x == y);
             if !same || t.dtype() != values[0].dtype() {
                 return Err(invalid(format!(
                     "ConcatOp : Dimension mismatch: values[0].shape = {first:?} vs. values[{i}].shape = {d:?}"
@@ -435,37 +397,25 @@ impl OpKernel for Concat {
         let inner: usize = first[axis + 1..].iter().product();
         let parts: Vec<&Tensor> = values.iter().collect();
         let blocks: Vec<usize> = values.iter().map(|t| t.dims()[axis] * inner).collect();
-        Ok(smallvec![interleave(&parts, &blocks, outer, &dims)?])
+        {
+            outputs.push(interleave(&parts, &blocks, outer, &dims)?);
+            Ok(())
+        }
     }
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Const", "", &[], k_const);
     r.register("Placeholder", "", &[], k_placeholder);
-    for op in [
-        "Identity",
-        "IdentityN",
-        "PlaceholderWithDefault",
-        "Snapshot",
-        "StopGradient",
-    ] {
+    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient"] {
         r.register(op, "", &[], |_| Ok(Box::new(Forward)));
     }
     r.register("NoOp", "", &[], |_| Ok(Box::new(NoOp)));
-    r.register(
-        "BiasAdd",
-        "T",
-        &[DType::Float, DType::Double, DType::Int32, DType::Int64],
-        k_bias_add,
-    );
+    r.register("BiasAdd", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_bias_add);
     r.register("Reshape", "", &[], |_| Ok(Box::new(Reshape)));
-    r.register("Shape", "", &[], |d| {
-        Ok(Box::new(ShapeOp(d.dtype("out_type")?)))
-    });
+    r.register("Shape", "", &[], |d| Ok(Box::new(ShapeOp(d.dtype("out_type")?))));
     r.register("ExpandDims", "", &[], |_| Ok(Box::new(ExpandDims)));
-    r.register("Squeeze", "", &[], |d| {
-        Ok(Box::new(Squeeze(d.ints("squeeze_dims"))))
-    });
+    r.register("Squeeze", "", &[], |d| Ok(Box::new(Squeeze(d.ints("squeeze_dims")))));
     r.register("Fill", "", &[], |_| Ok(Box::new(Fill)));
     r.register("ZerosLike", "", &[], |_| Ok(Box::new(ZerosLike)));
     r.register("OnesLike", "", &[], |_| Ok(Box::new(OnesLike)));

@@ -1,7 +1,6 @@
 //! `Cast` between every numeric dtype and bool, with C++ `static_cast` semantics for
 //! in-range values (floats truncate toward zero; non-zero is `true`).
 use ferroflow_tensor::{bf16, f16, DType, Element, Tensor};
-use smallvec::smallvec;
 
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
@@ -75,9 +74,7 @@ fn convert<S: CastElem, D: CastElem>(x: &Tensor) -> KResult<Tensor> {
             src.iter().map(|v| D::from_f64(v.to_f64())).collect()
         } else {
             // Through f64 keeps float->int truncation exact for every representable value.
-            src.iter()
-                .map(|v| D::from_f64(v.to_f64().trunc()))
-                .collect()
+            src.iter().map(|v| D::from_f64(v.to_f64().trunc())).collect()
         }
     } else {
         src.iter().map(|v| D::from_i64(v.to_i64())).collect()
@@ -130,12 +127,15 @@ struct Cast {
 }
 
 impl OpKernel for Cast {
-    fn compute(&self, _: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = inputs.swap_remove(0);
-        Ok(smallvec![match self.f {
-            None => x,
-            Some(f) => f(&x)?,
-        }])
+        {
+            outputs.push(match self.f {
+                None => x,
+                Some(f) => f(&x)?,
+            });
+            Ok(())
+        }
     }
 }
 
@@ -144,8 +144,7 @@ fn k_cast(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     if src == dst {
         return Ok(Box::new(Cast { f: None }));
     }
-    let f = cast_fn(src, dst)
-        .ok_or_else(|| invalid(format!("Cast from {src} to {dst} is not supported")))?;
+    let f = cast_fn(src, dst).ok_or_else(|| invalid(format!("Cast from {src} to {dst} is not supported")))?;
     Ok(Box::new(Cast { f: Some(f) }))
 }
 

@@ -1,7 +1,6 @@
 //! Elementwise kernels: unary maps and binary ops with NumPy broadcasting.
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
 use rayon::prelude::*;
-use smallvec::smallvec;
 
 use crate::numeric::{Float, Num};
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -10,16 +9,7 @@ use DType::{Double, Float as F32, Int32, Int64};
 
 const FLOATS: &[DType] = &[F32, Double];
 const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
-const EQUALITY: &[DType] = &[
-    F32,
-    Double,
-    Int32,
-    Int64,
-    DType::Bool,
-    DType::UInt8,
-    DType::Int8,
-    DType::Int16,
-];
+const EQUALITY: &[DType] = &[F32, Double, Int32, Int64, DType::Bool, DType::UInt8, DType::Int8, DType::Int16];
 
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
@@ -27,10 +17,7 @@ const PARALLEL_MIN: usize = 1 << 15;
 fn map_in_place<T: Element>(ctx: &KernelContext, s: &mut [T], f: fn(T) -> T) {
     if s.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = s.len().div_ceil(ctx.threads() * 4);
-        ctx.install(|| {
-            s.par_chunks_mut(chunk)
-                .for_each(|c| c.iter_mut().for_each(|v| *v = f(*v)))
-        });
+        ctx.install(|| s.par_chunks_mut(chunk).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v))));
     } else {
         s.iter_mut().for_each(|v| *v = f(*v));
     }
@@ -41,15 +28,21 @@ struct Unary<T> {
 }
 
 impl<T: Element> OpKernel for Unary<T> {
-    fn compute(&self, ctx: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let mut x = inputs.swap_remove(0);
         if let Some(s) = x.try_mut_slice::<T>() {
             map_in_place(ctx, s, self.f);
-            return Ok(smallvec![x]);
+            return {
+                outputs.push(x);
+                Ok(())
+            };
         }
         let mut out = x.clone();
         map_in_place(ctx, out.as_mut_slice::<T>()?, self.f);
-        Ok(smallvec![out])
+        {
+            outputs.push(out);
+            Ok(())
+        }
     }
 }
 
@@ -174,13 +167,8 @@ pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
 }
 
 fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
-    broadcast_dims(a.dims(), b.dims()).ok_or_else(|| {
-        invalid(format!(
-            "Incompatible shapes: {:?} vs. {:?}",
-            a.dims(),
-            b.dims()
-        ))
-    })
+    broadcast_dims(a.dims(), b.dims())
+        .ok_or_else(|| invalid(format!("Incompatible shapes: {:?} vs. {:?}", a.dims(), b.dims())))
 }
 
 struct Binary<T> {
@@ -188,7 +176,7 @@ struct Binary<T> {
 }
 
 impl<T: Element> OpKernel for Binary<T> {
-    fn compute(&self, ctx: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let b = inputs.pop().expect("two inputs");
         let mut a = inputs.pop().expect("two inputs");
         let f = self.f;
@@ -201,18 +189,10 @@ impl<T: Element> OpKernel for Binary<T> {
                         o.par_chunks_mut(c)
                             .zip(bs.par_chunks(c))
                             .zip(x.par_chunks(c))
-                            .for_each(|((o, y), x)| {
-                                o.iter_mut()
-                                    .zip(x)
-                                    .zip(y)
-                                    .for_each(|((o, x), y)| *o = f(*x, *y))
-                            })
+                            .for_each(|((o, y), x)| o.iter_mut().zip(x).zip(y).for_each(|((o, x), y)| *o = f(*x, *y)))
                     });
                 } else {
-                    o.iter_mut()
-                        .zip(x)
-                        .zip(bs)
-                        .for_each(|((o, x), y)| *o = f(*x, *y));
+                    o.iter_mut().zip(x).zip(bs).for_each(|((o, x), y)| *o = f(*x, *y));
                 }
             };
             if let Some(s) = a.try_mut_slice::<T>() {
@@ -223,18 +203,22 @@ impl<T: Element> OpKernel for Binary<T> {
                     ctx.install(|| {
                         s.par_chunks_mut(c)
                             .zip(bs.par_chunks(c))
-                            .for_each(|(o, y)| {
-                                o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y))
-                            })
+                            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y)))
                     });
                 } else {
                     s.iter_mut().zip(bs).for_each(|(o, y)| *o = f(*o, *y));
                 }
-                return Ok(smallvec![a]);
+                return {
+                    outputs.push(a);
+                    Ok(())
+                };
             }
             let mut out = Tensor::zeros(T::DTYPE, a.dims())?;
             zip(out.as_mut_slice::<T>()?, a.as_slice::<T>()?);
-            return Ok(smallvec![out]);
+            return {
+                outputs.push(out);
+                Ok(())
+            };
         }
         let dims = out_dims(&a, &b)?;
         if dims.as_slice() == a.dims() {
@@ -246,7 +230,10 @@ impl<T: Element> OpKernel for Binary<T> {
                     let tmp = s.to_vec();
                     broadcast_apply(&dims, (&tmp, &dims), (y, b.dims()), s, f);
                 }
-                return Ok(smallvec![a]);
+                return {
+                    outputs.push(a);
+                    Ok(())
+                };
             }
         }
         let mut out = Tensor::zeros(T::DTYPE, &dims)?;
@@ -256,7 +243,10 @@ impl<T: Element> OpKernel for Binary<T> {
             ([x], y) if y.len() == o.len() => o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*x, *y)),
             (x, y) => broadcast_apply(&dims, (x, a.dims()), (y, b.dims()), o, f),
         }
-        Ok(smallvec![out])
+        {
+            outputs.push(out);
+            Ok(())
+        }
     }
 }
 
@@ -312,7 +302,7 @@ struct Compare<T> {
 }
 
 impl<T: Element> OpKernel for Compare<T> {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let dims = out_dims(a, b)?;
         let mut out = Tensor::zeros(DType::Bool, &dims)?;
@@ -323,7 +313,10 @@ impl<T: Element> OpKernel for Compare<T> {
             out.as_mut_slice::<bool>()?,
             self.f,
         );
-        Ok(smallvec![out])
+        {
+            outputs.push(out);
+            Ok(())
+        }
     }
 }
 
@@ -386,13 +379,7 @@ mod tests {
         let a: Vec<f32> = (0..6).map(|x| x as f32).collect();
         let b: Vec<f32> = (0..4).map(|x| 10.0 * x as f32).collect();
         let mut out = vec![0f32; 24];
-        broadcast_apply(
-            &[2, 4, 3],
-            (&a, &[2, 1, 3]),
-            (&b, &[4, 1]),
-            &mut out,
-            |x, y| x + y,
-        );
+        broadcast_apply(&[2, 4, 3], (&a, &[2, 1, 3]), (&b, &[4, 1]), &mut out, |x, y| x + y);
         for i in 0..2 {
             for j in 0..4 {
                 for k in 0..3 {

@@ -17,21 +17,19 @@ use ferroflow_graph::{Attrs, NodeTypes};
 use ferroflow_ops::{OpDef, OpRegistry};
 use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{DType, Tensor, TensorError};
-use smallvec::SmallVec;
 
-/// A kernel's inputs, owned: a kernel may reuse an input's buffer for its output when no one
-/// else holds it.
-pub type Inputs = SmallVec<[Tensor; 4]>;
-/// A kernel's outputs.
-pub type Outputs = SmallVec<[Tensor; 2]>;
+/// A kernel's inputs, owned: a kernel may take them (and reuse an input's buffer for its
+/// output when no one else holds it). The executor reuses one buffer across nodes, so
+/// passing inputs allocates nothing.
+pub type Inputs = Vec<Tensor>;
+/// A kernel's outputs: the kernel pushes one tensor per op output, in order.
+pub type Outputs = Vec<Tensor>;
 
 /// An error creating or running a kernel. The executor adds the node and op names.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// No kernel is registered for this op and dtype.
-    #[error(
-        "no CPU kernel for op '{op}' with {attr}={dtype} (node '{node}'); registered: {registered}"
-    )]
+    #[error("no CPU kernel for op '{op}' with {attr}={dtype} (node '{node}'); registered: {registered}")]
     NoKernel {
         /// The op.
         op: String,
@@ -84,7 +82,7 @@ impl KernelContext<'_> {
 /// An instantiated kernel for one node.
 pub trait OpKernel: Send + Sync {
     /// Computes the node's outputs from its inputs.
-    fn compute(&self, ctx: &KernelContext, inputs: Inputs) -> KResult<Outputs>;
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()>;
 }
 
 /// Everything a kernel factory may read about its node.
@@ -110,49 +108,33 @@ impl NodeDesc<'_> {
     pub fn bool(&self, name: &str) -> KResult<bool> {
         match self.value(name)? {
             Value::B(b) => Ok(*b),
-            _ => Err(invalid(format!(
-                "node '{}': attr '{name}' must be a bool",
-                self.name
-            ))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a bool", self.name))),
         }
     }
     /// An int attr.
     pub fn int(&self, name: &str) -> KResult<i64> {
         match self.value(name)? {
             Value::I(i) => Ok(*i),
-            _ => Err(invalid(format!(
-                "node '{}': attr '{name}' must be an int",
-                self.name
-            ))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be an int", self.name))),
         }
     }
     /// A string attr.
     pub fn string(&self, name: &str) -> KResult<String> {
         match self.value(name)? {
             Value::S(s) => Ok(String::from_utf8_lossy(s).into_owned()),
-            _ => Err(invalid(format!(
-                "node '{}': attr '{name}' must be a string",
-                self.name
-            ))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a string", self.name))),
         }
     }
     /// A type attr.
     pub fn dtype(&self, name: &str) -> KResult<DType> {
         match self.value(name)? {
             Value::Type(t) => Ok(DType::from_tf(*t)?),
-            _ => Err(invalid(format!(
-                "node '{}': attr '{name}' must be a type",
-                self.name
-            ))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a type", self.name))),
         }
     }
     /// A list(int) attr (empty if absent).
     pub fn ints(&self, name: &str) -> Vec<i64> {
-        match self
-            .def
-            .attr(self.attrs, name)
-            .and_then(|v| v.value.as_ref())
-        {
+        match self.def.attr(self.attrs, name).and_then(|v| v.value.as_ref()) {
             Some(Value::List(l)) => l.i.clone(),
             _ => vec![],
         }
@@ -162,10 +144,7 @@ impl NodeDesc<'_> {
         match self.value(name)? {
             Value::Tensor(t) => ferroflow_proto::convert::tensor_from_proto(t)
                 .map_err(|e| invalid(format!("node '{}': attr '{name}': {e}", self.name))),
-            _ => Err(invalid(format!(
-                "node '{}': attr '{name}' must be a tensor",
-                self.name
-            ))),
+            _ => Err(invalid(format!("node '{}': attr '{name}' must be a tensor", self.name))),
         }
     }
 }
@@ -187,27 +166,15 @@ pub struct KernelRegistry {
 impl KernelRegistry {
     /// Registers `factory` for `op` when the type attr `attr` is one of `dtypes`. An empty
     /// `attr` registers a kernel for every dtype.
-    pub fn register(
-        &mut self,
-        op: &'static str,
-        attr: &'static str,
-        dtypes: &'static [DType],
-        factory: Factory,
-    ) {
-        self.by_op.entry(op).or_default().push(Registration {
-            attr,
-            dtypes,
-            factory,
-        });
+    pub fn register(&mut self, op: &'static str, attr: &'static str, dtypes: &'static [DType], factory: Factory) {
+        self.by_op.entry(op).or_default().push(Registration { attr, dtypes, factory });
     }
 
     /// The process-wide registry of every CPU kernel.
     pub fn global() -> &'static KernelRegistry {
         static REG: OnceLock<KernelRegistry> = OnceLock::new();
         REG.get_or_init(|| {
-            let mut r = KernelRegistry {
-                by_op: HashMap::new(),
-            };
+            let mut r = KernelRegistry { by_op: HashMap::new() };
             array::register(&mut r);
             cast::register(&mut r);
             elementwise::register(&mut r);
@@ -226,30 +193,18 @@ impl KernelRegistry {
     pub fn create(&self, desc: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         let op = desc.def.name.as_str();
         let no_kernel = |attr: &str, dtype: String| {
-            let mut registered: Vec<&str> = self
-                .by_op
-                .get(op)
-                .into_iter()
-                .flatten()
-                .flat_map(|r| r.dtypes.iter().map(|d| d.name()))
-                .collect();
+            let mut registered: Vec<&str> =
+                self.by_op.get(op).into_iter().flatten().flat_map(|r| r.dtypes.iter().map(|d| d.name())).collect();
             registered.dedup();
             KernelError::NoKernel {
                 op: op.to_string(),
                 node: desc.name.to_string(),
                 attr: attr.to_string(),
                 dtype,
-                registered: if registered.is_empty() {
-                    "none".into()
-                } else {
-                    registered.join(", ")
-                },
+                registered: if registered.is_empty() { "none".into() } else { registered.join(", ") },
             }
         };
-        let regs = self
-            .by_op
-            .get(op)
-            .ok_or_else(|| no_kernel("T", "any".into()))?;
+        let regs = self.by_op.get(op).ok_or_else(|| no_kernel("T", "any".into()))?;
         let mut first_attr = "T";
         let mut first_dtype = String::from("?");
         for r in regs {
@@ -268,33 +223,19 @@ impl KernelRegistry {
 }
 
 /// Runs one op eagerly: resolves its signature, instantiates its kernel and computes.
-pub fn run_op(op: &str, attrs: &Attrs, inputs: Inputs, ctx: &KernelContext) -> KResult<Outputs> {
-    let def = OpRegistry::global()
-        .get(op)
-        .ok_or_else(|| invalid(format!("unknown op '{op}'")))?;
-    let types = def
-        .resolve_types(attrs)
-        .map_err(|e| invalid(format!("op '{op}': {e}")))?;
+pub fn run_op(op: &str, attrs: &Attrs, mut inputs: Inputs, ctx: &KernelContext) -> KResult<Outputs> {
+    let def = OpRegistry::global().get(op).ok_or_else(|| invalid(format!("unknown op '{op}'")))?;
+    let types = def.resolve_types(attrs).map_err(|e| invalid(format!("op '{op}': {e}")))?;
     if types.inputs.len() != inputs.len() {
-        return Err(invalid(format!(
-            "op '{op}' takes {} inputs, got {}",
-            types.inputs.len(),
-            inputs.len()
-        )));
+        return Err(invalid(format!("op '{op}' takes {} inputs, got {}", types.inputs.len(), inputs.len())));
     }
     for (i, (t, want)) in inputs.iter().zip(&types.inputs).enumerate() {
         if t.dtype() != *want {
-            return Err(invalid(format!(
-                "op '{op}': input {i} is {}, expected {want}",
-                t.dtype()
-            )));
+            return Err(invalid(format!("op '{op}': input {i} is {}, expected {want}", t.dtype())));
         }
     }
-    let kernel = KernelRegistry::global().create(&NodeDesc {
-        name: op,
-        def,
-        attrs,
-        types: &types,
-    })?;
-    kernel.compute(ctx, inputs)
+    let kernel = KernelRegistry::global().create(&NodeDesc { name: op, def, attrs, types: &types })?;
+    let mut outputs = Outputs::with_capacity(types.outputs.len());
+    kernel.compute(ctx, &mut inputs, &mut outputs)?;
+    Ok(outputs)
 }

@@ -1,6 +1,5 @@
 //! `MatMul` through the `gemm` crate (runtime-dispatched SIMD; transposes via strides).
 use ferroflow_tensor::{DType, Tensor};
-use smallvec::smallvec;
 
 use crate::numeric::Num;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -32,7 +31,7 @@ impl GemmElement for i64 {
 }
 
 impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
-    fn compute(&self, ctx: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (a, b) = (&inputs[0], &inputs[1]);
         if a.rank() != 2 || b.rank() != 2 {
             return Err(invalid(format!(
@@ -42,16 +41,8 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
             )));
         }
         let (ad, bd) = (a.dims(), b.dims());
-        let (m, ka) = if self.transpose_a {
-            (ad[1], ad[0])
-        } else {
-            (ad[0], ad[1])
-        };
-        let (kb, n) = if self.transpose_b {
-            (bd[1], bd[0])
-        } else {
-            (bd[0], bd[1])
-        };
+        let (m, ka) = if self.transpose_a { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
+        let (kb, n) = if self.transpose_b { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
         if ka != kb {
             return Err(invalid(format!(
                 "Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?} (transpose_a={}, transpose_b={})",
@@ -66,19 +57,14 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
         let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
         let o = out.as_mut_slice::<T>()?;
         if m == 0 || n == 0 {
-            return Ok(smallvec![out]);
+            return {
+                outputs.push(out);
+                Ok(())
+            };
         }
         if T::TUNED && k > 0 {
-            let threads = if m * n * k >= PARALLEL_MIN_FLOPS {
-                ctx.threads()
-            } else {
-                1
-            };
-            let par = if threads > 1 {
-                gemm::Parallelism::Rayon(threads)
-            } else {
-                gemm::Parallelism::None
-            };
+            let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
+            let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
             let mut run = || {
                 // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
                 // strides passed (checked above from the tensors' shapes); `o` is exclusively
@@ -123,7 +109,10 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
                 }
             }
         }
-        Ok(smallvec![out])
+        {
+            outputs.push(out);
+            Ok(())
+        }
     }
 }
 
@@ -146,10 +135,5 @@ fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register(
-        "MatMul",
-        "T",
-        &[DType::Float, DType::Double, DType::Int32, DType::Int64],
-        k_matmul,
-    );
+    r.register("MatMul", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_matmul);
 }

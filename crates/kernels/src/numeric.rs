@@ -3,11 +3,7 @@ use ferroflow_tensor::Element;
 
 /// Types with arithmetic.
 pub trait Num:
-    Element
-    + PartialOrd
-    + std::ops::Add<Output = Self>
-    + std::ops::Sub<Output = Self>
-    + std::ops::Mul<Output = Self>
+    Element + PartialOrd + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self>
 {
     /// Additive identity.
     const ZERO: Self;

@@ -1,6 +1,5 @@
 //! Reductions (`Sum`, `Mean`, `Max`, `Min`, `Prod`), `ArgMax`, `Softmax`, `LogSoftmax`.
 use ferroflow_tensor::{DType, Element, Tensor};
-use smallvec::smallvec;
 
 use crate::numeric::{Float, Num};
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -18,9 +17,7 @@ pub(crate) fn axis_values(t: &Tensor) -> KResult<Vec<i64>> {
 pub(crate) fn norm_axis(a: i64, rank: usize) -> KResult<usize> {
     let r = rank as i64;
     if a < -r || a >= r {
-        return Err(invalid(format!(
-            "Invalid reduction dimension ({a} for input with {rank} dimension(s))"
-        )));
+        return Err(invalid(format!("Invalid reduction dimension ({a} for input with {rank} dimension(s))")));
     }
     Ok(if a < 0 { (a + r) as usize } else { a as usize })
 }
@@ -41,7 +38,7 @@ struct Reduce<T> {
 }
 
 impl<T: Num> OpKernel for Reduce<T> {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let dims = x.dims();
         let mut reduced = vec![false; dims.len()];
@@ -54,11 +51,7 @@ impl<T: Num> OpKernel for Reduce<T> {
             Reduction::Max => (T::LOWEST, |a, b| if b > a || b.is_nan() { b } else { a }),
             Reduction::Min => (T::HIGHEST, |a, b| if b < a || b.is_nan() { b } else { a }),
         };
-        let full: Vec<usize> = dims
-            .iter()
-            .zip(&reduced)
-            .map(|(&d, &r)| if r { 1 } else { d })
-            .collect();
+        let full: Vec<usize> = dims.iter().zip(&reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
         let out_len: usize = full.iter().product();
         let mut acc = vec![init; out_len];
         let src = x.as_slice::<T>()?;
@@ -96,12 +89,7 @@ impl<T: Num> OpKernel for Reduce<T> {
             }
         }
         if let Reduction::Mean = self.kind {
-            let count: usize = dims
-                .iter()
-                .zip(&reduced)
-                .filter(|(_, r)| **r)
-                .map(|(d, _)| *d)
-                .product();
+            let count: usize = dims.iter().zip(&reduced).filter(|(_, r)| **r).map(|(d, _)| *d).product();
             let c = T::from_usize(count);
             if count > 0 || T::DTYPE.is_float() {
                 acc.iter_mut().for_each(|v| *v = v.div(c));
@@ -110,22 +98,17 @@ impl<T: Num> OpKernel for Reduce<T> {
         let out_dims: Vec<usize> = if self.keep_dims {
             full
         } else {
-            dims.iter()
-                .zip(&reduced)
-                .filter(|(_, r)| !**r)
-                .map(|(d, _)| *d)
-                .collect()
+            dims.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(d, _)| *d).collect()
         };
-        Ok(smallvec![Tensor::from_vec(&out_dims, acc)?])
+        {
+            outputs.push(Tensor::from_vec(&out_dims, acc)?);
+            Ok(())
+        }
     }
 }
 
 fn make_reduce<T: Num>(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    Ok(Box::new(Reduce::<T> {
-        kind,
-        keep_dims: d.bool("keep_dims")?,
-        _t: Default::default(),
-    }))
+    Ok(Box::new(Reduce::<T> { kind, keep_dims: d.bool("keep_dims")?, _t: Default::default() }))
 }
 
 fn reduce_factory(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -143,7 +126,7 @@ struct ArgMax<T, I> {
 }
 
 impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
-    fn compute(&self, _: &KernelContext, inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let axes = axis_values(&inputs[1])?;
         let [a] = axes[..] else {
@@ -153,9 +136,7 @@ impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
         let axis = norm_axis(a, dims.len())?;
         let n = dims[axis];
         if n == 0 {
-            return Err(invalid(format!(
-                "Reduction axis {axis} is empty in shape {dims:?}"
-            )));
+            return Err(invalid(format!("Reduction axis {axis} is empty in shape {dims:?}")));
         }
         let outer: usize = dims[..axis].iter().product();
         let inner: usize = dims[axis + 1..].iter().product();
@@ -170,29 +151,21 @@ impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
                         best = j;
                     }
                 }
-                out.push(
-                    I::try_from(best).map_err(|_| invalid("index does not fit the output type"))?,
-                );
+                out.push(I::try_from(best).map_err(|_| invalid("index does not fit the output type"))?);
             }
         }
-        let out_dims: Vec<usize> = dims
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != axis)
-            .map(|(_, d)| *d)
-            .collect();
-        Ok(smallvec![Tensor::from_vec(&out_dims, out)?])
+        let out_dims: Vec<usize> = dims.iter().enumerate().filter(|(i, _)| *i != axis).map(|(_, d)| *d).collect();
+        {
+            outputs.push(Tensor::from_vec(&out_dims, out)?);
+            Ok(())
+        }
     }
 }
 
 fn argmax_for<T: Num>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("output_type")? {
-        DType::Int32 => Ok(Box::new(ArgMax::<T, i32> {
-            _t: Default::default(),
-        })),
-        DType::Int64 => Ok(Box::new(ArgMax::<T, i64> {
-            _t: Default::default(),
-        })),
+        DType::Int32 => Ok(Box::new(ArgMax::<T, i32> { _t: Default::default() })),
+        DType::Int64 => Ok(Box::new(ArgMax::<T, i64> { _t: Default::default() })),
         t => Err(invalid(format!("ArgMax output_type {t} is not supported"))),
     }
 }
@@ -213,24 +186,21 @@ struct Softmax<T> {
 }
 
 impl<T: Float> OpKernel for Softmax<T> {
-    fn compute(&self, _: &KernelContext, mut inputs: Inputs) -> KResult<Outputs> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let mut x = inputs.swap_remove(0);
         if x.rank() < 1 {
-            return Err(invalid(format!(
-                "logits must have rank >= 1, got shape {:?}",
-                x.dims()
-            )));
+            return Err(invalid(format!("logits must have rank >= 1, got shape {:?}", x.dims())));
         }
         let n = *x.dims().last().expect("rank >= 1");
         if n == 0 || x.is_empty() {
-            return Ok(smallvec![x]);
+            return {
+                outputs.push(x);
+                Ok(())
+            };
         }
         let log = self.log;
         for row in x.as_mut_slice::<T>()?.chunks_mut(n) {
-            let max = row
-                .iter()
-                .copied()
-                .fold(T::LOWEST, |a, b| if b > a { b } else { a });
+            let max = row.iter().copied().fold(T::LOWEST, |a, b| if b > a { b } else { a });
             let mut sum = T::ZERO;
             for v in row.iter_mut() {
                 *v = *v - max;
@@ -243,20 +213,17 @@ impl<T: Float> OpKernel for Softmax<T> {
                 row.iter_mut().for_each(|v| *v = v.exp() / sum);
             }
         }
-        Ok(smallvec![x])
+        {
+            outputs.push(x);
+            Ok(())
+        }
     }
 }
 
 fn k_softmax_impl(d: &NodeDesc, log: bool) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Softmax::<f32> {
-            log,
-            _t: Default::default(),
-        })),
-        DType::Double => Ok(Box::new(Softmax::<f64> {
-            log,
-            _t: Default::default(),
-        })),
+        DType::Float => Ok(Box::new(Softmax::<f32> { log, _t: Default::default() })),
+        DType::Double => Ok(Box::new(Softmax::<f64> { log, _t: Default::default() })),
         t => Err(invalid(format!("no softmax kernel for {t}"))),
     }
 }
@@ -269,10 +236,6 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Min", "T", NUMERIC, |d| reduce_factory(Reduction::Min, d));
     r.register("Prod", "T", NUMERIC, |d| reduce_factory(Reduction::Prod, d));
     r.register("ArgMax", "T", NUMERIC, k_argmax);
-    r.register("Softmax", "T", &[DType::Float, DType::Double], |d| {
-        k_softmax_impl(d, false)
-    });
-    r.register("LogSoftmax", "T", &[DType::Float, DType::Double], |d| {
-        k_softmax_impl(d, true)
-    });
+    r.register("Softmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, false));
+    r.register("LogSoftmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, true));
 }

@@ -2,34 +2,15 @@
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
-const UNARY: &[&str] = &[
-    "Abs",
-    "Neg",
-    "Square",
-    "Sqrt",
-    "Rsqrt",
-    "Exp",
-    "Log",
-    "Tanh",
-    "Sigmoid",
-    "Relu",
-    "Softmax",
-    "LogSoftmax",
-];
-const BINARY: &[&str] = &[
-    "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
-];
+const UNARY: &[&str] =
+    &["Abs", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
+const BINARY: &[&str] = &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"];
 const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
 
 /// All op definitions.
 pub fn all() -> Vec<OpDef> {
     let mut v = vec![
-        op("Const")
-            .output("output: dtype")
-            .attr("value: tensor")
-            .attr("dtype: type")
-            .shape(s::const_shape)
-            .build(),
+        op("Const").output("output: dtype").attr("value: tensor").attr("dtype: type").shape(s::const_shape).build(),
         op("Placeholder")
             .output("output: dtype")
             .attr("dtype: type")
@@ -43,18 +24,8 @@ pub fn all() -> Vec<OpDef> {
             .attr("shape: shape")
             .shape(s::shape_attr)
             .build(),
-        op("Identity")
-            .input("input: T")
-            .output("output: T")
-            .attr("T: type")
-            .shape(s::unchanged)
-            .build(),
-        op("IdentityN")
-            .input("input: T")
-            .output("output: T")
-            .attr("T: list(type) >= 1")
-            .shape(s::pass_through)
-            .build(),
+        op("Identity").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
+        op("IdentityN").input("input: T").output("output: T").attr("T: list(type) >= 1").shape(s::pass_through).build(),
         op("NoOp").shape(s::no_outputs).build(),
         op("MatMul")
             .input("a: T")
@@ -92,13 +63,7 @@ pub fn all() -> Vec<OpDef> {
             .attr("incompatible_shape_error: bool = true")
             .shape(s::broadcast)
             .build(),
-        op("Greater")
-            .input("x: T")
-            .input("y: T")
-            .output("z: bool")
-            .attr("T: type")
-            .shape(s::broadcast)
-            .build(),
+        op("Greater").input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build(),
         op("Cast")
             .input("x: SrcT")
             .output("y: DstT")
@@ -145,18 +110,8 @@ pub fn all() -> Vec<OpDef> {
             .attr("index_type: {int32, int64} = DT_INT32")
             .shape(s::fill)
             .build(),
-        op("ZerosLike")
-            .input("x: T")
-            .output("y: T")
-            .attr("T: type")
-            .shape(s::unchanged)
-            .build(),
-        op("OnesLike")
-            .input("x: T")
-            .output("y: T")
-            .attr("T: type")
-            .shape(s::unchanged)
-            .build(),
+        op("ZerosLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
+        op("OnesLike").input("x: T").output("y: T").attr("T: type").shape(s::unchanged).build(),
         op("Pack")
             .input("values: N * T")
             .output("output: T")
@@ -176,40 +131,17 @@ pub fn all() -> Vec<OpDef> {
             .build(),
     ];
     for name in UNARY {
-        let input = if name.ends_with("Softmax") {
-            "logits: T"
-        } else {
-            "x: T"
-        };
-        let output = if name.ends_with("Softmax") {
-            "softmax: T"
-        } else {
-            "y: T"
-        };
+        let input = if name.ends_with("Softmax") { "logits: T" } else { "x: T" };
+        let output = if name.ends_with("Softmax") { "softmax: T" } else { "y: T" };
         let (input, output) = match *name {
             "Relu" => ("features: T", "activations: T"),
             "LogSoftmax" => (input, "logsoftmax: T"),
             _ => (input, output),
         };
-        v.push(
-            op(name)
-                .input(input)
-                .output(output)
-                .attr("T: type")
-                .shape(s::unchanged)
-                .build(),
-        );
+        v.push(op(name).input(input).output(output).attr("T: type").shape(s::unchanged).build());
     }
     for name in BINARY {
-        v.push(
-            op(name)
-                .input("x: T")
-                .input("y: T")
-                .output("z: T")
-                .attr("T: type")
-                .shape(s::broadcast)
-                .build(),
-        );
+        v.push(op(name).input("x: T").input("y: T").output("z: T").attr("T: type").shape(s::broadcast).build());
     }
     for name in REDUCE {
         v.push(

@@ -116,19 +116,9 @@ impl OpBuilder {
     }
     /// Finishes the definition; `TypeAttr` args naming a `list(type)` attr become `TypeList`.
     pub fn build(mut self) -> OpDef {
-        let lists: Vec<String> = self
-            .def
-            .attrs
-            .iter()
-            .filter(|a| a.ty == "list(type)")
-            .map(|a| a.name.clone())
-            .collect();
-        for arg in self
-            .def
-            .inputs
-            .iter_mut()
-            .chain(self.def.outputs.iter_mut())
-        {
+        let lists: Vec<String> =
+            self.def.attrs.iter().filter(|a| a.ty == "list(type)").map(|a| a.name.clone()).collect();
+        for arg in self.def.inputs.iter_mut().chain(self.def.outputs.iter_mut()) {
             if let ArgType::TypeAttr(a) = &arg.ty {
                 if lists.contains(a) {
                     arg.ty = ArgType::TypeList(a.clone());
@@ -141,38 +131,25 @@ impl OpBuilder {
 
 fn type_from_name(s: &str) -> Option<DType> {
     let s = s.trim();
-    let s = s
-        .strip_prefix("DT_")
-        .map(str::to_lowercase)
-        .unwrap_or_else(|| s.to_string());
+    let s = s.strip_prefix("DT_").map(str::to_lowercase).unwrap_or_else(|| s.to_string());
     DType::ALL.into_iter().find(|d| d.name() == s)
 }
 
 fn parse_arg(spec: &str) -> ArgDef {
-    let (name, ty) = spec
-        .split_once(':')
-        .unwrap_or_else(|| panic!("bad arg spec '{spec}'"));
+    let (name, ty) = spec.split_once(':').unwrap_or_else(|| panic!("bad arg spec '{spec}'"));
     let elem = |t: &str| match type_from_name(t) {
         Some(d) => ArgType::Fixed(d),
         None => ArgType::TypeAttr(t.trim().to_string()),
     };
     let ty = match ty.split_once('*') {
-        Some((n, t)) => ArgType::Number {
-            count_attr: n.trim().to_string(),
-            elem: Box::new(elem(t)),
-        },
+        Some((n, t)) => ArgType::Number { count_attr: n.trim().to_string(), elem: Box::new(elem(t)) },
         None => elem(ty),
     };
-    ArgDef {
-        name: name.trim().to_string(),
-        ty,
-    }
+    ArgDef { name: name.trim().to_string(), ty }
 }
 
 fn parse_attr(spec: &str) -> AttrDef {
-    let (name, rest) = spec
-        .split_once(':')
-        .unwrap_or_else(|| panic!("bad attr spec '{spec}'"));
+    let (name, rest) = spec.split_once(':').unwrap_or_else(|| panic!("bad attr spec '{spec}'"));
     let (ty_part, default) = match rest.split_once(" = ") {
         Some((t, d)) => (t.trim(), Some(d.trim())),
         None => (rest.trim(), None),
@@ -182,33 +159,20 @@ fn parse_attr(spec: &str) -> AttrDef {
         None => (ty_part, None),
     };
     let (ty, allowed_types) = if ty_part.starts_with('{') {
-        let items: Vec<&str> = ty_part
-            .trim_matches(|c| c == '{' || c == '}')
-            .split(',')
-            .map(str::trim)
-            .collect();
+        let items: Vec<&str> = ty_part.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).collect();
         if items.iter().all(|i| i.starts_with('\'')) {
             ("string".to_string(), vec![])
         } else {
             (
                 "type".to_string(),
-                items
-                    .iter()
-                    .map(|i| type_from_name(i).unwrap_or_else(|| panic!("bad type '{i}'")))
-                    .collect(),
+                items.iter().map(|i| type_from_name(i).unwrap_or_else(|| panic!("bad type '{i}'"))).collect(),
             )
         }
     } else {
         (ty_part.to_string(), vec![])
     };
     let default = default.map(|d| parse_default(&ty, d));
-    AttrDef {
-        name: name.trim().to_string(),
-        ty,
-        default,
-        allowed_types,
-        minimum,
-    }
+    AttrDef { name: name.trim().to_string(), ty, default, allowed_types, minimum }
 }
 
 fn parse_default(ty: &str, d: &str) -> AttrValue {
@@ -219,10 +183,7 @@ fn parse_default(ty: &str, d: &str) -> AttrValue {
         "float" => Value::F(d.parse().expect("float default")),
         "type" => Value::Type(type_from_name(d).expect("type default").to_tf()),
         "string" => Value::S(d.trim_matches('\'').as_bytes().to_vec()),
-        "shape" => Value::Shape(Box::new(TensorShapeProto {
-            dim: vec![],
-            unknown_rank: d == "?",
-        })),
+        "shape" => Value::Shape(Box::new(TensorShapeProto { dim: vec![], unknown_rank: d == "?" })),
         t if t.starts_with("list(") => {
             assert_eq!(d, "[]", "only empty list defaults are supported");
             Value::List(Box::default())
@@ -240,15 +201,11 @@ impl OpDef {
 
     /// The node's value for attr `name`, or the op's default.
     pub fn attr<'a>(&'a self, attrs: &'a Attrs, name: &str) -> Option<&'a AttrValue> {
-        attrs
-            .get(name)
-            .or_else(|| self.attr_def(name)?.default.as_ref())
+        attrs.get(name).or_else(|| self.attr_def(name)?.default.as_ref())
     }
 
     fn type_attr(&self, attrs: &Attrs, name: &str) -> Result<DType, String> {
-        let v = self
-            .attr(attrs, name)
-            .ok_or_else(|| format!("missing attr '{name}'"))?;
+        let v = self.attr(attrs, name).ok_or_else(|| format!("missing attr '{name}'"))?;
         let Some(attr_value::Value::Type(t)) = v.value else {
             return Err(format!("attr '{name}' must be a type"));
         };
@@ -256,10 +213,7 @@ impl OpDef {
         if let Some(def) = self.attr_def(name) {
             if !def.allowed_types.is_empty() && !def.allowed_types.contains(&d) {
                 let allowed: Vec<&str> = def.allowed_types.iter().map(|t| t.name()).collect();
-                return Err(format!(
-                    "attr '{name}' is {d}, which is not one of {{{}}}",
-                    allowed.join(", ")
-                ));
+                return Err(format!("attr '{name}' is {d}, which is not one of {{{}}}", allowed.join(", ")));
             }
         }
         Ok(d)
@@ -270,20 +224,13 @@ impl OpDef {
             ArgType::Fixed(d) => out.push(*d),
             ArgType::TypeAttr(a) => out.push(self.type_attr(attrs, a)?),
             ArgType::Number { count_attr, elem } => {
-                let v = self
-                    .attr(attrs, count_attr)
-                    .ok_or_else(|| format!("missing attr '{count_attr}'"))?;
+                let v = self.attr(attrs, count_attr).ok_or_else(|| format!("missing attr '{count_attr}'"))?;
                 let Some(attr_value::Value::I(n)) = v.value else {
                     return Err(format!("attr '{count_attr}' must be an int"));
                 };
-                let min = self
-                    .attr_def(count_attr)
-                    .and_then(|a| a.minimum)
-                    .unwrap_or(0);
+                let min = self.attr_def(count_attr).and_then(|a| a.minimum).unwrap_or(0);
                 if n < min || n > 1 << 20 {
-                    return Err(format!(
-                        "attr '{count_attr}' is {n}, must be at least {min}"
-                    ));
+                    return Err(format!("attr '{count_attr}' is {n}, must be at least {min}"));
                 }
                 let mut one = Vec::new();
                 self.arg_types(attrs, elem, &mut one)?;
@@ -292,9 +239,7 @@ impl OpDef {
                 }
             }
             ArgType::TypeList(a) => {
-                let v = self
-                    .attr(attrs, a)
-                    .ok_or_else(|| format!("missing attr '{a}'"))?;
+                let v = self.attr(attrs, a).ok_or_else(|| format!("missing attr '{a}'"))?;
                 let Some(attr_value::Value::List(l)) = &v.value else {
                     return Err(format!("attr '{a}' must be a list(type)"));
                 };

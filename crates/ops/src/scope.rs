@@ -67,31 +67,18 @@ impl Scope {
 
     /// A child scope whose nodes are named `name/...` (made unique like TensorFlow's scopes).
     pub fn name_scope(&self, name: &str) -> Scope {
-        let unique = self
-            .graph
-            .borrow_mut()
-            .unique_name(&format!("{}{name}", self.prefix));
-        Scope {
-            prefix: format!("{unique}/"),
-            op_name: None,
-            ..self.clone()
-        }
+        let unique = self.graph.borrow_mut().unique_name(&format!("{}{name}", self.prefix));
+        Scope { prefix: format!("{unique}/"), op_name: None, ..self.clone() }
     }
 
     /// A scope whose next op gets this name (instead of the op's default name).
     pub fn with_name(&self, name: &str) -> Scope {
-        Scope {
-            op_name: Some(name.to_string()),
-            ..self.clone()
-        }
+        Scope { op_name: Some(name.to_string()), ..self.clone() }
     }
 
     /// A scope whose ops request `device` (a TensorFlow device name).
     pub fn with_device(&self, device: &str) -> Scope {
-        Scope {
-            device: device.to_string(),
-            ..self.clone()
-        }
+        Scope { device: device.to_string(), ..self.clone() }
     }
 
     /// A copy of the graph built so far.
@@ -115,11 +102,7 @@ impl Scope {
         attrs: Attrs,
     ) -> Result<NodeId> {
         let mut g = self.graph.borrow_mut();
-        let base = format!(
-            "{}{}",
-            self.prefix,
-            self.op_name.as_deref().unwrap_or(default_name)
-        );
+        let base = format!("{}{}", self.prefix, self.op_name.as_deref().unwrap_or(default_name));
         let name = g.unique_name(&base);
         let spec = NodeSpec {
             name,
@@ -134,28 +117,17 @@ impl Scope {
 
     fn op1(&self, op: &str, name: &str, inputs: &[Output], mut attrs: Attrs) -> Result<Output> {
         if let Some(first) = inputs.first() {
-            attrs
-                .entry("T".into())
-                .or_insert_with(|| type_attr(self.dtype(*first)));
+            attrs.entry("T".into()).or_insert_with(|| type_attr(self.dtype(*first)));
         }
-        Ok(Output {
-            node: self.add_op(op, name, inputs, &[], attrs)?,
-            index: 0,
-        })
+        Ok(Output { node: self.add_op(op, name, inputs, &[], attrs)?, index: 0 })
     }
 
     /// A constant tensor.
     pub fn constant(&self, value: &Tensor) -> Result<Output> {
         let mut a = Attrs::new();
         a.insert("dtype".into(), type_attr(value.dtype()));
-        a.insert(
-            "value".into(),
-            attr(Value::Tensor(Box::new(convert::tensor_to_proto(value)))),
-        );
-        Ok(Output {
-            node: self.add_op("Const", "Const", &[], &[], a)?,
-            index: 0,
-        })
+        a.insert("value".into(), attr(Value::Tensor(Box::new(convert::tensor_to_proto(value)))));
+        Ok(Output { node: self.add_op("Const", "Const", &[], &[], a)?, index: 0 })
     }
 
     /// A scalar constant.
@@ -172,14 +144,8 @@ impl Scope {
     pub fn placeholder(&self, dtype: DType, shape: &Shape) -> Result<Output> {
         let mut a = Attrs::new();
         a.insert("dtype".into(), type_attr(dtype));
-        a.insert(
-            "shape".into(),
-            attr(Value::Shape(Box::new(convert::shape_to_proto(shape)))),
-        );
-        Ok(Output {
-            node: self.add_op("Placeholder", "Placeholder", &[], &[], a)?,
-            index: 0,
-        })
+        a.insert("shape".into(), attr(Value::Shape(Box::new(convert::shape_to_proto(shape)))));
+        Ok(Output { node: self.add_op("Placeholder", "Placeholder", &[], &[], a)?, index: 0 })
     }
 
     /// `x + y` (op `AddV2`).
@@ -223,13 +189,7 @@ impl Scope {
         self.unary("Softmax", x)
     }
     /// Matrix product with optional transposes.
-    pub fn matmul(
-        &self,
-        a: Output,
-        b: Output,
-        transpose_a: bool,
-        transpose_b: bool,
-    ) -> Result<Output> {
+    pub fn matmul(&self, a: Output, b: Output, transpose_a: bool, transpose_b: bool) -> Result<Output> {
         let mut at = Attrs::new();
         at.insert("transpose_a".into(), attr(Value::B(transpose_a)));
         at.insert("transpose_b".into(), attr(Value::B(transpose_b)));
@@ -252,10 +212,7 @@ impl Scope {
         let mut at = Attrs::new();
         at.insert("SrcT".into(), type_attr(self.dtype(x)));
         at.insert("DstT".into(), type_attr(dtype));
-        Ok(Output {
-            node: self.add_op("Cast", "Cast", &[x], &[], at)?,
-            index: 0,
-        })
+        Ok(Output { node: self.add_op("Cast", "Cast", &[x], &[], at)?, index: 0 })
     }
     /// Reshapes to `dims` (one may be -1).
     pub fn reshape(&self, x: Output, dims: &[i32]) -> Result<Output> {
@@ -285,17 +242,9 @@ impl Scope {
     pub fn identity_n(&self, values: &[Output]) -> Result<Vec<Output>> {
         let types = values.iter().map(|v| self.dtype(*v).to_tf()).collect();
         let mut at = Attrs::new();
-        at.insert(
-            "T".into(),
-            attr(Value::List(Box::new(ListValue {
-                r#type: types,
-                ..Default::default()
-            }))),
-        );
+        at.insert("T".into(), attr(Value::List(Box::new(ListValue { r#type: types, ..Default::default() }))));
         let node = self.add_op("IdentityN", "IdentityN", values, &[], at)?;
-        Ok((0..values.len())
-            .map(|index| Output { node, index })
-            .collect())
+        Ok((0..values.len()).map(|index| Output { node, index }).collect())
     }
     /// A `NoOp` that runs after `deps` (a grouping target).
     pub fn group(&self, deps: &[NodeId]) -> Result<NodeId> {
@@ -304,10 +253,7 @@ impl Scope {
 
     /// The same scope without a pending op name (for helper constants).
     fn name_scope_free(&self) -> Scope {
-        Scope {
-            op_name: None,
-            ..self.clone()
-        }
+        Scope { op_name: None, ..self.clone() }
     }
 }
 

@@ -32,24 +32,13 @@ impl InferCtx<'_> {
     }
     /// A bool attr (or its default).
     pub fn bool(&self, name: &str) -> bool {
-        matches!(
-            self.def
-                .attr(self.attrs, name)
-                .and_then(|v| v.value.as_ref()),
-            Some(attr_value::Value::B(true))
-        )
+        matches!(self.def.attr(self.attrs, name).and_then(|v| v.value.as_ref()), Some(attr_value::Value::B(true)))
     }
     /// A constant input's values as i64.
     pub fn const_ints(&self, i: usize) -> Option<Vec<i64>> {
         let t = self.values.get(i)?.as_ref()?;
         match t.dtype() {
-            ferroflow_tensor::DType::Int32 => Some(
-                t.as_slice::<i32>()
-                    .ok()?
-                    .iter()
-                    .map(|&v| v as i64)
-                    .collect(),
-            ),
+            ferroflow_tensor::DType::Int32 => Some(t.as_slice::<i32>().ok()?.iter().map(|&v| v as i64).collect()),
             ferroflow_tensor::DType::Int64 => Some(t.as_slice::<i64>().ok()?.to_vec()),
             _ => None,
         }
@@ -73,12 +62,9 @@ pub fn pass_through(c: &InferCtx) -> Result<Vec<Shape>, String> {
 
 /// The NumPy broadcast of inputs 0 and 1.
 pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
-    let s = c.inputs[0].broadcast(&c.inputs[1]).ok_or_else(|| {
-        format!(
-            "shapes {} and {} are incompatible for broadcasting",
-            c.inputs[0], c.inputs[1]
-        )
-    })?;
+    let s = c.inputs[0]
+        .broadcast(&c.inputs[1])
+        .ok_or_else(|| format!("shapes {} and {} are incompatible for broadcasting", c.inputs[0], c.inputs[1]))?;
     Ok(vec![s])
 }
 
@@ -95,9 +81,9 @@ pub fn no_outputs(_: &InferCtx) -> Result<Vec<Shape>, String> {
 /// The shape of the `value` attr tensor.
 pub fn const_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
     match c.def.attr(c.attrs, "value").and_then(|v| v.value.as_ref()) {
-        Some(attr_value::Value::Tensor(t)) => Ok(vec![convert::shape_from_proto(
-            &t.tensor_shape.clone().unwrap_or_default(),
-        )]),
+        Some(attr_value::Value::Tensor(t)) => {
+            Ok(vec![convert::shape_from_proto(&t.tensor_shape.clone().unwrap_or_default())])
+        }
         _ => Err("attr 'value' must be a tensor".into()),
     }
 }
@@ -120,21 +106,11 @@ pub fn matmul(c: &InferCtx) -> Result<Vec<Shape>, String> {
     }
     let dim = |s: &Shape, i: usize| s.dims().and_then(|d| d[i]);
     let (ta, tb) = (c.bool("transpose_a"), c.bool("transpose_b"));
-    let (m, ka) = if ta {
-        (dim(a, 1), dim(a, 0))
-    } else {
-        (dim(a, 0), dim(a, 1))
-    };
-    let (kb, n) = if tb {
-        (dim(b, 1), dim(b, 0))
-    } else {
-        (dim(b, 0), dim(b, 1))
-    };
+    let (m, ka) = if ta { (dim(a, 1), dim(a, 0)) } else { (dim(a, 0), dim(a, 1)) };
+    let (kb, n) = if tb { (dim(b, 1), dim(b, 0)) } else { (dim(b, 0), dim(b, 1)) };
     if let (Some(x), Some(y)) = (ka, kb) {
         if x != y {
-            return Err(format!(
-                "inner dimensions differ: {a} x {b} (transpose_a={ta}, transpose_b={tb})"
-            ));
+            return Err(format!("inner dimensions differ: {a} x {b} (transpose_a={ta}, transpose_b={tb})"));
         }
     }
     Ok(vec![Shape::new(vec![m, n])])
@@ -145,11 +121,7 @@ fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
     if axis < -r || axis >= r.max(1) {
         return Err(format!("axis {axis} is out of range for rank {rank}"));
     }
-    Ok(if axis < 0 {
-        (axis + r) as usize
-    } else {
-        axis as usize
-    })
+    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
 }
 
 /// Reductions (`Sum`, `Mean`, `Max`, ...): input 1 holds the axes; `keep_dims`.
@@ -162,11 +134,8 @@ pub fn reduce(c: &InferCtx) -> Result<Vec<Shape>, String> {
         reduced[norm_axis(a, dims.len())?] = true;
     }
     let keep = c.bool("keep_dims");
-    let out = dims
-        .iter()
-        .zip(&reduced)
-        .filter_map(|(d, &r)| if r { keep.then_some(Some(1)) } else { Some(*d) })
-        .collect();
+    let out =
+        dims.iter().zip(&reduced).filter_map(|(d, &r)| if r { keep.then_some(Some(1)) } else { Some(*d) }).collect();
     Ok(vec![Shape::new(out)])
 }
 
@@ -175,17 +144,8 @@ pub fn arg_reduce(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let (Some(dims), Some(axis)) = (c.inputs[0].dims(), c.const_ints(1)) else {
         return Ok(vec![Shape::unknown()]);
     };
-    let a = norm_axis(
-        *axis.first().ok_or("dimension must be a scalar")?,
-        dims.len(),
-    )?;
-    Ok(vec![Shape::new(
-        dims.iter()
-            .enumerate()
-            .filter(|(i, _)| *i != a)
-            .map(|(_, d)| *d)
-            .collect(),
-    )])
+    let a = norm_axis(*axis.first().ok_or("dimension must be a scalar")?, dims.len())?;
+    Ok(vec![Shape::new(dims.iter().enumerate().filter(|(i, _)| *i != a).map(|(_, d)| *d).collect())])
 }
 
 /// `Reshape`: the constant shape input, with one `-1` inferred when the input is known.
@@ -198,15 +158,11 @@ pub fn reshape(c: &InferCtx) -> Result<Vec<Shape>, String> {
     if let Some(n) = c.inputs[0].num_elements() {
         let unknowns = target.iter().filter(|&&d| d == -1).count();
         if unknowns == 0 && known != n {
-            return Err(format!(
-                "cannot reshape a tensor of {n} elements to shape {target:?}"
-            ));
+            return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
         }
         if unknowns == 1 {
             if known == 0 || !n.is_multiple_of(known) {
-                return Err(format!(
-                    "cannot reshape a tensor of {n} elements to shape {target:?}"
-                ));
+                return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
             }
             let i = target.iter().position(|&d| d == -1).expect("one -1");
             out[i] = Some(n / known);
@@ -241,11 +197,7 @@ pub fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let Some(dims) = c.inputs[0].dims() else {
         return Ok(vec![Shape::unknown()]);
     };
-    let axes: Vec<i64> = match c
-        .def
-        .attr(c.attrs, "squeeze_dims")
-        .and_then(|v| v.value.as_ref())
-    {
+    let axes: Vec<i64> = match c.def.attr(c.attrs, "squeeze_dims").and_then(|v| v.value.as_ref()) {
         Some(attr_value::Value::List(l)) => l.i.clone(),
         _ => vec![],
     };
@@ -261,36 +213,19 @@ pub fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
         for a in axes {
             let i = norm_axis(a, dims.len())?;
             if dims[i].is_some_and(|d| d != 1) {
-                return Err(format!(
-                    "cannot squeeze dimension {i} of size {}",
-                    dims[i].unwrap_or(0)
-                ));
+                return Err(format!("cannot squeeze dimension {i} of size {}", dims[i].unwrap_or(0)));
             }
             keep[i] = false;
         }
     }
-    Ok(vec![Shape::new(
-        dims.iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|(d, _)| *d)
-            .collect(),
-    )])
+    Ok(vec![Shape::new(dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect())])
 }
 
 /// `Fill`: the constant dims input.
 pub fn fill(c: &InferCtx) -> Result<Vec<Shape>, String> {
     match c.const_ints(0) {
-        Some(d) => Ok(vec![Shape::new(
-            d.iter().map(|&x| usize::try_from(x).ok()).collect(),
-        )]),
-        None => Ok(vec![Shape::new(vec![
-            None;
-            c.inputs[0]
-                .dims()
-                .and_then(|d| d[0])
-                .unwrap_or(0)
-        ])]),
+        Some(d) => Ok(vec![Shape::new(d.iter().map(|&x| usize::try_from(x).ok()).collect())]),
+        None => Ok(vec![Shape::new(vec![None; c.inputs[0].dims().and_then(|d| d[0]).unwrap_or(0)])]),
     }
 }
 
@@ -302,19 +237,13 @@ pub fn pack(c: &InferCtx) -> Result<Vec<Shape>, String> {
     };
     for s in c.inputs {
         if s.rank().is_some_and(|r| r != first.len()) {
-            return Err(format!(
-                "all inputs must have the same rank, got {} and {s}",
-                Shape::new(first.to_vec())
-            ));
+            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
         }
     }
     let axis = c.int("axis").unwrap_or(0);
     let r = first.len() as i64 + 1;
     if axis < -r || axis >= r {
-        return Err(format!(
-            "axis {axis} is out of range for rank {}",
-            first.len()
-        ));
+        return Err(format!("axis {axis} is out of range for rank {}", first.len()));
     }
     let a = if axis < 0 { axis + r } else { axis } as usize;
     let mut out = first.to_vec();
@@ -325,8 +254,7 @@ pub fn pack(c: &InferCtx) -> Result<Vec<Shape>, String> {
 /// `ConcatV2`: inputs joined along the constant last input.
 pub fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let n = c.inputs.len() - 1;
-    let (Some(axis), Some(first)) = (c.const_ints(n), c.inputs[..n].iter().find_map(|s| s.dims()))
-    else {
+    let (Some(axis), Some(first)) = (c.const_ints(n), c.inputs[..n].iter().find_map(|s| s.dims())) else {
         return Ok(vec![Shape::unknown()]);
     };
     let a = norm_axis(*axis.first().ok_or("axis must be a scalar")?, first.len())?;
@@ -337,10 +265,7 @@ pub fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
             return Ok(vec![Shape::unknown()]);
         };
         if d.len() != first.len() {
-            return Err(format!(
-                "all inputs must have the same rank, got {} and {s}",
-                Shape::new(first.to_vec())
-            ));
+            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
         }
         total = match (total, d[a]) {
             (Some(t), Some(x)) => Some(t + x),
@@ -363,43 +288,18 @@ pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
             shapes[id] = vec![Shape::unknown(); node.num_outputs()];
             continue;
         };
-        let inputs: Vec<Shape> = node
-            .inputs
-            .iter()
-            .map(|o| {
-                shapes[o.node]
-                    .get(o.index)
-                    .cloned()
-                    .unwrap_or_else(Shape::unknown)
-            })
-            .collect();
-        let vals: Vec<Option<Tensor>> = node
-            .inputs
-            .iter()
-            .map(|o| {
-                if o.index == 0 {
-                    values[o.node].clone()
-                } else {
-                    None
-                }
-            })
-            .collect();
-        let ctx = InferCtx {
-            def,
-            attrs: &node.attrs,
-            inputs: &inputs,
-            values: &vals,
-            num_outputs: node.num_outputs(),
-        };
+        let inputs: Vec<Shape> =
+            node.inputs.iter().map(|o| shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown)).collect();
+        let vals: Vec<Option<Tensor>> =
+            node.inputs.iter().map(|o| if o.index == 0 { values[o.node].clone() } else { None }).collect();
+        let ctx = InferCtx { def, attrs: &node.attrs, inputs: &inputs, values: &vals, num_outputs: node.num_outputs() };
         let out = (def.shape_fn)(&ctx).map_err(|reason| GraphError::BadAttrs {
             node: node.name.clone(),
             op: node.op.clone(),
             reason,
         })?;
         if node.op == "Const" {
-            if let Some(attr_value::Value::Tensor(t)) =
-                node.attrs.get("value").and_then(|v| v.value.as_ref())
-            {
+            if let Some(attr_value::Value::Tensor(t)) = node.attrs.get("value").and_then(|v| v.value.as_ref()) {
                 values[id] = convert::tensor_from_proto(t).ok().filter(|t| t.len() <= 64);
             }
         }

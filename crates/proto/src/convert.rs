@@ -30,17 +30,11 @@ pub fn shape_from_proto(p: &TensorShapeProto) -> Shape {
 /// A [`Shape`] as a `TensorShapeProto` (-1 for unknown dimensions).
 pub fn shape_to_proto(s: &Shape) -> TensorShapeProto {
     match s.dims() {
-        None => TensorShapeProto {
-            dim: vec![],
-            unknown_rank: true,
-        },
+        None => TensorShapeProto { dim: vec![], unknown_rank: true },
         Some(d) => TensorShapeProto {
             dim: d
                 .iter()
-                .map(|x| tensor_shape_proto::Dim {
-                    size: x.map_or(-1, |v| v as i64),
-                    name: String::new(),
-                })
+                .map(|x| tensor_shape_proto::Dim { size: x.map_or(-1, |v| v as i64), name: String::new() })
                 .collect(),
             unknown_rank: false,
         },
@@ -50,13 +44,7 @@ pub fn shape_to_proto(s: &Shape) -> TensorShapeProto {
 /// Concrete dimensions as a `TensorShapeProto`.
 pub fn dims_to_proto(dims: &[usize]) -> TensorShapeProto {
     TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&d| tensor_shape_proto::Dim {
-                size: d as i64,
-                name: String::new(),
-            })
-            .collect(),
+        dim: dims.iter().map(|&d| tensor_shape_proto::Dim { size: d as i64, name: String::new() }).collect(),
         unknown_rank: false,
     }
 }
@@ -71,9 +59,10 @@ pub fn tensor_from_proto(p: &TensorProto) -> Result<Tensor, ConvertError> {
     }
     let mut dims = Vec::with_capacity(shape.dim.len());
     for d in &shape.dim {
-        dims.push(usize::try_from(d.size).map_err(|_| {
-            ConvertError::Invalid(format!("tensor has negative dimension {}", d.size))
-        })?);
+        dims.push(
+            usize::try_from(d.size)
+                .map_err(|_| ConvertError::Invalid(format!("tensor has negative dimension {}", d.size)))?,
+        );
     }
     let n = dims
         .iter()
@@ -81,25 +70,17 @@ pub fn tensor_from_proto(p: &TensorProto) -> Result<Tensor, ConvertError> {
         .ok_or_else(|| ConvertError::Invalid(format!("tensor shape {dims:?} overflows")))?;
     let elem = dtype.size().unwrap_or(1);
     if n.saturating_mul(elem) > MAX_TENSOR_BYTES {
-        return Err(ConvertError::Invalid(format!(
-            "tensor of shape {dims:?} exceeds {MAX_TENSOR_BYTES} bytes"
-        )));
+        return Err(ConvertError::Invalid(format!("tensor of shape {dims:?} exceeds {MAX_TENSOR_BYTES} bytes")));
     }
     if dtype == DType::String {
-        return Ok(Tensor::from_strings(
-            &dims,
-            fill(&p.string_val, n, "string_val")?,
-        )?);
+        return Ok(Tensor::from_strings(&dims, fill(&p.string_val, n, "string_val")?)?);
     }
     if !p.tensor_content.is_empty() {
         return Ok(Tensor::from_bytes(dtype, &dims, &p.tensor_content)?);
     }
     macro_rules! typed {
         ($vals:expr, $t:ty, $conv:expr) => {{
-            let v: Vec<$t> = fill(&$vals, n, stringify!($vals))?
-                .into_iter()
-                .map($conv)
-                .collect();
+            let v: Vec<$t> = fill(&$vals, n, stringify!($vals))?.into_iter().map($conv).collect();
             Tensor::from_vec(&dims, v)?
         }};
     }
@@ -115,18 +96,10 @@ pub fn tensor_from_proto(p: &TensorProto) -> Result<Tensor, ConvertError> {
         DType::UInt32 => typed!(p.uint32_val, u32, |x| x),
         DType::UInt64 => typed!(p.uint64_val, u64, |x| x),
         DType::Bool => typed!(p.bool_val, bool, |x| x),
-        DType::Half => typed!(p.half_val, ferroflow_tensor::f16, |x| {
-            ferroflow_tensor::f16::from_bits(x as u16)
-        }),
+        DType::Half => typed!(p.half_val, ferroflow_tensor::f16, |x| { ferroflow_tensor::f16::from_bits(x as u16) }),
         DType::BFloat16 => {
-            let vals = if p.half_val.is_empty() {
-                &p.int_val
-            } else {
-                &p.half_val
-            };
-            typed!(vals, ferroflow_tensor::bf16, |x| {
-                ferroflow_tensor::bf16::from_bits(x as u16)
-            })
+            let vals = if p.half_val.is_empty() { &p.int_val } else { &p.half_val };
+            typed!(vals, ferroflow_tensor::bf16, |x| { ferroflow_tensor::bf16::from_bits(x as u16) })
         }
         DType::Complex64 => {
             let v = fill_pairs(&p.scomplex_val, n)?;
@@ -138,20 +111,13 @@ pub fn tensor_from_proto(p: &TensorProto) -> Result<Tensor, ConvertError> {
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
             Tensor::from_bytes(dtype, &dims, &bytes)?
         }
-        d => {
-            return Err(ConvertError::Invalid(format!(
-                "{d} tensors cannot be decoded from a TensorProto"
-            )))
-        }
+        d => return Err(ConvertError::Invalid(format!("{d} tensors cannot be decoded from a TensorProto"))),
     })
 }
 
 fn fill<T: Clone + Default>(vals: &[T], n: usize, field: &str) -> Result<Vec<T>, ConvertError> {
     if vals.len() > n {
-        return Err(ConvertError::Invalid(format!(
-            "{field} has {} values for {n} elements",
-            vals.len()
-        )));
+        return Err(ConvertError::Invalid(format!("{field} has {} values for {n} elements", vals.len())));
     }
     let mut out = vals.to_vec();
     let last = vals.last().cloned().unwrap_or_default();
@@ -161,17 +127,11 @@ fn fill<T: Clone + Default>(vals: &[T], n: usize, field: &str) -> Result<Vec<T>,
 
 fn fill_pairs<T: Copy + Default>(vals: &[T], n: usize) -> Result<Vec<T>, ConvertError> {
     if !vals.len().is_multiple_of(2) || vals.len() / 2 > n {
-        return Err(ConvertError::Invalid(format!(
-            "complex values field has {} numbers for {n} elements",
-            vals.len()
-        )));
+        return Err(ConvertError::Invalid(format!("complex values field has {} numbers for {n} elements", vals.len())));
     }
     let mut out = vals.to_vec();
-    let (re, im) = if vals.len() >= 2 {
-        (vals[vals.len() - 2], vals[vals.len() - 1])
-    } else {
-        (T::default(), T::default())
-    };
+    let (re, im) =
+        if vals.len() >= 2 { (vals[vals.len() - 2], vals[vals.len() - 1]) } else { (T::default(), T::default()) };
     while out.len() < 2 * n {
         out.push(re);
         out.push(im);
@@ -182,11 +142,8 @@ fn fill_pairs<T: Copy + Default>(vals: &[T], n: usize) -> Result<Vec<T>, Convert
 /// Encodes a tensor as a `TensorProto`: numeric data in `tensor_content`, strings in
 /// `string_val` (what TensorFlow's `make_tensor_proto` writes for arrays).
 pub fn tensor_to_proto(t: &Tensor) -> TensorProto {
-    let mut p = TensorProto {
-        dtype: t.dtype().to_tf(),
-        tensor_shape: Some(dims_to_proto(t.dims())),
-        ..Default::default()
-    };
+    let mut p =
+        TensorProto { dtype: t.dtype().to_tf(), tensor_shape: Some(dims_to_proto(t.dims())), ..Default::default() };
     match t.as_strings() {
         Ok(s) => p.string_val = s.to_vec(),
         Err(_) => p.tensor_content = t.as_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
@@ -206,19 +163,9 @@ mod tests {
             float_val: vec![1.0, 2.0],
             ..Default::default()
         };
-        assert_eq!(
-            tensor_from_proto(&p).unwrap().as_slice::<f32>().unwrap(),
-            &[1.0, 2.0, 2.0]
-        );
-        let p = TensorProto {
-            dtype: 3,
-            tensor_shape: Some(dims_to_proto(&[2])),
-            ..Default::default()
-        };
-        assert_eq!(
-            tensor_from_proto(&p).unwrap().as_slice::<i32>().unwrap(),
-            &[0, 0]
-        );
+        assert_eq!(tensor_from_proto(&p).unwrap().as_slice::<f32>().unwrap(), &[1.0, 2.0, 2.0]);
+        let p = TensorProto { dtype: 3, tensor_shape: Some(dims_to_proto(&[2])), ..Default::default() };
+        assert_eq!(tensor_from_proto(&p).unwrap().as_slice::<i32>().unwrap(), &[0, 0]);
         let t = Tensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
         assert_eq!(tensor_from_proto(&tensor_to_proto(&t)).unwrap(), t);
         let s = Tensor::from_strings(&[1], vec![b"hi".to_vec()]).unwrap();
@@ -233,10 +180,7 @@ mod tests {
             float_val: vec![1.0],
             ..Default::default()
         };
-        assert!(tensor_from_proto(&huge)
-            .unwrap_err()
-            .to_string()
-            .contains("exceeds"));
+        assert!(tensor_from_proto(&huge).unwrap_err().to_string().contains("exceeds"));
         let bad = TensorProto {
             dtype: 1,
             tensor_shape: Some(dims_to_proto(&[2])),
@@ -244,10 +188,7 @@ mod tests {
             ..Default::default()
         };
         assert!(tensor_from_proto(&bad).is_err());
-        let unk = TensorProto {
-            dtype: 77,
-            ..Default::default()
-        };
+        let unk = TensorProto { dtype: 77, ..Default::default() };
         assert!(tensor_from_proto(&unk).is_err());
     }
 }

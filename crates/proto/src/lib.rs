@@ -18,8 +18,7 @@ pub use generated::*;
 pub use prost::Message;
 
 /// The compiled descriptor set of every message in this crate (used by the text format).
-pub(crate) static DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
+pub(crate) static DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
 
 /// An error reading or writing a protobuf message.
 #[derive(Debug, thiserror::Error)]
@@ -52,11 +51,7 @@ impl<T: prost::Message + prost::Name + Default> NamedMessage for T {}
 
 /// Decodes a binary message; `what` names the source in the error.
 pub fn decode<M: NamedMessage>(bytes: &[u8], what: &str) -> Result<M, ProtoError> {
-    M::decode(bytes).map_err(|source| ProtoError::Decode {
-        what: what.to_string(),
-        message: M::full_name(),
-        source,
-    })
+    M::decode(bytes).map_err(|source| ProtoError::Decode { what: what.to_string(), message: M::full_name(), source })
 }
 
 /// Encodes a message to its binary form (deterministic: maps are sorted).

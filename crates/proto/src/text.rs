@@ -7,34 +7,23 @@
 use std::fmt::Write;
 use std::sync::OnceLock;
 
-use prost_reflect::{
-    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value,
-};
+use prost_reflect::{DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
 
 use crate::{NamedMessage, ProtoError};
 
 fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid")
-    })
+    POOL.get_or_init(|| DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid"))
 }
 
 fn descriptor<M: NamedMessage>() -> MessageDescriptor {
-    pool()
-        .get_message_by_name(&M::full_name())
-        .expect("every generated message is in the embedded descriptor set")
+    pool().get_message_by_name(&M::full_name()).expect("every generated message is in the embedded descriptor set")
 }
 
 /// Parses text format into `M`; `what` names the source in errors.
 pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
-    let err = |reason: String| ProtoError::Text {
-        what: what.to_string(),
-        message: M::full_name(),
-        reason,
-    };
-    let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text)
-        .map_err(|e| err(e.to_string()))?;
+    let err = |reason: String| ProtoError::Text { what: what.to_string(), message: M::full_name(), reason };
+    let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
     let bytes = prost::Message::encode_to_vec(&dynamic);
     M::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))
 }
@@ -60,9 +49,7 @@ fn print_message(msg: &DynamicMessage, indent: usize, out: &mut String) {
                 }
             }
             Value::Map(map) => {
-                let Kind::Message(entry) = field.kind() else {
-                    unreachable!("map fields are messages")
-                };
+                let Kind::Message(entry) = field.kind() else { unreachable!("map fields are messages") };
                 let value_field = entry.map_entry_value_field();
                 let mut entries: Vec<(&MapKey, &Value)> = map.iter().collect();
                 entries.sort_by(|a, b| map_key_order(a.0, b.0));
@@ -216,9 +203,7 @@ versions {
     fn seed_000_parses_and_prints_identically() {
         let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
         let node = &g.node[0];
-        let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else {
-            panic!()
-        };
+        let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else { panic!() };
         assert_eq!(t.tensor_content, 9.0f32.to_le_bytes());
         assert_eq!(print_text(&g), SEED_000);
     }
@@ -234,15 +219,7 @@ versions {
     #[test]
     fn floats_and_specials_round_trip() {
         let t = TensorProto {
-            float_val: vec![
-                1.0,
-                0.1,
-                -0.0,
-                f32::INFINITY,
-                f32::NEG_INFINITY,
-                f32::MAX,
-                1e-40,
-            ],
+            float_val: vec![1.0, 0.1, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, 1e-40],
             ..Default::default()
         };
         let text = print_text(&t);
@@ -251,10 +228,7 @@ versions {
         for (a, b) in t.float_val.iter().zip(&back.float_val) {
             assert_eq!(a.to_bits(), b.to_bits(), "{text}");
         }
-        let nan = TensorProto {
-            float_val: vec![f32::NAN],
-            ..Default::default()
-        };
+        let nan = TensorProto { float_val: vec![f32::NAN], ..Default::default() };
         let back: TensorProto = parse_text(&print_text(&nan), "t").unwrap();
         assert!(back.float_val[0].is_nan());
     }

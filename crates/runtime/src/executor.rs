@@ -6,16 +6,45 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ferroflow_graph::Graph;
-use ferroflow_kernels::{Inputs, KernelContext};
-use ferroflow_tensor::Tensor;
+use ferroflow_kernels::{KernelContext, KernelError};
+use ferroflow_tensor::{DType, Tensor};
 
-use crate::plan::{ExecutionPlan, Source};
+use crate::plan::{ExecutionPlan, Source, SINGLE_EDGE};
 use crate::RuntimeError;
 
 /// One output slot of a run.
 struct Slot {
     value: UnsafeCell<Option<Tensor>>,
     readers_left: AtomicU32,
+}
+
+/// Per-run slot and dependency-count storage, kept by the plan between runs so a run
+/// allocates nothing proportional to the graph.
+pub(crate) struct RunBuffers {
+    slots: Vec<Slot>,
+    pending: Vec<AtomicU32>,
+}
+
+impl RunBuffers {
+    fn for_plan(plan: &ExecutionPlan) -> RunBuffers {
+        RunBuffers {
+            slots: (0..plan.num_slots)
+                .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
+                .collect(),
+            pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
+        }
+    }
+
+    /// Restores the start-of-run state (drops values an aborted run left behind).
+    fn reset(&mut self, plan: &ExecutionPlan) {
+        for (slot, &readers) in self.slots.iter_mut().zip(&plan.readers) {
+            *slot.value.get_mut() = None;
+            *slot.readers_left.get_mut() = readers;
+        }
+        for (p, n) in self.pending.iter_mut().zip(&plan.nodes) {
+            *p.get_mut() = n.pending;
+        }
+    }
 }
 
 /// The state of one run of a plan.
@@ -47,8 +76,7 @@ impl RunState<'_> {
                 if self.plan.fetched[s] {
                     // SAFETY: the producer finished writing before this node became ready,
                     // and fetched slots are never taken during the run.
-                    return unsafe { (*slot.value.get()).clone() }
-                        .expect("producer wrote its outputs");
+                    return unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
                 }
                 // Clone before announcing the read; the last reader (which sees 1) then
                 // knows every other reader has finished cloning and may take the value.
@@ -80,26 +108,32 @@ impl RunState<'_> {
 
     /// Runs node `p` and then, inline, one ready successor at a time; other ready
     /// successors are spawned onto the pool.
-    fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>) {
-        let mut ready = Vec::new();
+    fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>, scratch: &mut Scratch) {
         loop {
             if self.abort.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = self.run_node(p) {
+            if let Err(e) = self.run_node(p, scratch) {
                 self.fail(e);
                 return;
             }
+            let ready = &mut scratch.ready;
             ready.clear();
-            for &s in &self.plan.nodes[p].successors {
-                if self.pending[s].fetch_sub(1, Ordering::AcqRel) == 1 {
+            let (a, b) = self.plan.nodes[p].successors;
+            for &s in &self.plan.successor_list[a as usize..b as usize] {
+                let single = s & SINGLE_EDGE != 0;
+                let s = (s & !SINGLE_EDGE) as usize;
+                if single || self.pending[s].fetch_sub(1, Ordering::AcqRel) == 1 {
                     ready.push(s);
                 }
             }
             let Some((&first, rest)) = ready.split_first() else {
                 return;
             };
-            self.spawn_all(rest, scope);
+            if !rest.is_empty() {
+                let rest = rest.to_vec();
+                self.spawn_all(&rest, scope);
+            }
             p = first;
         }
     }
@@ -115,51 +149,39 @@ impl RunState<'_> {
         for group in nodes.chunks(chunk) {
             let group = group.to_vec();
             scope.spawn(move |s| {
+                let mut scratch = Scratch::default();
                 for p in group {
-                    self.run_from(p, s);
+                    self.run_from(p, s, &mut scratch);
                 }
             });
         }
     }
 
-    fn run_node(&self, p: usize) -> Result<(), RuntimeError> {
+    fn kernel_error(&self, p: usize, e: KernelError) -> RuntimeError {
+        let n = self.graph.node(self.plan.nodes[p].graph_id as usize);
+        RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(e) }
+    }
+
+    /// Runs one node, using `scratch` (kept by the calling thread) for its inputs and outputs.
+    fn run_node(&self, p: usize, scratch: &mut Scratch) -> Result<(), RuntimeError> {
         let node = &self.plan.nodes[p];
-        let inputs: Inputs = node.inputs.iter().map(|&s| self.read_input(s)).collect();
-        let outputs = node.kernel.compute(&self.ctx, inputs).map_err(|source| {
-            let n = self.graph.node(node.graph_id);
-            RuntimeError::Kernel {
-                node: n.name.clone(),
-                op: n.op.clone(),
-                source: Box::new(source),
-            }
-        })?;
-        if outputs.len() != node.num_outputs {
-            let n = self.graph.node(node.graph_id);
-            return Err(RuntimeError::Kernel {
-                node: n.name.clone(),
-                op: n.op.clone(),
-                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(format!(
-                    "kernel produced {} outputs, the op has {}",
-                    outputs.len(),
-                    node.num_outputs
-                ))),
-            });
+        let (a, b) = node.inputs;
+        scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
+        let result = node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs);
+        scratch.inputs.clear();
+        if let Err(e) = result {
+            scratch.outputs.clear();
+            return Err(self.kernel_error(p, e));
         }
-        let types = &self.graph.node(node.graph_id).types.outputs;
-        for (i, t) in outputs.into_iter().enumerate() {
-            if t.dtype() != types[i] {
-                let n = self.graph.node(node.graph_id);
-                return Err(RuntimeError::Kernel {
-                    node: n.name.clone(),
-                    op: n.op.clone(),
-                    source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(format!(
-                        "output {i} is {}, the op declares {}",
-                        t.dtype(),
-                        types[i]
-                    ))),
-                });
-            }
-            let slot = node.first_slot + i;
+        let types = &node.output_types;
+        let produced: Vec<DType>;
+        if scratch.outputs.len() != types.len() || scratch.outputs.iter().zip(types).any(|(t, d)| t.dtype() != *d) {
+            produced = scratch.outputs.drain(..).map(|t| t.dtype()).collect();
+            let msg = format!("kernel produced outputs of types {produced:?}, the op declares {:?}", types.as_slice());
+            return Err(self.kernel_error(p, KernelError::InvalidArgument(msg)));
+        }
+        for (i, t) in scratch.outputs.drain(..).enumerate() {
+            let slot = node.first_slot as usize + i;
             if self.plan.readers[slot] > 0 || self.plan.fetched[slot] {
                 // SAFETY: only this node writes its slots, before announcing completion.
                 unsafe { *self.slots[slot].value.get() = Some(t) };
@@ -167,6 +189,14 @@ impl RunState<'_> {
         }
         Ok(())
     }
+}
+
+/// Buffers a thread reuses from node to node: kernel inputs and outputs, ready successors.
+#[derive(Default)]
+struct Scratch {
+    inputs: Vec<Tensor>,
+    outputs: Vec<Tensor>,
+    ready: Vec<usize>,
 }
 
 /// Runs `plan` once with `feeds` (in plan feed order); returns the fetched tensors.
@@ -177,21 +207,20 @@ pub(crate) fn execute(
     pool: &rayon::ThreadPool,
     intra_op: Option<&rayon::ThreadPool>,
 ) -> Result<Vec<Tensor>, RuntimeError> {
+    let mut buffers = plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let buffers = match buffers.as_mut() {
+        Some(b) => {
+            b.reset(plan);
+            buffers.take().expect("checked")
+        }
+        None => RunBuffers::for_plan(plan),
+    };
     let state = RunState {
         plan,
         graph,
         feeds,
-        slots: (0..plan.num_slots)
-            .map(|s| Slot {
-                value: UnsafeCell::new(None),
-                readers_left: AtomicU32::new(plan.readers[s]),
-            })
-            .collect(),
-        pending: plan
-            .nodes
-            .iter()
-            .map(|n| AtomicU32::new(n.pending))
-            .collect(),
+        slots: buffers.slots,
+        pending: buffers.pending,
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
         ctx: KernelContext { intra_op },
@@ -202,23 +231,22 @@ pub(crate) fn execute(
         pool.in_place_scope(|scope| {
             let (&first, rest) = plan.roots.split_first().expect("non-empty");
             st.spawn_all(rest, scope);
-            st.run_from(first, scope);
+            st.run_from(first, scope, &mut Scratch::default());
         });
     }
     if let Some(e) = state.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
     let mut slots = state.slots;
-    Ok(plan
+    let results = plan
         .fetches
         .iter()
         .map(|&src| match src {
             Source::Feed(i) => feeds[i].clone(),
-            Source::Slot(s) => slots[s]
-                .value
-                .get_mut()
-                .clone()
-                .expect("every fetched node ran"),
+            Source::Slot(s) => slots[s].value.get_mut().clone().expect("every fetched node ran"),
         })
-        .collect())
+        .collect();
+    let spare = RunBuffers { slots, pending: state.pending };
+    plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).push(spare);
+    Ok(results)
 }

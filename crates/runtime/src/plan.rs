@@ -1,12 +1,15 @@
 //! Execution plans: the pruned, compiled form of a graph for one (feeds, fetches, targets)
 //! signature. Built once, run many times.
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use ferroflow_graph::{Graph, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
 use ferroflow_ops::OpRegistry;
 use ferroflow_tensor::{DType, Shape};
+use smallvec::SmallVec;
 
+use crate::executor::RunBuffers;
 use crate::RuntimeError;
 
 /// Where a plan node reads one input from.
@@ -18,25 +21,34 @@ pub(crate) enum Source {
     Feed(usize),
 }
 
-/// One node of a plan.
+/// Flag on a `successor_list` entry: the successor has exactly one incoming edge.
+pub(crate) const SINGLE_EDGE: u32 = 1 << 31;
+
+/// One node of a plan. Kept small and free of pointers to chase: its inputs and successors
+/// are ranges into the plan's flat arrays, its output dtypes are inline.
 pub(crate) struct PlanNode {
-    /// Index in the session's graph.
-    pub graph_id: NodeId,
     pub kernel: Box<dyn OpKernel>,
-    pub inputs: Vec<Source>,
+    /// Index in the session's graph.
+    pub graph_id: u32,
     /// First output slot; output i goes to `first_slot + i`.
-    pub first_slot: usize,
-    pub num_outputs: usize,
-    /// Plan nodes to notify when this one finishes (one entry per edge).
-    pub successors: Vec<usize>,
+    pub first_slot: u32,
+    /// Range of this node's entries in `ExecutionPlan::input_sources`.
+    pub inputs: (u32, u32),
+    /// Range in `ExecutionPlan::successor_list`: plan nodes to notify when this one
+    /// finishes (one entry per edge).
+    pub successors: (u32, u32),
     /// Edges into this node from other plan nodes.
     pub pending: u32,
+    /// The dtype the op declares for each output (checked against what the kernel returns).
+    pub output_types: SmallVec<[DType; 2]>,
 }
 
 /// A compiled step: pruned nodes with their kernels, input sources, slot lifetimes and
 /// dependency counts.
 pub struct ExecutionPlan {
     pub(crate) nodes: Vec<PlanNode>,
+    pub(crate) input_sources: Vec<Source>,
+    pub(crate) successor_list: Vec<u32>,
     /// Plan nodes with no pending edges.
     pub(crate) roots: Vec<usize>,
     pub(crate) num_slots: usize,
@@ -49,6 +61,8 @@ pub struct ExecutionPlan {
     pub(crate) fetches: Vec<Source>,
     /// The feeds' expected dtypes and shapes, in feed order.
     pub(crate) feed_specs: Vec<(String, DType, Shape)>,
+    /// Run buffers returned by finished runs, reused by the next ones.
+    pub(crate) spare_buffers: Mutex<Vec<RunBuffers>>,
 }
 
 impl ExecutionPlan {
@@ -73,30 +87,20 @@ impl ExecutionPlan {
         let mut fed: HashMap<Output, usize> = HashMap::new();
         let mut feed_specs = Vec::with_capacity(feeds.len());
         for (i, name) in feeds.iter().enumerate() {
-            let o = graph.output_by_name(name).map_err(|e| RuntimeError::Feed {
-                tensor: name.to_string(),
-                reason: e.to_string(),
-            })?;
+            let o = graph
+                .output_by_name(name)
+                .map_err(|e| RuntimeError::Feed { tensor: name.to_string(), reason: e.to_string() })?;
             if fed.insert(o, i).is_some() {
-                return Err(RuntimeError::Feed {
-                    tensor: name.to_string(),
-                    reason: "fed more than once".into(),
-                });
+                return Err(RuntimeError::Feed { tensor: name.to_string(), reason: "fed more than once".into() });
             }
-            let shape = shapes[o.node]
-                .get(o.index)
-                .cloned()
-                .unwrap_or_else(Shape::unknown);
+            let shape = shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown);
             feed_specs.push((name.to_string(), graph.output_type(o), shape));
         }
         let mut fetch_outputs = Vec::with_capacity(fetches.len());
         for name in fetches {
             let o = graph
                 .output_by_name(name)
-                .map_err(|e| RuntimeError::Fetch {
-                    tensor: name.to_string(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| RuntimeError::Fetch { tensor: name.to_string(), reason: e.to_string() })?;
             fetch_outputs.push(o);
         }
         let mut target_ids = Vec::with_capacity(targets.len());
@@ -111,30 +115,17 @@ impl ExecutionPlan {
 
         // Prune: walk back from fetches and targets, stopping at fed tensors.
         let mut needed = vec![false; graph.len()];
-        let mut stack: Vec<NodeId> = fetch_outputs
-            .iter()
-            .filter(|o| !fed.contains_key(o))
-            .map(|o| o.node)
-            .collect();
+        let mut stack: Vec<NodeId> = fetch_outputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node).collect();
         stack.extend(&target_ids);
         while let Some(id) = stack.pop() {
             if std::mem::replace(&mut needed[id], true) {
                 continue;
             }
             let node = graph.node(id);
-            stack.extend(
-                node.inputs
-                    .iter()
-                    .filter(|o| !fed.contains_key(o))
-                    .map(|o| o.node),
-            );
+            stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
             stack.extend(&node.control_inputs);
         }
-        let order: Vec<NodeId> = graph
-            .topological_order()?
-            .into_iter()
-            .filter(|&id| needed[id])
-            .collect();
+        let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
         let mut plan_index = vec![usize::MAX; graph.len()];
         for (p, &id) in order.iter().enumerate() {
             plan_index[id] = p;
@@ -143,60 +134,72 @@ impl ExecutionPlan {
         let ops = OpRegistry::global();
         let kernels = KernelRegistry::global();
         let mut nodes = Vec::with_capacity(order.len());
+        let mut first_slots = Vec::with_capacity(order.len());
         let mut num_slots = 0;
         for &id in &order {
             let n = graph.node(id);
             let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
                 node: n.name.clone(),
                 op: n.op.clone(),
-                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(
-                    "op is not registered".into(),
-                )),
+                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument("op is not registered".into())),
             })?;
-            let kernel = kernels
-                .create(&NodeDesc {
-                    name: &n.name,
-                    def,
-                    attrs: &n.attrs,
-                    types: &n.types,
-                })
-                .map_err(|source| RuntimeError::Kernel {
-                    node: n.name.clone(),
-                    op: n.op.clone(),
-                    source: Box::new(source),
-                })?;
+            let kernel = kernels.create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types }).map_err(
+                |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) },
+            )?;
             nodes.push(PlanNode {
-                graph_id: id,
                 kernel,
-                inputs: Vec::with_capacity(n.inputs.len()),
-                first_slot: num_slots,
-                num_outputs: n.num_outputs(),
-                successors: Vec::new(),
+                graph_id: id as u32,
+                first_slot: num_slots as u32,
+                inputs: (0, 0),
+                successors: (0, 0),
                 pending: 0,
+                output_types: n.types.outputs.iter().copied().collect(),
             });
+            first_slots.push(num_slots);
             num_slots += n.num_outputs();
         }
         let mut readers = vec![0u32; num_slots];
-        for p in 0..nodes.len() {
-            let n = graph.node(nodes[p].graph_id);
+        if nodes.len() >= SINGLE_EDGE as usize {
+            return Err(RuntimeError::Fetch {
+                tensor: fetches.join(","),
+                reason: format!("a plan of {} nodes is too large", nodes.len()),
+            });
+        }
+        let mut input_sources = Vec::new();
+        let mut successors: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+        for (p, &id) in order.iter().enumerate() {
+            let n = graph.node(id);
+            let start = input_sources.len() as u32;
             for o in &n.inputs {
                 let src = match fed.get(o) {
                     Some(&f) => Source::Feed(f),
                     None => {
                         let producer = plan_index[o.node];
-                        let slot = nodes[producer].first_slot + o.index;
+                        let slot = first_slots[producer] + o.index;
                         readers[slot] += 1;
-                        nodes[producer].successors.push(p);
+                        successors[producer].push(p as u32);
                         nodes[p].pending += 1;
                         Source::Slot(slot)
                     }
                 };
-                nodes[p].inputs.push(src);
+                input_sources.push(src);
             }
+            nodes[p].inputs = (start, input_sources.len() as u32);
             for &c in &n.control_inputs {
-                nodes[plan_index[c]].successors.push(p);
+                successors[plan_index[c]].push(p as u32);
                 nodes[p].pending += 1;
             }
+        }
+        let mut successor_list = Vec::new();
+        for p in 0..nodes.len() {
+            let start = successor_list.len() as u32;
+            for &s in &successors[p] {
+                // A successor with a single incoming edge is ready as soon as this node is
+                // done: mark it so the executor skips the atomic decrement.
+                let single = if nodes[s as usize].pending == 1 { SINGLE_EDGE } else { 0 };
+                successor_list.push(s | single);
+            }
+            nodes[p].successors = (start, successor_list.len() as u32);
         }
         let mut fetched = vec![false; num_slots];
         let fetches = fetch_outputs
@@ -204,23 +207,24 @@ impl ExecutionPlan {
             .map(|o| match fed.get(o) {
                 Some(&f) => Source::Feed(f),
                 None => {
-                    let slot = nodes[plan_index[o.node]].first_slot + o.index;
+                    let slot = first_slots[plan_index[o.node]] + o.index;
                     fetched[slot] = true;
                     Source::Slot(slot)
                 }
             })
             .collect();
-        let roots = (0..nodes.len())
-            .filter(|&p| nodes[p].pending == 0)
-            .collect();
+        let roots = (0..nodes.len()).filter(|&p| nodes[p].pending == 0).collect();
         Ok(ExecutionPlan {
             nodes,
+            input_sources,
+            successor_list,
             roots,
             num_slots,
             readers,
             fetched,
             fetches,
             feed_specs,
+            spare_buffers: Mutex::new(Vec::new()),
         })
     }
 }

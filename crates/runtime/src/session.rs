@@ -51,18 +51,8 @@ impl Session {
         };
         let inter_op = pool(threads(options.inter_op_threads), "inter")?;
         let intra = threads(options.intra_op_threads);
-        let intra_op = if intra > 1 {
-            Some(pool(intra, "intra")?)
-        } else {
-            None
-        };
-        Ok(Session {
-            graph,
-            shapes,
-            inter_op,
-            intra_op,
-            plans: Mutex::new(HashMap::new()),
-        })
+        let intra_op = if intra > 1 { Some(pool(intra, "intra")?) } else { None };
+        Ok(Session { graph, shapes, inter_op, intra_op, plans: Mutex::new(HashMap::new()) })
     }
 
     /// The session's graph.
@@ -71,36 +61,17 @@ impl Session {
     }
 
     /// The plan for this signature, compiled on first use and cached.
-    pub fn plan(
-        &self,
-        feeds: &[&str],
-        fetches: &[&str],
-        targets: &[&str],
-    ) -> Result<Arc<ExecutionPlan>, RuntimeError> {
+    pub fn plan(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<Arc<ExecutionPlan>, RuntimeError> {
         let key: PlanKey = (
             feeds.iter().map(|s| s.to_string()).collect(),
             fetches.iter().map(|s| s.to_string()).collect(),
             targets.iter().map(|s| s.to_string()).collect(),
         );
-        if let Some(p) = self
-            .plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(p) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(ExecutionPlan::build(
-            &self.graph,
-            &self.shapes,
-            feeds,
-            fetches,
-            targets,
-        )?);
-        self.plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, plan.clone());
+        let plan = Arc::new(ExecutionPlan::build(&self.graph, &self.shapes, feeds, fetches, targets)?);
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, plan.clone());
         Ok(plan)
     }
 
@@ -119,19 +90,11 @@ impl Session {
     }
 
     /// Runs a plan from [`Session::plan`] with feeds in the plan's feed order.
-    pub fn run_plan(
-        &self,
-        plan: &ExecutionPlan,
-        feeds: &[Tensor],
-    ) -> Result<Vec<Tensor>, RuntimeError> {
+    pub fn run_plan(&self, plan: &ExecutionPlan, feeds: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
         if feeds.len() != plan.feed_specs.len() {
             return Err(RuntimeError::Feed {
                 tensor: "<all>".into(),
-                reason: format!(
-                    "the plan takes {} feeds, got {}",
-                    plan.feed_specs.len(),
-                    feeds.len()
-                ),
+                reason: format!("the plan takes {} feeds, got {}", plan.feed_specs.len(), feeds.len()),
             });
         }
         for ((name, dtype, shape), t) in plan.feed_specs.iter().zip(feeds) {
@@ -148,13 +111,7 @@ impl Session {
                 });
             }
         }
-        executor::execute(
-            plan,
-            &self.graph,
-            feeds,
-            &self.inter_op,
-            self.intra_op.as_ref(),
-        )
+        executor::execute(plan, &self.graph, feeds, &self.inter_op, self.intra_op.as_ref())
     }
 }
 
@@ -180,10 +137,7 @@ mod tests {
     fn seed_000_is_nine() {
         let (g, out) = seed_000();
         for threads in [1, 2] {
-            let opts = SessionOptions {
-                inter_op_threads: threads,
-                intra_op_threads: threads,
-            };
+            let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads };
             let sess = Session::new(g.clone(), opts).unwrap();
             for _ in 0..3 {
                 let r = sess.run(&[], &[&out], &[]).unwrap();
@@ -195,55 +149,30 @@ mod tests {
     #[test]
     fn feeds_prune_and_validate() {
         let s = Scope::new();
-        let x = s
-            .placeholder(DType::Float, &Shape::new(vec![None, Some(2)]))
-            .unwrap();
+        let x = s.placeholder(DType::Float, &Shape::new(vec![None, Some(2)])).unwrap();
         let two = s.scalar(2.0f32).unwrap();
         let y = s.mul(x, two).unwrap();
         let z = s.add(y, y).unwrap();
         let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
         let feed = Tensor::from_vec(&[1, 2], vec![1.0f32, 3.0]).unwrap();
-        let r = sess
-            .run(&[("Placeholder:0", feed.clone())], &["add:0", "mul"], &[])
-            .unwrap();
+        let r = sess.run(&[("Placeholder:0", feed.clone())], &["add:0", "mul"], &[]).unwrap();
         assert_eq!(r[0].as_slice::<f32>().unwrap(), &[4.0, 12.0]);
         assert_eq!(r[1].as_slice::<f32>().unwrap(), &[2.0, 6.0]);
         // Feeding an intermediate tensor cuts the graph there: the placeholder is not needed.
-        let r = sess
-            .run(&[("mul:0", feed.clone())], &["add:0"], &[])
-            .unwrap();
+        let r = sess.run(&[("mul:0", feed.clone())], &["add:0"], &[]).unwrap();
         assert_eq!(r[0].as_slice::<f32>().unwrap(), &[2.0, 6.0]);
         // Fetching a fed tensor returns the feed.
-        assert_eq!(
-            sess.run(&[("mul:0", feed.clone())], &["mul:0"], &[])
-                .unwrap()[0],
-            feed
-        );
+        assert_eq!(sess.run(&[("mul:0", feed.clone())], &["mul:0"], &[]).unwrap()[0], feed);
 
-        let e = sess
-            .run(&[("Placeholder:0", Tensor::scalar(1i32))], &["add:0"], &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("feed 'Placeholder:0'") && e.contains("float") && e.contains("int32"),
-            "{e}"
-        );
+        let e = sess.run(&[("Placeholder:0", Tensor::scalar(1i32))], &["add:0"], &[]).unwrap_err().to_string();
+        assert!(e.contains("feed 'Placeholder:0'") && e.contains("float") && e.contains("int32"), "{e}");
         let bad = Tensor::from_vec(&[3], vec![1.0f32; 3]).unwrap();
-        let e = sess
-            .run(&[("Placeholder:0", bad)], &["add:0"], &[])
-            .unwrap_err()
-            .to_string();
+        let e = sess.run(&[("Placeholder:0", bad)], &["add:0"], &[]).unwrap_err().to_string();
         assert!(e.contains("expected shape [?,2], got [3]"), "{e}");
         let e = sess.run(&[], &["add:0"], &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("You must feed a value for placeholder tensor 'Placeholder'"),
-            "{e}"
-        );
+        assert!(e.contains("You must feed a value for placeholder tensor 'Placeholder'"), "{e}");
         let e = sess.run(&[], &["nope:0"], &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("fetch 'nope:0'") && e.contains("no node named 'nope'"),
-            "{e}"
-        );
+        assert!(e.contains("fetch 'nope:0'") && e.contains("no node named 'nope'"), "{e}");
         let e = sess.run(&[], &["add:1"], &[]).unwrap_err().to_string();
         assert!(e.contains("has 1 output"), "{e}");
         let _ = z;
@@ -266,23 +195,11 @@ mod tests {
         let sum = s.reduce("Sum", total, &[0], false).unwrap();
         let g = s.graph();
         let name = g.output_name(sum);
-        let sess = Session::new(
-            g,
-            SessionOptions {
-                inter_op_threads: 2,
-                intra_op_threads: 1,
-            },
-        )
-        .unwrap();
+        let sess = Session::new(g, SessionOptions { inter_op_threads: 2, intra_op_threads: 1 }).unwrap();
         for _ in 0..20 {
-            let r = sess
-                .run(&[("Placeholder:0", Tensor::scalar(1.0f32))], &[&name], &[])
-                .unwrap();
+            let r = sess.run(&[("Placeholder:0", Tensor::scalar(1.0f32))], &[&name], &[]).unwrap();
             // Five negations: -(1 + i) summed over i = 0..300.
-            assert_eq!(
-                r[0].scalar_value::<f32>().unwrap(),
-                -(300.0 + 299.0 * 300.0 / 2.0)
-            );
+            assert_eq!(r[0].scalar_value::<f32>().unwrap(), -(300.0 + 299.0 * 300.0 / 2.0));
         }
     }
 

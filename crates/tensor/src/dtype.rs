@@ -73,11 +73,7 @@ impl DType {
     /// as TensorFlow does when it reads a reference-typed tensor.
     pub fn from_tf(value: i32) -> Result<DType, TensorError> {
         let base = if value > 100 { value - 100 } else { value };
-        DType::ALL
-            .iter()
-            .copied()
-            .find(|d| *d as i32 == base)
-            .ok_or(TensorError::UnsupportedDType(value))
+        DType::ALL.iter().copied().find(|d| *d as i32 == base).ok_or(TensorError::UnsupportedDType(value))
     }
 
     /// TensorFlow's enum value.
@@ -123,10 +119,7 @@ impl DType {
 
     /// True for float, double, half and bfloat16.
     pub fn is_float(self) -> bool {
-        matches!(
-            self,
-            DType::Float | DType::Double | DType::Half | DType::BFloat16
-        )
+        matches!(self, DType::Float | DType::Double | DType::Half | DType::BFloat16)
     }
 
     /// True for the signed and unsigned integer types.
@@ -156,9 +149,7 @@ impl fmt::Display for DType {
 /// # Safety
 /// `DTYPE.size()` must equal `size_of::<Self>()`, and every bit pattern a tensor of `DTYPE`
 /// may hold must be a valid `Self` (for `bool`, tensors only ever hold 0 or 1).
-pub unsafe trait Element:
-    Copy + Send + Sync + 'static + fmt::Debug + PartialEq + Default
-{
+pub unsafe trait Element: Copy + Send + Sync + 'static + fmt::Debug + PartialEq + Default {
     /// The dtype whose tensors store this type.
     const DTYPE: DType;
 }

@@ -10,10 +10,7 @@ use crate::{DType, Tensor, TensorError};
 const MAGIC: &[u8] = b"\x93NUMPY";
 
 fn err(what: &str, reason: impl Into<String>) -> TensorError {
-    TensorError::Npy {
-        what: what.to_string(),
-        reason: reason.into(),
-    }
+    TensorError::Npy { what: what.to_string(), reason: reason.into() }
 }
 
 /// How a `descr` string maps to storage.
@@ -46,28 +43,21 @@ fn parse_descr(descr: &str, what: &str) -> Result<Descr, TensorError> {
         "b1" => dense(DType::Bool),
         "c8" => dense(DType::Complex64),
         "c16" => dense(DType::Complex128),
-        _ if code.starts_with('S') => code[1..]
-            .parse()
-            .map(Descr::Bytes)
-            .map_err(|_| err(what, format!("bad bytes descr '{descr}'"))),
+        _ if code.starts_with('S') => {
+            code[1..].parse().map(Descr::Bytes).map_err(|_| err(what, format!("bad bytes descr '{descr}'")))
+        }
         _ if code.starts_with('U') => code[1..]
             .parse()
             .map(|n| Descr::Unicode(n, big))
             .map_err(|_| err(what, format!("bad unicode descr '{descr}'"))),
-        _ => Err(err(
-            what,
-            format!("unsupported dtype descr '{descr}' (object arrays cannot be read)"),
-        )),
+        _ => Err(err(what, format!("unsupported dtype descr '{descr}' (object arrays cannot be read)"))),
     }
 }
 
 /// Extracts the value text of `'key': value` from a header dict.
 fn dict_value<'a>(header: &'a str, key: &str, what: &str) -> Result<&'a str, TensorError> {
     let pat = format!("'{key}':");
-    let start = header
-        .find(&pat)
-        .ok_or_else(|| err(what, format!("header has no '{key}'")))?
-        + pat.len();
+    let start = header.find(&pat).ok_or_else(|| err(what, format!("header has no '{key}'")))? + pat.len();
     let rest = header[start..].trim_start();
     let end = if rest.starts_with('(') {
         rest.find(')').map(|i| i + 1)
@@ -76,8 +66,7 @@ fn dict_value<'a>(header: &'a str, key: &str, what: &str) -> Result<&'a str, Ten
     } else {
         rest.find([',', '}'])
     };
-    end.map(|e| rest[..e].trim())
-        .ok_or_else(|| err(what, format!("header value for '{key}' is malformed")))
+    end.map(|e| rest[..e].trim()).ok_or_else(|| err(what, format!("header value for '{key}' is malformed")))
 }
 
 /// Parses a `.npy` file's bytes; `what` names the file in errors.
@@ -91,30 +80,19 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
             if bytes.len() < 12 {
                 return Err(err(what, "truncated header"));
             }
-            (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            )
+            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
         }
         v => return Err(err(what, format!("unsupported .npy version {v}"))),
     };
-    let data_start = hstart
-        .checked_add(hlen)
-        .filter(|&e| e <= bytes.len())
-        .ok_or_else(|| err(what, "truncated header"))?;
-    let header = std::str::from_utf8(&bytes[hstart..data_start])
-        .map_err(|_| err(what, "header is not text"))?;
+    let data_start =
+        hstart.checked_add(hlen).filter(|&e| e <= bytes.len()).ok_or_else(|| err(what, "truncated header"))?;
+    let header = std::str::from_utf8(&bytes[hstart..data_start]).map_err(|_| err(what, "header is not text"))?;
     let descr_text = dict_value(header, "descr", what)?;
     let descr = descr_text.trim_matches('\'');
     let fortran = match dict_value(header, "fortran_order", what)? {
         "True" => true,
         "False" => false,
-        v => {
-            return Err(err(
-                what,
-                format!("fortran_order must be True or False, got '{v}'"),
-            ))
-        }
+        v => return Err(err(what, format!("fortran_order must be True or False, got '{v}'"))),
     };
     let shape_text = dict_value(header, "shape", what)?;
     let inner = shape_text
@@ -126,33 +104,21 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.trim_end_matches('L')
-                .parse::<usize>()
-                .map_err(|_| err(what, format!("bad dimension '{s}' in shape")))
+            s.trim_end_matches('L').parse::<usize>().map_err(|_| err(what, format!("bad dimension '{s}' in shape")))
         })
         .collect::<Result<_, _>>()?;
-    let count = dims
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| err(what, "shape overflows"))?;
+    let count = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| err(what, "shape overflows"))?;
     let data = &bytes[data_start..];
     let item = match parse_descr(descr, what)? {
         Descr::Dense(d, _) => d.size().expect("dense dtypes have a size"),
         Descr::Bytes(n) => n,
-        Descr::Unicode(n, _) => n
-            .checked_mul(4)
-            .ok_or_else(|| err(what, "descr too large"))?,
+        Descr::Unicode(n, _) => n.checked_mul(4).ok_or_else(|| err(what, "descr too large"))?,
     };
-    let need = count
-        .checked_mul(item)
-        .ok_or_else(|| err(what, "data size overflows"))?;
+    let need = count.checked_mul(item).ok_or_else(|| err(what, "data size overflows"))?;
     if data.len() < need {
         return Err(err(
             what,
-            format!(
-                "truncated data: shape {dims:?} of '{descr}' needs {need} bytes, file has {}",
-                data.len()
-            ),
+            format!("truncated data: shape {dims:?} of '{descr}' needs {need} bytes, file has {}", data.len()),
         ));
     }
     let data = &data[..need];
@@ -161,11 +127,7 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
             let mut owned;
             let mut raw = data;
             if big_endian {
-                let half = if matches!(dtype, DType::Complex64 | DType::Complex128) {
-                    2
-                } else {
-                    1
-                };
+                let half = if matches!(dtype, DType::Complex64 | DType::Complex128) { 2 } else { 1 };
                 let w = item / half;
                 owned = data.to_vec();
                 for chunk in owned.chunks_mut(w) {
@@ -195,18 +157,11 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
                 let mut s = String::new();
                 for c in data[i * n * 4..(i + 1) * n * 4].chunks(4) {
                     let arr = [c[0], c[1], c[2], c[3]];
-                    let cp = if big {
-                        u32::from_be_bytes(arr)
-                    } else {
-                        u32::from_le_bytes(arr)
-                    };
+                    let cp = if big { u32::from_be_bytes(arr) } else { u32::from_le_bytes(arr) };
                     if cp == 0 {
                         break;
                     }
-                    s.push(
-                        char::from_u32(cp)
-                            .ok_or_else(|| err(what, format!("invalid code point {cp:#x}")))?,
-                    );
+                    s.push(char::from_u32(cp).ok_or_else(|| err(what, format!("invalid code point {cp:#x}")))?);
                 }
                 strings.push(s.into_bytes());
             }
@@ -269,21 +224,8 @@ fn descr_of(t: &Tensor) -> Result<String, TensorError> {
         DType::Bool => "|b1".into(),
         DType::Complex64 => "<c8".into(),
         DType::Complex128 => "<c16".into(),
-        DType::String => format!(
-            "|S{}",
-            t.as_strings()?
-                .iter()
-                .map(Vec::len)
-                .max()
-                .unwrap_or(0)
-                .max(1)
-        ),
-        d => {
-            return Err(TensorError::Npy {
-                what: "tensor".into(),
-                reason: format!("{d} has no .npy representation"),
-            })
-        }
+        DType::String => format!("|S{}", t.as_strings()?.iter().map(Vec::len).max().unwrap_or(0).max(1)),
+        d => return Err(TensorError::Npy { what: "tensor".into(), reason: format!("{d} has no .npy representation") }),
     })
 }
 
@@ -292,13 +234,7 @@ pub fn write_npy_bytes(t: &Tensor) -> Result<Vec<u8>, TensorError> {
     let descr = descr_of(t)?;
     let shape = match t.dims() {
         [d] => format!("({d},)"),
-        dims => format!(
-            "({})",
-            dims.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     let total = 10 + header.len() + 1;
@@ -324,10 +260,7 @@ pub fn write_npy_bytes(t: &Tensor) -> Result<Vec<u8>, TensorError> {
 /// Reads a `.npy` file.
 pub fn read_npy(path: &Path) -> Result<Tensor, TensorError> {
     let what = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| TensorError::Io {
-        path: what.clone(),
-        source: e,
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| TensorError::Io { path: what.clone(), source: e })?;
     read_npy_bytes(&bytes, &what)
 }
 
@@ -339,25 +272,17 @@ pub fn write_npy(path: &Path, t: &Tensor) -> Result<(), TensorError> {
 /// Reads every array of an `.npz` archive, in archive order, keyed by name without `.npy`.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, TensorError> {
     let what = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| TensorError::Io {
-        path: what.clone(),
-        source: e,
-    })?;
+    let file = std::fs::File::open(path).map_err(|e| TensorError::Io { path: what.clone(), source: e })?;
     read_npz_from(file, &what)
 }
 
 /// Reads an `.npz` archive from any seekable reader.
-pub fn read_npz_from<R: Read + Seek>(
-    reader: R,
-    what: &str,
-) -> Result<Vec<(String, Tensor)>, TensorError> {
-    let mut zip = zip::ZipArchive::new(reader)
-        .map_err(|e| err(what, format!("not a valid .npz (zip) archive: {e}")))?;
+pub fn read_npz_from<R: Read + Seek>(reader: R, what: &str) -> Result<Vec<(String, Tensor)>, TensorError> {
+    let mut zip =
+        zip::ZipArchive::new(reader).map_err(|e| err(what, format!("not a valid .npz (zip) archive: {e}")))?;
     let mut out = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| err(what, format!("bad archive member {i}: {e}")))?;
+        let mut entry = zip.by_index(i).map_err(|e| err(what, format!("bad archive member {i}: {e}")))?;
         let name = entry.name().to_string();
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
         let declared = entry.size();
@@ -381,16 +306,11 @@ pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<(), TensorE
             .compression_method(zip::CompressionMethod::Stored)
             .large_file(true);
         for (name, t) in arrays {
-            zip.start_file(format!("{name}.npy"), opts)
-                .map_err(|e| err(&path.display().to_string(), e.to_string()))?;
+            zip.start_file(format!("{name}.npy"), opts).map_err(|e| err(&path.display().to_string(), e.to_string()))?;
             zip.write_all(&write_npy_bytes(t)?)
-                .map_err(|e| TensorError::Io {
-                    path: path.display().to_string(),
-                    source: e,
-                })?;
+                .map_err(|e| TensorError::Io { path: path.display().to_string(), source: e })?;
         }
-        zip.finish()
-            .map_err(|e| err(&path.display().to_string(), e.to_string()))?;
+        zip.finish().map_err(|e| err(&path.display().to_string(), e.to_string()))?;
     }
     write_atomic(path, &cursor.into_inner())
 }
@@ -398,18 +318,9 @@ pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<(), TensorE
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
 /// readers see either the old file or the complete new one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TensorError> {
-    let io = |e| TensorError::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| err(&path.display().to_string(), "path has no file name"))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
+    let io = |e| TensorError::Io { path: path.display().to_string(), source: e };
+    let file_name = path.file_name().ok_or_else(|| err(&path.display().to_string(), "path has no file name"))?;
+    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
     f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
     drop(f);
@@ -461,9 +372,7 @@ mod tests {
     fn malformed_files_are_errors() {
         let good = write_npy_bytes(&Tensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()).unwrap();
         for cut in [0, 5, 9, 20, good.len() - 1] {
-            let e = read_npy_bytes(&good[..cut], "x.npy")
-                .unwrap_err()
-                .to_string();
+            let e = read_npy_bytes(&good[..cut], "x.npy").unwrap_err().to_string();
             assert!(e.contains("x.npy"), "{e}");
         }
         let mut huge = good.clone();
@@ -485,10 +394,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.npz");
         let arrays = vec![
-            (
-                "x:0".to_string(),
-                Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap(),
-            ),
+            ("x:0".to_string(), Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap()),
             ("Identity:0".to_string(), Tensor::scalar(3i32)),
         ];
         write_npz(&p, &arrays).unwrap();

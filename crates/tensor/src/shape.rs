@@ -22,23 +22,17 @@ impl Shape {
 
     /// A fully known shape.
     pub fn known(dims: &[usize]) -> Shape {
-        Shape {
-            dims: Some(dims.iter().map(|&d| Some(d)).collect()),
-        }
+        Shape { dims: Some(dims.iter().map(|&d| Some(d)).collect()) }
     }
 
     /// A scalar (rank 0).
     pub fn scalar() -> Shape {
-        Shape {
-            dims: Some(Vec::new()),
-        }
+        Shape { dims: Some(Vec::new()) }
     }
 
     /// From TensorFlow's convention: `None` rank or `-1` dims are unknown.
     pub fn from_tf(dims: Option<&[i64]>) -> Shape {
-        Shape {
-            dims: dims.map(|d| d.iter().map(|&x| usize::try_from(x).ok()).collect()),
-        }
+        Shape { dims: dims.map(|d| d.iter().map(|&x| usize::try_from(x).ok()).collect()) }
     }
 
     /// The rank, if known.
@@ -65,13 +59,7 @@ impl Shape {
     pub fn is_compatible_with(&self, dims: &[usize]) -> bool {
         match &self.dims {
             None => true,
-            Some(mine) => {
-                mine.len() == dims.len()
-                    && mine
-                        .iter()
-                        .zip(dims)
-                        .all(|(m, d)| m.is_none_or(|m| m == *d))
-            }
+            Some(mine) => mine.len() == dims.len() && mine.iter().zip(dims).all(|(m, d)| m.is_none_or(|m| m == *d)),
         }
     }
 
@@ -83,16 +71,8 @@ impl Shape {
         let n = a.len().max(b.len());
         let mut out = vec![None; n];
         for (i, o) in out.iter_mut().enumerate() {
-            let da = if i + a.len() >= n {
-                a[i + a.len() - n]
-            } else {
-                Some(1)
-            };
-            let db = if i + b.len() >= n {
-                b[i + b.len() - n]
-            } else {
-                Some(1)
-            };
+            let da = if i + a.len() >= n { a[i + a.len() - n] } else { Some(1) };
+            let db = if i + b.len() >= n { b[i + b.len() - n] } else { Some(1) };
             *o = match (da, db) {
                 (Some(1), d) | (d, Some(1)) => d,
                 (Some(x), Some(y)) if x == y => Some(x),
@@ -131,16 +111,8 @@ pub fn broadcast_dims(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let da = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -161,9 +133,7 @@ mod tests {
         assert_eq!(broadcast_dims(&[2, 1], &[1, 4]), Some(vec![2, 4]));
         assert_eq!(broadcast_dims(&[], &[5]), Some(vec![5]));
         assert_eq!(broadcast_dims(&[2, 3], &[4]), None);
-        let s = Shape::new(vec![None, Some(3)])
-            .broadcast(&Shape::known(&[3]))
-            .unwrap();
+        let s = Shape::new(vec![None, Some(3)]).broadcast(&Shape::known(&[3])).unwrap();
         assert_eq!(s, Shape::new(vec![None, Some(3)]));
         assert!(Shape::known(&[2]).broadcast(&Shape::known(&[3])).is_none());
     }

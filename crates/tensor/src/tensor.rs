@@ -40,19 +40,13 @@ impl Tensor {
                 let bytes = n
                     .checked_mul(size)
                     .filter(|&b| b <= isize::MAX as usize / 2)
-                    .ok_or_else(|| {
-                        TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}"))
-                    })?;
+                    .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
                 Storage::Bytes(AlignedBuf::zeroed(bytes))
             }
             None if dtype == DType::String => Storage::Strings(vec![Vec::new(); n]),
             None => return Err(TensorError::NotDense(dtype)),
         };
-        Ok(Tensor {
-            dtype,
-            dims: dims.into(),
-            storage: Arc::new(storage),
-        })
+        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(storage) })
     }
 
     /// A tensor from a vector of elements; `dims` must match its length.
@@ -64,16 +58,10 @@ impl Tensor {
     pub fn from_slice<T: Element>(dims: &[usize], data: &[T]) -> Result<Tensor, TensorError> {
         let n = count(dims)?;
         if n != data.len() {
-            return Err(TensorError::ShapeMismatch {
-                expected: n,
-                got: data.len(),
-                dims: dims.to_vec(),
-            });
+            return Err(TensorError::ShapeMismatch { expected: n, got: data.len(), dims: dims.to_vec() });
         }
         // SAFETY: T is plain data (Element's contract); viewing its memory as bytes is sound.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
-        };
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
         Ok(Tensor {
             dtype: T::DTYPE,
             dims: dims.into(),
@@ -92,11 +80,7 @@ impl Tensor {
         let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
         let n = count(dims)?;
         if n.checked_mul(size) != Some(bytes.len()) {
-            return Err(TensorError::ByteLength {
-                dtype,
-                dims: dims.to_vec(),
-                got: bytes.len(),
-            });
+            return Err(TensorError::ByteLength { dtype, dims: dims.to_vec(), got: bytes.len() });
         }
         let mut buf = AlignedBuf::from_bytes(bytes);
         if dtype == DType::Bool {
@@ -104,28 +88,16 @@ impl Tensor {
                 *b = (*b != 0) as u8;
             }
         }
-        Ok(Tensor {
-            dtype,
-            dims: dims.into(),
-            storage: Arc::new(Storage::Bytes(buf)),
-        })
+        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(Storage::Bytes(buf)) })
     }
 
     /// A string tensor.
     pub fn from_strings(dims: &[usize], strings: Vec<Vec<u8>>) -> Result<Tensor, TensorError> {
         let n = count(dims)?;
         if n != strings.len() {
-            return Err(TensorError::ShapeMismatch {
-                expected: n,
-                got: strings.len(),
-                dims: dims.to_vec(),
-            });
+            return Err(TensorError::ShapeMismatch { expected: n, got: strings.len(), dims: dims.to_vec() });
         }
-        Ok(Tensor {
-            dtype: DType::String,
-            dims: dims.into(),
-            storage: Arc::new(Storage::Strings(strings)),
-        })
+        Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Arc::new(Storage::Strings(strings)) })
     }
 
     /// The element type.
@@ -157,17 +129,9 @@ impl Tensor {
     pub fn reshaped(&self, dims: &[usize]) -> Result<Tensor, TensorError> {
         let n = count(dims)?;
         if n != self.len() {
-            return Err(TensorError::ShapeMismatch {
-                expected: self.len(),
-                got: n,
-                dims: dims.to_vec(),
-            });
+            return Err(TensorError::ShapeMismatch { expected: self.len(), got: n, dims: dims.to_vec() });
         }
-        Ok(Tensor {
-            dtype: self.dtype,
-            dims: dims.into(),
-            storage: self.storage.clone(),
-        })
+        Ok(Tensor { dtype: self.dtype, dims: dims.into(), storage: self.storage.clone() })
     }
 
     /// The raw little-endian bytes of a fixed-size dtype.
@@ -182,20 +146,14 @@ impl Tensor {
     pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
         match &*self.storage {
             Storage::Strings(s) => Ok(s),
-            Storage::Bytes(_) => Err(TensorError::WrongDType {
-                expected: DType::String,
-                got: self.dtype,
-            }),
+            Storage::Bytes(_) => Err(TensorError::WrongDType { expected: DType::String, got: self.dtype }),
         }
     }
 
     /// The elements as a typed slice; the dtype must be `T::DTYPE`.
     pub fn as_slice<T: Element>(&self) -> Result<&[T], TensorError> {
         if self.dtype != T::DTYPE {
-            return Err(TensorError::WrongDType {
-                expected: T::DTYPE,
-                got: self.dtype,
-            });
+            return Err(TensorError::WrongDType { expected: T::DTYPE, got: self.dtype });
         }
         let bytes = self.as_bytes()?;
         // SAFETY: the buffer is 64-byte aligned, holds len() elements of T::DTYPE whose size is
@@ -206,18 +164,13 @@ impl Tensor {
     /// The elements, mutably. Copies the buffer first if another tensor shares it.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], TensorError> {
         if self.dtype != T::DTYPE {
-            return Err(TensorError::WrongDType {
-                expected: T::DTYPE,
-                got: self.dtype,
-            });
+            return Err(TensorError::WrongDType { expected: T::DTYPE, got: self.dtype });
         }
         let len = self.len();
         match Arc::make_mut(&mut self.storage) {
             Storage::Bytes(b) => {
                 // SAFETY: as in as_slice; make_mut gave exclusive access.
-                Ok(unsafe {
-                    std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len)
-                })
+                Ok(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
             }
             Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
         }
@@ -233,9 +186,7 @@ impl Tensor {
         match Arc::get_mut(&mut self.storage)? {
             Storage::Bytes(b) => {
                 // SAFETY: as in as_slice; get_mut proved exclusive access.
-                Some(unsafe {
-                    std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len)
-                })
+                Some(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
             }
             Storage::Strings(_) => None,
         }
@@ -246,11 +197,7 @@ impl Tensor {
         let s = self.as_slice::<T>()?;
         match s {
             [v] => Ok(*v),
-            _ => Err(TensorError::ShapeMismatch {
-                expected: 1,
-                got: s.len(),
-                dims: self.dims.to_vec(),
-            }),
+            _ => Err(TensorError::ShapeMismatch { expected: 1, got: s.len(), dims: self.dims.to_vec() }),
         }
     }
 
@@ -278,12 +225,8 @@ impl Tensor {
             DType::Half => join(self.as_slice::<half::f16>().unwrap_or(&[]), max),
             DType::BFloat16 => join(self.as_slice::<half::bf16>().unwrap_or(&[]), max),
             DType::String => {
-                let v: Vec<String> = self
-                    .as_strings()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .collect();
+                let v: Vec<String> =
+                    self.as_strings().unwrap_or(&[]).iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
                 join(&v, max)
             }
             _ => format!("<{} bytes>", self.as_bytes().map(|b| b.len()).unwrap_or(0)),
@@ -307,13 +250,7 @@ impl PartialEq for Tensor {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Tensor<{}{:?}>{}",
-            self.dtype,
-            self.dims.as_slice(),
-            self.preview(8)
-        )
+        write!(f, "Tensor<{}{:?}>{}", self.dtype, self.dims.as_slice(), self.preview(8))
     }
 }
 

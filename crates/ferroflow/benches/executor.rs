@@ -1,0 +1,28 @@
+//! Executor overhead: a chain of 2,000 scalar `Square` ops and a wide graph of 2,000
+//! independent ones. Throughput is reported per op; `scripts/bench_executor.py` runs the same
+//! graphs in TensorFlow side by side.
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferroflow::prelude::*;
+use ferroflow::testing::graphs;
+
+const N: usize = 2000;
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("executor");
+    group.throughput(Throughput::Elements(N as u64));
+    for (name, (graph, fetch)) in [("chain_2000", graphs::chain(N)), ("wide_2000", graphs::wide(N))] {
+        for threads in [1, 2] {
+            let sess =
+                Session::new(graph.clone(), SessionOptions { inter_op_threads: threads, intra_op_threads: 1 }).unwrap();
+            let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
+            let feeds = [Tensor::scalar(1.0f32)];
+            group.bench_function(format!("{name}/inter_op_{threads}"), |b| {
+                b.iter(|| sess.run_plan(&plan, &feeds).unwrap())
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

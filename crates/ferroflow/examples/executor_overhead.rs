@@ -1,0 +1,43 @@
+//! Prints executor overhead in ns/op for the benchmark graphs, as JSON lines:
+//! `cargo run --release --example executor_overhead -- [N] [ITERS] [chain|wide]`.
+//! Used by `scripts/bench_executor.py`, which times the same graphs in TensorFlow.
+use std::time::Instant;
+
+use ferroflow::prelude::*;
+use ferroflow::testing::graphs;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n = args.first().map(|a| a.parse()).transpose()?.unwrap_or(2000);
+    let iters: usize = args.get(1).map(|a| a.parse()).transpose()?.unwrap_or(300);
+    let only = args.get(2).cloned();
+    for (name, (graph, fetch)) in [("chain", graphs::chain(n)), ("wide", graphs::wide(n))] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        for threads in [1, 2] {
+            let sess = Session::new(graph.clone(), SessionOptions { inter_op_threads: threads, intra_op_threads: 1 })?;
+            let plan = sess.plan(&["x:0"], &[&fetch], &[])?;
+            let feeds = [Tensor::scalar(1.0f32)];
+            for _ in 0..iters / 10 + 1 {
+                sess.run_plan(&plan, &feeds)?;
+            }
+            // Median of 7 batches.
+            let mut samples = Vec::new();
+            for _ in 0..7 {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    sess.run_plan(&plan, &feeds)?;
+                }
+                samples.push(t.elapsed().as_nanos() as f64 / iters as f64 / plan.len() as f64);
+            }
+            samples.sort_by(|a, b| a.total_cmp(b));
+            println!(
+                "{{\"graph\": \"{name}\", \"ops\": {}, \"inter_op_threads\": {threads}, \"ns_per_op\": {:.1}}}",
+                plan.len(),
+                samples[3]
+            );
+        }
+    }
+    Ok(())
+}
