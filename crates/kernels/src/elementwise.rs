@@ -23,6 +23,19 @@ fn map_in_place<T: Element>(ctx: &KernelContext, s: &mut [T], f: fn(T) -> T) {
     }
 }
 
+fn map_into<T: Element>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: fn(T) -> T) {
+    if dst.len() >= PARALLEL_MIN && ctx.threads() > 1 {
+        let chunk = dst.len().div_ceil(ctx.threads() * 4);
+        ctx.install(|| {
+            dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| {
+                d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s));
+            })
+        });
+    } else {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = f(*s));
+    }
+}
+
 struct Unary<T> {
     f: fn(T) -> T,
 }
@@ -32,13 +45,13 @@ impl<T: Element> OpKernel for Unary<T> {
         let mut x = inputs.swap_remove(0);
         if let Some(s) = x.try_mut_slice::<T>() {
             map_in_place(ctx, s, self.f);
-            return {
-                outputs.push(x);
-                Ok(())
-            };
+            outputs.push(x);
+            return Ok(());
         }
-        let mut out = x.clone();
-        map_in_place(ctx, out.as_mut_slice::<T>()?, self.f);
+        // Shared input: write a fresh buffer rather than cloning the shared one.
+        let mut out = Tensor::zeros(T::DTYPE, x.dims())?;
+        map_into(ctx, x.as_slice::<T>()?, out.as_mut_slice::<T>()?, self.f);
+        drop(x);
         {
             outputs.push(out);
             Ok(())
