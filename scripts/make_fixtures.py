@@ -167,6 +167,53 @@ def seed_000():
     print(f"seed_000: fetch {out.name} = {value}")
 
 
+def edge_cases():
+    """A GraphDef exercising every AttrValue case and awkward values (not meant to run)."""
+    gd = tf.compat.v1.GraphDef()
+    gd.versions.producer = 2474
+    n = gd.node.add(name="edge/attrs", op="NoOp", device="/job:localhost/replica:0/task:0/device:CPU:0")
+    n.attr["s"].s = bytes(range(256))
+    n.attr["utf8"].s = "ünïcødé ☃".encode()
+    n.attr["i"].i = -(2**63)
+    n.attr["f_nan"].f = float("nan")
+    n.attr["f_inf"].f = float("-inf")
+    n.attr["f_tiny"].f = 1e-40
+    n.attr["f_max"].f = float(np.finfo(np.float32).max)
+    n.attr["b"].b = False
+    n.attr["type"].type = tf.bfloat16.as_datatype_enum
+    n.attr["shape"].shape.unknown_rank = True
+    n.attr["empty_list"].list.SetInParent()
+    n.attr["list"].list.i.extend([0, -1, 2**40])
+    n.attr["list"].list.f.extend([0.5, float("inf")])
+    n.attr["list"].list.s.extend([b"", b"\x00\xff"])
+    n.attr["list"].list.type.extend([tf.float32.as_datatype_enum, tf.string.as_datatype_enum])
+    n.attr["func"].func.name = "f"
+    n.attr["func"].func.attr["T"].type = tf.int64.as_datatype_enum
+    n.attr["placeholder"].placeholder = "T"
+    t = tf.make_tensor_proto(np.array([[1.5, -0.0, np.nan], [np.inf, 1e-45, -3.0]], np.float32))
+    n.attr["tensor"].tensor.CopyFrom(t)
+    n.attr["tensor_str"].tensor.CopyFrom(tf.make_tensor_proto(np.array([b"a", b"\x01\x02"])))
+    n.attr["tensor_half"].tensor.CopyFrom(tf.make_tensor_proto(np.array([1.0, 65504.0], np.float16)))
+    n.attr["tensor_i64"].tensor.CopyFrom(tf.make_tensor_proto(np.int64(-5)))
+    n.experimental_debug_info.original_node_names.append("orig")
+    m = gd.node.add(name="edge/ctrl", op="NoOp", input=["^edge/attrs"])
+    m.experimental_debug_info.SetInParent()
+    fn = gd.library.function.add()
+    fn.signature.name = "f"
+    fn.signature.input_arg.add(name="x", type=tf.float32.as_datatype_enum)
+    fn.signature.output_arg.add(name="y", type=tf.float32.as_datatype_enum)
+    body = fn.node_def.add(name="neg", op="Neg", input=["x"])
+    body.attr["T"].type = tf.float32.as_datatype_enum
+    fn.ret["y"] = "neg:y:0"
+    fn.arg_attr[0].attr["_user_specified_name"].s = b"x"
+    fn.resource_arg_unique_id[0] = 5
+    with open(os.path.join(OUT, "edge.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    with open(os.path.join(OUT, "edge.pbtxt"), "w") as f:
+        f.write(str(gd))
+    print("edge: every AttrValue case, special floats, all byte values, a function library")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -178,6 +225,7 @@ def main():
     array_ops()
     matmul_f64_int()
     seed_000()
+    edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write("# name rtol atol ops...  (written by scripts/make_fixtures.py with TensorFlow "
                 f"{tf.__version__})\n")

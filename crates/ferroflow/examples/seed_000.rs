@@ -1,4 +1,5 @@
 //! Seed 000's program: a = 1, b = 2, c = a + b, d = a + b, out = c * d, run in a session.
+//! `cargo run --example seed_000 -- [GRAPH.pbtxt|GRAPH.pb]` also writes the graph there.
 use ferroflow::prelude::*;
 
 fn main() -> anyhow::Result<()> {
@@ -10,6 +11,10 @@ fn main() -> anyhow::Result<()> {
     let out = s.mul(c, d)?;
     let graph = s.graph();
     let fetch = graph.output_name(out);
+    if let Some(path) = std::env::args().nth(1) {
+        ferroflow::graph::io::write_graph_def(std::path::Path::new(&path), &graph.to_graph_def())?;
+        println!("wrote {path}");
+    }
     let sess = Session::new(graph, SessionOptions::default())?;
     let result = sess.run(&[], &[&fetch], &[])?;
     println!("{fetch} = {}", result[0].scalar_value::<f32>()?);
