@@ -276,6 +276,9 @@ pub fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![Shape::new(out)])
 }
 
+/// Constants up to this many elements are read as values during inference.
+const MAX_CONST_VALUE_ELEMENTS: usize = 64;
+
 /// Infers the output shapes of every node of `graph`; errors name the node.
 pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
     let reg = OpRegistry::global();
@@ -300,7 +303,11 @@ pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
         })?;
         if node.op == "Const" {
             if let Some(attr_value::Value::Tensor(t)) = node.attrs.get("value").and_then(|v| v.value.as_ref()) {
-                values[id] = convert::tensor_from_proto(t).ok().filter(|t| t.len() <= 64);
+                // Only small constants matter here (shapes, axes); never materialise big ones.
+                let small = convert::shape_from_proto(&t.tensor_shape.clone().unwrap_or_default())
+                    .num_elements()
+                    .is_some_and(|n| n <= MAX_CONST_VALUE_ELEMENTS);
+                values[id] = if small { convert::tensor_from_proto(t).ok() } else { None };
             }
         }
         shapes[id] = out;
