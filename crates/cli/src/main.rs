@@ -184,14 +184,7 @@ const MLP_EXPECTED: &[u8] = include_bytes!("../../../fixtures/tf/mlp.expected.np
 
 fn demo() -> Result<()> {
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
-    let s = Scope::new();
-    let a = s.scalar(1.0f32)?;
-    let b = s.scalar(2.0f32)?;
-    let c = s.add(a, b)?;
-    let d = s.add(a, b)?;
-    let out = s.mul(c, d)?;
-    let graph = s.graph();
-    let fetch = graph.output_name(out);
+    let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
     print_nodes(&graph);
     let sess = Session::new(graph, SessionOptions::default())?;
     print_tensor(&fetch, &sess.run(&[], &[&fetch], &[])?[0]);

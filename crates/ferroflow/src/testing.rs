@@ -102,6 +102,20 @@ mod tests {
 pub mod graphs {
     use crate::prelude::*;
 
+    /// Seed 000's program: `a = 1, b = 2, c = a + b, d = a + b, out = c * d` (9 when run).
+    /// Returns the graph and the fetch name (`mul:0`).
+    pub fn seed_000() -> Result<(Graph, String), ferroflow_ops::BuildError> {
+        let s = Scope::new();
+        let a = s.scalar(1.0f32)?;
+        let b = s.scalar(2.0f32)?;
+        let c = s.add(a, b)?;
+        let d = s.add(a, b)?;
+        let out = s.mul(c, d)?;
+        let graph = s.graph();
+        let fetch = graph.output_name(out);
+        Ok((graph, fetch))
+    }
+
     /// `x` (a fed scalar) through a chain of `n` `Square` ops: no parallelism, pure
     /// per-op dispatch cost. Returns the graph and the fetch name.
     pub fn chain(n: usize) -> (Graph, String) {

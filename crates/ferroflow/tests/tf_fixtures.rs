@@ -132,15 +132,9 @@ fn seed_000_from_tensorflow_pbtxt_gives_nine() {
 
 #[test]
 fn seed_000_built_with_the_rust_api_gives_nine() {
-    let s = Scope::new();
-    let a = s.scalar(1.0f32).unwrap();
-    let b = s.scalar(2.0f32).unwrap();
-    let c = s.add(a, b).unwrap();
-    let d = s.add(a, b).unwrap();
-    let out = s.mul(c, d).unwrap();
-    let graph = s.graph();
+    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
     let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
-    assert_eq!(sess.run(&[], &[&graph.output_name(out)], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
+    assert_eq!(sess.run(&[], &[&fetch], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
     // The same node names TensorFlow gives seed 000's graph.
     let tf = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     let ops = |g: &Graph| {
