@@ -1,4 +1,4 @@
-//! A 64-byte-aligned byte buffer, with a per-thread cache of small blocks.
+//! A shared 64-byte-aligned byte buffer, with a per-thread cache of small blocks.
 //!
 //! Aligned allocation is slow in most system allocators (glibc takes its `memalign` path),
 //! and graphs of small ops allocate and free small tensors constantly. Blocks of up to
@@ -7,6 +7,7 @@
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Alignment of every tensor buffer: a cache line, and enough for any SIMD load.
 pub const ALIGNMENT: usize = 64;
@@ -83,49 +84,66 @@ fn free_block(p: NonNull<u8>, block: usize) {
     unsafe { alloc::dealloc(p.as_ptr(), layout) };
 }
 
-/// An owned, 64-byte-aligned byte buffer.
-pub struct AlignedBuf {
-    ptr: NonNull<u8>,
+/// Bytes before the data in each block: the reference count, padded to keep the data
+/// 64-byte aligned.
+const HEADER: usize = ALIGNMENT;
+
+/// A shared, reference-counted, 64-byte-aligned byte buffer: the storage of dense tensors.
+///
+/// Like `Arc<[u8]>`, but the count lives in the same (cached, aligned) block as the data, so a
+/// tensor costs one allocation, usually served from the thread's free list. Cloning shares
+/// the bytes; [`Buffer::get_mut`] gives write access only to the sole owner and
+/// [`Buffer::make_mut`] copies first when the bytes are shared.
+pub struct Buffer {
+    /// Start of the block; the count is at offset 0, the data at `HEADER`.
+    block: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); shared access only
-// hands out `&[u8]`, mutation requires `&mut self`.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: as above; `&AlignedBuf` only allows reads.
-unsafe impl Sync for AlignedBuf {}
+// SAFETY: the bytes are only written through `&mut Buffer` when the count proves this handle
+// is the only one (get_mut/make_mut); the count itself is atomic. So sharing handles across
+// threads is as safe as sharing `Arc<[u8]>`.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; `&Buffer` only allows reads and count increments.
+unsafe impl Sync for Buffer {}
 
-impl AlignedBuf {
+impl Buffer {
+    fn count(&self) -> &AtomicUsize {
+        // SAFETY: the block starts with an initialised AtomicUsize (written in `alloc_len`)
+        // and is 64-byte aligned, which satisfies AtomicUsize's alignment; it lives as long
+        // as any handle.
+        unsafe { &*(self.block.as_ptr() as *const AtomicUsize) }
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: every block is at least HEADER + len bytes long.
+        unsafe { self.block.as_ptr().add(HEADER) }
+    }
+
+    /// A new buffer of `len` zero bytes, with a count of one.
+    fn alloc_len(len: usize) -> Buffer {
+        let total = HEADER.checked_add(len).expect("tensor size fits in isize");
+        let block = alloc_block(block_size(total));
+        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize;
+        // the data bytes are zeroed so reading them is never undefined.
+        unsafe {
+            (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
+            std::ptr::write_bytes(block.as_ptr().add(HEADER), 0, len);
+        }
+        Buffer { block, len }
+    }
+
     /// A zero-filled buffer of `len` bytes. Panics only if `len` overflows `isize`, which the
     /// callers rule out by checking sizes against their input first.
-    pub fn zeroed(len: usize) -> AlignedBuf {
-        Self::uninit_for_overwrite(len)
+    pub fn zeroed(len: usize) -> Buffer {
+        Self::alloc_len(len)
     }
 
     /// A buffer holding a copy of `bytes`.
-    pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {
-        let mut b = Self::uninit_for_overwrite(bytes.len());
-        b.as_mut_slice().copy_from_slice(bytes);
+    pub fn from_bytes(bytes: &[u8]) -> Buffer {
+        let mut b = Self::alloc_len(bytes.len());
+        b.get_mut().expect("a new buffer is unique").copy_from_slice(bytes);
         b
-    }
-
-    /// A buffer whose contents the caller overwrites entirely before reading. It is zeroed
-    /// anyway (reading it is never undefined); the name marks the intent.
-    pub fn uninit_for_overwrite(len: usize) -> AlignedBuf {
-        if len == 0 {
-            return AlignedBuf { ptr: Self::dangling(), len: 0 };
-        }
-        let ptr = alloc_block(block_size(len));
-        // SAFETY: the block is valid for at least `len` writable bytes; zeroing initialises
-        // them before any reference to the memory exists.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
-        AlignedBuf { ptr, len }
-    }
-
-    fn dangling() -> NonNull<u8> {
-        // SAFETY: ALIGNMENT is non-zero, so this is a non-null, suitably aligned address that
-        // is never dereferenced for a non-empty access.
-        unsafe { NonNull::new_unchecked(ALIGNMENT as *mut u8) }
     }
 
     /// Length in bytes.
@@ -140,33 +158,61 @@ impl AlignedBuf {
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len initialised bytes (or dangling with len 0).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The bytes, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in as_slice, and &mut self guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        // SAFETY: the data region holds `len` initialised bytes for as long as this handle
+        // lives, and is not written while shared (see get_mut).
+        unsafe { std::slice::from_raw_parts(self.data(), self.len) }
     }
 
     /// Pointer to the first byte (64-byte aligned).
     pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
+        self.data()
     }
-}
 
-impl Clone for AlignedBuf {
-    fn clone(&self) -> AlignedBuf {
-        AlignedBuf::from_bytes(self.as_slice())
+    /// True when no other handle shares these bytes.
+    pub fn is_unique(&self) -> bool {
+        // Acquire pairs with the Release decrement of handles dropped on other threads, so
+        // their reads of the bytes happen before any write we make next.
+        self.count().load(Ordering::Acquire) == 1
     }
-}
 
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        if self.len != 0 {
-            free_block(self.ptr, block_size(self.len));
+    /// The bytes, mutably, if this is the only handle to them.
+    pub fn get_mut(&mut self) -> Option<&mut [u8]> {
+        if !self.is_unique() {
+            return None;
         }
+        // SAFETY: the count is 1 and we hold this (only) handle mutably, so no other handle
+        // exists or can be created while the borrow lives.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.data(), self.len) })
+    }
+
+    /// The bytes, mutably, copying them into a fresh buffer first if they are shared.
+    pub fn make_mut(&mut self) -> &mut [u8] {
+        if !self.is_unique() {
+            *self = Buffer::from_bytes(self.as_slice());
+        }
+        self.get_mut().expect("unique after copying")
+    }
+}
+
+impl Clone for Buffer {
+    fn clone(&self) -> Buffer {
+        // Relaxed, as in Arc: a new handle can only be made from an existing one.
+        let old = self.count().fetch_add(1, Ordering::Relaxed);
+        if old > isize::MAX as usize {
+            std::process::abort();
+        }
+        Buffer { block: self.block, len: self.len }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if self.count().fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Synchronise with every other handle's Release decrement before freeing.
+        std::sync::atomic::fence(Ordering::Acquire);
+        free_block(self.block, block_size(HEADER + self.len));
     }
 }
 
@@ -175,29 +221,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn aligned_and_zeroed() {
+        for len in [0, 1, 3, 64, 1000, 5000] {
+            let b = Buffer::zeroed(len);
+            assert_eq!(b.as_ptr() as usize % ALIGNMENT, 0);
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+            let c = Buffer::from_bytes(&vec![7u8; len]);
+            assert_eq!(c.clone().as_slice(), vec![7u8; len].as_slice());
+        }
+    }
+
+    #[test]
+    fn sharing_and_copy_on_write() {
+        let mut a = Buffer::from_bytes(&[1, 2, 3]);
+        let b = a.clone();
+        assert!(a.get_mut().is_none());
+        a.make_mut()[0] = 9;
+        assert_eq!(a.as_slice(), &[9, 2, 3]);
+        assert_eq!(b.as_slice(), &[1, 2, 3]);
+        assert!(a.get_mut().is_some());
+        drop(b);
+        let mut c = a.clone();
+        drop(a);
+        assert!(c.get_mut().is_some(), "unique again once the other handle is gone");
+    }
+
+    #[test]
     fn recycled_blocks_come_back_zeroed_and_aligned() {
         for round in 0..3 {
-            let bufs: Vec<AlignedBuf> = (1..300).map(|n| AlignedBuf::from_bytes(&vec![round as u8 + 1; n])).collect();
+            let bufs: Vec<Buffer> = (1..300).map(|n| Buffer::from_bytes(&vec![round as u8 + 1; n])).collect();
             drop(bufs);
             for n in [1, 63, 64, 65, 4096, 4097] {
-                let b = AlignedBuf::zeroed(n);
+                let b = Buffer::zeroed(n);
                 assert_eq!(b.as_ptr() as usize % ALIGNMENT, 0);
                 assert!(b.as_slice().iter().all(|&x| x == 0));
             }
         }
-        // Freed on another thread: its cache takes the block; nothing is lost or doubled.
-        let b = AlignedBuf::from_bytes(&[1, 2, 3]);
-        std::thread::spawn(move || drop(b)).join().unwrap();
     }
 
     #[test]
-    fn aligned_and_zeroed() {
-        for len in [0, 1, 3, 64, 1000] {
-            let b = AlignedBuf::zeroed(len);
-            assert_eq!(b.as_ptr() as usize % ALIGNMENT, 0);
-            assert!(b.as_slice().iter().all(|&x| x == 0));
-            let c = AlignedBuf::from_bytes(&vec![7u8; len]);
-            assert_eq!(c.clone().as_slice(), vec![7u8; len].as_slice());
+    fn handles_shared_across_threads() {
+        let b = Buffer::from_bytes(&[5; 100]);
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let copies: Vec<Buffer> = (0..1000).map(|_| b.clone()).collect();
+                    copies.iter().map(|c| c.as_slice()[99] as usize).sum::<usize>()
+                })
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), 5000);
         }
+        let mut b = b;
+        assert!(b.get_mut().is_some());
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::buffer::AlignedBuf;
+use crate::buffer::Buffer;
 use crate::{DType, Element, TensorError};
 
 /// Concrete dimensions of a tensor (row-major, outermost first).
@@ -12,8 +12,8 @@ pub type Dims = SmallVec<[usize; 4]>;
 
 #[derive(Clone)]
 enum Storage {
-    Bytes(AlignedBuf),
-    Strings(Vec<Vec<u8>>),
+    Bytes(Buffer),
+    Strings(Arc<Vec<Vec<u8>>>),
 }
 
 /// A dense, row-major tensor. Cloning is cheap: the buffer is reference-counted and shared.
@@ -22,7 +22,7 @@ enum Storage {
 pub struct Tensor {
     dtype: DType,
     dims: Dims,
-    storage: Arc<Storage>,
+    storage: Storage,
 }
 
 fn count(dims: &[usize]) -> Result<usize, TensorError> {
@@ -41,12 +41,12 @@ impl Tensor {
                     .checked_mul(size)
                     .filter(|&b| b <= isize::MAX as usize / 2)
                     .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
-                Storage::Bytes(AlignedBuf::zeroed(bytes))
+                Storage::Bytes(Buffer::zeroed(bytes))
             }
-            None if dtype == DType::String => Storage::Strings(vec![Vec::new(); n]),
+            None if dtype == DType::String => Storage::Strings(Arc::new(vec![Vec::new(); n])),
             None => return Err(TensorError::NotDense(dtype)),
         };
-        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(storage) })
+        Ok(Tensor { dtype, dims: dims.into(), storage })
     }
 
     /// A tensor from a vector of elements; `dims` must match its length.
@@ -62,11 +62,7 @@ impl Tensor {
         }
         // SAFETY: T is plain data (Element's contract); viewing its memory as bytes is sound.
         let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
-        Ok(Tensor {
-            dtype: T::DTYPE,
-            dims: dims.into(),
-            storage: Arc::new(Storage::Bytes(AlignedBuf::from_bytes(bytes))),
-        })
+        Ok(Tensor { dtype: T::DTYPE, dims: dims.into(), storage: Storage::Bytes(Buffer::from_bytes(bytes)) })
     }
 
     /// A scalar.
@@ -82,13 +78,13 @@ impl Tensor {
         if n.checked_mul(size) != Some(bytes.len()) {
             return Err(TensorError::ByteLength { dtype, dims: dims.to_vec(), got: bytes.len() });
         }
-        let mut buf = AlignedBuf::from_bytes(bytes);
+        let mut buf = Buffer::from_bytes(bytes);
         if dtype == DType::Bool {
-            for b in buf.as_mut_slice() {
+            for b in buf.make_mut() {
                 *b = (*b != 0) as u8;
             }
         }
-        Ok(Tensor { dtype, dims: dims.into(), storage: Arc::new(Storage::Bytes(buf)) })
+        Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
     }
 
     /// A string tensor.
@@ -97,7 +93,7 @@ impl Tensor {
         if n != strings.len() {
             return Err(TensorError::ShapeMismatch { expected: n, got: strings.len(), dims: dims.to_vec() });
         }
-        Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Arc::new(Storage::Strings(strings)) })
+        Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Storage::Strings(Arc::new(strings)) })
     }
 
     /// The element type.
@@ -136,7 +132,7 @@ impl Tensor {
 
     /// The raw little-endian bytes of a fixed-size dtype.
     pub fn as_bytes(&self) -> Result<&[u8], TensorError> {
-        match &*self.storage {
+        match &self.storage {
             Storage::Bytes(b) => Ok(b.as_slice()),
             Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
         }
@@ -144,7 +140,7 @@ impl Tensor {
 
     /// The strings of a `String` tensor.
     pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
-        match &*self.storage {
+        match &self.storage {
             Storage::Strings(s) => Ok(s),
             Storage::Bytes(_) => Err(TensorError::WrongDType { expected: DType::String, got: self.dtype }),
         }
@@ -167,10 +163,10 @@ impl Tensor {
             return Err(TensorError::WrongDType { expected: T::DTYPE, got: self.dtype });
         }
         let len = self.len();
-        match Arc::make_mut(&mut self.storage) {
+        match &mut self.storage {
             Storage::Bytes(b) => {
                 // SAFETY: as in as_slice; make_mut gave exclusive access.
-                Ok(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
+                Ok(unsafe { std::slice::from_raw_parts_mut(b.make_mut().as_mut_ptr() as *mut T, len) })
             }
             Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
         }
@@ -183,10 +179,10 @@ impl Tensor {
             return None;
         }
         let len = self.len();
-        match Arc::get_mut(&mut self.storage)? {
+        match &mut self.storage {
             Storage::Bytes(b) => {
                 // SAFETY: as in as_slice; get_mut proved exclusive access.
-                Some(unsafe { std::slice::from_raw_parts_mut(b.as_mut_slice().as_mut_ptr() as *mut T, len) })
+                Some(unsafe { std::slice::from_raw_parts_mut(b.get_mut()?.as_mut_ptr() as *mut T, len) })
             }
             Storage::Strings(_) => None,
         }
@@ -240,7 +236,7 @@ impl PartialEq for Tensor {
     fn eq(&self, other: &Tensor) -> bool {
         self.dtype == other.dtype
             && self.dims == other.dims
-            && match (&*self.storage, &*other.storage) {
+            && match (&self.storage, &other.storage) {
                 (Storage::Bytes(a), Storage::Bytes(b)) => a.as_slice() == b.as_slice(),
                 (Storage::Strings(a), Storage::Strings(b)) => a == b,
                 _ => false,
