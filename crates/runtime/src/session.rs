@@ -134,6 +134,22 @@ mod tests {
     }
 
     #[test]
+    fn plans_are_compiled_once_per_signature() {
+        let (g, out) = seed_000();
+        let sess = Session::new(g, SessionOptions::default()).unwrap();
+        let p1 = sess.plan(&[], &[&out], &[]).unwrap();
+        let p2 = sess.plan(&[], &[&out], &[]).unwrap();
+        assert!(Arc::ptr_eq(&p1, &p2));
+        let p3 = sess.plan(&["add:0"], &[&out], &[]).unwrap();
+        assert!(!Arc::ptr_eq(&p1, &p3));
+        // Feeding add:0 prunes node add; the constants still feed add_1.
+        assert_eq!(p1.len(), 5);
+        assert_eq!(p3.len(), 4);
+        let r = sess.run_plan(&p3, &[Tensor::scalar(10.0f32)]).unwrap();
+        assert_eq!(r[0].scalar_value::<f32>().unwrap(), 30.0);
+    }
+
+    #[test]
     fn seed_000_is_nine() {
         let (g, out) = seed_000();
         for threads in [1, 2] {
