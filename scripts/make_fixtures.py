@@ -96,6 +96,8 @@ def reductions():
                 r.Sum(input=x, axis=tf.constant([0, 1, 2], tf.int64), keep_dims=False),
                 r.Sum(input=xi, axis=[0], keep_dims=False), r.Mean(input=xi, axis=[1], keep_dims=True),
                 r.Max(input=xi, axis=[1], keep_dims=False),
+                r.Min(input=x, axis=[2], keep_dims=False), r.Prod(input=xi, axis=[1], keep_dims=True),
+                r.Prod(input=x, axis=[0], keep_dims=False),
                 r.ArgMax(input=x, dimension=2, output_type=tf.int64),
                 r.ArgMax(input=xi, dimension=0, output_type=tf.int32)]
 
@@ -147,6 +149,40 @@ def matmul_f64_int():
     save("matmul_mixed", f, specs, [rng.normal(size=(3, 3)), rng.normal(size=(3, 3)),
                                     rng.integers(-4, 5, (2, 3)).astype(np.int32),
                                     rng.integers(-4, 5, (4, 3)).astype(np.int32)])
+
+
+def math_ops():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, y, i, j, b, c, v):
+        return [
+            r.Relu6(features=x * 3.0), r.Elu(features=x), r.Selu(features=x), r.Softplus(features=x * 10.0),
+            r.LeakyRelu(features=x, alpha=0.1), r.LeakyRelu(features=x), r.Erf(x=x), r.Sign(x=x), r.Sign(x=i),
+            r.Floor(x=x), r.Ceil(x=x), r.Round(x=x), r.Reciprocal(x=y), r.Log1p(x=r.Abs(x=x)), r.Expm1(x=x),
+            r.Sin(x=x), r.Cos(x=x),
+            r.Pow(x=r.Abs(x=x), y=y), r.Pow(x=i, y=r.Abs(x=j)), r.FloorMod(x=x, y=y), r.FloorMod(x=i, y=j),
+            r.FloorDiv(x=x, y=y), r.FloorDiv(x=i, y=j), r.SquaredDifference(x=x, y=y), r.SquaredDifference(x=i, y=j),
+            r.GreaterEqual(x=x, y=y), r.Less(x=x, y=y), r.LessEqual(x=i, y=j), r.NotEqual(x=x, y=y), r.NotEqual(x=b, y=c),
+            r.LogicalAnd(x=b, y=c), r.LogicalOr(x=b, y=c), r.LogicalNot(x=b),
+            r.Select(condition=b, x=x, y=-x), r.Select(condition=v, x=x, y=x * 2.0),
+            r.SelectV2(condition=c, t=x, e=y), r.SelectV2(condition=r.Less(x=y, y=1.0), t=i, e=j),
+            r.AddN(inputs=[x, x, y * 0.0 + x]), r.AddN(inputs=[i]), r.Rank(input=x), r.Size(input=x, out_type=tf.int64),
+            r.ArgMin(input=x, dimension=1, output_type=tf.int32), r.ArgMin(input=i, dimension=0),
+            r.All(input=b, axis=[1], keep_dims=False), r.Any(input=b, axis=[0, 1], keep_dims=True),
+            r.StopGradient(input=x), r.PreventGradient(input=x, message="no"), r.Snapshot(input=i),
+        ]
+
+    x = np.array([[0.5, 1.5, 2.5, -0.5], [-1.5, -2.25, 3.7, 0.0], [1.0, -3.0, 0.1, 2.0]], np.float32)
+    y = np.array([0.5, 2.0, 1.5, 3.0], np.float32)
+    i = np.array([[7, -7, 9, 0], [-9, 4, 3, -1], [2, 5, -6, 8]], np.int32)
+    j = np.array([[2, 3, -2, 5], [4, -3, 2, 1], [3, 2, 2, -4]], np.int32)
+    b = np.array([[True, False, True, True], [False, False, True, False], [True, True, True, True]])
+    c = np.array([[False, False, True, True], [True, False, False, True], [True, True, False, False]])
+    v = np.array([True, False, True])
+    specs = [tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=n) for a, n in
+             [(x, "x"), (y, "y"), (i, "i"), (j, "j"), (b, "b"), (c, "c"), (v, "v")]]
+    save("math_ops", f, specs, [x, y, i, j, b, c, v])
 
 
 def seed_000():
@@ -224,6 +260,7 @@ def main():
     reductions()
     array_ops()
     matmul_f64_int()
+    math_ops()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

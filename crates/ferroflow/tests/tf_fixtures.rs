@@ -119,6 +119,15 @@ fn fixtures_cover_every_core_op() {
 }
 
 #[test]
+fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
+    let covered: std::collections::BTreeSet<String> = fixtures().into_iter().flat_map(|f| f.ops).collect();
+    let kernels = ferroflow::kernels::KernelRegistry::global().ops();
+    let missing: Vec<&str> = kernels.iter().copied().filter(|op| !covered.contains(*op)).collect();
+    assert!(missing.is_empty(), "kernels without a TensorFlow fixture: {missing:?}");
+    println!("{} op types have CPU kernels, all checked against TensorFlow", kernels.len());
+}
+
+#[test]
 fn seed_000_from_tensorflow_pbtxt_gives_nine() {
     let g = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     let expected = npy::read_npz(&fixtures_dir().join("seed_000.expected.npz")).unwrap();

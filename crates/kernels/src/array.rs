@@ -162,6 +162,28 @@ impl OpKernel for Reshape {
     }
 }
 
+struct Rank;
+impl OpKernel for Rank {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        outputs.push(Tensor::scalar(inputs[0].rank() as i32));
+        Ok(())
+    }
+}
+
+struct Size(DType);
+impl OpKernel for Size {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let n = inputs[0].len();
+        outputs.push(match self.0 {
+            DType::Int64 => Tensor::scalar(n as i64),
+            _ => Tensor::scalar(
+                i32::try_from(n).map_err(|_| invalid(format!("size {n} does not fit int32; use out_type=int64")))?,
+            ),
+        });
+        Ok(())
+    }
+}
+
 struct ShapeOp(DType);
 impl OpKernel for ShapeOp {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
@@ -407,12 +429,14 @@ impl OpKernel for Concat {
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Const", "", &[], k_const);
     r.register("Placeholder", "", &[], k_placeholder);
-    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient"] {
+    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient", "PreventGradient"] {
         r.register(op, "", &[], |_| Ok(Box::new(Forward)));
     }
     r.register("NoOp", "", &[], |_| Ok(Box::new(NoOp)));
     r.register("BiasAdd", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_bias_add);
     r.register("Reshape", "", &[], |_| Ok(Box::new(Reshape)));
+    r.register("Rank", "", &[], |_| Ok(Box::new(Rank)));
+    r.register("Size", "", &[], |d| Ok(Box::new(Size(d.dtype("out_type")?))));
     r.register("Shape", "", &[], |d| Ok(Box::new(ShapeOp(d.dtype("out_type")?))));
     r.register("ExpandDims", "", &[], |_| Ok(Box::new(ExpandDims)));
     r.register("Squeeze", "", &[], |d| Ok(Box::new(Squeeze(d.ints("squeeze_dims")))));

@@ -7,9 +7,10 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 
 use DType::{Double, Float as F32, Int32, Int64};
 
-const FLOATS: &[DType] = &[F32, Double];
-const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
-const EQUALITY: &[DType] = &[F32, Double, Int32, Int64, DType::Bool, DType::UInt8, DType::Int8, DType::Int16];
+pub(crate) const FLOATS: &[DType] = &[F32, Double];
+pub(crate) const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
+pub(crate) const EQUALITY: &[DType] =
+    &[F32, Double, Int32, Int64, DType::Bool, DType::UInt8, DType::Int8, DType::Int16];
 
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
@@ -36,8 +37,8 @@ fn map_into<T: Element>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: fn(T) 
     }
 }
 
-struct Unary<T> {
-    f: fn(T) -> T,
+pub(crate) struct Unary<T> {
+    pub(crate) f: fn(T) -> T,
 }
 
 impl<T: Element> OpKernel for Unary<T> {
@@ -98,15 +99,6 @@ fn sigmoid<T: Float>(x: T) -> T {
     T::ONE / (T::ONE + (-x).exp())
 }
 
-macro_rules! dispatch {
-    ($d:expr, $name:expr, [$($dt:ident => $t:ty),*], |$T:ident| $make:expr) => {
-        match $d {
-            $(DType::$dt => { type $T = $t; $make })*
-            other => Err(invalid(format!("no kernel for {} with T={other}", $name))),
-        }
-    };
-}
-
 macro_rules! unary_float {
     ($($fname:ident => $f:ident),*) => {$(
         fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -128,7 +120,7 @@ macro_rules! unary_numeric {
 unary_numeric!(k_abs => abs, k_neg => neg, k_square => square, k_relu => relu);
 
 /// Strides of `dims` laid out in `out`'s (right-aligned) index space; 0 on broadcast axes.
-fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; out.len()];
     let mut s = 1;
     for i in (0..dims.len()).rev() {
@@ -179,13 +171,13 @@ pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
     }
 }
 
-fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
+pub(crate) fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
     broadcast_dims(a.dims(), b.dims())
         .ok_or_else(|| invalid(format!("Incompatible shapes: {:?} vs. {:?}", a.dims(), b.dims())))
 }
 
-struct Binary<T> {
-    f: fn(T, T) -> T,
+pub(crate) struct Binary<T> {
+    pub(crate) f: fn(T, T) -> T,
 }
 
 impl<T: Element> OpKernel for Binary<T> {
@@ -310,8 +302,8 @@ fn k_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64], |T| Ok(Box::new(Binary::<T> { f: div::<T> }) as Box<dyn OpKernel>))
 }
 
-struct Compare<T> {
-    f: fn(T, T) -> bool,
+pub(crate) struct Compare<T> {
+    pub(crate) f: fn(T, T) -> bool,
 }
 
 impl<T: Element> OpKernel for Compare<T> {

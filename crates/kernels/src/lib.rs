@@ -3,12 +3,24 @@
 //! serves the executor, op-by-op (eager) calls through [`run_op`], and constant folding.
 #![warn(missing_docs)]
 
+/// Matches a dtype to a Rust type and evaluates `$make` with `$T` bound to it.
+macro_rules! dispatch {
+    ($d:expr, $name:expr, [$($dt:ident => $t:ty),*], |$T:ident| $make:expr) => {
+        match $d {
+            $(DType::$dt => { type $T = $t; $make })*
+            other => Err(invalid(format!("no kernel for {} with T={other}", $name))),
+        }
+    };
+}
+
 mod array;
 mod cast;
 mod elementwise;
+mod math;
 mod matmul;
 mod numeric;
 mod reduce;
+mod select;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -178,10 +190,19 @@ impl KernelRegistry {
             array::register(&mut r);
             cast::register(&mut r);
             elementwise::register(&mut r);
+            math::register(&mut r);
             matmul::register(&mut r);
+            select::register(&mut r);
             reduce::register(&mut r);
             r
         })
+    }
+
+    /// Every op with at least one kernel, sorted.
+    pub fn ops(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.by_op.keys().copied().collect();
+        v.sort();
+        v
     }
 
     /// True if some kernel is registered for `op`.

@@ -69,10 +69,36 @@ macro_rules! float_num {
             fn ln(self) -> Self { <$t>::ln(self) }
             fn sqrt(self) -> Self { <$t>::sqrt(self) }
             fn tanh(self) -> Self { <$t>::tanh(self) }
+            fn floor(self) -> Self { <$t>::floor(self) }
+            fn ceil(self) -> Self { <$t>::ceil(self) }
+            fn round_even(self) -> Self { <$t>::round_ties_even(self) }
+            fn ln_1p(self) -> Self { <$t>::ln_1p(self) }
+            fn exp_m1(self) -> Self { <$t>::exp_m1(self) }
+            fn sin(self) -> Self { <$t>::sin(self) }
+            fn cos(self) -> Self { <$t>::cos(self) }
+            fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
+            fn rem(self, o: Self) -> Self { self % o }
+            fn from_f64(v: f64) -> Self { v as $t }
         }
     )*};
 }
 float_num!(f32, f64);
+
+/// The error function, per float type.
+pub trait Erf {
+    /// erf(x).
+    fn erf(self) -> Self;
+}
+impl Erf for f32 {
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+impl Erf for f64 {
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
 
 /// Floating-point element types.
 pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Self> {
@@ -84,4 +110,24 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn sqrt(self) -> Self;
     /// Hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// Round down.
+    fn floor(self) -> Self;
+    /// Round up.
+    fn ceil(self) -> Self;
+    /// Round half to even (TensorFlow's `Round`).
+    fn round_even(self) -> Self;
+    /// ln(1 + x).
+    fn ln_1p(self) -> Self;
+    /// e^x - 1.
+    fn exp_m1(self) -> Self;
+    /// Sine.
+    fn sin(self) -> Self;
+    /// Cosine.
+    fn cos(self) -> Self;
+    /// x^e.
+    fn powf(self, e: Self) -> Self;
+    /// C `fmod`.
+    fn rem(self, o: Self) -> Self;
+    /// From an f64 constant.
+    fn from_f64(v: f64) -> Self;
 }

@@ -107,6 +107,19 @@ impl<T: Num> OpKernel for Reduce<T> {
     }
 }
 
+/// `All`/`Any`: min/max over the bools viewed as 0/1 bytes.
+struct BoolReduce(Reduce<u8>);
+impl OpKernel for BoolReduce {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        inputs[0] = Tensor::from_bytes(DType::UInt8, x.dims(), x.as_bytes()?)?;
+        self.0.compute(ctx, inputs, outputs)?;
+        let r = outputs.pop().expect("one output");
+        outputs.push(Tensor::from_bytes(DType::Bool, r.dims(), r.as_bytes()?)?);
+        Ok(())
+    }
+}
+
 fn make_reduce<T: Num>(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     Ok(Box::new(Reduce::<T> { kind, keep_dims: d.bool("keep_dims")?, _t: Default::default() }))
 }
@@ -122,6 +135,8 @@ fn reduce_factory(kind: Reduction, d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 struct ArgMax<T, I> {
+    /// ArgMin when true.
+    min: bool,
     _t: std::marker::PhantomData<(T, I)>,
 }
 
@@ -147,7 +162,8 @@ impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
                 let base = o * n * inner + i;
                 let mut best = 0;
                 for j in 1..n {
-                    if src[base + j * inner] > src[base + best * inner] {
+                    let (v, b) = (src[base + j * inner], src[base + best * inner]);
+                    if (!self.min && v > b) || (self.min && v < b) {
                         best = j;
                     }
                 }
@@ -163,9 +179,10 @@ impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
 }
 
 fn argmax_for<T: Num>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let min = d.def.name == "ArgMin";
     match d.dtype("output_type")? {
-        DType::Int32 => Ok(Box::new(ArgMax::<T, i32> { _t: Default::default() })),
-        DType::Int64 => Ok(Box::new(ArgMax::<T, i64> { _t: Default::default() })),
+        DType::Int32 => Ok(Box::new(ArgMax::<T, i32> { min, _t: Default::default() })),
+        DType::Int64 => Ok(Box::new(ArgMax::<T, i64> { min, _t: Default::default() })),
         t => Err(invalid(format!("ArgMax output_type {t} is not supported"))),
     }
 }
@@ -236,6 +253,21 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Min", "T", NUMERIC, |d| reduce_factory(Reduction::Min, d));
     r.register("Prod", "T", NUMERIC, |d| reduce_factory(Reduction::Prod, d));
     r.register("ArgMax", "T", NUMERIC, k_argmax);
+    r.register("ArgMin", "T", NUMERIC, k_argmax);
+    r.register("All", "", &[], |d| {
+        Ok(Box::new(BoolReduce(Reduce::<u8> {
+            kind: Reduction::Min,
+            keep_dims: d.bool("keep_dims")?,
+            _t: Default::default(),
+        })))
+    });
+    r.register("Any", "", &[], |d| {
+        Ok(Box::new(BoolReduce(Reduce::<u8> {
+            kind: Reduction::Max,
+            keep_dims: d.bool("keep_dims")?,
+            _t: Default::default(),
+        })))
+    });
     r.register("Softmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, false));
     r.register("LogSoftmax", "T", &[DType::Float, DType::Double], |d| k_softmax_impl(d, true));
 }

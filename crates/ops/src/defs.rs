@@ -2,9 +2,48 @@
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
-const UNARY: &[&str] =
-    &["Abs", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Relu", "Softmax", "LogSoftmax"];
-const BINARY: &[&str] = &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"];
+const UNARY: &[&str] = &[
+    "Abs",
+    "Neg",
+    "Square",
+    "Sqrt",
+    "Rsqrt",
+    "Exp",
+    "Log",
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "Softmax",
+    "LogSoftmax",
+    "Relu6",
+    "Elu",
+    "Selu",
+    "Softplus",
+    "Erf",
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Reciprocal",
+    "Log1p",
+    "Expm1",
+    "Sin",
+    "Cos",
+];
+const BINARY: &[&str] = &[
+    "Add",
+    "AddV2",
+    "Sub",
+    "Mul",
+    "RealDiv",
+    "Maximum",
+    "Minimum",
+    "Pow",
+    "FloorMod",
+    "FloorDiv",
+    "SquaredDifference",
+];
+const COMPARE: &[&str] = &["Greater", "GreaterEqual", "Less", "LessEqual"];
 const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
 
 /// All op definitions.
@@ -63,7 +102,73 @@ pub fn all() -> Vec<OpDef> {
             .attr("incompatible_shape_error: bool = true")
             .shape(s::broadcast)
             .build(),
-        op("Greater").input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build(),
+        op("NotEqual")
+            .input("x: T")
+            .input("y: T")
+            .output("z: bool")
+            .attr("T: type")
+            .attr("incompatible_shape_error: bool = true")
+            .shape(s::broadcast)
+            .build(),
+        op("LogicalAnd").input("x: bool").input("y: bool").output("z: bool").shape(s::broadcast).build(),
+        op("LogicalOr").input("x: bool").input("y: bool").output("z: bool").shape(s::broadcast).build(),
+        op("LogicalNot").input("x: bool").output("y: bool").shape(s::unchanged).build(),
+        op("LeakyRelu")
+            .input("features: T")
+            .output("activations: T")
+            .attr("alpha: float = 0.2")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .build(),
+        op("Select")
+            .input("condition: bool")
+            .input("t: T")
+            .input("e: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::select)
+            .build(),
+        op("SelectV2")
+            .input("condition: bool")
+            .input("t: T")
+            .input("e: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::select_v2)
+            .build(),
+        op("AddN")
+            .input("inputs: N * T")
+            .output("sum: T")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .build(),
+        op("PreventGradient")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("message: string = ''")
+            .shape(s::unchanged)
+            .build(),
+        op("StopGradient").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
+        op("Snapshot").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
+        op("Rank").input("input: T").output("output: int32").attr("T: type").shape(s::scalar).build(),
+        op("Size")
+            .input("input: T")
+            .output("output: out_type")
+            .attr("T: type")
+            .attr("out_type: {int32, int64} = DT_INT32")
+            .shape(s::scalar)
+            .build(),
+        op("ArgMin")
+            .input("input: T")
+            .input("dimension: Tidx")
+            .output("output: output_type")
+            .attr("T: type")
+            .attr("Tidx: {int16, int32, int64} = DT_INT32")
+            .attr("output_type: {int16, uint16, int32, int64} = DT_INT64")
+            .shape(s::arg_reduce)
+            .build(),
         op("Cast")
             .input("x: SrcT")
             .output("y: DstT")
@@ -134,11 +239,26 @@ pub fn all() -> Vec<OpDef> {
         let input = if name.ends_with("Softmax") { "logits: T" } else { "x: T" };
         let output = if name.ends_with("Softmax") { "softmax: T" } else { "y: T" };
         let (input, output) = match *name {
-            "Relu" => ("features: T", "activations: T"),
+            "Relu" | "Relu6" | "Elu" | "Selu" | "Softplus" => ("features: T", "activations: T"),
             "LogSoftmax" => (input, "logsoftmax: T"),
             _ => (input, output),
         };
         v.push(op(name).input(input).output(output).attr("T: type").shape(s::unchanged).build());
+    }
+    for name in COMPARE {
+        v.push(op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build());
+    }
+    for name in ["All", "Any"] {
+        v.push(
+            op(name)
+                .input("input: bool")
+                .input("reduction_indices: Tidx")
+                .output("output: bool")
+                .attr("keep_dims: bool = false")
+                .attr("Tidx: {int32, int64} = DT_INT32")
+                .shape(s::reduce)
+                .build(),
+        );
     }
     for name in BINARY {
         v.push(op(name).input("x: T").input("y: T").output("z: T").attr("T: type").shape(s::broadcast).build());

@@ -68,6 +68,36 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![s])
 }
 
+/// `SelectV2`: the broadcast of condition, then and else.
+pub fn select_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let te = c.inputs[1]
+        .broadcast(&c.inputs[2])
+        .ok_or_else(|| format!("shapes {} and {} are incompatible for broadcasting", c.inputs[1], c.inputs[2]))?;
+    let all = c.inputs[0]
+        .broadcast(&te)
+        .ok_or_else(|| format!("condition shape {} does not broadcast with {te}", c.inputs[0]))?;
+    Ok(vec![all])
+}
+
+/// `Select` (v1): `t` and `e` have one shape; the condition matches it or is a vector over
+/// its first dimension.
+pub fn select(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (cond, t, e) = (&c.inputs[0], &c.inputs[1], &c.inputs[2]);
+    if let (Some(td), Some(ed)) = (t.dims(), e.dims()) {
+        let same = td.len() == ed.len() && td.iter().zip(ed).all(|(a, b)| a.is_none() || b.is_none() || a == b);
+        if !same {
+            return Err(format!("'then' and 'else' must have the same shape, got {t} and {e}"));
+        }
+    }
+    if let (Some(cd), Some(td)) = (cond.dims(), t.dims()) {
+        let row_vector = cd.len() == 1 && !td.is_empty();
+        if cd.len() != td.len() && !row_vector {
+            return Err(format!("condition shape {cond} must equal {t} or be a vector over its first dimension"));
+        }
+    }
+    Ok(vec![if t.rank().is_some() { t.clone() } else { e.clone() }])
+}
+
 /// A scalar output.
 pub fn scalar(_: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![Shape::scalar()])

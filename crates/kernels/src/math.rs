@@ -1,0 +1,331 @@
+//! More elementwise math: activations (Relu6, Elu, Selu, Softplus, LeakyRelu), rounding,
+//! Erf, trigonometry, Pow, floor division and modulo, comparisons and logical ops.
+use ferroflow_tensor::DType;
+
+use crate::elementwise::{Binary, Compare, Unary, EQUALITY, FLOATS, NUMERIC};
+use crate::numeric::{Erf, Float, Num};
+use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+fn relu6<T: Float>(x: T) -> T {
+    let six = T::from_f64(6.0);
+    if x < T::ZERO {
+        T::ZERO
+    } else if x > six {
+        six
+    } else {
+        x
+    }
+}
+fn elu<T: Float>(x: T) -> T {
+    if x < T::ZERO {
+        x.exp_m1()
+    } else {
+        x
+    }
+}
+fn selu<T: Float>(x: T) -> T {
+    let scale = T::from_f64(1.050_700_987_355_480_5);
+    let alpha = T::from_f64(1.673_263_242_354_377_3);
+    if x < T::ZERO {
+        scale * alpha * x.exp_m1()
+    } else {
+        scale * x
+    }
+}
+/// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x).
+fn softplus<T: Float>(x: T) -> T {
+    let eps = if T::DTYPE == DType::Float { f32::EPSILON as f64 } else { f64::EPSILON };
+    let threshold = T::from_f64(eps.ln() + 2.0);
+    if x > -threshold {
+        x
+    } else if x < threshold {
+        x.exp()
+    } else {
+        x.exp().ln_1p()
+    }
+}
+fn erf<T: Float + Erf>(x: T) -> T {
+    x.erf()
+}
+fn sign<T: Num>(x: T) -> T {
+    if x.is_nan() {
+        x
+    } else if x > T::ZERO {
+        T::ONE
+    } else if x < T::ZERO {
+        T::ONE.neg()
+    } else {
+        T::ZERO
+    }
+}
+fn floor<T: Float>(x: T) -> T {
+    x.floor()
+}
+fn ceil<T: Float>(x: T) -> T {
+    x.ceil()
+}
+fn round<T: Float>(x: T) -> T {
+    x.round_even()
+}
+fn reciprocal<T: Float>(x: T) -> T {
+    T::ONE / x
+}
+fn log1p<T: Float>(x: T) -> T {
+    x.ln_1p()
+}
+fn expm1<T: Float>(x: T) -> T {
+    x.exp_m1()
+}
+fn sin<T: Float>(x: T) -> T {
+    x.sin()
+}
+fn cos<T: Float>(x: T) -> T {
+    x.cos()
+}
+
+macro_rules! float_unary {
+    ($($fname:ident => $f:ident),*) => {$(
+        fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+            dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+                |T| Ok(Box::new(Unary::<T> { f: $f::<T> }) as Box<dyn OpKernel>))
+        }
+    )*};
+}
+float_unary!(k_relu6 => relu6, k_elu => elu, k_selu => selu, k_softplus => softplus, k_erf => erf,
+    k_floor => floor, k_ceil => ceil, k_round => round, k_reciprocal => reciprocal, k_log1p => log1p,
+    k_expm1 => expm1, k_sin => sin, k_cos => cos);
+
+fn k_sign(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(Unary::<T> { f: sign::<T> }) as Box<dyn OpKernel>))
+}
+
+struct LeakyRelu<T> {
+    alpha: T,
+}
+impl<T: Float> OpKernel for LeakyRelu<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let mut x = inputs.swap_remove(0);
+        let a = self.alpha;
+        x.as_mut_slice::<T>()?.iter_mut().for_each(|v| {
+            if *v < T::ZERO {
+                *v = *v * a
+            }
+        });
+        outputs.push(x);
+        Ok(())
+    }
+}
+fn k_leaky_relu(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let alpha = match d.def.attr(d.attrs, "alpha").and_then(|v| v.value.as_ref()) {
+        Some(ferroflow_proto::attr_value::Value::F(f)) => *f as f64,
+        _ => return Err(invalid(format!("node '{}': attr 'alpha' must be a float", d.name))),
+    };
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(LeakyRelu::<T> { alpha: T::from_f64(alpha) }) as Box<dyn OpKernel>))
+}
+
+fn squared_difference<T: Num>(a: T, b: T) -> T {
+    let d = a.sub_w(b);
+    d.mul_w(d)
+}
+fn pow_f<T: Float>(a: T, b: T) -> T {
+    a.powf(b)
+}
+fn floor_div_f<T: Float>(a: T, b: T) -> T {
+    (a / b).floor()
+}
+fn floor_mod_f<T: Float>(a: T, b: T) -> T {
+    let r = a.rem(b);
+    if r != T::ZERO && ((r < T::ZERO) != (b < T::ZERO)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+/// Integer ops that need a check of the right operand before running (division by zero,
+/// negative exponents), as TensorFlow's integer kernels do.
+trait IntOps: Num {
+    fn floor_div(a: Self, b: Self) -> Self;
+    fn floor_mod(a: Self, b: Self) -> Self;
+    fn pow(a: Self, b: Self) -> Self;
+    fn is_negative(self) -> bool;
+}
+macro_rules! int_ops {
+    ($($t:ty),*) => {$(
+        impl IntOps for $t {
+            fn floor_div(a: Self, b: Self) -> Self {
+                let q = a.wrapping_div(b);
+                if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q }
+            }
+            fn floor_mod(a: Self, b: Self) -> Self {
+                let r = a.wrapping_rem(b);
+                if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r }
+            }
+            fn pow(a: Self, b: Self) -> Self {
+                a.wrapping_pow(b as u32)
+            }
+            fn is_negative(self) -> bool { self < 0 }
+        }
+    )*};
+}
+int_ops!(i32, i64);
+
+/// An integer binary op whose right operand must hold no zero (division) or no negative
+/// value (power).
+struct CheckedInt<T: IntOps> {
+    inner: Binary<T>,
+    reject: fn(T) -> bool,
+    message: &'static str,
+}
+impl<T: IntOps> OpKernel for CheckedInt<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        if inputs[1].as_slice::<T>()?.iter().any(|&v| (self.reject)(v)) {
+            return Err(invalid(self.message));
+        }
+        self.inner.compute(ctx, inputs, outputs)
+    }
+}
+
+fn is_zero<T: Num>(v: T) -> bool {
+    v == T::ZERO
+}
+fn is_negative<T: IntOps>(v: T) -> bool {
+    v.is_negative()
+}
+
+fn k_floor_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(Binary::<f32> { f: floor_div_f })),
+        DType::Double => Ok(Box::new(Binary::<f64> { f: floor_div_f })),
+        DType::Int32 => Ok(int_checked::<i32>(T_FLOOR_DIV)),
+        DType::Int64 => Ok(int_checked::<i64>(T_FLOOR_DIV)),
+        t => Err(invalid(format!("no FloorDiv kernel for {t}"))),
+    }
+}
+fn k_floor_mod(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(Binary::<f32> { f: floor_mod_f })),
+        DType::Double => Ok(Box::new(Binary::<f64> { f: floor_mod_f })),
+        DType::Int32 => Ok(int_checked::<i32>(T_FLOOR_MOD)),
+        DType::Int64 => Ok(int_checked::<i64>(T_FLOOR_MOD)),
+        t => Err(invalid(format!("no FloorMod kernel for {t}"))),
+    }
+}
+fn k_pow(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(Binary::<f32> { f: pow_f })),
+        DType::Double => Ok(Box::new(Binary::<f64> { f: pow_f })),
+        DType::Int32 => Ok(int_checked::<i32>(T_POW)),
+        DType::Int64 => Ok(int_checked::<i64>(T_POW)),
+        t => Err(invalid(format!("no Pow kernel for {t}"))),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum IntKind {
+    FloorDiv,
+    FloorMod,
+    Pow,
+}
+const T_FLOOR_DIV: IntKind = IntKind::FloorDiv;
+const T_FLOOR_MOD: IntKind = IntKind::FloorMod;
+const T_POW: IntKind = IntKind::Pow;
+
+fn int_checked<T: IntOps>(kind: IntKind) -> Box<dyn OpKernel> {
+    let (f, reject, message): (fn(T, T) -> T, fn(T) -> bool, &'static str) = match kind {
+        IntKind::FloorDiv => (T::floor_div, is_zero::<T>, "Integer division by zero"),
+        IntKind::FloorMod => (T::floor_mod, is_zero::<T>, "Integer division by zero"),
+        IntKind::Pow => (T::pow, is_negative::<T>, "Integers to negative integer powers are not allowed"),
+    };
+    Box::new(CheckedInt { inner: Binary { f }, reject, message })
+}
+
+fn k_squared_difference(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(Binary::<T> { f: squared_difference::<T> }) as Box<dyn OpKernel>))
+}
+
+fn ge<T: PartialOrd>(a: T, b: T) -> bool {
+    a >= b
+}
+fn lt<T: PartialOrd>(a: T, b: T) -> bool {
+    a < b
+}
+fn le<T: PartialOrd>(a: T, b: T) -> bool {
+    a <= b
+}
+fn ne<T: PartialEq>(a: T, b: T) -> bool {
+    a != b
+}
+
+fn compare_factory(
+    d: &NodeDesc,
+    f32f: fn(f32, f32) -> bool,
+    f64f: fn(f64, f64) -> bool,
+    i32f: fn(i32, i32) -> bool,
+    i64f: fn(i64, i64) -> bool,
+) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => Ok(Box::new(Compare { f: f32f })),
+        DType::Double => Ok(Box::new(Compare { f: f64f })),
+        DType::Int32 => Ok(Box::new(Compare { f: i32f })),
+        DType::Int64 => Ok(Box::new(Compare { f: i64f })),
+        t => Err(invalid(format!("no comparison kernel for {t}"))),
+    }
+}
+
+fn k_not_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    dispatch!(d.dtype("T")?, d.def.name,
+        [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
+        |T| Ok(Box::new(Compare::<T> { f: ne::<T> }) as Box<dyn OpKernel>))
+}
+
+fn and(a: bool, b: bool) -> bool {
+    a && b
+}
+fn or(a: bool, b: bool) -> bool {
+    a || b
+}
+fn not(a: bool) -> bool {
+    !a
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    let floats: [(&'static str, Factory); 13] = [
+        ("Relu6", k_relu6),
+        ("Elu", k_elu),
+        ("Selu", k_selu),
+        ("Softplus", k_softplus),
+        ("Erf", k_erf),
+        ("Floor", k_floor),
+        ("Ceil", k_ceil),
+        ("Round", k_round),
+        ("Reciprocal", k_reciprocal),
+        ("Log1p", k_log1p),
+        ("Expm1", k_expm1),
+        ("Sin", k_sin),
+        ("Cos", k_cos),
+    ];
+    for (op, f) in floats {
+        r.register(op, "T", FLOATS, f);
+    }
+    r.register("LeakyRelu", "T", FLOATS, k_leaky_relu);
+    for (op, f) in [
+        ("Sign", k_sign as Factory),
+        ("SquaredDifference", k_squared_difference),
+        ("FloorDiv", k_floor_div),
+        ("FloorMod", k_floor_mod),
+        ("Pow", k_pow),
+    ] {
+        r.register(op, "T", NUMERIC, f);
+    }
+    r.register("GreaterEqual", "T", NUMERIC, |d| compare_factory(d, ge, ge, ge, ge));
+    r.register("Less", "T", NUMERIC, |d| compare_factory(d, lt, lt, lt, lt));
+    r.register("LessEqual", "T", NUMERIC, |d| compare_factory(d, le, le, le, le));
+    r.register("NotEqual", "T", EQUALITY, k_not_equal);
+    r.register("LogicalAnd", "", &[], |_| Ok(Box::new(Binary::<bool> { f: and })));
+    r.register("LogicalOr", "", &[], |_| Ok(Box::new(Binary::<bool> { f: or })));
+    r.register("LogicalNot", "", &[], |_| Ok(Box::new(Unary::<bool> { f: not })));
+}
