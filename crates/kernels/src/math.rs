@@ -199,8 +199,8 @@ fn k_floor_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
         DType::Float => Ok(Box::new(Binary::<f32> { f: floor_div_f })),
         DType::Double => Ok(Box::new(Binary::<f64> { f: floor_div_f })),
-        DType::Int32 => Ok(int_checked::<i32>(T_FLOOR_DIV)),
-        DType::Int64 => Ok(int_checked::<i64>(T_FLOOR_DIV)),
+        DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorDiv)),
+        DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorDiv)),
         t => Err(invalid(format!("no FloorDiv kernel for {t}"))),
     }
 }
@@ -208,8 +208,8 @@ fn k_floor_mod(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
         DType::Float => Ok(Box::new(Binary::<f32> { f: floor_mod_f })),
         DType::Double => Ok(Box::new(Binary::<f64> { f: floor_mod_f })),
-        DType::Int32 => Ok(int_checked::<i32>(T_FLOOR_MOD)),
-        DType::Int64 => Ok(int_checked::<i64>(T_FLOOR_MOD)),
+        DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorMod)),
+        DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorMod)),
         t => Err(invalid(format!("no FloorMod kernel for {t}"))),
     }
 }
@@ -217,8 +217,8 @@ fn k_pow(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
         DType::Float => Ok(Box::new(Binary::<f32> { f: pow_f })),
         DType::Double => Ok(Box::new(Binary::<f64> { f: pow_f })),
-        DType::Int32 => Ok(int_checked::<i32>(T_POW)),
-        DType::Int64 => Ok(int_checked::<i64>(T_POW)),
+        DType::Int32 => Ok(int_checked::<i32>(IntKind::Pow)),
+        DType::Int64 => Ok(int_checked::<i64>(IntKind::Pow)),
         t => Err(invalid(format!("no Pow kernel for {t}"))),
     }
 }
@@ -229,18 +229,20 @@ enum IntKind {
     FloorMod,
     Pow,
 }
-const T_FLOOR_DIV: IntKind = IntKind::FloorDiv;
-const T_FLOOR_MOD: IntKind = IntKind::FloorMod;
-const T_POW: IntKind = IntKind::Pow;
-
 fn int_checked<T: IntOps>(kind: IntKind) -> Box<dyn OpKernel> {
-    let (f, reject, message): (fn(T, T) -> T, fn(T) -> bool, &'static str) = match kind {
-        IntKind::FloorDiv => (T::floor_div, is_zero::<T>, "Integer division by zero"),
-        IntKind::FloorMod => (T::floor_mod, is_zero::<T>, "Integer division by zero"),
-        IntKind::Pow => (T::pow, is_negative::<T>, "Integers to negative integer powers are not allowed"),
+    let kernel = match kind {
+        IntKind::FloorDiv => CheckedInt { inner: Binary { f: T::floor_div }, reject: is_zero::<T>, message: DIV_ZERO },
+        IntKind::FloorMod => CheckedInt { inner: Binary { f: T::floor_mod }, reject: is_zero::<T>, message: DIV_ZERO },
+        IntKind::Pow => CheckedInt {
+            inner: Binary { f: T::pow },
+            reject: is_negative::<T>,
+            message: "Integers to negative integer powers are not allowed",
+        },
     };
-    Box::new(CheckedInt { inner: Binary { f }, reject, message })
+    Box::new(kernel)
 }
+
+const DIV_ZERO: &str = "Integer division by zero";
 
 fn k_squared_difference(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
