@@ -185,6 +185,68 @@ def math_ops():
     save("math_ops", f, specs, [x, y, i, j, b, c, v])
 
 
+def cnn_weights(rng_):
+    return (tf.Variable(rng_.normal(0, 0.3, (3, 3, 1, 32)).astype(np.float32)),
+            tf.Variable(rng_.normal(0, 0.01, (32,)).astype(np.float32)),
+            tf.Variable(rng_.normal(0, 0.1, (3, 3, 32, 64)).astype(np.float32)),
+            tf.Variable(rng_.normal(0, 0.01, (64,)).astype(np.float32)),
+            tf.Variable(rng_.normal(0, 0.05, (7 * 7 * 64, 10)).astype(np.float32)),
+            tf.Variable(rng_.normal(0, 0.01, (10,)).astype(np.float32)))
+
+
+def cnn_function(weights):
+    """The CNN of the issue: conv 3x3x32 -> pool -> conv 3x3x64 -> pool -> dense 10 -> log_softmax."""
+    w1, b1, w2, b2, w3, b3 = weights
+
+    @tf.function
+    def model(x):
+        h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w1, 1, "SAME"), b1))
+        h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+        h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, w2, 1, "SAME"), b2))
+        h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+        h = tf.reshape(h, [-1, 7 * 7 * 64])
+        return tf.nn.log_softmax(tf.matmul(h, w3) + b3)
+
+    return model
+
+
+def cnn():
+    model = cnn_function(cnn_weights(np.random.default_rng(7)))
+    x = rng.uniform(0, 1, (4, 28, 28, 1)).astype(np.float32)
+    save("cnn", model, [tf.TensorSpec([None, 28, 28, 1], tf.float32, name="x")], [x])
+
+
+def conv_ops():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, k, dk, xd, kd, pk):
+        return [
+            r.Conv2D(input=x, filter=k, strides=[1, 2, 2, 1], padding="VALID"),
+            r.Conv2D(input=x, filter=k, strides=[1, 1, 1, 1], padding="SAME", dilations=[1, 2, 2, 1]),
+            r.Conv2D(input=x, filter=k, strides=[1, 2, 1, 1], padding="EXPLICIT",
+                     explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0]),
+            r.Conv2D(input=x, filter=pk, strides=[1, 1, 1, 1],
+                     padding="VALID"),
+            r.DepthwiseConv2dNative(input=x, filter=dk, strides=[1, 2, 2, 1], padding="SAME"),
+            r.DepthwiseConv2dNative(input=x, filter=dk, strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 2, 1, 1]),
+            r.MaxPool(input=x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"),
+            r.MaxPool(input=x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID"),
+            r.AvgPool(value=x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"),
+            r.AvgPool(value=x, ksize=[1, 2, 3, 1], strides=[1, 1, 2, 1], padding="VALID"),
+            r.FusedBatchNormV3(x=x, scale=tf.constant([1.0, 0.5, 2.0]), offset=tf.constant([0.1, -0.2, 0.0]),
+                               mean=tf.constant([0.3, -0.1, 0.5]), variance=tf.constant([1.0, 0.25, 4.0]),
+                               epsilon=0.001, is_training=False)[0],
+            r.Conv2D(input=xd, filter=kd, strides=[1, 1, 1, 1], padding="SAME"),
+        ]
+
+    specs = [tf.TensorSpec([2, 9, 8, 3], tf.float32, name="x"), tf.TensorSpec([3, 3, 3, 4], tf.float32, name="k"),
+             tf.TensorSpec([3, 2, 3, 2], tf.float32, name="dk"), tf.TensorSpec([1, 5, 5, 2], tf.float64, name="xd"),
+             tf.TensorSpec([2, 2, 2, 3], tf.float64, name="kd"), tf.TensorSpec([1, 1, 3, 4], tf.float32, name="pk")]
+    save("conv_ops", f, specs, [f32(2, 9, 8, 3), f32(3, 3, 3, 4), f32(3, 2, 3, 2), rng.normal(size=(1, 5, 5, 2)),
+                                rng.normal(size=(2, 2, 2, 3)), f32(1, 1, 3, 4)])
+
+
 def seed_000():
     """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
     g = tf.Graph()
@@ -261,6 +323,8 @@ def main():
     array_ops()
     matmul_f64_int()
     math_ops()
+    cnn()
+    conv_ops()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

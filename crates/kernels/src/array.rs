@@ -10,10 +10,8 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 struct Const(Tensor);
 impl OpKernel for Const {
     fn compute(&self, _: &KernelContext, _: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        {
-            outputs.push(self.0.clone());
-            Ok(())
-        }
+        outputs.push(self.0.clone());
+        Ok(())
     }
 }
 
@@ -90,19 +88,15 @@ impl<T: Num> OpKernel for BiasAdd<T> {
         let b = bias.as_slice::<T>()?;
         let v = x.as_mut_slice::<T>()?;
         if inner == 0 || c == 0 {
-            return {
-                outputs.push(x);
-                Ok(())
-            };
+            outputs.push(x);
+            return Ok(());
         }
         for (i, chunk) in v.chunks_mut(inner).enumerate() {
             let bv = b[i % c];
             chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
         }
-        {
-            outputs.push(x);
-            Ok(())
-        }
+        outputs.push(x);
+        Ok(())
     }
 }
 
@@ -155,10 +149,8 @@ impl OpKernel for Reshape {
                 "Input to reshape is a tensor with {n} values, but the requested shape has {known}"
             )));
         }
-        {
-            outputs.push(x.reshaped(&dims)?);
-            Ok(())
-        }
+        outputs.push(x.reshaped(&dims)?);
+        Ok(())
     }
 }
 
@@ -199,10 +191,8 @@ impl OpKernel for ShapeOp {
                 Tensor::from_vec(&[d.len()], v)?
             }
         };
-        {
-            outputs.push(t);
-            Ok(())
-        }
+        outputs.push(t);
+        Ok(())
     }
 }
 
@@ -221,10 +211,8 @@ impl OpKernel for ExpandDims {
         let a = if a < 0 { a + r } else { a } as usize;
         let mut dims = x.dims().to_vec();
         dims.insert(a, 1);
-        {
-            outputs.push(x.reshaped(&dims)?);
-            Ok(())
-        }
+        outputs.push(x.reshaped(&dims)?);
+        Ok(())
     }
 }
 
@@ -251,10 +239,8 @@ impl OpKernel for Squeeze {
             }
         }
         let out: Vec<usize> = dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect();
-        {
-            outputs.push(x.reshaped(&out)?);
-            Ok(())
-        }
+        outputs.push(x.reshaped(&out)?);
+        Ok(())
     }
 }
 
@@ -287,20 +273,16 @@ impl OpKernel for Fill {
         }) {
             return Err(invalid(format!("Fill of shape {dims:?} is too large")));
         }
-        {
-            outputs.push(repeat_element(value.dtype(), &dims, value, 0)?);
-            Ok(())
-        }
+        outputs.push(repeat_element(value.dtype(), &dims, value, 0)?);
+        Ok(())
     }
 }
 
 struct ZerosLike;
 impl OpKernel for ZerosLike {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        {
-            outputs.push(Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?);
-            Ok(())
-        }
+        outputs.push(Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?);
+        Ok(())
     }
 }
 
@@ -324,10 +306,8 @@ impl OpKernel for OnesLike {
             DType::Bool => Tensor::scalar(true),
             d => return Err(invalid(format!("OnesLike is not defined for {d}"))),
         };
-        {
-            outputs.push(repeat_element(x.dtype(), x.dims(), &one, 0)?);
-            Ok(())
-        }
+        outputs.push(repeat_element(x.dtype(), x.dims(), &one, 0)?);
+        Ok(())
     }
 }
 
@@ -375,10 +355,8 @@ impl OpKernel for Pack {
         let outer: usize = first[..axis].iter().product();
         let inner: usize = first[axis..].iter().product();
         let parts: Vec<&Tensor> = inputs.iter().collect();
-        {
-            outputs.push(interleave(&parts, &vec![inner; parts.len()], outer, &dims)?);
-            Ok(())
-        }
+        outputs.push(interleave(&parts, &vec![inner; parts.len()], outer, &dims)?);
+        Ok(())
     }
 }
 
@@ -419,10 +397,8 @@ impl OpKernel for Concat {
         let inner: usize = first[axis + 1..].iter().product();
         let parts: Vec<&Tensor> = values.iter().collect();
         let blocks: Vec<usize> = values.iter().map(|t| t.dims()[axis] * inner).collect();
-        {
-            outputs.push(interleave(&parts, &blocks, outer, &dims)?);
-            Ok(())
-        }
+        outputs.push(interleave(&parts, &blocks, outer, &dims)?);
+        Ok(())
     }
 }
 

@@ -129,13 +129,11 @@ struct Cast {
 impl OpKernel for Cast {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = inputs.swap_remove(0);
-        {
-            outputs.push(match self.f {
-                None => x,
-                Some(f) => f(&x)?,
-            });
-            Ok(())
-        }
+        outputs.push(match self.f {
+            None => x,
+            Some(f) => f(&x)?,
+        });
+        Ok(())
     }
 }
 

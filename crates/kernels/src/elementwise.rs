@@ -53,10 +53,8 @@ impl<T: Element> OpKernel for Unary<T> {
         let mut out = Tensor::zeros(T::DTYPE, x.dims())?;
         map_into(ctx, x.as_slice::<T>()?, out.as_mut_slice::<T>()?, self.f);
         drop(x);
-        {
-            outputs.push(out);
-            Ok(())
-        }
+        outputs.push(out);
+        Ok(())
     }
 }
 
@@ -213,17 +211,13 @@ impl<T: Element> OpKernel for Binary<T> {
                 } else {
                     s.iter_mut().zip(bs).for_each(|(o, y)| *o = f(*o, *y));
                 }
-                return {
-                    outputs.push(a);
-                    Ok(())
-                };
+                outputs.push(a);
+                return Ok(());
             }
             let mut out = Tensor::zeros(T::DTYPE, a.dims())?;
             zip(out.as_mut_slice::<T>()?, a.as_slice::<T>()?);
-            return {
-                outputs.push(out);
-                Ok(())
-            };
+            outputs.push(out);
+            return Ok(());
         }
         let dims = out_dims(&a, &b)?;
         if dims.as_slice() == a.dims() {
@@ -235,10 +229,8 @@ impl<T: Element> OpKernel for Binary<T> {
                     let tmp = s.to_vec();
                     broadcast_apply(&dims, (&tmp, &dims), (y, b.dims()), s, f);
                 }
-                return {
-                    outputs.push(a);
-                    Ok(())
-                };
+                outputs.push(a);
+                return Ok(());
             }
         }
         let mut out = Tensor::zeros(T::DTYPE, &dims)?;
@@ -248,10 +240,8 @@ impl<T: Element> OpKernel for Binary<T> {
             ([x], y) if y.len() == o.len() => o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*x, *y)),
             (x, y) => broadcast_apply(&dims, (x, a.dims()), (y, b.dims()), o, f),
         }
-        {
-            outputs.push(out);
-            Ok(())
-        }
+        outputs.push(out);
+        Ok(())
     }
 }
 
@@ -318,10 +308,8 @@ impl<T: Element> OpKernel for Compare<T> {
             out.as_mut_slice::<bool>()?,
             self.f,
         );
-        {
-            outputs.push(out);
-            Ok(())
-        }
+        outputs.push(out);
+        Ok(())
     }
 }
 

@@ -15,6 +15,7 @@ macro_rules! dispatch {
 
 mod array;
 mod cast;
+mod conv;
 mod elementwise;
 mod math;
 mod matmul;
@@ -189,6 +190,7 @@ impl KernelRegistry {
             let mut r = KernelRegistry { by_op: HashMap::new() };
             array::register(&mut r);
             cast::register(&mut r);
+            conv::register(&mut r);
             elementwise::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);

@@ -14,7 +14,7 @@ struct MatMul<T> {
 }
 
 /// Element types the tuned GEMM handles.
-trait GemmElement: Num {
+pub(crate) trait GemmElement: Num {
     const TUNED: bool;
 }
 impl GemmElement for f32 {
@@ -55,63 +55,77 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
         // Row/column strides of the logical [m,k] and [k,n] operands.
         let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };
         let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
-        let o = out.as_mut_slice::<T>()?;
-        if m == 0 || n == 0 {
-            return {
-                outputs.push(out);
-                Ok(())
-            };
-        }
-        if T::TUNED && k > 0 {
-            let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
-            let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-            let mut run = || {
-                // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
-                // strides passed (checked above from the tensors' shapes); `o` is exclusively
-                // borrowed and does not alias the inputs (it is a fresh buffer).
-                unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        o.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        x.as_ptr(),
-                        a_cs as isize,
-                        a_rs as isize,
-                        y.as_ptr(),
-                        b_cs as isize,
-                        b_rs as isize,
-                        T::ZERO,
-                        T::ONE,
-                        false,
-                        false,
-                        false,
-                        par,
-                    )
-                }
-            };
-            if threads > 1 {
-                ctx.install(run);
-            } else {
-                run();
+        product(ctx, (m, n, k), (x, a_rs, a_cs), (y, b_rs, b_cs), out.as_mut_slice::<T>()?);
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+/// `o[m×n] = a[m×k] · b[k×n]` where `a[i,p]` is `a[i*a_rs + p*a_cs]` and `b[p,j]` is
+/// `b[p*b_rs + j*b_cs]` (so transposes are free). Float types go through the tuned `gemm`
+/// crate, on the intra-op pool for large products; integers use a plain loop.
+pub(crate) fn product<T: GemmElement>(
+    ctx: &KernelContext,
+    (m, n, k): (usize, usize, usize),
+    (x, a_rs, a_cs): (&[T], usize, usize),
+    (y, b_rs, b_cs): (&[T], usize, usize),
+    o: &mut [T],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let extent = |rows: usize, rs: usize, cols: usize, cs: usize| (rows.max(1) - 1) * rs + (cols.max(1) - 1) * cs + 1;
+    assert!(o.len() >= m * n, "output too small for the product");
+    if k == 0 {
+        o[..m * n].iter_mut().for_each(|v| *v = T::ZERO);
+        return;
+    }
+    assert!(x.len() >= extent(m, a_rs, k, a_cs) && y.len() >= extent(k, b_rs, n, b_cs), "operands too small");
+    if T::TUNED {
+        let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
+        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        let mut run = || {
+            // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
+            // strides passed (checked above from the tensors' shapes); `o` is exclusively
+            // borrowed and does not alias the inputs (it is a fresh buffer).
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    o.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    x.as_ptr(),
+                    a_cs as isize,
+                    a_rs as isize,
+                    y.as_ptr(),
+                    b_cs as isize,
+                    b_rs as isize,
+                    T::ZERO,
+                    T::ONE,
+                    false,
+                    false,
+                    false,
+                    par,
+                )
             }
+        };
+        if threads > 1 {
+            ctx.install(run);
         } else {
-            for i in 0..m {
-                for j in 0..n {
-                    let mut acc = T::ZERO;
-                    for p in 0..k {
-                        acc = acc.add_w(x[i * a_rs + p * a_cs].mul_w(y[p * b_rs + j * b_cs]));
-                    }
-                    o[i * n + j] = acc;
-                }
-            }
+            run();
         }
-        {
-            outputs.push(out);
-            Ok(())
+    } else {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::ZERO;
+                for p in 0..k {
+                    acc = acc.add_w(x[i * a_rs + p * a_cs].mul_w(y[p * b_rs + j * b_cs]));
+                }
+                o[i * n + j] = acc;
+            }
         }
     }
 }

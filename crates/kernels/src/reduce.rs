@@ -100,10 +100,8 @@ impl<T: Num> OpKernel for Reduce<T> {
         } else {
             dims.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(d, _)| *d).collect()
         };
-        {
-            outputs.push(Tensor::from_vec(&out_dims, acc)?);
-            Ok(())
-        }
+        outputs.push(Tensor::from_vec(&out_dims, acc)?);
+        Ok(())
     }
 }
 
@@ -171,10 +169,8 @@ impl<T: Num, I: Element + TryFrom<usize>> OpKernel for ArgMax<T, I> {
             }
         }
         let out_dims: Vec<usize> = dims.iter().enumerate().filter(|(i, _)| *i != axis).map(|(_, d)| *d).collect();
-        {
-            outputs.push(Tensor::from_vec(&out_dims, out)?);
-            Ok(())
-        }
+        outputs.push(Tensor::from_vec(&out_dims, out)?);
+        Ok(())
     }
 }
 
@@ -210,10 +206,8 @@ impl<T: Float> OpKernel for Softmax<T> {
         }
         let n = *x.dims().last().expect("rank >= 1");
         if n == 0 || x.is_empty() {
-            return {
-                outputs.push(x);
-                Ok(())
-            };
+            outputs.push(x);
+            return Ok(());
         }
         let log = self.log;
         for row in x.as_mut_slice::<T>()?.chunks_mut(n) {
@@ -230,10 +224,8 @@ impl<T: Float> OpKernel for Softmax<T> {
                 row.iter_mut().for_each(|v| *v = v.exp() / sum);
             }
         }
-        {
-            outputs.push(x);
-            Ok(())
-        }
+        outputs.push(x);
+        Ok(())
     }
 }
 

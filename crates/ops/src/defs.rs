@@ -245,6 +245,72 @@ pub fn all() -> Vec<OpDef> {
         };
         v.push(op(name).input(input).output(output).attr("T: type").shape(s::unchanged).build());
     }
+    v.push(
+        op("Conv2D")
+            .input("input: T")
+            .input("filter: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("strides: list(int)")
+            .attr("use_cudnn_on_gpu: bool = true")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .shape(s::conv2d)
+            .build(),
+    );
+    v.push(
+        op("DepthwiseConv2dNative")
+            .input("input: T")
+            .input("filter: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("strides: list(int)")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .shape(s::conv2d)
+            .build(),
+    );
+    for name in ["MaxPool", "AvgPool"] {
+        v.push(
+            op(name)
+                .input(if name == "MaxPool" { "input: T" } else { "value: T" })
+                .output("output: T")
+                .attr("T: type")
+                .attr("ksize: list(int) >= 4")
+                .attr("strides: list(int) >= 4")
+                .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+                .attr("explicit_paddings: list(int) = []")
+                .attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+                .shape(s::pool)
+                .build(),
+        );
+    }
+    v.push(
+        op("FusedBatchNormV3")
+            .input("x: T")
+            .input("scale: U")
+            .input("offset: U")
+            .input("mean: U")
+            .input("variance: U")
+            .output("y: T")
+            .output("batch_mean: U")
+            .output("batch_variance: U")
+            .output("reserve_space_1: U")
+            .output("reserve_space_2: U")
+            .output("reserve_space_3: U")
+            .attr("T: type")
+            .attr("U: type")
+            .attr("epsilon: float = 0.0001")
+            .attr("exponential_avg_factor: float = 1.0")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("is_training: bool = true")
+            .shape(s::fused_batch_norm)
+            .build(),
+    );
     for name in COMPARE {
         v.push(op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build());
     }

@@ -184,6 +184,16 @@ fn parse_default(ty: &str, d: &str) -> AttrValue {
         "type" => Value::Type(type_from_name(d).expect("type default").to_tf()),
         "string" => Value::S(d.trim_matches('\'').as_bytes().to_vec()),
         "shape" => Value::Shape(Box::new(TensorShapeProto { dim: vec![], unknown_rank: d == "?" })),
+        "list(int)" => {
+            let items = d.trim_matches(|c| c == '[' || c == ']');
+            let i = items
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse().expect("int list default"))
+                .collect();
+            Value::List(Box::new(attr_value::ListValue { i, ..Default::default() }))
+        }
         t if t.starts_with("list(") => {
             assert_eq!(d, "[]", "only empty list defaults are supported");
             Value::List(Box::default())

@@ -98,6 +98,119 @@ pub fn select(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![if t.rank().is_some() { t.clone() } else { e.clone() }])
 }
 
+fn ints_attr(c: &InferCtx, name: &str) -> Vec<i64> {
+    match c.def.attr(c.attrs, name).and_then(|v| v.value.as_ref()) {
+        Some(attr_value::Value::List(l)) => l.i.clone(),
+        _ => vec![],
+    }
+}
+
+fn string_attr(c: &InferCtx, name: &str) -> String {
+    match c.def.attr(c.attrs, name).and_then(|v| v.value.as_ref()) {
+        Some(attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Output size of one spatial dimension of a convolution or pool, TensorFlow's rule.
+pub fn conv_output_size(
+    input: usize,
+    k: usize,
+    stride: usize,
+    dilation: usize,
+    padding: &str,
+    pads: (usize, usize),
+) -> Result<usize, String> {
+    if stride == 0 || dilation == 0 || k == 0 {
+        return Err("strides, dilations and window sizes must be positive".into());
+    }
+    let eff = (k - 1) * dilation + 1;
+    Ok(match padding {
+        "VALID" => {
+            if input < eff {
+                return Err(format!(
+                    "window of effective size {eff} does not fit input size {input} with VALID padding"
+                ));
+            }
+            (input - eff) / stride + 1
+        }
+        "SAME" => input.div_ceil(stride),
+        "EXPLICIT" => {
+            let padded = input + pads.0 + pads.1;
+            if padded < eff {
+                return Err(format!("window of effective size {eff} does not fit padded input size {padded}"));
+            }
+            (padded - eff) / stride + 1
+        }
+        p => return Err(format!("unknown padding '{p}'")),
+    })
+}
+
+fn spatial(c: &InferCtx, window: [Option<usize>; 2], channels: Option<usize>) -> Result<Vec<Shape>, String> {
+    let Some(x) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    if x.len() != 4 {
+        return Err(format!("input must be 4-dimensional, got shape {}", c.inputs[0]));
+    }
+    if string_attr(c, "data_format") == "NCHW" {
+        return Ok(vec![Shape::new(vec![None; 4])]);
+    }
+    let strides = ints_attr(c, "strides");
+    let dil = ints_attr(c, "dilations");
+    if strides.len() != 4 {
+        return Err(format!("strides must have 4 elements, got {strides:?}"));
+    }
+    let pads = ints_attr(c, "explicit_paddings");
+    let padding = string_attr(c, "padding");
+    let mut out = vec![x[0], None, None, channels];
+    for i in 0..2 {
+        let (Some(inp), Some(k)) = (x[1 + i], window[i]) else { continue };
+        let d = dil.get(1 + i).copied().unwrap_or(1).max(0) as usize;
+        let p = (
+            pads.get(2 + 2 * i).copied().unwrap_or(0).max(0) as usize,
+            pads.get(3 + 2 * i).copied().unwrap_or(0).max(0) as usize,
+        );
+        out[1 + i] = Some(conv_output_size(inp, k, strides[1 + i].max(0) as usize, d.max(1), &padding, p)?);
+    }
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Conv2D`, `DepthwiseConv2dNative` (NHWC).
+pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let f = c.inputs[1].dims().map(|d| d.to_vec());
+    let (window, channels) = match &f {
+        Some(f) if f.len() == 4 => {
+            let ch = if c.def.name == "Conv2D" { f[3] } else { f[2].zip(f[3]).map(|(a, b)| a * b) };
+            ([f[0], f[1]], ch)
+        }
+        Some(f) => return Err(format!("filter must be 4-dimensional, got {}", Shape::new(f.clone()))),
+        None => ([None, None], None),
+    };
+    spatial(c, window, channels)
+}
+
+/// `MaxPool`, `AvgPool` (NHWC).
+pub fn pool(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let k = ints_attr(c, "ksize");
+    if k.len() != 4 {
+        return Err(format!("ksize must have 4 elements, got {k:?}"));
+    }
+    let ch = c.inputs[0].dims().and_then(|d| d.get(3).copied().flatten());
+    let mut r = spatial(c, [Some(k[1].max(0) as usize), Some(k[2].max(0) as usize)], ch)?;
+    if let (Some(d), Some(x)) = (r[0].dims().map(|d| d.to_vec()), c.inputs[0].dims()) {
+        if x.len() == 4 {
+            r[0] = Shape::new(vec![d[0], d[1], d[2], x[3]]);
+        }
+    }
+    Ok(r)
+}
+
+/// `FusedBatchNormV3`: y has x's shape; the statistics are vectors over channels.
+pub fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let ch = c.inputs[1].dims().and_then(|d| d.first().copied().flatten());
+    let v = Shape::new(vec![ch]);
+    Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::unknown()])
+}
+
 /// A scalar output.
 pub fn scalar(_: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![Shape::scalar()])

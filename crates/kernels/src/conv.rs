@@ -1,0 +1,371 @@
+//! Convolutions and friends, NHWC: `Conv2D` (im2col + the tuned GEMM, rows split across the
+//! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, `FusedBatchNormV3`
+//! (inference).
+use ferroflow_ops::shape_inference::conv_output_size;
+use ferroflow_tensor::{DType, Tensor};
+use rayon::prelude::*;
+
+use crate::matmul::{product, GemmElement};
+use crate::numeric::Float;
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+/// Output size and leading padding of one spatial dimension.
+#[derive(Clone, Copy, Debug)]
+struct Axis {
+    input: usize,
+    output: usize,
+    window: usize,
+    stride: usize,
+    dilation: usize,
+    pad_before: usize,
+}
+
+impl Axis {
+    fn new(input: usize, window: usize, stride: usize, dilation: usize, padding: &Padding, i: usize) -> KResult<Axis> {
+        let explicit = match padding {
+            Padding::Explicit(p) => p[i],
+            _ => (0, 0),
+        };
+        let name = match padding {
+            Padding::Same => "SAME",
+            Padding::Valid => "VALID",
+            Padding::Explicit(_) => "EXPLICIT",
+        };
+        let output = conv_output_size(input, window, stride, dilation, name, explicit).map_err(invalid)?;
+        let eff = (window - 1) * dilation + 1;
+        let pad_before = match padding {
+            Padding::Valid => 0,
+            Padding::Same => ((output.saturating_sub(1)) * stride + eff).saturating_sub(input) / 2,
+            Padding::Explicit(_) => explicit.0,
+        };
+        Ok(Axis { input, output, window, stride, dilation, pad_before })
+    }
+
+    /// The input position read by output `o`, window tap `k` (None in the padding).
+    #[inline]
+    fn source(&self, o: usize, k: usize) -> Option<usize> {
+        (o * self.stride + k * self.dilation).checked_sub(self.pad_before).filter(|&p| p < self.input)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Padding {
+    Same,
+    Valid,
+    Explicit([(usize, usize); 2]),
+}
+
+/// The attrs every NHWC window op shares.
+#[derive(Clone, Debug)]
+struct Window {
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    padding: Padding,
+}
+
+fn four(d: &NodeDesc, name: &str, default: i64) -> KResult<[usize; 2]> {
+    let v = d.ints(name);
+    let v = if v.is_empty() { vec![default; 4] } else { v };
+    if v.len() != 4 || v.iter().any(|&x| x < 1) {
+        return Err(invalid(format!("node '{}': {name} must be 4 positive values, got {v:?}", d.name)));
+    }
+    if v[0] != 1 || v[3] != 1 {
+        return Err(invalid(format!(
+            "node '{}': {name} in the batch and depth dimensions must be 1, got {v:?}",
+            d.name
+        )));
+    }
+    Ok([v[1] as usize, v[2] as usize])
+}
+
+impl Window {
+    fn from_node(d: &NodeDesc, dilations: bool) -> KResult<Window> {
+        if d.string("data_format")? != "NHWC" {
+            return Err(invalid(format!("node '{}': the CPU kernel supports only data_format NHWC", d.name)));
+        }
+        let padding = match d.string("padding")?.as_str() {
+            "SAME" => Padding::Same,
+            "VALID" => Padding::Valid,
+            "EXPLICIT" => {
+                let p = d.ints("explicit_paddings");
+                if p.len() != 8 || p.iter().any(|&x| x < 0) {
+                    return Err(invalid(format!(
+                        "node '{}': explicit_paddings must be 8 non-negative values, got {p:?}",
+                        d.name
+                    )));
+                }
+                Padding::Explicit([(p[2] as usize, p[3] as usize), (p[4] as usize, p[5] as usize)])
+            }
+            p => return Err(invalid(format!("node '{}': unknown padding '{p}'", d.name))),
+        };
+        let dilations = if dilations { four(d, "dilations", 1)? } else { [1, 1] };
+        Ok(Window { strides: four(d, "strides", 1)?, dilations, padding })
+    }
+
+    fn axes(&self, h: usize, w: usize, kh: usize, kw: usize) -> KResult<[Axis; 2]> {
+        Ok([
+            Axis::new(h, kh, self.strides[0], self.dilations[0], &self.padding, 0)?,
+            Axis::new(w, kw, self.strides[1], self.dilations[1], &self.padding, 1)?,
+        ])
+    }
+}
+
+fn nhwc(t: &Tensor, what: &str) -> KResult<[usize; 4]> {
+    match t.dims() {
+        &[a, b, c, d] => Ok([a, b, c, d]),
+        d => Err(invalid(format!("{what} must be 4-dimensional, got shape {d:?}"))),
+    }
+}
+
+/// Rows of output pixels handled per parallel task.
+const ROWS_PER_TASK: usize = 64;
+
+struct Conv2D<T> {
+    window: Window,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
+        if fc != c {
+            return Err(invalid(format!(
+                "input depth {c} does not match filter depth {fc} (grouped convolutions are not supported)"
+            )));
+        }
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let (oh, ow) = (ah.output, aw.output);
+        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        let rows = n * oh * ow;
+        let k = kh * kw * c;
+        let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+        let o = out.as_mut_slice::<T>()?;
+        let pointwise = kh == 1
+            && kw == 1
+            && ah.stride == 1
+            && aw.stride == 1
+            && ah.pad_before == 0
+            && aw.pad_before == 0
+            && oh == h
+            && ow == w;
+        if pointwise {
+            product(ctx, (rows, oc, k), (x, k, 1), (f, oc, 1), o);
+        } else {
+            // im2col: one row of k = kh*kw*c taps per output pixel, zero in the padding.
+            let mut col = vec![T::ZERO; rows * k];
+            let fill = |(r0, chunk): (usize, &mut [T])| {
+                for (i, row) in chunk.chunks_mut(k).enumerate() {
+                    let r = r0 * ROWS_PER_TASK + i;
+                    let (b, y, xo) = (r / (oh * ow), (r / ow) % oh, r % ow);
+                    for ky in 0..kh {
+                        let Some(iy) = ah.source(y, ky) else { continue };
+                        for kx in 0..kw {
+                            let Some(ix) = aw.source(xo, kx) else { continue };
+                            let src = ((b * h + iy) * w + ix) * c;
+                            let dst = (ky * kw + kx) * c;
+                            row[dst..dst + c].copy_from_slice(&x[src..src + c]);
+                        }
+                    }
+                }
+            };
+            if ctx.threads() > 1 && rows > ROWS_PER_TASK {
+                ctx.install(|| col.par_chunks_mut(ROWS_PER_TASK * k).enumerate().for_each(fill));
+            } else {
+                col.chunks_mut(ROWS_PER_TASK * k).enumerate().for_each(fill);
+            }
+            product(ctx, (rows, oc, k), (&col, k, 1), (f, oc, 1), o);
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+struct Depthwise<T> {
+    window: Window,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> OpKernel for Depthwise<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, m] = nhwc(&inputs[1], "filter")?;
+        if fc != c {
+            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
+        }
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let (oh, ow, oc) = (ah.output, aw.output, c * m);
+        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+        let row = |(r, dst): (usize, &mut [T])| {
+            let (b, y) = (r / oh, r % oh);
+            for xo in 0..ow {
+                let px = &mut dst[xo * oc..(xo + 1) * oc];
+                for ky in 0..kh {
+                    let Some(iy) = ah.source(y, ky) else { continue };
+                    for kx in 0..kw {
+                        let Some(ix) = aw.source(xo, kx) else { continue };
+                        let src = &x[((b * h + iy) * w + ix) * c..][..c];
+                        let taps = &f[(ky * kw + kx) * oc..][..oc];
+                        for ci in 0..c {
+                            for mi in 0..m {
+                                px[ci * m + mi] = px[ci * m + mi] + src[ci] * taps[ci * m + mi];
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let o = out.as_mut_slice::<T>()?;
+        if ow * oc > 0 {
+            if ctx.threads() > 1 && n * oh > 1 {
+                ctx.install(|| o.par_chunks_mut(ow * oc).enumerate().for_each(row));
+            } else {
+                o.chunks_mut(ow * oc).enumerate().for_each(row);
+            }
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+struct Pool<T> {
+    max: bool,
+    ksize: [usize; 2],
+    window: Window,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> OpKernel for Pool<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [ah, aw] = self.window.axes(h, w, self.ksize[0], self.ksize[1])?;
+        let (oh, ow) = (ah.output, aw.output);
+        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, c])?;
+        let x = inputs[0].as_slice::<T>()?;
+        let max = self.max;
+        let row = |(r, dst): (usize, &mut [T])| {
+            let (b, y) = (r / oh, r % oh);
+            for xo in 0..ow {
+                let px = &mut dst[xo * c..(xo + 1) * c];
+                px.iter_mut().for_each(|v| *v = if max { T::LOWEST } else { T::ZERO });
+                let mut count = 0usize;
+                for ky in 0..ah.window {
+                    let Some(iy) = ah.source(y, ky) else { continue };
+                    for kx in 0..aw.window {
+                        let Some(ix) = aw.source(xo, kx) else { continue };
+                        count += 1;
+                        let src = &x[((b * h + iy) * w + ix) * c..][..c];
+                        if max {
+                            px.iter_mut().zip(src).for_each(|(v, s)| {
+                                if *s > *v || s.is_nan() {
+                                    *v = *s
+                                }
+                            });
+                        } else {
+                            px.iter_mut().zip(src).for_each(|(v, s)| *v = *v + *s);
+                        }
+                    }
+                }
+                if !max && count > 0 {
+                    let inv = T::from_f64(count as f64);
+                    px.iter_mut().for_each(|v| *v = *v / inv);
+                }
+            }
+        };
+        let o = out.as_mut_slice::<T>()?;
+        if ow * c > 0 {
+            if ctx.threads() > 1 && n * oh > 1 {
+                ctx.install(|| o.par_chunks_mut(ow * c).enumerate().for_each(row));
+            } else {
+                o.chunks_mut(ow * c).enumerate().for_each(row);
+            }
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+struct FusedBatchNorm {
+    epsilon: f32,
+    nchw: bool,
+}
+
+impl OpKernel for FusedBatchNorm {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let dims = inputs[0].dims().to_vec();
+        if dims.len() != 4 {
+            return Err(invalid(format!("input must be 4-dimensional, got shape {dims:?}")));
+        }
+        let c = if self.nchw { dims[1] } else { dims[3] };
+        for (i, name) in [(1, "scale"), (2, "offset"), (3, "mean"), (4, "variance")] {
+            if inputs[i].dims() != [c] {
+                return Err(invalid(format!("{name} must have shape [{c}], got {:?}", inputs[i].dims())));
+            }
+        }
+        let [scale, offset, mean, var] = [1, 2, 3, 4].map(|i| inputs[i].as_slice::<f32>().map(<[f32]>::to_vec));
+        let (scale, offset, mean, var) = (scale?, offset?, mean?, var?);
+        let mul: Vec<f32> = (0..c).map(|i| scale[i] / (var[i] + self.epsilon).sqrt()).collect();
+        let add: Vec<f32> = (0..c).map(|i| offset[i] - mean[i] * mul[i]).collect();
+        let inner = if self.nchw { dims[2] * dims[3] } else { 1 };
+        let mut y = inputs.swap_remove(0);
+        for (i, v) in y.as_mut_slice::<f32>()?.iter_mut().enumerate() {
+            let ch = (i / inner) % c;
+            *v = *v * mul[ch] + add[ch];
+        }
+        let stat = |v: &[f32]| Tensor::from_slice(&[c], v);
+        outputs.push(y);
+        outputs.push(stat(&mean)?);
+        outputs.push(stat(&var)?);
+        outputs.push(stat(&mean)?);
+        outputs.push(stat(&var)?);
+        outputs.push(Tensor::zeros(DType::Float, &[0])?);
+        Ok(())
+    }
+}
+
+fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let window = Window::from_node(d, true)?;
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(Conv2D::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let window = Window::from_node(d, true)?;
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(Depthwise::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+fn k_pool(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let window = Window::from_node(d, false)?;
+    let ksize = four(d, "ksize", 1)?;
+    let max = d.def.name == "MaxPool";
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(Pool::<T> { max, ksize, window, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+fn k_batch_norm(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    if d.bool("is_training")? {
+        return Err(invalid(format!(
+            "node '{}': FusedBatchNormV3 with is_training=true (batch statistics) is not supported; freeze the graph for inference",
+            d.name
+        )));
+    }
+    if d.dtype("U")? != DType::Float {
+        return Err(invalid(format!("node '{}': FusedBatchNormV3 needs U=float", d.name)));
+    }
+    let epsilon = match d.def.attr(d.attrs, "epsilon").and_then(|v| v.value.as_ref()) {
+        Some(ferroflow_proto::attr_value::Value::F(f)) => *f,
+        _ => 1e-4,
+    };
+    Ok(Box::new(FusedBatchNorm { epsilon, nchw: d.string("data_format")? == "NCHW" }))
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    const F: &[DType] = &[DType::Float, DType::Double];
+    r.register("Conv2D", "T", F, k_conv2d);
+    r.register("DepthwiseConv2dNative", "T", F, k_depthwise);
+    r.register("MaxPool", "T", F, k_pool);
+    r.register("AvgPool", "T", F, k_pool);
+    r.register("FusedBatchNormV3", "T", &[DType::Float], k_batch_norm);
+}
