@@ -91,9 +91,16 @@ impl<T: Num> OpKernel for BiasAdd<T> {
             outputs.push(x);
             return Ok(());
         }
-        for (i, chunk) in v.chunks_mut(inner).enumerate() {
-            let bv = b[i % c];
-            chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
+        if inner == 1 {
+            // Channels last: every row of c values gets the whole bias vector.
+            for row in v.chunks_mut(c) {
+                row.iter_mut().zip(b).for_each(|(e, bv)| *e = e.add_w(*bv));
+            }
+        } else {
+            for (i, chunk) in v.chunks_mut(inner).enumerate() {
+                let bv = b[i % c];
+                chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
+            }
         }
         outputs.push(x);
         Ok(())

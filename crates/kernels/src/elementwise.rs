@@ -15,7 +15,7 @@ pub(crate) const EQUALITY: &[DType] =
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
 
-fn map_in_place<T: Element>(ctx: &KernelContext, s: &mut [T], f: fn(T) -> T) {
+fn map_in_place<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, s: &mut [T], f: F) {
     if s.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = s.len().div_ceil(ctx.threads() * 4);
         ctx.install(|| s.par_chunks_mut(chunk).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v))));
@@ -24,7 +24,7 @@ fn map_in_place<T: Element>(ctx: &KernelContext, s: &mut [T], f: fn(T) -> T) {
     }
 }
 
-fn map_into<T: Element>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: fn(T) -> T) {
+fn map_into<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: F) {
     if dst.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = dst.len().div_ceil(ctx.threads() * 4);
         ctx.install(|| {
@@ -37,11 +37,20 @@ fn map_into<T: Element>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: fn(T) 
     }
 }
 
-pub(crate) struct Unary<T> {
-    pub(crate) f: fn(T) -> T,
+/// An elementwise map. `F` is usually a function item type (zero-sized), so the per-element
+/// call is inlined and vectorised rather than made through a pointer.
+pub(crate) struct Unary<T, F> {
+    f: F,
+    _t: std::marker::PhantomData<fn(T) -> T>,
 }
 
-impl<T: Element> OpKernel for Unary<T> {
+impl<T, F> Unary<T, F> {
+    pub(crate) fn new(f: F) -> Self {
+        Unary { f, _t: std::marker::PhantomData }
+    }
+}
+
+impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let mut x = inputs.swap_remove(0);
         if let Some(s) = x.try_mut_slice::<T>() {
@@ -101,7 +110,7 @@ macro_rules! unary_float {
     ($($fname:ident => $f:ident),*) => {$(
         fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-                |T| Ok(Box::new(Unary::<T> { f: $f::<T> }) as Box<dyn OpKernel>))
+                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
         }
     )*};
 }
@@ -111,7 +120,7 @@ macro_rules! unary_numeric {
     ($($fname:ident => $f:ident),*) => {$(
         fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-                |T| Ok(Box::new(Unary::<T> { f: $f::<T> }) as Box<dyn OpKernel>))
+                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
         }
     )*};
 }
@@ -174,11 +183,19 @@ pub(crate) fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
         .ok_or_else(|| invalid(format!("Incompatible shapes: {:?} vs. {:?}", a.dims(), b.dims())))
 }
 
-pub(crate) struct Binary<T> {
-    pub(crate) f: fn(T, T) -> T,
+/// An elementwise binary op with broadcasting; `F` as in [`Unary`].
+pub(crate) struct Binary<T, F> {
+    f: F,
+    _t: std::marker::PhantomData<fn(T, T) -> T>,
 }
 
-impl<T: Element> OpKernel for Binary<T> {
+impl<T, F> Binary<T, F> {
+    pub(crate) fn new(f: F) -> Self {
+        Binary { f, _t: std::marker::PhantomData }
+    }
+}
+
+impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let b = inputs.pop().expect("two inputs");
         let mut a = inputs.pop().expect("two inputs");
@@ -282,21 +299,29 @@ macro_rules! binary_numeric {
     ($($fname:ident => $f:ident),*) => {$(
         fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-                |T| Ok(Box::new(Binary::<T> { f: $f::<T> }) as Box<dyn OpKernel>))
+                |T| Ok(Box::new(Binary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
         }
     )*};
 }
 binary_numeric!(k_add => add, k_sub => sub, k_mul => mul, k_max => maximum, k_min => minimum);
 
 fn k_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64], |T| Ok(Box::new(Binary::<T> { f: div::<T> }) as Box<dyn OpKernel>))
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64], |T| Ok(Box::new(Binary::<T, _>::new(div::<T>)) as Box<dyn OpKernel>))
 }
 
-pub(crate) struct Compare<T> {
-    pub(crate) f: fn(T, T) -> bool,
+/// An elementwise comparison with broadcasting, producing bools; `F` as in [`Unary`].
+pub(crate) struct Compare<T, F> {
+    f: F,
+    _t: std::marker::PhantomData<fn(T, T) -> bool>,
 }
 
-impl<T: Element> OpKernel for Compare<T> {
+impl<T, F> Compare<T, F> {
+    pub(crate) fn new(f: F) -> Self {
+        Compare { f, _t: std::marker::PhantomData }
+    }
+}
+
+impl<T: Element, F: Fn(T, T) -> bool + Send + Sync + Copy> OpKernel for Compare<T, F> {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let dims = out_dims(a, b)?;
@@ -323,13 +348,13 @@ fn greater<T: PartialOrd>(a: T, b: T) -> bool {
 
 fn k_greater(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Compare::<T> { f: greater::<T> }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Compare::<T, _>::new(greater::<T>)) as Box<dyn OpKernel>))
 }
 
 fn k_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name,
         [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
-        |T| Ok(Box::new(Compare::<T> { f: equal::<T> }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Compare::<T, _>::new(equal::<T>)) as Box<dyn OpKernel>))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {

@@ -87,7 +87,7 @@ macro_rules! float_unary {
     ($($fname:ident => $f:ident),*) => {$(
         fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-                |T| Ok(Box::new(Unary::<T> { f: $f::<T> }) as Box<dyn OpKernel>))
+                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
         }
     )*};
 }
@@ -97,7 +97,7 @@ float_unary!(k_relu6 => relu6, k_elu => elu, k_selu => selu, k_softplus => softp
 
 fn k_sign(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Unary::<T> { f: sign::<T> }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Unary::<T, _>::new(sign::<T>)) as Box<dyn OpKernel>))
 }
 
 struct LeakyRelu<T> {
@@ -175,7 +175,7 @@ int_ops!(i32, i64);
 /// An integer binary op whose right operand must hold no zero (division) or no negative
 /// value (power).
 struct CheckedInt<T: IntOps> {
-    inner: Binary<T>,
+    inner: Binary<T, fn(T, T) -> T>,
     reject: fn(T) -> bool,
     message: &'static str,
 }
@@ -197,8 +197,8 @@ fn is_negative<T: IntOps>(v: T) -> bool {
 
 fn k_floor_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32> { f: floor_div_f })),
-        DType::Double => Ok(Box::new(Binary::<f64> { f: floor_div_f })),
+        DType::Float => Ok(Box::new(Binary::<f32, _>::new(floor_div_f))),
+        DType::Double => Ok(Box::new(Binary::<f64, _>::new(floor_div_f))),
         DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorDiv)),
         DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorDiv)),
         t => Err(invalid(format!("no FloorDiv kernel for {t}"))),
@@ -206,8 +206,8 @@ fn k_floor_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 fn k_floor_mod(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32> { f: floor_mod_f })),
-        DType::Double => Ok(Box::new(Binary::<f64> { f: floor_mod_f })),
+        DType::Float => Ok(Box::new(Binary::<f32, _>::new(floor_mod_f))),
+        DType::Double => Ok(Box::new(Binary::<f64, _>::new(floor_mod_f))),
         DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorMod)),
         DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorMod)),
         t => Err(invalid(format!("no FloorMod kernel for {t}"))),
@@ -215,8 +215,8 @@ fn k_floor_mod(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 fn k_pow(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32> { f: pow_f })),
-        DType::Double => Ok(Box::new(Binary::<f64> { f: pow_f })),
+        DType::Float => Ok(Box::new(Binary::<f32, _>::new(pow_f))),
+        DType::Double => Ok(Box::new(Binary::<f64, _>::new(pow_f))),
         DType::Int32 => Ok(int_checked::<i32>(IntKind::Pow)),
         DType::Int64 => Ok(int_checked::<i64>(IntKind::Pow)),
         t => Err(invalid(format!("no Pow kernel for {t}"))),
@@ -231,10 +231,10 @@ enum IntKind {
 }
 fn int_checked<T: IntOps>(kind: IntKind) -> Box<dyn OpKernel> {
     let kernel = match kind {
-        IntKind::FloorDiv => CheckedInt { inner: Binary { f: T::floor_div }, reject: is_zero::<T>, message: DIV_ZERO },
-        IntKind::FloorMod => CheckedInt { inner: Binary { f: T::floor_mod }, reject: is_zero::<T>, message: DIV_ZERO },
+        IntKind::FloorDiv => CheckedInt { inner: Binary::new(T::floor_div as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO },
+        IntKind::FloorMod => CheckedInt { inner: Binary::new(T::floor_mod as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO },
         IntKind::Pow => CheckedInt {
-            inner: Binary { f: T::pow },
+            inner: Binary::new(T::pow as fn(T, T) -> T),
             reject: is_negative::<T>,
             message: "Integers to negative integer powers are not allowed",
         },
@@ -246,7 +246,7 @@ const DIV_ZERO: &str = "Integer division by zero";
 
 fn k_squared_difference(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Binary::<T> { f: squared_difference::<T> }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Binary::<T, _>::new(squared_difference::<T>)) as Box<dyn OpKernel>))
 }
 
 fn ge<T: PartialOrd>(a: T, b: T) -> bool {
@@ -270,10 +270,10 @@ fn compare_factory(
     i64f: fn(i64, i64) -> bool,
 ) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Compare { f: f32f })),
-        DType::Double => Ok(Box::new(Compare { f: f64f })),
-        DType::Int32 => Ok(Box::new(Compare { f: i32f })),
-        DType::Int64 => Ok(Box::new(Compare { f: i64f })),
+        DType::Float => Ok(Box::new(Compare::new(f32f))),
+        DType::Double => Ok(Box::new(Compare::new(f64f))),
+        DType::Int32 => Ok(Box::new(Compare::new(i32f))),
+        DType::Int64 => Ok(Box::new(Compare::new(i64f))),
         t => Err(invalid(format!("no comparison kernel for {t}"))),
     }
 }
@@ -281,7 +281,7 @@ fn compare_factory(
 fn k_not_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name,
         [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
-        |T| Ok(Box::new(Compare::<T> { f: ne::<T> }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Compare::<T, _>::new(ne::<T>)) as Box<dyn OpKernel>))
 }
 
 fn and(a: bool, b: bool) -> bool {
@@ -327,7 +327,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Less", "T", NUMERIC, |d| compare_factory(d, lt, lt, lt, lt));
     r.register("LessEqual", "T", NUMERIC, |d| compare_factory(d, le, le, le, le));
     r.register("NotEqual", "T", EQUALITY, k_not_equal);
-    r.register("LogicalAnd", "", &[], |_| Ok(Box::new(Binary::<bool> { f: and })));
-    r.register("LogicalOr", "", &[], |_| Ok(Box::new(Binary::<bool> { f: or })));
-    r.register("LogicalNot", "", &[], |_| Ok(Box::new(Unary::<bool> { f: not })));
+    r.register("LogicalAnd", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(and))));
+    r.register("LogicalOr", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(or))));
+    r.register("LogicalNot", "", &[], |_| Ok(Box::new(Unary::<bool, _>::new(not))));
 }
