@@ -122,7 +122,8 @@ const ROWS_PER_TASK: usize = 64;
 
 struct Conv2D<T> {
     window: Window,
-    _t: std::marker::PhantomData<T>,
+    /// The im2col matrix, kept between runs (every element is rewritten each time).
+    scratch: std::sync::Mutex<Vec<T>>,
 }
 
 impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
@@ -153,18 +154,42 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
             product(ctx, (rows, oc, k), (x, k, 1), (f, oc, 1), o);
         } else {
             // im2col: one row of k = kh*kw*c taps per output pixel, zero in the padding.
-            let mut col = vec![T::ZERO; rows * k];
+            // Every element is written, so the buffer is reused without clearing. A run that
+            // finds it busy (concurrent runs of one plan) uses a fresh one.
+            let mut cached = self.scratch.try_lock().ok();
+            let mut fresh = Vec::new();
+            let col: &mut Vec<T> = match cached.as_deref_mut() {
+                Some(v) => v,
+                None => &mut fresh,
+            };
+            col.resize(rows * k, T::ZERO);
+            let contiguous = aw.dilation == 1;
             let fill = |(r0, chunk): (usize, &mut [T])| {
                 for (i, row) in chunk.chunks_mut(k).enumerate() {
                     let r = r0 * ROWS_PER_TASK + i;
                     let (b, y, xo) = (r / (oh * ow), (r / ow) % oh, r % ow);
                     for ky in 0..kh {
-                        let Some(iy) = ah.source(y, ky) else { continue };
+                        let taps = &mut row[ky * kw * c..(ky + 1) * kw * c];
+                        let Some(iy) = ah.source(y, ky) else {
+                            taps.fill(T::ZERO);
+                            continue;
+                        };
+                        let line = &x[(b * h + iy) * w * c..(b * h + iy + 1) * w * c];
+                        // With no dilation, the in-bounds taps of a window row are adjacent
+                        // pixels: one copy, zeros only at the edges.
+                        let first = aw.source(xo, 0);
+                        let last = aw.source(xo, kw - 1);
+                        if contiguous && first.is_some() && last.is_some() {
+                            let ix = first.unwrap_or(0);
+                            taps.copy_from_slice(&line[ix * c..(ix + kw) * c]);
+                            continue;
+                        }
                         for kx in 0..kw {
-                            let Some(ix) = aw.source(xo, kx) else { continue };
-                            let src = ((b * h + iy) * w + ix) * c;
-                            let dst = (ky * kw + kx) * c;
-                            row[dst..dst + c].copy_from_slice(&x[src..src + c]);
+                            let dst = &mut taps[kx * c..(kx + 1) * c];
+                            match aw.source(xo, kx) {
+                                Some(ix) => dst.copy_from_slice(&line[ix * c..(ix + 1) * c]),
+                                None => dst.fill(T::ZERO),
+                            }
                         }
                     }
                 }
@@ -174,7 +199,7 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
             } else {
                 col.chunks_mut(ROWS_PER_TASK * k).enumerate().for_each(fill);
             }
-            product(ctx, (rows, oc, k), (&col, k, 1), (f, oc, 1), o);
+            product(ctx, (rows, oc, k), (col.as_slice(), k, 1), (f, oc, 1), o);
         }
         outputs.push(out);
         Ok(())
@@ -246,30 +271,32 @@ impl<T: Float> OpKernel for Pool<T> {
         let max = self.max;
         let row = |(r, dst): (usize, &mut [T])| {
             let (b, y) = (r / oh, r % oh);
+            let rows: Vec<usize> = (0..ah.window).filter_map(|ky| ah.source(y, ky)).collect();
             for xo in 0..ow {
                 let px = &mut dst[xo * c..(xo + 1) * c];
-                px.iter_mut().for_each(|v| *v = if max { T::LOWEST } else { T::ZERO });
+                let mut first = true;
                 let mut count = 0usize;
-                for ky in 0..ah.window {
-                    let Some(iy) = ah.source(y, ky) else { continue };
+                for &iy in &rows {
                     for kx in 0..aw.window {
                         let Some(ix) = aw.source(xo, kx) else { continue };
                         count += 1;
                         let src = &x[((b * h + iy) * w + ix) * c..][..c];
-                        if max {
-                            px.iter_mut().zip(src).for_each(|(v, s)| {
-                                if *s > *v || s.is_nan() {
-                                    *v = *s
-                                }
-                            });
+                        if first {
+                            px.copy_from_slice(src);
+                            first = false;
+                        } else if max {
+                            // NaN propagates, as in TensorFlow.
+                            px.iter_mut().zip(src).for_each(|(v, s)| *v = if *s > *v || *s != *s { *s } else { *v });
                         } else {
                             px.iter_mut().zip(src).for_each(|(v, s)| *v = *v + *s);
                         }
                     }
                 }
-                if !max && count > 0 {
-                    let inv = T::from_f64(count as f64);
-                    px.iter_mut().for_each(|v| *v = *v / inv);
+                if first {
+                    px.fill(if max { T::LOWEST } else { T::ZERO });
+                } else if !max {
+                    let n = T::from_f64(count as f64);
+                    px.iter_mut().for_each(|v| *v = *v / n);
                 }
             }
         };
@@ -327,7 +354,7 @@ impl OpKernel for FusedBatchNorm {
 fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let window = Window::from_node(d, true)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(Conv2D::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Conv2D::<T> { window, scratch: Default::default() }) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
