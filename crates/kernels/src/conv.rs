@@ -117,6 +117,16 @@ fn nhwc(t: &Tensor, what: &str) -> KResult<[usize; 4]> {
     }
 }
 
+/// Copies a short run element by element (a `memcpy` call costs more than a few moves).
+#[inline]
+fn copy<T: Copy>(dst: &mut [T], src: &[T]) {
+    if dst.len() <= 16 {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = *s);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// Rows of output pixels handled per parallel task.
 const ROWS_PER_TASK: usize = 64;
 
@@ -165,9 +175,9 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
             col.resize(rows * k, T::ZERO);
             let contiguous = aw.dilation == 1;
             let fill = |(r0, chunk): (usize, &mut [T])| {
-                for (i, row) in chunk.chunks_mut(k).enumerate() {
-                    let r = r0 * ROWS_PER_TASK + i;
-                    let (b, y, xo) = (r / (oh * ow), (r / ow) % oh, r % ow);
+                let r = r0 * ROWS_PER_TASK;
+                let (mut b, mut y, mut xo) = (r / (oh * ow), (r / ow) % oh, r % ow);
+                for row in chunk.chunks_mut(k) {
                     for ky in 0..kh {
                         let taps = &mut row[ky * kw * c..(ky + 1) * kw * c];
                         let Some(iy) = ah.source(y, ky) else {
@@ -181,15 +191,24 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
                         let last = aw.source(xo, kw - 1);
                         if contiguous && first.is_some() && last.is_some() {
                             let ix = first.unwrap_or(0);
-                            taps.copy_from_slice(&line[ix * c..(ix + kw) * c]);
+                            copy(taps, &line[ix * c..(ix + kw) * c]);
                             continue;
                         }
                         for kx in 0..kw {
                             let dst = &mut taps[kx * c..(kx + 1) * c];
                             match aw.source(xo, kx) {
-                                Some(ix) => dst.copy_from_slice(&line[ix * c..(ix + 1) * c]),
+                                Some(ix) => copy(dst, &line[ix * c..(ix + 1) * c]),
                                 None => dst.fill(T::ZERO),
                             }
+                        }
+                    }
+                    xo += 1;
+                    if xo == ow {
+                        xo = 0;
+                        y += 1;
+                        if y == oh {
+                            y = 0;
+                            b += 1;
                         }
                     }
                 }
