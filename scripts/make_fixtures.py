@@ -247,6 +247,45 @@ def conv_ops():
                                 rng.normal(size=(2, 2, 2, 3)), f32(1, 1, 3, 4)])
 
 
+def index_ops():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(x, i, s, g, bm1, bm2):
+        return [
+            r.Transpose(x=x, perm=[2, 0, 1]), r.Transpose(x=s, perm=tf.constant([1, 0], tf.int64)),
+            r.Slice(input=x, begin=[1, 0, 1], size=[1, -1, 2]),
+            x[1:, ::-1], x[..., 1], x[None, :, 2], x[::2, -1:0:-1, 1:3], x[-1], x[:, tf.newaxis, ..., ::-2], s[:, 1:2],
+            r.Tile(input=s, multiples=[2, 3]), r.Pad(input=s, paddings=[[1, 0], [2, 1]]),
+            r.PadV2(input=i, paddings=[[0, 1], [1, 1]], constant_values=-7),
+            r.MirrorPad(input=x, paddings=[[0, 0], [1, 2], [2, 1]], mode="REFLECT"),
+            r.MirrorPad(input=s, paddings=[[2, 1], [0, 3]], mode="SYMMETRIC"),
+            r.Range(start=2, limit=17, delta=3), r.Range(start=1.5, limit=-2.0, delta=-0.75),
+            r.Range(start=tf.constant(5, tf.int64), limit=tf.constant(-4, tf.int64), delta=tf.constant(-2, tf.int64)),
+            *r.Unpack(value=x, num=3, axis=1), *r.Split(axis=2, value=g, num_split=2),
+            *r.SplitV(value=x, size_splits=[1, -1], axis=-1, num_split=2),
+            r.GatherV2(params=x, indices=[2, 0, 2], axis=1), r.GatherV2(params=s, indices=[[1, 0], [0, 0]], axis=0),
+            r.GatherV2(params=g, indices=tf.constant(3, tf.int64), axis=-1),
+            r.GatherNd(params=x, indices=[[1, 2], [0, 0]]), r.GatherNd(params=x, indices=[[[1, 2, 3]], [[0, 1, 0]]]),
+            r.OneHot(indices=i[0], depth=4, on_value=5.0, off_value=-1.0),
+            r.OneHot(indices=tf.constant([[0, 2], [3, -1]], tf.int64), depth=3, on_value=1, off_value=0, axis=0),
+            r.Cumsum(x=x, axis=1), r.Cumsum(x=i, axis=0, exclusive=True, reverse=True),
+            r.Where(condition=x > 0.5), r.Where(condition=i),
+            *r.TopKV2(input=s, k=2), *r.TopKV2(input=tf.constant([[3, 1, 3, 2, 3]]), k=4),
+            r.BatchMatMulV2(x=bm1, y=bm2), r.BatchMatMulV2(x=bm1, y=bm1, adj_x=True),
+        ]
+
+    x = (np.round(f32(2, 3, 4) * 4) / 4).astype(np.float32)
+    i = rng.integers(-3, 4, (2, 3)).astype(np.int32)
+    i[0] = [1, 3, 0]
+    s = f32(3, 4)
+    g = f32(2, 2, 4)
+    bm1, bm2 = f32(2, 1, 3, 4), f32(3, 4, 2)
+    specs = [tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=n) for a, n in
+             [(x, "x"), (i, "i"), (s, "s"), (g, "g"), (bm1, "bm1"), (bm2, "bm2")]]
+    save("index_ops", f, specs, [x, i, s, g, bm1, bm2])
+
+
 def seed_000():
     """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
     g = tf.Graph()
@@ -325,6 +364,7 @@ def main():
     math_ops()
     cnn()
     conv_ops()
+    index_ops()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

@@ -305,7 +305,7 @@ impl<T: Float> OpKernel for Pool<T> {
                             first = false;
                         } else if max {
                             // NaN propagates, as in TensorFlow.
-                            px.iter_mut().zip(src).for_each(|(v, s)| *v = if *s > *v || *s != *s { *s } else { *v });
+                            px.iter_mut().zip(src).for_each(|(v, s)| *v = if *s > *v || s.is_nan() { *s } else { *v });
                         } else {
                             px.iter_mut().zip(src).for_each(|(v, s)| *v = *v + *s);
                         }

@@ -17,6 +17,7 @@ mod array;
 mod cast;
 mod conv;
 mod elementwise;
+mod indexing;
 mod math;
 mod matmul;
 mod numeric;
@@ -192,6 +193,7 @@ impl KernelRegistry {
             cast::register(&mut r);
             conv::register(&mut r);
             elementwise::register(&mut r);
+            indexing::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);
             select::register(&mut r);

@@ -231,8 +231,12 @@ enum IntKind {
 }
 fn int_checked<T: IntOps>(kind: IntKind) -> Box<dyn OpKernel> {
     let kernel = match kind {
-        IntKind::FloorDiv => CheckedInt { inner: Binary::new(T::floor_div as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO },
-        IntKind::FloorMod => CheckedInt { inner: Binary::new(T::floor_mod as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO },
+        IntKind::FloorDiv => {
+            CheckedInt { inner: Binary::new(T::floor_div as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO }
+        }
+        IntKind::FloorMod => {
+            CheckedInt { inner: Binary::new(T::floor_mod as fn(T, T) -> T), reject: is_zero::<T>, message: DIV_ZERO }
+        }
         IntKind::Pow => CheckedInt {
             inner: Binary::new(T::pow as fn(T, T) -> T),
             reject: is_negative::<T>,

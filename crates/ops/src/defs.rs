@@ -311,6 +311,183 @@ pub fn all() -> Vec<OpDef> {
             .shape(s::fused_batch_norm)
             .build(),
     );
+    let index = |name: &str| format!("{name}: {{int32, int64}} = DT_INT32");
+    v.push(
+        op("Transpose").input("x: T").input("perm: Tperm").output("y: T").attr("T: type").attr(&index("Tperm")).build(),
+    );
+    v.push(
+        op("Slice")
+            .input("input: T")
+            .input("begin: Index")
+            .input("size: Index")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Index: {int32, int64}")
+            .build(),
+    );
+    v.push(
+        op("StridedSlice")
+            .input("input: T")
+            .input("begin: Index")
+            .input("end: Index")
+            .input("strides: Index")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Index: {int16, int32, int64}")
+            .attr("begin_mask: int = 0")
+            .attr("end_mask: int = 0")
+            .attr("ellipsis_mask: int = 0")
+            .attr("new_axis_mask: int = 0")
+            .attr("shrink_axis_mask: int = 0")
+            .build(),
+    );
+    v.push(
+        op("Tile")
+            .input("input: T")
+            .input("multiples: Tmultiples")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index("Tmultiples"))
+            .build(),
+    );
+    v.push(
+        op("Pad")
+            .input("input: T")
+            .input("paddings: Tpaddings")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index("Tpaddings"))
+            .build(),
+    );
+    v.push(
+        op("PadV2")
+            .input("input: T")
+            .input("paddings: Tpaddings")
+            .input("constant_values: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index("Tpaddings"))
+            .build(),
+    );
+    v.push(
+        op("MirrorPad")
+            .input("input: T")
+            .input("paddings: Tpaddings")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index("Tpaddings"))
+            .attr("mode: {'REFLECT', 'SYMMETRIC'}")
+            .build(),
+    );
+    v.push(
+        op("Range")
+            .input("start: Tidx")
+            .input("limit: Tidx")
+            .input("delta: Tidx")
+            .output("output: Tidx")
+            .attr("Tidx: {bfloat16, half, float, double, int8, int16, int32, int64, uint16, uint32} = DT_INT32")
+            .build(),
+    );
+    v.push(
+        op("Unpack")
+            .input("value: T")
+            .output("output: num * T")
+            .attr("num: int >= 0")
+            .attr("T: type")
+            .attr("axis: int = 0")
+            .build(),
+    );
+    v.push(
+        op("Split")
+            .input("axis: int32")
+            .input("value: T")
+            .output("output: num_split * T")
+            .attr("num_split: int >= 1")
+            .attr("T: type")
+            .build(),
+    );
+    v.push(
+        op("SplitV")
+            .input("value: T")
+            .input("size_splits: Tlen")
+            .input("axis: int32")
+            .output("output: num_split * T")
+            .attr("num_split: int >= 1")
+            .attr("T: type")
+            .attr("Tlen: {int8, int32, int64} = DT_INT64")
+            .build(),
+    );
+    v.push(
+        op("GatherV2")
+            .input("params: Tparams")
+            .input("indices: Tindices")
+            .input("axis: Taxis")
+            .output("output: Tparams")
+            .attr("batch_dims: int = 0")
+            .attr("Tparams: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("Taxis: {int32, int64}")
+            .build(),
+    );
+    v.push(
+        op("GatherNd")
+            .input("params: Tparams")
+            .input("indices: Tindices")
+            .output("output: Tparams")
+            .attr("Tparams: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("bad_indices_policy: string = ''")
+            .build(),
+    );
+    v.push(
+        op("OneHot")
+            .input("indices: TI")
+            .input("depth: int32")
+            .input("on_value: T")
+            .input("off_value: T")
+            .output("output: T")
+            .attr("axis: int = -1")
+            .attr("T: type")
+            .attr("TI: {uint8, int8, int32, int64} = DT_INT64")
+            .build(),
+    );
+    v.push(
+        op("Cumsum")
+            .input("x: T")
+            .input("axis: Tidx")
+            .output("out: T")
+            .attr("exclusive: bool = false")
+            .attr("reverse: bool = false")
+            .attr("T: type")
+            .attr(&index("Tidx"))
+            .shape(s::unchanged)
+            .build(),
+    );
+    v.push(op("Where").input("input: T").output("index: int64").attr("T: type = DT_BOOL").build());
+    v.push(
+        op("TopKV2")
+            .input("input: T")
+            .input("k: Tk")
+            .output("values: T")
+            .output("indices: index_type")
+            .attr("sorted: bool = true")
+            .attr("T: type")
+            .attr(&index("Tk"))
+            .attr("index_type: {int16, int32, int64} = DT_INT32")
+            .build(),
+    );
+    v.push(
+        op("BatchMatMulV2")
+            .input("x: T")
+            .input("y: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("adj_x: bool = false")
+            .attr("adj_y: bool = false")
+            .attr("grad_x: bool = false")
+            .attr("grad_y: bool = false")
+            .build(),
+    );
     for name in COMPARE {
         v.push(op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build());
     }

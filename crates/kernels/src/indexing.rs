@@ -1,0 +1,781 @@
+//! Kernels that move elements without arithmetic: `Transpose`, `Slice`, `StridedSlice`,
+//! `Tile`, `Pad`, `PadV2`, `MirrorPad`, `Unpack`, `Split`, `SplitV`, `GatherV2`, `GatherNd`,
+//! `OneHot`, `Where`; plus `Range`, `Cumsum`, `TopKV2`, `BatchMatMulV2`. All of them work on
+//! any dtype (element bytes, or strings) unless they compute with the values.
+use ferroflow_tensor::{DType, Tensor};
+
+use crate::matmul::{product, GemmElement};
+use crate::numeric::Num;
+use crate::reduce::{axis_values, norm_axis};
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+/// A tensor of `dims` whose element `i` is element `pick(i)` of `src`, or `fill` (a
+/// one-element tensor of the same dtype) where `pick` gives `None`.
+fn gather_elements(
+    src: &Tensor,
+    dims: &[usize],
+    fill: Option<&Tensor>,
+    pick: impl Iterator<Item = Option<usize>>,
+) -> KResult<Tensor> {
+    if src.dtype() == DType::String {
+        let s = src.as_strings()?;
+        let pad = fill.map(|f| f.as_strings().map(|v| v[0].clone())).transpose()?.unwrap_or_default();
+        let v = pick.map(|i| i.map_or_else(|| pad.clone(), |i| s[i].clone())).collect();
+        return Ok(Tensor::from_strings(dims, v)?);
+    }
+    let size = src.dtype().size().ok_or_else(|| invalid(format!("{} tensors cannot be rearranged", src.dtype())))?;
+    let bytes = src.as_bytes()?;
+    let zero = vec![0u8; size];
+    let pad = match fill {
+        Some(f) => f.as_bytes()?,
+        None => &zero,
+    };
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n * size);
+    for i in pick {
+        out.extend_from_slice(match i {
+            Some(i) => &bytes[i * size..(i + 1) * size],
+            None => pad,
+        });
+    }
+    Ok(Tensor::from_bytes(src.dtype(), dims, &out)?)
+}
+
+/// Row-major strides of `dims`.
+fn strides_of(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1];
+    }
+    s
+}
+
+/// Flat input offsets of a strided view: `offset + Σ idx[a] * steps[a]` over `dims` in
+/// row-major order.
+fn strided(dims: &[usize], offset: isize, steps: &[isize]) -> impl Iterator<Item = Option<usize>> {
+    let n: usize = dims.iter().product();
+    let dims = dims.to_vec();
+    let steps = steps.to_vec();
+    let mut idx = vec![0usize; dims.len()];
+    let mut off = offset;
+    (0..n).map(move |_| {
+        let here = off as usize;
+        for a in (0..dims.len()).rev() {
+            idx[a] += 1;
+            off += steps[a];
+            if idx[a] < dims[a] {
+                break;
+            }
+            off -= steps[a] * dims[a] as isize;
+            idx[a] = 0;
+        }
+        Some(here)
+    })
+}
+
+/// Calls `f` with every multi-index of `dims` in row-major order.
+fn each_index(dims: &[usize], mut f: impl FnMut(&[usize]) -> Option<usize>) -> impl Iterator<Item = Option<usize>> {
+    let n: usize = dims.iter().product();
+    let dims = dims.to_vec();
+    let mut idx = vec![0usize; dims.len()];
+    (0..n).map(move |_| {
+        let r = f(&idx);
+        for a in (0..dims.len()).rev() {
+            idx[a] += 1;
+            if idx[a] < dims[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+        r
+    })
+}
+
+fn vector(t: &Tensor, what: &str, len: usize) -> KResult<Vec<i64>> {
+    let v = axis_values(t)?;
+    if v.len() != len || t.rank() > 1 {
+        return Err(invalid(format!("{what} must be a vector of {len} values, got shape {:?}", t.dims())));
+    }
+    Ok(v)
+}
+
+struct Transpose;
+impl OpKernel for Transpose {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let perm = vector(&inputs[1], "perm", x.rank())?;
+        let mut seen = vec![false; x.rank()];
+        for &p in &perm {
+            let p = usize::try_from(p)
+                .ok()
+                .filter(|&p| p < x.rank())
+                .ok_or_else(|| invalid(format!("{perm:?} is not a valid permutation")))?;
+            if std::mem::replace(&mut seen[p], true) {
+                return Err(invalid(format!("{perm:?} is not a valid permutation")));
+            }
+        }
+        let st = strides_of(x.dims());
+        let dims: Vec<usize> = perm.iter().map(|&p| x.dims()[p as usize]).collect();
+        let steps: Vec<isize> = perm.iter().map(|&p| st[p as usize] as isize).collect();
+        outputs.push(gather_elements(x, &dims, None, strided(&dims, 0, &steps))?);
+        Ok(())
+    }
+}
+
+struct Slice;
+impl OpKernel for Slice {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let begin = vector(&inputs[1], "begin", x.rank())?;
+        let size = vector(&inputs[2], "size", x.rank())?;
+        let mut dims = Vec::with_capacity(x.rank());
+        for (a, (&b, &s)) in begin.iter().zip(&size).enumerate() {
+            let d = x.dims()[a] as i64;
+            let s = if s == -1 { d - b } else { s };
+            if b < 0 || s < 0 || b + s > d {
+                return Err(invalid(format!("Expected begin[{a}] = {b} and size[{a}] = {s} to fit dimension {d}")));
+            }
+            dims.push(s as usize);
+        }
+        let st = strides_of(x.dims());
+        let offset: usize = begin.iter().zip(&st).map(|(&b, &s)| b as usize * s).sum();
+        let steps: Vec<isize> = st.iter().map(|&s| s as isize).collect();
+        outputs.push(gather_elements(x, &dims, None, strided(&dims, offset as isize, &steps))?);
+        Ok(())
+    }
+}
+
+struct StridedSlice {
+    begin_mask: i64,
+    end_mask: i64,
+    ellipsis_mask: i64,
+    new_axis_mask: i64,
+    shrink_axis_mask: i64,
+}
+
+impl OpKernel for StridedSlice {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let n = inputs[1].len();
+        let (sb, se, ss) =
+            (vector(&inputs[1], "begin", n)?, vector(&inputs[2], "end", n)?, vector(&inputs[3], "strides", n)?);
+        let rank = x.rank();
+        let bit = |m: i64, i: usize| i < 63 && (m >> i) & 1 == 1;
+        // Expand the sparse spec (with its ellipsis and new axes) to one entry per input dim.
+        let mut ellipsis = self.ellipsis_mask;
+        let mut sparse_n = n;
+        let mut after_ellipsis_new = 0;
+        let mut seen = false;
+        for i in 0..n {
+            if seen && bit(self.new_axis_mask, i) {
+                after_ellipsis_new += 1;
+            }
+            if bit(ellipsis, i) {
+                seen = true;
+            }
+        }
+        if !seen {
+            ellipsis |= 1 << n;
+            sparse_n += 1;
+        }
+        #[derive(Clone, Copy)]
+        enum Final {
+            Dim(usize),
+            NewAxis,
+            Shrink,
+        }
+        let mut dense = vec![(0i64, 0i64, 1i64, true, true, false); rank]; // begin, end, stride, begin_masked, end_masked, shrink
+        let mut finals = Vec::new();
+        let mut full = 0usize;
+        for i in 0..sparse_n {
+            if bit(ellipsis, i) {
+                let next = (rank + 1 + after_ellipsis_new).saturating_sub(sparse_n - i).min(rank);
+                while full < next {
+                    finals.push(Final::Dim(full));
+                    full += 1;
+                }
+            } else if bit(self.new_axis_mask, i) {
+                finals.push(Final::NewAxis);
+            } else {
+                if full >= rank {
+                    return Err(invalid(format!(
+                        "Index out of range using input dim {full}; input has only {rank} dims"
+                    )));
+                }
+                let shrink = bit(self.shrink_axis_mask, i);
+                dense[full] = (sb[i], se[i], ss[i], bit(self.begin_mask, i), bit(self.end_mask, i), shrink);
+                finals.push(if shrink { Final::Shrink } else { Final::Dim(full) });
+                full += 1;
+            }
+        }
+        let st = strides_of(x.dims());
+        let mut offset = 0isize;
+        let mut dims = Vec::with_capacity(rank);
+        let mut steps = Vec::with_capacity(rank);
+        for (a, &(b, e, s, bm, em, shrink)) in dense.iter().enumerate() {
+            let d = x.dims()[a] as i64;
+            if s == 0 {
+                return Err(invalid("strides[i] must be non-zero"));
+            }
+            let (begin, size, stride) = if shrink {
+                let b = if b < 0 { b + d } else { b };
+                if b < 0 || b >= d {
+                    return Err(invalid(format!(
+                        "slice index {} of dimension {a} out of bounds.",
+                        sb.get(a).copied().unwrap_or(b)
+                    )));
+                }
+                (b, 1, 1)
+            } else {
+                let canon = |v: i64, masked: bool, is_begin: bool| {
+                    if masked {
+                        return if s > 0 {
+                            if is_begin {
+                                0
+                            } else {
+                                d
+                            }
+                        } else if is_begin {
+                            d - 1
+                        } else {
+                            -1
+                        };
+                    }
+                    let v = if v < 0 { v + d } else { v };
+                    if s > 0 {
+                        v.clamp(0, d)
+                    } else {
+                        v.clamp(-1, d - 1)
+                    }
+                };
+                let (b, e) = (canon(b, bm, true), canon(e, em, false));
+                let len = e - b;
+                let size =
+                    if (len <= 0 && s > 0) || (len >= 0 && s < 0) { 0 } else { len / s + i64::from(len % s != 0) };
+                (b, size, s)
+            };
+            if size > 0 {
+                offset += begin as isize * st[a] as isize;
+            }
+            dims.push(size as usize);
+            steps.push(stride as isize * st[a] as isize);
+        }
+        let values = gather_elements(x, &dims, None, strided(&dims, offset, &steps))?;
+        let final_dims: Vec<usize> = finals
+            .iter()
+            .filter_map(|f| match *f {
+                Final::Dim(a) => Some(dims[a]),
+                Final::NewAxis => Some(1),
+                Final::Shrink => None,
+            })
+            .collect();
+        outputs.push(values.reshaped(&final_dims)?);
+        Ok(())
+    }
+}
+
+struct Tile;
+impl OpKernel for Tile {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let m = vector(&inputs[1], "multiples", x.rank())?;
+        if m.iter().any(|&v| v < 0) {
+            return Err(invalid(format!("Expected multiples to be non-negative, got {m:?}")));
+        }
+        let dims: Vec<usize> = x.dims().iter().zip(&m).map(|(&d, &k)| d * k as usize).collect();
+        let (xd, st) = (x.dims().to_vec(), strides_of(x.dims()));
+        let pick = each_index(&dims, |i| Some(i.iter().enumerate().map(|(a, &v)| (v % xd[a]) * st[a]).sum()));
+        outputs.push(gather_elements(x, &dims, None, pick)?);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum PadMode {
+    Constant,
+    Reflect,
+    Symmetric,
+}
+
+struct Pad(PadMode);
+impl OpKernel for Pad {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let p = axis_values(&inputs[1])?;
+        if inputs[1].dims() != [x.rank(), 2] {
+            return Err(invalid(format!(
+                "paddings must be a matrix of shape [{}, 2], got {:?}",
+                x.rank(),
+                inputs[1].dims()
+            )));
+        }
+        let fill = inputs.get(2);
+        if fill.is_some_and(|f| f.len() != 1) {
+            return Err(invalid("constant_values must be a scalar"));
+        }
+        let mode = self.0;
+        let xd = x.dims().to_vec();
+        let mut dims = Vec::with_capacity(xd.len());
+        for (a, &d) in xd.iter().enumerate() {
+            let (b, e) = (p[2 * a], p[2 * a + 1]);
+            let limit = match mode {
+                PadMode::Constant => i64::MAX,
+                PadMode::Reflect => d as i64 - 1,
+                PadMode::Symmetric => d as i64,
+            };
+            if b < 0 || e < 0 || b > limit || e > limit {
+                return Err(invalid(format!(
+                    "paddings {b}, {e} must be non-negative and fit dimension {a} of size {d}"
+                )));
+            }
+            dims.push(d + (b + e) as usize);
+        }
+        let st = strides_of(&xd);
+        let pick = each_index(&dims, |i| {
+            let mut off = 0;
+            for (a, &v) in i.iter().enumerate() {
+                let (n, pos) = (xd[a] as i64, v as i64 - p[2 * a]);
+                let src = match mode {
+                    _ if (0..n).contains(&pos) => pos,
+                    PadMode::Constant => return None,
+                    PadMode::Reflect if pos < 0 => -pos,
+                    PadMode::Reflect => 2 * n - 2 - pos,
+                    PadMode::Symmetric if pos < 0 => -pos - 1,
+                    PadMode::Symmetric => 2 * n - 1 - pos,
+                };
+                off += src as usize * st[a];
+            }
+            Some(off)
+        });
+        outputs.push(gather_elements(x, &dims, fill, pick)?);
+        Ok(())
+    }
+}
+
+/// Splits `x` along `axis` into pieces of the given sizes.
+fn split(x: &Tensor, axis: usize, sizes: &[usize], outputs: &mut Outputs) -> KResult<()> {
+    let st = strides_of(x.dims());
+    let steps: Vec<isize> = st.iter().map(|&s| s as isize).collect();
+    let mut start = 0;
+    for &size in sizes {
+        let mut dims = x.dims().to_vec();
+        dims[axis] = size;
+        outputs.push(gather_elements(x, &dims, None, strided(&dims, (start * st[axis]) as isize, &steps))?);
+        start += size;
+    }
+    Ok(())
+}
+
+struct Unpack {
+    num: usize,
+    axis: i64,
+}
+impl OpKernel for Unpack {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let axis = norm_axis(self.axis, x.rank())?;
+        if x.dims()[axis] != self.num {
+            return Err(invalid(format!("Input shape axis {axis} must equal {}, got shape {:?}", self.num, x.dims())));
+        }
+        split(x, axis, &vec![1; self.num], outputs)?;
+        let mut dims = x.dims().to_vec();
+        dims.remove(axis);
+        for t in outputs.iter_mut() {
+            *t = t.reshaped(&dims)?;
+        }
+        Ok(())
+    }
+}
+
+struct Split {
+    num: usize,
+    v2: bool,
+}
+impl OpKernel for Split {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (x, axis_t) = if self.v2 { (&inputs[0], &inputs[2]) } else { (&inputs[1], &inputs[0]) };
+        let a = axis_values(axis_t)?;
+        let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let axis = norm_axis(a, x.rank())?;
+        let d = x.dims()[axis];
+        let sizes: Vec<usize> = if self.v2 {
+            let mut s = vector(&inputs[1], "size_splits", self.num)?;
+            if let Some(i) = s.iter().position(|&v| v == -1) {
+                let known: i64 = s.iter().filter(|&&v| v != -1).sum();
+                s[i] = d as i64 - known;
+            }
+            if s.iter().any(|&v| v < 0) || s.iter().sum::<i64>() != d as i64 {
+                return Err(invalid(format!(
+                    "size_splits {s:?} must be non-negative and sum to dimension {axis} of size {d}"
+                )));
+            }
+            s.iter().map(|&v| v as usize).collect()
+        } else {
+            if d % self.num != 0 {
+                return Err(invalid(format!("Number of ways to split should evenly divide the split dimension, but got split_dim {axis} (size = {d}) and num_split {}", self.num)));
+            }
+            vec![d / self.num; self.num]
+        };
+        split(x, axis, &sizes, outputs)
+    }
+}
+
+struct GatherV2;
+impl OpKernel for GatherV2 {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (params, idx) = (&inputs[0], axis_values(&inputs[1])?);
+        let a = axis_values(&inputs[2])?;
+        let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let axis = norm_axis(a, params.rank())?;
+        let pd = params.dims();
+        let (outer, n, inner) =
+            (pd[..axis].iter().product::<usize>(), pd[axis], pd[axis + 1..].iter().product::<usize>());
+        if let Some(bad) = idx.iter().find(|&&i| i < 0 || i as usize >= n) {
+            return Err(invalid(format!("indices contains {bad}, which is not in [0, {n})")));
+        }
+        let mut dims = pd[..axis].to_vec();
+        dims.extend_from_slice(inputs[1].dims());
+        dims.extend_from_slice(&pd[axis + 1..]);
+        let pick = (0..outer).flat_map(|o| {
+            idx.iter().flat_map(move |&i| (0..inner).map(move |j| Some((o * n + i as usize) * inner + j)))
+        });
+        outputs.push(gather_elements(params, &dims, None, pick)?);
+        Ok(())
+    }
+}
+
+struct GatherNd;
+impl OpKernel for GatherNd {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (params, indices) = (&inputs[0], &inputs[1]);
+        let idx = axis_values(indices)?;
+        let depth = *indices.dims().last().ok_or_else(|| invalid("indices must be at least a vector"))?;
+        let pd = params.dims();
+        if depth > pd.len() {
+            return Err(invalid(format!("index depth {depth} exceeds params rank {}", pd.len())));
+        }
+        let st = strides_of(pd);
+        let inner: usize = pd[depth..].iter().product();
+        let mut starts = Vec::new();
+        for (r, row) in idx.chunks(depth.max(1)).enumerate().take(indices.len() / depth.max(1)) {
+            let mut off = 0;
+            for (a, &v) in row.iter().enumerate().take(depth) {
+                if v < 0 || v as usize >= pd[a] {
+                    return Err(invalid(format!("indices[{r}] = {row:?} does not index into param shape {pd:?}")));
+                }
+                off += v as usize * st[a];
+            }
+            starts.push(off);
+        }
+        if depth == 0 {
+            starts = vec![0; indices.len()];
+        }
+        let mut dims = indices.dims()[..indices.rank() - 1].to_vec();
+        dims.extend_from_slice(&pd[depth..]);
+        let pick = starts.into_iter().flat_map(|s| (0..inner).map(move |j| Some(s + j)));
+        outputs.push(gather_elements(params, &dims, None, pick)?);
+        Ok(())
+    }
+}
+
+struct OneHot(i64);
+impl OpKernel for OneHot {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let idx = axis_values(&inputs[0]).or_else(|_| match inputs[0].dtype() {
+            DType::UInt8 => Ok(inputs[0].as_slice::<u8>()?.iter().map(|&v| v as i64).collect()),
+            DType::Int8 => Ok(inputs[0].as_slice::<i8>()?.iter().map(|&v| v as i64).collect()),
+            d => Err(invalid(format!("OneHot indices of type {d}"))),
+        })?;
+        let depth = inputs[1].scalar_value::<i32>()?;
+        if depth < 0 {
+            return Err(invalid(format!("depth must be non-negative, got: {depth}")));
+        }
+        let depth = depth as usize;
+        let rank = inputs[0].rank();
+        let axis = if self.0 == -1 {
+            rank
+        } else {
+            usize::try_from(self.0)
+                .ok()
+                .filter(|&a| a <= rank)
+                .ok_or_else(|| invalid(format!("Expected axis to be -1 or between [0, {rank}], got {}", self.0)))?
+        };
+        let mut dims = inputs[0].dims().to_vec();
+        dims.insert(axis, depth);
+        let (outer, inner): (usize, usize) = (dims[..axis].iter().product(), dims[axis + 1..].iter().product());
+        let (on, off) = (&inputs[2], &inputs[3]);
+        let both = concat_scalars(on, off)?;
+        let pick = (0..outer)
+            .flat_map(|o| (0..depth).flat_map(move |d| (0..inner).map(move |i| (o, d, i))))
+            .map(|(o, d, i)| Some(if idx[o * inner + i] == d as i64 { 0 } else { 1 }));
+        outputs.push(gather_elements(&both, &dims, None, pick)?);
+        Ok(())
+    }
+}
+
+/// A two-element vector [a, b] of two scalars of one dtype.
+fn concat_scalars(a: &Tensor, b: &Tensor) -> KResult<Tensor> {
+    if a.len() != 1 || b.len() != 1 {
+        return Err(invalid("on_value and off_value must be scalars"));
+    }
+    if a.dtype() == DType::String {
+        return Ok(Tensor::from_strings(&[2], vec![a.as_strings()?[0].clone(), b.as_strings()?[0].clone()])?);
+    }
+    let mut bytes = a.as_bytes()?.to_vec();
+    bytes.extend_from_slice(b.as_bytes()?);
+    Ok(Tensor::from_bytes(a.dtype(), &[2], &bytes)?)
+}
+
+struct Where;
+impl OpKernel for Where {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let truth: Vec<bool> = match x.dtype() {
+            DType::Bool => x.as_slice::<bool>()?.to_vec(),
+            DType::Float => x.as_slice::<f32>()?.iter().map(|&v| v != 0.0).collect(),
+            DType::Double => x.as_slice::<f64>()?.iter().map(|&v| v != 0.0).collect(),
+            DType::Int32 => x.as_slice::<i32>()?.iter().map(|&v| v != 0).collect(),
+            DType::Int64 => x.as_slice::<i64>()?.iter().map(|&v| v != 0).collect(),
+            d => return Err(invalid(format!("Where is not defined for {d}"))),
+        };
+        let st = strides_of(x.dims());
+        let mut coords = Vec::new();
+        for (i, _) in truth.iter().enumerate().filter(|(_, t)| **t) {
+            coords.extend(st.iter().zip(x.dims()).map(|(&s, &d)| ((i / s) % d) as i64));
+        }
+        let n = coords.len() / x.rank().max(1);
+        let n = if x.rank() == 0 { truth.iter().filter(|t| **t).count() } else { n };
+        outputs.push(Tensor::from_vec(&[n, x.rank()], coords)?);
+        Ok(())
+    }
+}
+
+struct Range;
+impl OpKernel for Range {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        fn make<T: Num + Into<f64>>(inputs: &Inputs) -> KResult<Tensor> {
+            let (s, l, d) =
+                (inputs[0].scalar_value::<T>()?, inputs[1].scalar_value::<T>()?, inputs[2].scalar_value::<T>()?);
+            let (sf, lf, df): (f64, f64, f64) = (s.into(), l.into(), d.into());
+            if df == 0.0 {
+                return Err(invalid("Requires delta != 0"));
+            }
+            if (df > 0.0 && sf > lf) || (df < 0.0 && sf < lf) {
+                return Err(invalid(format!("Requires start <= limit when delta > 0: {sf}/{lf}")));
+            }
+            let n = ((lf - sf) / df).abs().ceil() as usize;
+            if n > 1 << 31 {
+                return Err(invalid(format!("Range of {n} elements is too large")));
+            }
+            let mut v = Vec::with_capacity(n);
+            let mut x = s;
+            for _ in 0..n {
+                v.push(x);
+                x = x.add_w(d);
+            }
+            Ok(Tensor::from_vec(&[n], v)?)
+        }
+        let t = match inputs[0].dtype() {
+            DType::Int32 => make::<i32>(inputs)?,
+            DType::Float => make::<f32>(inputs)?,
+            DType::Double => make::<f64>(inputs)?,
+            DType::Int64 => {
+                let v = [0, 1, 2].map(|i| inputs[i].scalar_value::<i64>());
+                let (s, l, d) = (
+                    v[0].as_ref().copied().map_err(|e| invalid(e.to_string()))?,
+                    v[1].as_ref().copied().map_err(|e| invalid(e.to_string()))?,
+                    v[2].as_ref().copied().map_err(|e| invalid(e.to_string()))?,
+                );
+                if d == 0 || (d > 0 && s > l) || (d < 0 && s < l) {
+                    return Err(invalid(format!("Requires delta != 0 and start/limit ordered by delta: {s}/{l}/{d}")));
+                }
+                let n = ((l - s) as i128).unsigned_abs().div_ceil(d.unsigned_abs() as u128) as usize;
+                if n > 1 << 31 {
+                    return Err(invalid(format!("Range of {n} elements is too large")));
+                }
+                Tensor::from_vec(&[n], (0..n as i64).map(|i| s + i * d).collect())?
+            }
+            dt => return Err(invalid(format!("Range is not defined for {dt}"))),
+        };
+        outputs.push(t);
+        Ok(())
+    }
+}
+
+struct Cumsum<T> {
+    exclusive: bool,
+    reverse: bool,
+    _t: std::marker::PhantomData<T>,
+}
+impl<T: Num> OpKernel for Cumsum<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let a = axis_values(&inputs[1])?;
+        let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let mut x = inputs.swap_remove(0);
+        let axis = norm_axis(a, x.rank())?;
+        let d = x.dims();
+        let (outer, n, inner) = (d[..axis].iter().product::<usize>(), d[axis], d[axis + 1..].iter().product::<usize>());
+        let (ex, rev) = (self.exclusive, self.reverse);
+        let v = x.as_mut_slice::<T>()?;
+        for o in 0..outer {
+            for i in 0..inner {
+                let mut acc = T::ZERO;
+                for k in 0..n {
+                    let k = if rev { n - 1 - k } else { k };
+                    let e = &mut v[(o * n + k) * inner + i];
+                    let cur = *e;
+                    acc = acc.add_w(cur);
+                    *e = if ex { acc.sub_w(cur) } else { acc };
+                }
+            }
+        }
+        outputs.push(x);
+        Ok(())
+    }
+}
+
+struct TopK<T>(std::marker::PhantomData<T>);
+impl<T: Num> OpKernel for TopK<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let k = axis_values(&inputs[1])?;
+        let [k] = k[..] else { return Err(invalid("k must be a scalar")) };
+        let n = *x.dims().last().ok_or_else(|| invalid("input must be at least 1-D"))?;
+        if k < 0 || k as usize > n {
+            return Err(invalid(format!("input must have at least k={k} columns, has {n}")));
+        }
+        let k = k as usize;
+        let rows = x.len().checked_div(n).unwrap_or(0);
+        let src = x.as_slice::<T>()?;
+        let (mut vals, mut idx) = (Vec::with_capacity(rows * k), Vec::with_capacity(rows * k));
+        for r in 0..rows {
+            let row = &src[r * n..(r + 1) * n];
+            let mut order: Vec<usize> = (0..n).collect();
+            // Larger first; ties keep the lower index first (a stable sort), as TensorFlow does.
+            order.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap_or(std::cmp::Ordering::Equal));
+            for &i in &order[..k] {
+                vals.push(row[i]);
+                idx.push(i as i32);
+            }
+        }
+        let mut dims = x.dims().to_vec();
+        *dims.last_mut().expect("rank >= 1") = k;
+        outputs.push(Tensor::from_vec(&dims, vals)?);
+        outputs.push(Tensor::from_vec(&dims, idx)?);
+        Ok(())
+    }
+}
+
+struct BatchMatMul<T> {
+    adj_x: bool,
+    adj_y: bool,
+    _t: std::marker::PhantomData<T>,
+}
+impl<T: GemmElement> OpKernel for BatchMatMul<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if a.rank() < 2 || b.rank() < 2 {
+            return Err(invalid(format!("In[0] and In[1] must have rank >= 2, got {:?} and {:?}", a.dims(), b.dims())));
+        }
+        let (ad, bd) = (a.dims(), b.dims());
+        let (ab, bb) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
+        let batch = ferroflow_tensor::broadcast_dims(ab, bb).ok_or_else(|| {
+            invalid(format!("In[0] and In[1] must have compatible batch dimensions: {ad:?} vs. {bd:?}"))
+        })?;
+        let (ar, ac) = (ad[ad.len() - 2], ad[ad.len() - 1]);
+        let (br, bc) = (bd[bd.len() - 2], bd[bd.len() - 1]);
+        let (m, k) = if self.adj_x { (ac, ar) } else { (ar, ac) };
+        let (k2, n) = if self.adj_y { (bc, br) } else { (br, bc) };
+        if k != k2 {
+            return Err(invalid(format!("Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?}")));
+        }
+        let mut dims = batch.clone();
+        dims.extend([m, n]);
+        let mut out = Tensor::zeros(T::DTYPE, &dims)?;
+        let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+        let o = out.as_mut_slice::<T>()?;
+        let (sa, sb) = (strides_of(ab), strides_of(bb));
+        let nb: usize = batch.iter().product();
+        let bst = strides_of(&batch);
+        for i in 0..nb {
+            let coord: Vec<usize> = bst.iter().zip(&batch).map(|(&s, &d)| (i / s) % d).collect();
+            let pick = |dims: &[usize], st: &[usize]| -> usize {
+                dims.iter()
+                    .enumerate()
+                    .map(|(j, &d)| (if d == 1 { 0 } else { coord[coord.len() - dims.len() + j] }) * st[j])
+                    .sum()
+            };
+            let (ia, ib) = (pick(ab, &sa), pick(bb, &sb));
+            let (a_rs, a_cs) = if self.adj_x { (1, ac) } else { (ac, 1) };
+            let (b_rs, b_cs) = if self.adj_y { (1, bc) } else { (bc, 1) };
+            product(
+                ctx,
+                (m, n, k),
+                (&x[ia * ar * ac..(ia + 1) * ar * ac], a_rs, a_cs),
+                (&y[ib * br * bc..(ib + 1) * br * bc], b_rs, b_cs),
+                &mut o[i * m * n..(i + 1) * m * n],
+            );
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+fn k_cumsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let (exclusive, reverse) = (d.bool("exclusive")?, d.bool("reverse")?);
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(Cumsum::<T> { exclusive, reverse, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    if d.dtype("index_type")? != DType::Int32 {
+        return Err(invalid(format!("node '{}': TopKV2 supports index_type int32", d.name)));
+    }
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(TopK::<T>(Default::default())) as Box<dyn OpKernel>))
+}
+
+fn k_batch_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let (adj_x, adj_y) = (d.bool("adj_x")?, d.bool("adj_y")?);
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(BatchMatMul::<T> { adj_x, adj_y, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+pub(crate) fn register(r: &mut KernelRegistry) {
+    const NUM: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64];
+    r.register("Transpose", "", &[], |_| Ok(Box::new(Transpose)));
+    r.register("Slice", "", &[], |_| Ok(Box::new(Slice)));
+    r.register("StridedSlice", "", &[], |d| {
+        Ok(Box::new(StridedSlice {
+            begin_mask: d.int("begin_mask")?,
+            end_mask: d.int("end_mask")?,
+            ellipsis_mask: d.int("ellipsis_mask")?,
+            new_axis_mask: d.int("new_axis_mask")?,
+            shrink_axis_mask: d.int("shrink_axis_mask")?,
+        }))
+    });
+    r.register("Tile", "", &[], |_| Ok(Box::new(Tile)));
+    r.register("Pad", "", &[], |_| Ok(Box::new(Pad(PadMode::Constant))));
+    r.register("PadV2", "", &[], |_| Ok(Box::new(Pad(PadMode::Constant))));
+    r.register("MirrorPad", "", &[], |d| {
+        Ok(Box::new(Pad(if d.string("mode")? == "REFLECT" { PadMode::Reflect } else { PadMode::Symmetric })))
+    });
+    r.register("Unpack", "", &[], |d| {
+        Ok(Box::new(Unpack { num: d.int("num")?.max(0) as usize, axis: d.int("axis")? }))
+    });
+    r.register("Split", "", &[], |d| Ok(Box::new(Split { num: d.int("num_split")?.max(1) as usize, v2: false })));
+    r.register("SplitV", "", &[], |d| Ok(Box::new(Split { num: d.int("num_split")?.max(1) as usize, v2: true })));
+    r.register("GatherV2", "", &[], |d| {
+        if d.int("batch_dims")? != 0 {
+            return Err(invalid(format!("node '{}': GatherV2 with batch_dims != 0 is not supported", d.name)));
+        }
+        Ok(Box::new(GatherV2))
+    });
+    r.register("GatherNd", "", &[], |_| Ok(Box::new(GatherNd)));
+    r.register("OneHot", "", &[], |d| Ok(Box::new(OneHot(d.int("axis")?))));
+    r.register("Where", "", &[], |_| Ok(Box::new(Where)));
+    r.register("Range", "Tidx", &[DType::Int32, DType::Int64, DType::Float, DType::Double], |_| Ok(Box::new(Range)));
+    r.register("Cumsum", "T", NUM, k_cumsum);
+    r.register("TopKV2", "T", NUM, k_topk);
+    r.register("BatchMatMulV2", "T", NUM, k_batch_matmul);
+}
