@@ -286,6 +286,28 @@ def index_ops():
     save("index_ops", f, specs, [x, i, s, g, bm1, bm2])
 
 
+def image_ops():
+    r = tf.raw_ops
+
+    @tf.function
+    def f(img, a, b, c):
+        return [
+            r.ResizeBilinear(images=img, size=[7, 5]),
+            r.ResizeBilinear(images=img, size=[3, 9], align_corners=True),
+            r.ResizeBilinear(images=img, size=[8, 6], half_pixel_centers=True),
+            r.ResizeNearestNeighbor(images=img, size=[7, 5]),
+            r.ResizeNearestNeighbor(images=img, size=[3, 9], align_corners=True),
+            r.ResizeNearestNeighbor(images=img, size=[8, 6], half_pixel_centers=True),
+            r.Einsum(inputs=[a, b], equation="ij,jk->ik"), r.Einsum(inputs=[c, c], equation="bij,bkj->bik"),
+            r.Einsum(inputs=[a], equation="ij->ji"), r.Einsum(inputs=[b, b], equation="ij,ij->i"),
+            r.Einsum(inputs=[a, b], equation="ij,jk->"), r.Einsum(inputs=[c], equation="bii->bi"),
+        ]
+
+    specs = [tf.TensorSpec([2, 4, 5, 3], tf.float32, name="img"), tf.TensorSpec([2, 3], tf.float32, name="a"),
+             tf.TensorSpec([3, 4], tf.float32, name="b"), tf.TensorSpec([2, 3, 3], tf.float32, name="c")]
+    save("image_ops", f, specs, [f32(2, 4, 5, 3), f32(2, 3), f32(3, 4), f32(2, 3, 3)])
+
+
 def seed_000():
     """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
     g = tf.Graph()
@@ -365,6 +387,7 @@ def main():
     cnn()
     conv_ops()
     index_ops()
+    image_ops()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

@@ -16,7 +16,9 @@ macro_rules! dispatch {
 mod array;
 mod cast;
 mod conv;
+mod einsum;
 mod elementwise;
+mod image;
 mod indexing;
 mod math;
 mod matmul;
@@ -192,7 +194,9 @@ impl KernelRegistry {
             array::register(&mut r);
             cast::register(&mut r);
             conv::register(&mut r);
+            einsum::register(&mut r);
             elementwise::register(&mut r);
+            image::register(&mut r);
             indexing::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);

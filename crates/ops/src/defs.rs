@@ -488,6 +488,28 @@ pub fn all() -> Vec<OpDef> {
             .attr("grad_y: bool = false")
             .build(),
     );
+    for name in ["ResizeBilinear", "ResizeNearestNeighbor"] {
+        let out = if name == "ResizeBilinear" { "resized_images: float" } else { "resized_images: T" };
+        v.push(
+            op(name)
+                .input("images: T")
+                .input("size: int32")
+                .output(out)
+                .attr("T: type")
+                .attr("align_corners: bool = false")
+                .attr("half_pixel_centers: bool = false")
+                .build(),
+        );
+    }
+    v.push(
+        op("Einsum")
+            .input("inputs: N * T")
+            .output("output: T")
+            .attr("equation: string")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .build(),
+    );
     for name in COMPARE {
         v.push(op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build());
     }
