@@ -22,10 +22,13 @@ rng = np.random.default_rng(20261129)
 manifest = []
 
 
-def save(name, fn, specs, feeds, rtol=1e-5, atol=1e-6, note=""):
-    """Freezes `fn` for `specs`, runs it on `feeds` and writes the fixture files."""
+def save(name, fn, specs, feeds, rtol=1e-5, atol=1e-6, note="", lower_control_flow=True):
+    """Freezes `fn` for `specs`, runs it on `feeds` and writes the fixture files.
+
+    With lower_control_flow=False, functional control flow (If/While and their FunctionDefs)
+    is kept as TensorFlow 2 writes it instead of being lowered to v1 Switch/Merge frames."""
     concrete = fn.get_concrete_function(*specs)
-    frozen = convert_variables_to_constants_v2(concrete)
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=lower_control_flow)
     gd = frozen.graph.as_graph_def()
     with open(os.path.join(OUT, f"{name}.pb"), "wb") as f:
         f.write(gd.SerializeToString(deterministic=True))
@@ -308,6 +311,28 @@ def image_ops():
     save("image_ops", f, specs, [f32(2, 4, 5, 3), f32(2, 3), f32(3, 4), f32(2, 3, 3)])
 
 
+def control_flow_v2():
+    @tf.function
+    def inner(a):
+        return a * 2.0 + 1.0
+
+    @tf.function
+    def f(x, n):
+        i = tf.constant(0)
+        acc = x
+        while i < n:
+            if tf.reduce_sum(acc) > 10.0:
+                acc = acc * 0.5
+            else:
+                acc = acc + 1.0
+            i += 1
+        return acc, inner(x), tf.cond(n > 2, lambda: x - 1.0, lambda: x * 3.0)
+
+    specs = [tf.TensorSpec([2, 2], tf.float32, name="x"), tf.TensorSpec([], tf.int32, name="n")]
+    save("control_flow_v2", f, specs, [f32(2, 2, lo=0.0, hi=3.0), np.int32(7)], lower_control_flow=False,
+         note="functional While with an If in its body, a function call, and tf.cond")
+
+
 def seed_000():
     """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
     g = tf.Graph()
@@ -388,6 +413,7 @@ def main():
     conv_ops()
     index_ops()
     image_ops()
+    control_flow_v2()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

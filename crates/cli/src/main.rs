@@ -48,6 +48,9 @@ enum Command {
         /// Threads one large kernel may use (0 = one per core).
         #[arg(long, default_value_t = 0)]
         intra_op_threads: usize,
+        /// Fail a step whose `While` loop runs more iterations than this (0 = no limit).
+        #[arg(long, default_value_t = 0)]
+        max_loop_iterations: u64,
     },
     /// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
     Convert {
@@ -68,8 +71,18 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { graph, inputs, feeds, fetches, targets, output, inter_op_threads, intra_op_threads } => {
-            let opts = SessionOptions { inter_op_threads, intra_op_threads };
+        Command::Run {
+            graph,
+            inputs,
+            feeds,
+            fetches,
+            targets,
+            output,
+            inter_op_threads,
+            intra_op_threads,
+            max_loop_iterations,
+        } => {
+            let opts = SessionOptions { inter_op_threads, intra_op_threads, max_loop_iterations };
             run(&graph, inputs.as_deref(), &feeds, &fetches, &targets, output.as_deref(), opts)
         }
         Command::Convert { input, output } => convert(&input, &output),

@@ -12,8 +12,11 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(N as u64));
     for (name, (graph, fetch)) in [("chain_2000", graphs::chain(N)), ("wide_2000", graphs::wide(N))] {
         for threads in [1, 2] {
-            let sess =
-                Session::new(graph.clone(), SessionOptions { inter_op_threads: threads, intra_op_threads: 1 }).unwrap();
+            let sess = Session::new(
+                graph.clone(),
+                SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() },
+            )
+            .unwrap();
             let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
             let feeds = [Tensor::scalar(1.0f32)];
             group.bench_function(format!("{name}/inter_op_{threads}"), |b| {

@@ -15,8 +15,10 @@ fn main() -> anyhow::Result<()> {
     let x: Vec<f32> = (0..batch * 28 * 28).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
     let x = Tensor::from_vec(&[batch, 28, 28, 1], x)?;
     for threads in [1, 2] {
-        let sess =
-            Session::new(graph.clone(), SessionOptions { inter_op_threads: threads, intra_op_threads: threads })?;
+        let sess = Session::new(
+            graph.clone(),
+            SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() },
+        )?;
         let plan = sess.plan(&["x:0"], &["Identity:0"], &[])?;
         let feeds = [x.clone()];
         for _ in 0..3 {

@@ -16,7 +16,10 @@ fn main() -> anyhow::Result<()> {
             continue;
         }
         for threads in [1, 2] {
-            let sess = Session::new(graph.clone(), SessionOptions { inter_op_threads: threads, intra_op_threads: 1 })?;
+            let sess = Session::new(
+                graph.clone(),
+                SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() },
+            )?;
             let plan = sess.plan(&["x:0"], &[&fetch], &[])?;
             let feeds = [Tensor::scalar(1.0f32)];
             for _ in 0..iters / 10 + 1 {

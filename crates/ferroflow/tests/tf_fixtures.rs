@@ -35,7 +35,11 @@ fn every_fixture_matches_tensorflow_from_pb_and_pbtxt() {
         for ext in ["pb", "pbtxt"] {
             let g = ferroflow::load_graph(&fixtures_dir().join(format!("{}.{ext}", fx.name))).unwrap();
             for threads in [1, 2] {
-                run_fixture(g.clone(), fx, SessionOptions { inter_op_threads: threads, intra_op_threads: threads });
+                run_fixture(
+                    g.clone(),
+                    fx,
+                    SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() },
+                );
             }
         }
     }

@@ -510,6 +510,48 @@ pub fn all() -> Vec<OpDef> {
             .attr("T: type")
             .build(),
     );
+    for name in ["If", "StatelessIf"] {
+        v.push(
+            op(name)
+                .input("cond: Tcond")
+                .input("input: Tin")
+                .output("output: Tout")
+                .attr("Tcond: type")
+                .attr("Tin: list(type) >= 0")
+                .attr("Tout: list(type) >= 0")
+                .attr("then_branch: func")
+                .attr("else_branch: func")
+                .attr("output_shapes: list(shape) = []")
+                .build(),
+        );
+    }
+    for name in ["While", "StatelessWhile"] {
+        v.push(
+            op(name)
+                .input("input: T")
+                .output("output: T")
+                .attr("T: list(type) >= 0")
+                .attr("cond: func")
+                .attr("body: func")
+                .attr("output_shapes: list(shape) = []")
+                .attr("parallel_iterations: int = 10")
+                .build(),
+        );
+    }
+    for name in ["PartitionedCall", "StatefulPartitionedCall"] {
+        v.push(
+            op(name)
+                .input("args: Tin")
+                .output("output: Tout")
+                .attr("Tin: list(type) >= 0")
+                .attr("Tout: list(type) >= 0")
+                .attr("f: func")
+                .attr("config: string = ''")
+                .attr("config_proto: string = ''")
+                .attr("executor_type: string = ''")
+                .build(),
+        );
+    }
     for name in COMPARE {
         v.push(op(name).input("x: T").input("y: T").output("z: bool").attr("T: type").shape(s::broadcast).build());
     }

@@ -11,13 +11,62 @@ pub use registry::{op, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry};
 pub use scope::{BuildError, Scope};
 pub use shape_inference::{infer_shapes, InferCtx, ShapeFn};
 
-use ferroflow_graph::{Graph, GraphError};
-use ferroflow_proto::GraphDef;
+use ferroflow_graph::{Attrs, Graph, GraphError, NodeTypes, OpSignatures};
+use ferroflow_proto::{attr_value, FunctionDef, FunctionDefLibrary, GraphDef};
+use ferroflow_tensor::DType;
 
-/// Imports a GraphDef against the global op registry, validating it (see
-/// [`Graph::from_graph_def`]) and running shape inference.
+/// Imports a GraphDef against the global op registry and the GraphDef's own function
+/// library, validating it (see [`Graph::from_graph_def`]) and running shape inference.
 pub fn import_graph_def(def: &GraphDef) -> Result<Graph, GraphError> {
-    let g = Graph::from_graph_def(def, OpRegistry::global())?;
+    let library = def.library.clone().unwrap_or_default();
+    let g = Graph::from_graph_def(def, &LibraryOps { library: &library })?;
     infer_shapes(&g)?;
     Ok(g)
+}
+
+/// Op signatures from the registry, plus the functions of a library (a node whose op is a
+/// function name calls that function).
+pub struct LibraryOps<'a> {
+    /// The function library.
+    pub library: &'a FunctionDefLibrary,
+}
+
+impl<'a> LibraryOps<'a> {
+    /// The function named `name`.
+    pub fn function(&self, name: &str) -> Option<&'a FunctionDef> {
+        self.library.function.iter().find(|f| f.signature.as_ref().is_some_and(|s| s.name == name))
+    }
+}
+
+/// The dtypes of a function's arguments, from fixed types or the call's type attrs.
+pub fn function_types(f: &FunctionDef, attrs: &Attrs) -> Result<NodeTypes, String> {
+    let sig = f.signature.clone().unwrap_or_default();
+    let resolve = |args: &[ferroflow_proto::op_def::ArgDef]| -> Result<Vec<DType>, String> {
+        args.iter()
+            .map(|a| {
+                if a.r#type != 0 {
+                    return DType::from_tf(a.r#type).map_err(|e| format!("argument '{}': {e}", a.name));
+                }
+                match attrs.get(&a.type_attr).and_then(|v| v.value.as_ref()) {
+                    Some(attr_value::Value::Type(t)) => {
+                        DType::from_tf(*t).map_err(|e| format!("argument '{}': {e}", a.name))
+                    }
+                    _ => Err(format!("argument '{}' of function '{}' has no concrete type", a.name, sig.name)),
+                }
+            })
+            .collect()
+    };
+    Ok(NodeTypes { inputs: resolve(&sig.input_arg)?, outputs: resolve(&sig.output_arg)? })
+}
+
+impl OpSignatures for LibraryOps<'_> {
+    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, String> {
+        if let Some(t) = OpRegistry::global().resolve(op, attrs)? {
+            return Ok(Some(t));
+        }
+        match self.function(op) {
+            Some(f) => function_types(f, attrs).map(Some),
+            None => Ok(None),
+        }
+    }
 }

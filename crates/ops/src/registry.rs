@@ -261,6 +261,19 @@ impl OpDef {
         Ok(())
     }
 
+    /// Each output argument's name and the range of flat output indices it covers.
+    pub fn output_ranges(&self, attrs: &Attrs) -> Result<Vec<(String, std::ops::Range<usize>)>, String> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for a in &self.outputs {
+            let mut types = Vec::new();
+            self.arg_types(attrs, &a.ty, &mut types)?;
+            out.push((a.name.clone(), start..start + types.len()));
+            start += types.len();
+        }
+        Ok(out)
+    }
+
     /// The node's input and output dtypes given its attrs.
     pub fn resolve_types(&self, attrs: &Attrs) -> Result<NodeTypes, String> {
         let mut t = NodeTypes::default();

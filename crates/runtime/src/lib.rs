@@ -4,6 +4,7 @@
 
 mod error;
 mod executor;
+mod functional;
 mod plan;
 mod session;
 

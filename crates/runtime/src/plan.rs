@@ -10,6 +10,8 @@ use ferroflow_tensor::{DType, Shape};
 use smallvec::SmallVec;
 
 use crate::executor::RunBuffers;
+use crate::functional;
+use crate::session::RuntimeEnv;
 use crate::RuntimeError;
 
 /// Where a plan node reads one input from.
@@ -83,6 +85,7 @@ impl ExecutionPlan {
         feeds: &[&str],
         fetches: &[&str],
         targets: &[&str],
+        env: &RuntimeEnv,
     ) -> Result<ExecutionPlan, RuntimeError> {
         let mut fed: HashMap<Output, usize> = HashMap::new();
         let mut feed_specs = Vec::with_capacity(feeds.len());
@@ -138,14 +141,25 @@ impl ExecutionPlan {
         let mut num_slots = 0;
         for &id in &order {
             let n = graph.node(id);
-            let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
-                node: n.name.clone(),
-                op: n.op.clone(),
-                source: Box::new(ferroflow_kernels::KernelError::InvalidArgument("op is not registered".into())),
-            })?;
-            let kernel = kernels.create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types }).map_err(
-                |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) },
-            )?;
+            let kernel = match functional::call_kind(graph, n) {
+                Some(kind) => functional::create(graph, n, kind, env)?,
+                None => {
+                    let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
+                        node: n.name.clone(),
+                        op: n.op.clone(),
+                        source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(
+                            "op is not registered".into(),
+                        )),
+                    })?;
+                    kernels.create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types }).map_err(
+                        |source| RuntimeError::Kernel {
+                            node: n.name.clone(),
+                            op: n.op.clone(),
+                            source: Box::new(source),
+                        },
+                    )?
+                }
+            };
             nodes.push(PlanNode {
                 kernel,
                 graph_id: id as u32,

@@ -17,6 +17,19 @@ pub struct SessionOptions {
     /// Threads a single large kernel (MatMul, big elementwise ops) may split across
     /// (0 = one per core; 1 = kernels stay on the thread that runs them).
     pub intra_op_threads: usize,
+    /// Most iterations one `While` may run before the step fails (0 = no limit). A guard
+    /// against loops that never end.
+    pub max_loop_iterations: u64,
+}
+
+/// What a session shares with the sessions of the functions it calls: thread pools,
+/// options, and the chain of functions being instantiated (to reject recursion).
+#[derive(Clone)]
+pub(crate) struct RuntimeEnv {
+    pub inter_op: Arc<rayon::ThreadPool>,
+    pub intra_op: Option<Arc<rayon::ThreadPool>>,
+    pub options: SessionOptions,
+    pub call_stack: Vec<String>,
 }
 
 type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
@@ -25,8 +38,7 @@ type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
 pub struct Session {
     graph: Graph,
     shapes: Vec<Vec<Shape>>,
-    inter_op: rayon::ThreadPool,
-    intra_op: Option<rayon::ThreadPool>,
+    env: RuntimeEnv,
     plans: Mutex<HashMap<PlanKey, Arc<ExecutionPlan>>>,
 }
 
@@ -49,10 +61,17 @@ impl Session {
                 .build()
                 .map_err(|e| RuntimeError::ThreadPool(e.to_string()))
         };
-        let inter_op = pool(threads(options.inter_op_threads), "inter")?;
+        let inter_op = Arc::new(pool(threads(options.inter_op_threads), "inter")?);
         let intra = threads(options.intra_op_threads);
-        let intra_op = if intra > 1 { Some(pool(intra, "intra")?) } else { None };
-        Ok(Session { graph, shapes, inter_op, intra_op, plans: Mutex::new(HashMap::new()) })
+        let intra_op = if intra > 1 { Some(Arc::new(pool(intra, "intra")?)) } else { None };
+        let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new() };
+        Ok(Session { graph, shapes, env, plans: Mutex::new(HashMap::new()) })
+    }
+
+    /// A session for a function body, sharing its caller's pools and options.
+    pub(crate) fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
+        let shapes = infer_shapes(&graph)?;
+        Ok(Session { graph, shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
     /// The session's graph.
@@ -70,7 +89,7 @@ impl Session {
         if let Some(p) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(ExecutionPlan::build(&self.graph, &self.shapes, feeds, fetches, targets)?);
+        let plan = Arc::new(ExecutionPlan::build(&self.graph, &self.shapes, feeds, fetches, targets, &self.env)?);
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, plan.clone());
         Ok(plan)
     }
@@ -111,7 +130,7 @@ impl Session {
                 });
             }
         }
-        executor::execute(plan, &self.graph, feeds, &self.inter_op, self.intra_op.as_ref())
+        executor::execute(plan, &self.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref())
     }
 }
 
@@ -153,7 +172,7 @@ mod tests {
     fn seed_000_is_nine() {
         let (g, out) = seed_000();
         for threads in [1, 2] {
-            let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads };
+            let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
             let sess = Session::new(g.clone(), opts).unwrap();
             for _ in 0..3 {
                 let r = sess.run(&[], &[&out], &[]).unwrap();
@@ -211,7 +230,8 @@ mod tests {
         let sum = s.reduce("Sum", total, &[0], false).unwrap();
         let g = s.graph();
         let name = g.output_name(sum);
-        let sess = Session::new(g, SessionOptions { inter_op_threads: 2, intra_op_threads: 1 }).unwrap();
+        let sess =
+            Session::new(g, SessionOptions { inter_op_threads: 2, intra_op_threads: 1, ..Default::default() }).unwrap();
         for _ in 0..20 {
             let r = sess.run(&[("Placeholder:0", Tensor::scalar(1.0f32))], &[&name], &[]).unwrap();
             // Five negations: -(1 + i) summed over i = 0..300.

@@ -1,0 +1,89 @@
+//! Functions and functional control flow beyond the TensorFlow fixtures: calls through
+//! `PartitionedCall` and by function name, and malformed graphs that must end in an error
+//! (recursion, a loop that never ends) rather than a hang or a stack overflow.
+use ferroflow::prelude::*;
+
+const HEADER: &str = r#"node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }
+"#;
+
+/// `f(a) = a * a`, `g(a) = f(a) + a` (a nested call by name), `loops(a)`: a body that
+/// returns its input, `always(a)`: a condition that is always true, `rec(a)` calls itself.
+const LIBRARY: &str = r#"library {
+  function {
+    signature { name: "f" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "sq" op: "Mul" input: "a" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "sq:z:0" }
+  }
+  function {
+    signature { name: "g" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "call" op: "f" input: "a" }
+    node_def { name: "sum" op: "AddV2" input: "call:out:0" input: "a" attr { key: "T" value { type: DT_FLOAT } } }
+    ret { key: "out" value: "sum:z:0" }
+  }
+  function {
+    signature { name: "always" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "c" type: DT_BOOL } }
+    node_def { name: "t" op: "Const" attr { key: "dtype" value { type: DT_BOOL } } attr { key: "value" value { tensor { dtype: DT_BOOL tensor_shape {} bool_val: true } } } }
+    ret { key: "c" value: "t:output:0" }
+  }
+  function {
+    signature { name: "same" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "out" type: DT_FLOAT } }
+    ret { key: "out" value: "a" }
+  }
+  function {
+    signature { name: "rec" input_arg { name: "a" type: DT_FLOAT } output_arg { name: "out" type: DT_FLOAT } }
+    node_def { name: "again" op: "rec" input: "a" }
+    ret { key: "out" value: "again:out:0" }
+  }
+}
+"#;
+
+fn call(op: &str, func: &str) -> String {
+    format!(
+        r#"node {{ name: "call" op: "{op}" input: "x" attr {{ key: "Tin" value {{ list {{ type: DT_FLOAT }} }} }} attr {{ key: "Tout" value {{ list {{ type: DT_FLOAT }} }} }} attr {{ key: "f" value {{ func {{ name: "{func}" }} }} }} }}
+"#
+    )
+}
+
+fn session(nodes: &str, opts: SessionOptions) -> Result<Session, String> {
+    let text = format!("{HEADER}{nodes}{LIBRARY}");
+    let def: ferroflow::proto::GraphDef = ferroflow::proto::parse_text(&text, "test").map_err(|e| e.to_string())?;
+    let g = ferroflow::ops::import_graph_def(&def).map_err(|e| e.to_string())?;
+    Session::new(g, opts).map_err(|e| e.to_string())
+}
+
+fn run(sess: &Session, x: f32) -> Result<f32, String> {
+    let r = sess.run(&[("x:0", Tensor::scalar(x))], &["call:0"], &[]).map_err(|e| e.to_string())?;
+    Ok(r[0].scalar_value::<f32>().unwrap())
+}
+
+#[test]
+fn partitioned_calls_and_nested_calls_by_name() {
+    for op in ["PartitionedCall", "StatefulPartitionedCall"] {
+        assert_eq!(run(&session(&call(op, "f"), Default::default()).unwrap(), 3.0).unwrap(), 9.0);
+        assert_eq!(run(&session(&call(op, "g"), Default::default()).unwrap(), 3.0).unwrap(), 12.0);
+    }
+    let direct = r#"node { name: "call" op: "g" input: "x" }
+"#;
+    assert_eq!(run(&session(direct, Default::default()).unwrap(), 2.0).unwrap(), 6.0);
+}
+
+#[test]
+fn a_function_that_calls_itself_is_an_error() {
+    let e = session(&call("PartitionedCall", "rec"), Default::default()).and_then(|s| run(&s, 1.0)).unwrap_err();
+    assert!(e.contains("function 'rec' calls itself"), "{e}");
+}
+
+#[test]
+fn a_loop_that_never_ends_stops_at_the_iteration_limit() {
+    let w = r#"node { name: "call" op: "While" input: "x" attr { key: "T" value { list { type: DT_FLOAT } } } attr { key: "cond" value { func { name: "always" } } } attr { key: "body" value { func { name: "same" } } } }
+"#;
+    let opts = SessionOptions { max_loop_iterations: 1000, ..Default::default() };
+    let e = run(&session(w, opts).unwrap(), 1.0).unwrap_err();
+    assert!(e.contains("node 'call' (While)") && e.contains("1000 iterations"), "{e}");
+}
+
+#[test]
+fn a_missing_function_is_named() {
+    let e = session(&call("PartitionedCall", "nope"), Default::default()).and_then(|s| run(&s, 1.0)).unwrap_err();
+    assert!(e.contains("no function 'nope'") && e.contains("node 'call'"), "{e}");
+}
