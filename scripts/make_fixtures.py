@@ -311,7 +311,7 @@ def image_ops():
     save("image_ops", f, specs, [f32(2, 4, 5, 3), f32(2, 3), f32(3, 4), f32(2, 3, 3)])
 
 
-def control_flow_v2():
+def control_flow_fn():
     @tf.function
     def inner(a):
         return a * 2.0 + 1.0
@@ -328,8 +328,50 @@ def control_flow_v2():
             i += 1
         return acc, inner(x), tf.cond(n > 2, lambda: x - 1.0, lambda: x * 3.0)
 
+    return f
+
+
+def control_flow_v1():
+    """The same function with control flow lowered to v1 frames (Switch/Merge/Enter/Exit)."""
     specs = [tf.TensorSpec([2, 2], tf.float32, name="x"), tf.TensorSpec([], tf.int32, name="n")]
-    save("control_flow_v2", f, specs, [f32(2, 2, lo=0.0, hi=3.0), np.int32(7)], lower_control_flow=False,
+    save("control_flow_v1", control_flow_fn(), specs, [f32(2, 2, lo=0.0, hi=3.0), np.int32(7)],
+         note="lowered: a while frame with a cond inside, and a cond")
+
+
+def tf1_control_flow():
+    """A TF1 graph: tf.compat.v1 cond and while_loop with v1 control flow, run in a Session."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.disable_control_flow_v2()
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        k = tf.compat.v1.placeholder(tf.int32, [], name="k")
+        c = tf.compat.v1.cond(tf.reduce_sum(x) > 0.0, lambda: x * 2.0, lambda: -x, name="pick")
+
+        def body(i, acc, total):
+            inner = tf.compat.v1.while_loop(lambda j, s: j < i, lambda j, s: (j + 1, s + 1.0), [0, 0.0], name="inner")[1]
+            return i + 1, acc * 1.5 + inner, total + tf.compat.v1.cond(tf.equal(i % 2, 0), lambda: 1, lambda: 10)
+
+        loop = tf.compat.v1.while_loop(lambda i, acc, total: i < k, body, [tf.constant(0), c, tf.constant(0)], name="loop")
+        out = [tf.identity(c, name="cond_out"), tf.identity(loop[1], name="acc"), tf.identity(loop[2], name="total")]
+        feeds = {"x:0": np.array([0.5, -0.25, 1.0], np.float32), "k:0": np.int32(5)}
+        with tf.compat.v1.Session(graph=g) as sess:
+            values = sess.run(out, feed_dict=feeds)
+        tf.compat.v1.enable_control_flow_v2()
+    gd = g.as_graph_def()
+    with open(os.path.join(OUT, "tf1_control_flow.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    with open(os.path.join(OUT, "tf1_control_flow.pbtxt"), "w") as f:
+        f.write(str(gd))
+    np.savez(os.path.join(OUT, "tf1_control_flow.inputs.npz"), **feeds)
+    np.savez(os.path.join(OUT, "tf1_control_flow.expected.npz"), **{t.name: v for t, v in zip(out, values)})
+    ops = sorted({n.op for n in gd.node})
+    manifest.append(f"tf1_control_flow 1e-05 1e-06 {' '.join(ops)}  # nested while_loop and cond (TF1, v1 frames)")
+    print(f"tf1_control_flow: {len(gd.node)} nodes, ops {ops}")
+
+
+def control_flow_v2():
+    specs = [tf.TensorSpec([2, 2], tf.float32, name="x"), tf.TensorSpec([], tf.int32, name="n")]
+    save("control_flow_v2", control_flow_fn(), specs, [f32(2, 2, lo=0.0, hi=3.0), np.int32(7)], lower_control_flow=False,
          note="functional While with an If in its body, a function call, and tf.cond")
 
 
@@ -414,6 +456,8 @@ def main():
     index_ops()
     image_ops()
     control_flow_v2()
+    control_flow_v1()
+    tf1_control_flow()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

@@ -87,3 +87,59 @@ fn a_missing_function_is_named() {
     let e = session(&call("PartitionedCall", "nope"), Default::default()).and_then(|s| run(&s, 1.0)).unwrap_err();
     assert!(e.contains("no function 'nope'") && e.contains("node 'call'"), "{e}");
 }
+
+const PRED: &str = r#"node { name: "p" op: "Const" attr { key: "dtype" value { type: DT_BOOL } } attr { key: "value" value { tensor { dtype: DT_BOOL tensor_shape {} bool_val: false } } } }
+node { name: "sw" op: "Switch" input: "x" input: "p" attr { key: "T" value { type: DT_FLOAT } } }
+"#;
+
+fn v1(nodes: &str, opts: SessionOptions, fetch: &str) -> Result<f32, String> {
+    let text = format!("{HEADER}{PRED}{nodes}");
+    let def: ferroflow::proto::GraphDef = ferroflow::proto::parse_text(&text, "test").map_err(|e| e.to_string())?;
+    let g = ferroflow::ops::import_graph_def(&def).map_err(|e| e.to_string())?;
+    let sess = Session::new(g, opts).map_err(|e| e.to_string())?;
+    let r = sess.run(&[("x:0", Tensor::scalar(2.0f32))], &[fetch], &[]).map_err(|e| e.to_string())?;
+    Ok(r[0].scalar_value::<f32>().unwrap())
+}
+
+#[test]
+fn switch_and_merge_route_live_and_dead_values() {
+    let merge = r#"node { name: "neg" op: "Neg" input: "sw:1" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "sq" op: "Square" input: "sw" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "m" op: "Merge" input: "neg" input: "sq" attr { key: "T" value { type: DT_FLOAT } } attr { key: "N" value { i: 2 } } }
+"#;
+    // pred is false: the false output (0) is live, so Square runs and Neg is dead.
+    assert_eq!(v1(merge, Default::default(), "m:0").unwrap(), 4.0);
+}
+
+#[test]
+fn a_merge_that_never_gets_a_live_input_is_an_error_not_a_hang() {
+    let merge = r#"node { name: "m" op: "Merge" input: "sw:1" attr { key: "T" value { type: DT_FLOAT } } attr { key: "N" value { i: 1 } } }
+"#;
+    let e = v1(merge, Default::default(), "m:0").unwrap_err();
+    assert!(e.contains("fetch 'm:0'") && e.contains("never computed"), "{e}");
+}
+
+#[test]
+fn a_next_iteration_without_a_frame_is_an_error() {
+    let next = r#"node { name: "ni" op: "NextIteration" input: "sw" attr { key: "T" value { type: DT_FLOAT } } }
+"#;
+    let e = v1(next, Default::default(), "ni:0").unwrap_err();
+    assert!(e.contains("node 'ni' (NextIteration)") && e.contains("outside of any loop frame"), "{e}");
+}
+
+#[test]
+fn a_v1_loop_that_never_ends_stops_at_the_iteration_limit() {
+    // while (true) { v = v } in v1 form: Enter -> Merge <- NextIteration, LoopCond(true).
+    let l = r#"node { name: "enter" op: "Enter" input: "x" attr { key: "T" value { type: DT_FLOAT } } attr { key: "frame_name" value { s: "loop" } } }
+node { name: "merge" op: "Merge" input: "enter" input: "next" attr { key: "T" value { type: DT_FLOAT } } attr { key: "N" value { i: 2 } } }
+node { name: "t" op: "Const" input: "^merge" attr { key: "dtype" value { type: DT_BOOL } } attr { key: "value" value { tensor { dtype: DT_BOOL tensor_shape {} bool_val: true } } } }
+node { name: "cond" op: "LoopCond" input: "t" }
+node { name: "s" op: "Switch" input: "merge" input: "cond" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "body" op: "Identity" input: "s:1" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "next" op: "NextIteration" input: "body" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "exit" op: "Exit" input: "s" attr { key: "T" value { type: DT_FLOAT } } }
+"#;
+    let opts = SessionOptions { max_loop_iterations: 500, ..Default::default() };
+    let e = v1(l, opts, "exit:0").unwrap_err();
+    assert!(e.contains("node 'next' (NextIteration)") && e.contains("500 iterations"), "{e}");
+}

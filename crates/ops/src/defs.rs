@@ -510,6 +510,37 @@ pub fn all() -> Vec<OpDef> {
             .attr("T: type")
             .build(),
     );
+    v.push(
+        op("Switch")
+            .input("data: T")
+            .input("pred: bool")
+            .output("output_false: T")
+            .output("output_true: T")
+            .attr("T: type")
+            .build(),
+    );
+    v.push(
+        op("Merge")
+            .input("inputs: N * T")
+            .output("output: T")
+            .output("value_index: int32")
+            .attr("T: type")
+            .attr("N: int >= 1")
+            .build(),
+    );
+    v.push(
+        op("Enter")
+            .input("data: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("frame_name: string")
+            .attr("is_constant: bool = false")
+            .attr("parallel_iterations: int = 10")
+            .build(),
+    );
+    v.push(op("Exit").input("data: T").output("output: T").attr("T: type").build());
+    v.push(op("NextIteration").input("data: T").output("output: T").attr("T: type").build());
+    v.push(op("LoopCond").input("input: bool").output("output: bool").shape(s::unchanged).build());
     for name in ["If", "StatelessIf"] {
         v.push(
             op(name)

@@ -2,6 +2,7 @@
 //! once per feeds/fetches/targets signature and cached), and the parallel executor.
 #![warn(missing_docs)]
 
+mod dynamic;
 mod error;
 mod executor;
 mod functional;

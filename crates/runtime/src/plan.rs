@@ -23,6 +23,22 @@ pub(crate) enum Source {
     Feed(usize),
 }
 
+/// The kernel slot of a v1 control-flow node: the frame-aware executor interprets these ops
+/// itself and never calls it.
+struct ControlFlowOp;
+impl OpKernel for ControlFlowOp {
+    fn compute(
+        &self,
+        _: &ferroflow_kernels::KernelContext,
+        _: &mut ferroflow_kernels::Inputs,
+        _: &mut ferroflow_kernels::Outputs,
+    ) -> ferroflow_kernels::KResult<()> {
+        Err(ferroflow_kernels::KernelError::InvalidArgument(
+            "control-flow ops run only in the frame-aware executor".into(),
+        ))
+    }
+}
+
 /// Flag on a `successor_list` entry: the successor has exactly one incoming edge.
 pub(crate) const SINGLE_EDGE: u32 = 1 << 31;
 
@@ -65,6 +81,9 @@ pub struct ExecutionPlan {
     pub(crate) feed_specs: Vec<(String, DType, Shape)>,
     /// Run buffers returned by finished runs, reused by the next ones.
     pub(crate) spare_buffers: Mutex<Vec<RunBuffers>>,
+    /// True when the plan has TensorFlow 1 control flow and runs on the frame-aware
+    /// executor (`dynamic.rs`).
+    pub(crate) control_flow: bool,
 }
 
 impl ExecutionPlan {
@@ -143,6 +162,7 @@ impl ExecutionPlan {
             let n = graph.node(id);
             let kernel = match functional::call_kind(graph, n) {
                 Some(kind) => functional::create(graph, n, kind, env)?,
+                None if crate::dynamic::is_control_flow(&n.op) => Box::new(ControlFlowOp),
                 None => {
                     let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
                         node: n.name.clone(),
@@ -239,6 +259,7 @@ impl ExecutionPlan {
             fetches,
             feed_specs,
             spare_buffers: Mutex::new(Vec::new()),
+            control_flow: order.iter().any(|&id| crate::dynamic::is_control_flow(&graph.node(id).op)),
         })
     }
 }

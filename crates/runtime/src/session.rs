@@ -130,6 +130,10 @@ impl Session {
                 });
             }
         }
+        if plan.control_flow {
+            let ctx = ferroflow_kernels::KernelContext { intra_op: self.env.intra_op.as_deref() };
+            return crate::dynamic::execute(plan, &self.graph, feeds, &ctx, self.env.options.max_loop_iterations);
+        }
         executor::execute(plan, &self.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref())
     }
 }

@@ -1,0 +1,387 @@
+//! The executor for graphs with TensorFlow 1 control flow (`Switch`, `Merge`, `Enter`,
+//! `Exit`, `NextIteration`, `LoopCond`): values carry a frame and iteration, untaken
+//! branches carry *dead* tokens, and loops run by feeding `NextIteration` values into the
+//! next iteration of their frame — TensorFlow's semantics.
+//!
+//! It runs on the calling thread, one node at a time, with the same kernels as the parallel
+//! executor. Plans without these ops never come here.
+use std::collections::{HashMap, VecDeque};
+
+use ferroflow_graph::{Graph, NodeId};
+use ferroflow_kernels::{KernelContext, KernelError};
+use ferroflow_tensor::Tensor;
+
+use crate::plan::{ExecutionPlan, Source};
+use crate::RuntimeError;
+
+/// A frame instance (0 is the root) and an iteration within it.
+type Ctx = (usize, u64);
+
+/// A value flowing along an edge: a tensor, or dead (its branch was not taken).
+#[derive(Clone)]
+enum Token {
+    Live(Tensor),
+    Dead,
+}
+
+struct FrameInstance {
+    parent: Ctx,
+    /// Values of constant `Enter`s, re-delivered to every iteration.
+    constants: Vec<(usize, Token)>,
+    /// Highest iteration started.
+    iterations: u64,
+}
+
+/// Inputs gathered for one plan node in one context.
+#[derive(Default)]
+struct Pending {
+    data: Vec<Option<Token>>,
+    controls: usize,
+    dead_controls: bool,
+    fired: bool,
+    dead_arrivals: usize,
+}
+
+pub(crate) fn is_control_flow(op: &str) -> bool {
+    matches!(
+        op,
+        "Switch"
+            | "Merge"
+            | "Enter"
+            | "Exit"
+            | "NextIteration"
+            | "LoopCond"
+            | "RefSwitch"
+            | "RefMerge"
+            | "RefEnter"
+            | "RefExit"
+            | "RefNextIteration"
+    )
+}
+
+struct Interpreter<'a> {
+    plan: &'a ExecutionPlan,
+    graph: &'a Graph,
+    /// For each plan node: consumers as (plan node, input slot or None for control).
+    consumers: Vec<Vec<(usize, Option<usize>)>>,
+    frames: Vec<FrameInstance>,
+    frame_ids: HashMap<(Ctx, String), usize>,
+    pending: HashMap<(usize, Ctx), Pending>,
+    ready: VecDeque<(usize, Ctx, Vec<Token>, bool)>,
+    results: HashMap<(usize, usize), Tensor>,
+    limit: u64,
+}
+
+fn error(graph: &Graph, plan: &ExecutionPlan, p: usize, msg: String) -> RuntimeError {
+    let n = graph.node(plan.nodes[p].graph_id as usize);
+    RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(KernelError::InvalidArgument(msg)) }
+}
+
+impl Interpreter<'_> {
+    fn node(&self, p: usize) -> &ferroflow_graph::Node {
+        self.graph.node(self.plan.nodes[p].graph_id as usize)
+    }
+
+    fn data_inputs(&self, p: usize) -> &[Source] {
+        let (a, b) = self.plan.nodes[p].inputs;
+        &self.plan.input_sources[a as usize..b as usize]
+    }
+
+    /// Inputs of `p` that come along a loop back edge (from `NextIteration`).
+    fn back_edges(&self, p: usize) -> usize {
+        self.node(p)
+            .inputs
+            .iter()
+            .filter(|o| matches!(self.graph.node(o.node).op.as_str(), "NextIteration" | "RefNextIteration"))
+            .count()
+    }
+
+    /// Delivers output `index` of `p` (or its control signal) in `ctx` to its consumers.
+    fn emit(&mut self, p: usize, index: Option<usize>, ctx: Ctx, token: Token) -> Result<(), RuntimeError> {
+        if let (Some(i), Token::Live(t)) = (index, &token) {
+            if ctx.0 == 0 {
+                self.results.insert((p, i), t.clone());
+            }
+        }
+        for k in 0..self.consumers[p].len() {
+            let (c, slot) = self.consumers[p][k];
+            let from_output = match slot {
+                Some(s) => {
+                    let src = self.data_inputs(c)[s];
+                    matches!(src, Source::Slot(x) if Some(x - self.plan.nodes[p].first_slot as usize) == index)
+                }
+                None => index.is_none(),
+            };
+            if from_output {
+                self.deliver(c, slot, ctx, token.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, c: usize, slot: Option<usize>, ctx: Ctx, token: Token) -> Result<(), RuntimeError> {
+        let n_data = self.data_inputs(c).len();
+        let n_ctrl = self.node(c).control_inputs.len();
+        let op = self.node(c).op.clone();
+        let is_merge = matches!(op.as_str(), "Merge" | "RefMerge");
+        let back = if is_merge { self.back_edges(c) } else { 0 };
+        // Feeds count as already arrived.
+        let fed = self.data_inputs(c).iter().filter(|s| matches!(s, Source::Feed(_))).count();
+        let entry =
+            self.pending.entry((c, ctx)).or_insert_with(|| Pending { data: vec![None; n_data], ..Default::default() });
+        if entry.fired {
+            return Ok(());
+        }
+        match slot {
+            Some(s) => entry.data[s] = Some(token.clone()),
+            None => {
+                entry.controls += 1;
+                entry.dead_controls |= matches!(token, Token::Dead);
+            }
+        }
+        if is_merge {
+            if let (Some(s), Token::Live(_)) = (slot, &token) {
+                entry.fired = true;
+                let value = entry.data[s].clone().expect("just stored");
+                self.ready.push_back((c, ctx, vec![value, Token::Live(Tensor::scalar(s as i32))], false));
+                return Ok(());
+            }
+            entry.dead_arrivals += 1;
+            // Inputs that can arrive here: forward edges in iteration 0, back edges later.
+            let expected = if back == 0 {
+                n_data
+            } else if ctx.1 == 0 {
+                n_data - back
+            } else {
+                back
+            };
+            if entry.dead_arrivals >= expected + n_ctrl {
+                entry.fired = true;
+                self.ready.push_back((c, ctx, vec![Token::Dead, Token::Dead], true));
+            }
+            return Ok(());
+        }
+        let arrived = entry.data.iter().filter(|d| d.is_some()).count();
+        if arrived + fed == n_data && entry.controls == n_ctrl {
+            entry.fired = true;
+            let dead = entry.dead_controls || entry.data.iter().any(|d| matches!(d, Some(Token::Dead)));
+            let inputs = std::mem::take(&mut entry.data).into_iter().map(|d| d.unwrap_or(Token::Dead)).collect();
+            self.ready.push_back((c, ctx, inputs, dead));
+        }
+        Ok(())
+    }
+
+    fn frame(&mut self, parent: Ctx, name: &str) -> usize {
+        if let Some(&id) = self.frame_ids.get(&(parent, name.to_string())) {
+            return id;
+        }
+        self.frames.push(FrameInstance { parent, constants: Vec::new(), iterations: 0 });
+        let id = self.frames.len() - 1;
+        self.frame_ids.insert((parent, name.to_string()), id);
+        id
+    }
+
+    fn run(&mut self, feeds: &[Tensor], ctx: &KernelContext) -> Result<(), RuntimeError> {
+        // Start: nodes with no inputs from plan nodes, with their feeds.
+        for p in 0..self.plan.nodes.len() {
+            if self.plan.nodes[p].pending == 0 {
+                let inputs = self.data_inputs(p).iter().map(|s| match s {
+                    Source::Feed(f) => Token::Live(feeds[*f].clone()),
+                    Source::Slot(_) => Token::Dead,
+                });
+                self.ready.push_back((p, (0, 0), inputs.collect(), false));
+            }
+        }
+        let mut scratch_in = Vec::new();
+        let mut scratch_out = Vec::new();
+        while let Some((p, c, mut inputs, dead)) = self.ready.pop_front() {
+            // Feeds are live in every context.
+            for (i, s) in self.data_inputs(p).to_vec().into_iter().enumerate() {
+                if let Source::Feed(f) = s {
+                    inputs[i] = Token::Live(feeds[f].clone());
+                }
+            }
+            let op = self.node(p).op.clone();
+            let n_out = self.plan.nodes[p].output_types.len();
+            match op.as_str() {
+                "Merge" | "RefMerge" => {
+                    self.emit(p, Some(0), c, inputs[0].clone())?;
+                    self.emit(p, Some(1), c, inputs[1].clone())?;
+                    self.emit(p, None, c, if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) })?;
+                }
+                "Switch" | "RefSwitch" => {
+                    let (t_false, t_true) = match (&inputs[0], &inputs[1], dead) {
+                        (Token::Live(d), Token::Live(pred), false) => {
+                            let pred = pred
+                                .scalar_value::<bool>()
+                                .map_err(|e| error(self.graph, self.plan, p, e.to_string()))?;
+                            if pred {
+                                (Token::Dead, Token::Live(d.clone()))
+                            } else {
+                                (Token::Live(d.clone()), Token::Dead)
+                            }
+                        }
+                        _ => (Token::Dead, Token::Dead),
+                    };
+                    self.emit(p, Some(0), c, t_false)?;
+                    self.emit(p, Some(1), c, t_true)?;
+                    self.emit(p, None, c, if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) })?;
+                }
+                "Enter" | "RefEnter" => {
+                    let name = match self.node(p).attrs.get("frame_name").and_then(|v| v.value.as_ref()) {
+                        Some(ferroflow_proto::attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
+                        _ => return Err(error(self.graph, self.plan, p, "Enter needs a frame_name".into())),
+                    };
+                    let constant = matches!(
+                        self.node(p).attrs.get("is_constant").and_then(|v| v.value.as_ref()),
+                        Some(ferroflow_proto::attr_value::Value::B(true))
+                    );
+                    let f = self.frame(c, &name);
+                    let token = if dead { Token::Dead } else { inputs[0].clone() };
+                    if constant {
+                        self.frames[f].constants.push((p, token.clone()));
+                        for it in 0..=self.frames[f].iterations {
+                            self.emit(p, Some(0), (f, it), token.clone())?;
+                        }
+                    } else {
+                        self.emit(p, Some(0), (f, 0), token)?;
+                    }
+                }
+                "Exit" | "RefExit" => {
+                    if c.0 == 0 {
+                        return Err(error(self.graph, self.plan, p, "Exit outside of any loop frame".into()));
+                    }
+                    if !dead {
+                        let parent = self.frames[c.0].parent;
+                        self.emit(p, Some(0), parent, inputs[0].clone())?;
+                        self.emit(p, None, parent, Token::Live(Tensor::scalar(0i32)))?;
+                    }
+                }
+                "NextIteration" | "RefNextIteration" => {
+                    if c.0 == 0 {
+                        return Err(error(
+                            self.graph,
+                            self.plan,
+                            p,
+                            "NextIteration outside of any loop frame (no Enter leads here)".into(),
+                        ));
+                    }
+                    if !dead {
+                        let next = c.1 + 1;
+                        if self.limit > 0 && next > self.limit {
+                            return Err(error(
+                                self.graph,
+                                self.plan,
+                                p,
+                                format!("the loop ran {} iterations, the limit set by max_loop_iterations", self.limit),
+                            ));
+                        }
+                        let f = c.0;
+                        if next > self.frames[f].iterations {
+                            self.frames[f].iterations = next;
+                            for (q, tok) in self.frames[f].constants.clone() {
+                                self.emit(q, Some(0), (f, next), tok)?;
+                            }
+                        }
+                        self.emit(p, Some(0), (f, next), inputs[0].clone())?;
+                    }
+                }
+                "LoopCond" => {
+                    let t = if dead { Token::Dead } else { inputs[0].clone() };
+                    let signal = if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) };
+                    self.emit(p, Some(0), c, t)?;
+                    self.emit(p, None, c, signal)?;
+                }
+                _ if dead => {
+                    for i in 0..n_out {
+                        self.emit(p, Some(i), c, Token::Dead)?;
+                    }
+                    self.emit(p, None, c, Token::Dead)?;
+                }
+                _ => {
+                    scratch_in.clear();
+                    for t in inputs {
+                        match t {
+                            Token::Live(t) => scratch_in.push(t),
+                            Token::Dead => unreachable!("dead inputs take the branch above"),
+                        }
+                    }
+                    let node = &self.plan.nodes[p];
+                    node.kernel
+                        .compute(ctx, &mut scratch_in, &mut scratch_out)
+                        .map_err(|e| error(self.graph, self.plan, p, e.to_string()))?;
+                    if scratch_out.len() != n_out {
+                        return Err(error(
+                            self.graph,
+                            self.plan,
+                            p,
+                            format!("kernel produced {} outputs, the op has {n_out}", scratch_out.len()),
+                        ));
+                    }
+                    for (i, t) in scratch_out.drain(..).enumerate() {
+                        self.emit(p, Some(i), c, Token::Live(t))?;
+                    }
+                    self.emit(p, None, c, Token::Live(Tensor::scalar(0i32)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs a plan that contains v1 control flow.
+pub(crate) fn execute(
+    plan: &ExecutionPlan,
+    graph: &Graph,
+    feeds: &[Tensor],
+    ctx: &KernelContext,
+    limit: u64,
+) -> Result<Vec<Tensor>, RuntimeError> {
+    let plan_index: HashMap<NodeId, usize> =
+        plan.nodes.iter().enumerate().map(|(p, n)| (n.graph_id as usize, p)).collect();
+    let mut consumers = vec![Vec::new(); plan.nodes.len()];
+    for (c, n) in plan.nodes.iter().enumerate() {
+        let node = graph.node(n.graph_id as usize);
+        let (a, _) = n.inputs;
+        for (s, o) in node.inputs.iter().enumerate() {
+            if let (Source::Slot(_), Some(&p)) = (plan.input_sources[a as usize + s], plan_index.get(&o.node)) {
+                consumers[p].push((c, Some(s)));
+            }
+        }
+        for ctrl in &node.control_inputs {
+            if let Some(&p) = plan_index.get(ctrl) {
+                consumers[p].push((c, None));
+            }
+        }
+    }
+    let mut it = Interpreter {
+        plan,
+        graph,
+        consumers,
+        frames: vec![FrameInstance { parent: (0, 0), constants: Vec::new(), iterations: 0 }],
+        frame_ids: HashMap::new(),
+        pending: HashMap::new(),
+        ready: VecDeque::new(),
+        results: HashMap::new(),
+        limit,
+    };
+    it.run(feeds, ctx)?;
+    plan.fetches
+        .iter()
+        .enumerate()
+        .map(|(k, src)| match *src {
+            Source::Feed(f) => Ok(feeds[f].clone()),
+            Source::Slot(s) => {
+                let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot belongs to a node");
+                let index = s - plan.nodes[p].first_slot as usize;
+                it.results.get(&(p, index)).cloned().ok_or_else(|| {
+                    let n = graph.node(plan.nodes[p].graph_id as usize);
+                    RuntimeError::Fetch {
+                        tensor: format!("{}:{index}", n.name),
+                        reason: format!("fetch {k} was never computed: its branch was not taken, or a Merge never received a live input"),
+                    }
+                })
+            }
+        })
+        .collect()
+}
