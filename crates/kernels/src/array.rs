@@ -66,7 +66,7 @@ struct BiasAdd<T> {
 }
 
 impl<T: Num> OpKernel for BiasAdd<T> {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let bias = inputs.pop().expect("two inputs");
         let mut x = inputs.pop().expect("two inputs");
         let dims = x.dims().to_vec();
@@ -93,8 +93,17 @@ impl<T: Num> OpKernel for BiasAdd<T> {
         }
         if inner == 1 {
             // Channels last: every row of c values gets the whole bias vector.
-            for row in v.chunks_mut(c) {
-                row.iter_mut().zip(b).for_each(|(e, bv)| *e = e.add_w(*bv));
+            let add_rows = |rows: &mut [T]| {
+                for row in rows.chunks_mut(c) {
+                    row.iter_mut().zip(b).for_each(|(e, bv)| *e = e.add_w(*bv));
+                }
+            };
+            if v.len() >= 1 << 15 && ctx.threads() > 1 {
+                use rayon::prelude::*;
+                let rows_per_task = (v.len() / c).div_ceil(ctx.threads() * 4).max(1);
+                ctx.install(|| v.par_chunks_mut(rows_per_task * c).for_each(add_rows));
+            } else {
+                add_rows(v);
             }
         } else {
             for (i, chunk) in v.chunks_mut(inner).enumerate() {
