@@ -517,6 +517,7 @@ pub fn all() -> Vec<OpDef> {
             .output("output_false: T")
             .output("output_true: T")
             .attr("T: type")
+            .shape(s::switch)
             .build(),
     );
     v.push(
@@ -526,6 +527,7 @@ pub fn all() -> Vec<OpDef> {
             .output("value_index: int32")
             .attr("T: type")
             .attr("N: int >= 1")
+            .shape(s::merge)
             .build(),
     );
     v.push(
@@ -536,10 +538,11 @@ pub fn all() -> Vec<OpDef> {
             .attr("frame_name: string")
             .attr("is_constant: bool = false")
             .attr("parallel_iterations: int = 10")
+            .shape(s::unchanged)
             .build(),
     );
-    v.push(op("Exit").input("data: T").output("output: T").attr("T: type").build());
-    v.push(op("NextIteration").input("data: T").output("output: T").attr("T: type").build());
+    v.push(op("Exit").input("data: T").output("output: T").attr("T: type").shape(s::unchanged).build());
+    v.push(op("NextIteration").input("data: T").output("output: T").attr("T: type").shape(s::unchanged).build());
     v.push(op("LoopCond").input("input: bool").output("output: bool").shape(s::unchanged).build());
     for name in ["If", "StatelessIf"] {
         v.push(

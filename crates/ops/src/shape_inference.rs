@@ -211,6 +211,19 @@ pub fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::unknown()])
 }
 
+/// `Switch`: both outputs have the data's shape.
+pub fn switch(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    Ok(vec![c.inputs[0].clone(), c.inputs[0].clone()])
+}
+
+/// `Merge`: the inputs' shape when they all agree, else unknown (a loop's back edge is not
+/// known yet, and loop variables may change shape); and the scalar `value_index`.
+pub fn merge(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let first = &c.inputs[0];
+    let same = c.inputs.iter().all(|s| s == first);
+    Ok(vec![if same { first.clone() } else { Shape::unknown() }, Shape::scalar()])
+}
+
 /// A scalar output.
 pub fn scalar(_: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![Shape::scalar()])
