@@ -195,31 +195,22 @@ fn is_negative<T: IntOps>(v: T) -> bool {
     v.is_negative()
 }
 
-fn k_floor_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32, _>::new(floor_div_f))),
-        DType::Double => Ok(Box::new(Binary::<f64, _>::new(floor_div_f))),
-        DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorDiv)),
-        DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorDiv)),
-        t => Err(invalid(format!("no FloorDiv kernel for {t}"))),
+fn float_fn<T: Float>(kind: IntKind) -> fn(T, T) -> T {
+    match kind {
+        IntKind::FloorDiv => floor_div_f,
+        IntKind::FloorMod => floor_mod_f,
+        IntKind::Pow => pow_f,
     }
 }
-fn k_floor_mod(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+
+/// FloorDiv, FloorMod and Pow: a float function, or a checked integer kernel.
+fn k_int_checked_binary(d: &NodeDesc, kind: IntKind) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32, _>::new(floor_mod_f))),
-        DType::Double => Ok(Box::new(Binary::<f64, _>::new(floor_mod_f))),
-        DType::Int32 => Ok(int_checked::<i32>(IntKind::FloorMod)),
-        DType::Int64 => Ok(int_checked::<i64>(IntKind::FloorMod)),
-        t => Err(invalid(format!("no FloorMod kernel for {t}"))),
-    }
-}
-fn k_pow(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Binary::<f32, _>::new(pow_f))),
-        DType::Double => Ok(Box::new(Binary::<f64, _>::new(pow_f))),
-        DType::Int32 => Ok(int_checked::<i32>(IntKind::Pow)),
-        DType::Int64 => Ok(int_checked::<i64>(IntKind::Pow)),
-        t => Err(invalid(format!("no Pow kernel for {t}"))),
+        DType::Float => Ok(Box::new(Binary::<f32, _>::new(float_fn::<f32>(kind)))),
+        DType::Double => Ok(Box::new(Binary::<f64, _>::new(float_fn::<f64>(kind)))),
+        DType::Int32 => Ok(int_checked::<i32>(kind)),
+        DType::Int64 => Ok(int_checked::<i64>(kind)),
+        t => Err(invalid(format!("no {} kernel for {t}", d.def.name))),
     }
 }
 
@@ -321,9 +312,9 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     for (op, f) in [
         ("Sign", k_sign as Factory),
         ("SquaredDifference", k_squared_difference),
-        ("FloorDiv", k_floor_div),
-        ("FloorMod", k_floor_mod),
-        ("Pow", k_pow),
+        ("FloorDiv", |d| k_int_checked_binary(d, IntKind::FloorDiv)),
+        ("FloorMod", |d| k_int_checked_binary(d, IntKind::FloorMod)),
+        ("Pow", |d| k_int_checked_binary(d, IntKind::Pow)),
     ] {
         r.register(op, "T", NUMERIC, f);
     }
