@@ -212,6 +212,16 @@ impl Graph {
         id
     }
 
+    /// Checks every node's inputs (count, output index, dtype) and that the graph has no
+    /// cycle other than loop back edges: what any rewrite of the graph must keep true.
+    pub fn validate(&self) -> Result<(), GraphError> {
+        for node in &self.nodes {
+            self.check_edges(node)?;
+        }
+        self.topological_order()?;
+        Ok(())
+    }
+
     /// Checks a node's inputs against the nodes they name: count, output index and dtype.
     fn check_edges(&self, node: &Node) -> Result<(), GraphError> {
         if node.inputs.len() != node.types.inputs.len() {
@@ -251,6 +261,50 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// Removes every node whose `keep` entry is false and renumbers the rest (order kept).
+    /// Control edges from removed nodes are dropped; a data edge from a removed node to a
+    /// kept one is an error naming both, and the graph is left unchanged. Returns the new id
+    /// of each old node.
+    pub fn retain_nodes(&mut self, keep: &[bool]) -> Result<Vec<Option<NodeId>>, GraphError> {
+        assert_eq!(keep.len(), self.nodes.len(), "one keep flag per node");
+        let mut new_id = vec![None; self.nodes.len()];
+        let mut next = 0;
+        for (id, &k) in keep.iter().enumerate() {
+            if k {
+                new_id[id] = Some(next);
+                next += 1;
+            }
+        }
+        for (id, n) in self.nodes.iter().enumerate() {
+            if !keep[id] {
+                continue;
+            }
+            if let Some(o) = n.inputs.iter().find(|o| !keep[o.node]) {
+                return Err(GraphError::MissingInput {
+                    node: n.name.clone(),
+                    input: format!("{} (removed, but still consumed)", self.nodes[o.node].name),
+                });
+            }
+        }
+        let old = std::mem::take(&mut self.nodes);
+        self.by_name.clear();
+        for (id, mut n) in old.into_iter().enumerate() {
+            if !keep[id] {
+                continue;
+            }
+            for o in &mut n.inputs {
+                o.node = new_id[o.node].expect("checked above");
+            }
+            n.control_inputs.retain(|&c| keep[c]);
+            for c in &mut n.control_inputs {
+                *c = new_id[*c].expect("kept");
+            }
+            self.by_name.insert(n.name.clone(), self.nodes.len());
+            self.nodes.push(n);
+        }
+        Ok(new_id)
     }
 
     /// For each node, the nodes that consume its outputs or depend on it by control edge.
