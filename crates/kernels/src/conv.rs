@@ -370,7 +370,7 @@ impl OpKernel for FusedBatchNorm {
     }
 }
 
-fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+pub(crate) fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let window = Window::from_node(d, true)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(Conv2D::<T> { window, scratch: Default::default() }) as Box<dyn OpKernel>))

@@ -67,42 +67,42 @@ impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
     }
 }
 
-fn neg<T: Num>(x: T) -> T {
+pub(crate) fn neg<T: Num>(x: T) -> T {
     x.neg()
 }
-fn square<T: Num>(x: T) -> T {
+pub(crate) fn square<T: Num>(x: T) -> T {
     x.mul_w(x)
 }
-fn abs<T: Num>(x: T) -> T {
+pub(crate) fn abs<T: Num>(x: T) -> T {
     if x < T::ZERO {
         x.neg()
     } else {
         x
     }
 }
-fn relu<T: Num>(x: T) -> T {
+pub(crate) fn relu<T: Num>(x: T) -> T {
     if x < T::ZERO {
         T::ZERO
     } else {
         x
     }
 }
-fn sqrt<T: Float>(x: T) -> T {
+pub(crate) fn sqrt<T: Float>(x: T) -> T {
     x.sqrt()
 }
-fn rsqrt<T: Float>(x: T) -> T {
+pub(crate) fn rsqrt<T: Float>(x: T) -> T {
     T::ONE / x.sqrt()
 }
-fn exp<T: Float>(x: T) -> T {
+pub(crate) fn exp<T: Float>(x: T) -> T {
     x.exp()
 }
-fn log<T: Float>(x: T) -> T {
+pub(crate) fn log<T: Float>(x: T) -> T {
     x.ln()
 }
-fn tanh<T: Float>(x: T) -> T {
+pub(crate) fn tanh<T: Float>(x: T) -> T {
     x.tanh()
 }
-fn sigmoid<T: Float>(x: T) -> T {
+pub(crate) fn sigmoid<T: Float>(x: T) -> T {
     T::ONE / (T::ONE + (-x).exp())
 }
 
@@ -262,19 +262,19 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
     }
 }
 
-fn add<T: Num>(a: T, b: T) -> T {
+pub(crate) fn add<T: Num>(a: T, b: T) -> T {
     a.add_w(b)
 }
-fn sub<T: Num>(a: T, b: T) -> T {
+pub(crate) fn sub<T: Num>(a: T, b: T) -> T {
     a.sub_w(b)
 }
-fn mul<T: Num>(a: T, b: T) -> T {
+pub(crate) fn mul<T: Num>(a: T, b: T) -> T {
     a.mul_w(b)
 }
-fn div<T: Num>(a: T, b: T) -> T {
+pub(crate) fn div<T: Num>(a: T, b: T) -> T {
     a.div(b)
 }
-fn maximum<T: Num>(a: T, b: T) -> T {
+pub(crate) fn maximum<T: Num>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
         return if a.is_nan() { a } else { b };
     }
@@ -284,7 +284,7 @@ fn maximum<T: Num>(a: T, b: T) -> T {
         a
     }
 }
-fn minimum<T: Num>(a: T, b: T) -> T {
+pub(crate) fn minimum<T: Num>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
         return if a.is_nan() { a } else { b };
     }

@@ -18,6 +18,7 @@ mod cast;
 mod conv;
 mod einsum;
 mod elementwise;
+pub mod fused;
 mod image;
 mod indexing;
 mod math;
@@ -195,6 +196,7 @@ impl KernelRegistry {
             cast::register(&mut r);
             conv::register(&mut r);
             einsum::register(&mut r);
+            fused::register(&mut r);
             elementwise::register(&mut r);
             image::register(&mut r);
             indexing::register(&mut r);

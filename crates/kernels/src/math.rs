@@ -6,7 +6,7 @@ use crate::elementwise::{Binary, Compare, Unary, EQUALITY, FLOATS, NUMERIC};
 use crate::numeric::{Erf, Float, Num};
 use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
-fn relu6<T: Float>(x: T) -> T {
+pub(crate) fn relu6<T: Float>(x: T) -> T {
     let six = T::from_f64(6.0);
     if x < T::ZERO {
         T::ZERO
@@ -16,14 +16,14 @@ fn relu6<T: Float>(x: T) -> T {
         x
     }
 }
-fn elu<T: Float>(x: T) -> T {
+pub(crate) fn elu<T: Float>(x: T) -> T {
     if x < T::ZERO {
         x.exp_m1()
     } else {
         x
     }
 }
-fn selu<T: Float>(x: T) -> T {
+pub(crate) fn selu<T: Float>(x: T) -> T {
     let scale = T::from_f64(1.050_700_987_355_480_5);
     let alpha = T::from_f64(1.673_263_242_354_377_3);
     if x < T::ZERO {
@@ -33,7 +33,7 @@ fn selu<T: Float>(x: T) -> T {
     }
 }
 /// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x).
-fn softplus<T: Float>(x: T) -> T {
+pub(crate) fn softplus<T: Float>(x: T) -> T {
     let eps = if T::DTYPE == DType::Float { f32::EPSILON as f64 } else { f64::EPSILON };
     let threshold = T::from_f64(eps.ln() + 2.0);
     if x > -threshold {
@@ -47,7 +47,7 @@ fn softplus<T: Float>(x: T) -> T {
 fn erf<T: Float + Erf>(x: T) -> T {
     x.erf()
 }
-fn sign<T: Num>(x: T) -> T {
+pub(crate) fn sign<T: Num>(x: T) -> T {
     if x.is_nan() {
         x
     } else if x > T::ZERO {
@@ -58,28 +58,28 @@ fn sign<T: Num>(x: T) -> T {
         T::ZERO
     }
 }
-fn floor<T: Float>(x: T) -> T {
+pub(crate) fn floor<T: Float>(x: T) -> T {
     x.floor()
 }
-fn ceil<T: Float>(x: T) -> T {
+pub(crate) fn ceil<T: Float>(x: T) -> T {
     x.ceil()
 }
 fn round<T: Float>(x: T) -> T {
     x.round_even()
 }
-fn reciprocal<T: Float>(x: T) -> T {
+pub(crate) fn reciprocal<T: Float>(x: T) -> T {
     T::ONE / x
 }
-fn log1p<T: Float>(x: T) -> T {
+pub(crate) fn log1p<T: Float>(x: T) -> T {
     x.ln_1p()
 }
-fn expm1<T: Float>(x: T) -> T {
+pub(crate) fn expm1<T: Float>(x: T) -> T {
     x.exp_m1()
 }
-fn sin<T: Float>(x: T) -> T {
+pub(crate) fn sin<T: Float>(x: T) -> T {
     x.sin()
 }
-fn cos<T: Float>(x: T) -> T {
+pub(crate) fn cos<T: Float>(x: T) -> T {
     x.cos()
 }
 
@@ -125,7 +125,7 @@ fn k_leaky_relu(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(LeakyRelu::<T> { alpha: T::from_f64(alpha) }) as Box<dyn OpKernel>))
 }
 
-fn squared_difference<T: Num>(a: T, b: T) -> T {
+pub(crate) fn squared_difference<T: Num>(a: T, b: T) -> T {
     let d = a.sub_w(b);
     d.mul_w(d)
 }

@@ -138,7 +138,7 @@ fn make<T: GemmElement + 'static>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     }))
 }
 
-fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+pub(crate) fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     match d.dtype("T")? {
         DType::Float => make::<f32>(d),
         DType::Double => make::<f64>(d),

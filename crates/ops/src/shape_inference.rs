@@ -68,6 +68,15 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![s])
 }
 
+/// The NumPy broadcast of all inputs.
+pub fn broadcast_all(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let mut s = Shape::scalar();
+    for i in c.inputs {
+        s = s.broadcast(i).ok_or_else(|| format!("shapes {s} and {i} are incompatible for broadcasting"))?;
+    }
+    Ok(vec![s])
+}
+
 /// `SelectV2`: the broadcast of condition, then and else.
 pub fn select_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let te = c.inputs[1]
@@ -179,7 +188,7 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let f = c.inputs[1].dims().map(|d| d.to_vec());
     let (window, channels) = match &f {
         Some(f) if f.len() == 4 => {
-            let ch = if c.def.name == "Conv2D" { f[3] } else { f[2].zip(f[3]).map(|(a, b)| a * b) };
+            let ch = if c.def.name != "DepthwiseConv2dNative" { f[3] } else { f[2].zip(f[3]).map(|(a, b)| a * b) };
             ([f[0], f[1]], ch)
         }
         Some(f) => return Err(format!("filter must be 4-dimensional, got {}", Shape::new(f.clone()))),
