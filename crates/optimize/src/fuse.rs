@@ -1,0 +1,309 @@
+//! Fusion (TensorFlow's remapper): `MatMul + BiasAdd (+ activation)` into `_FusedMatMul`,
+//! `Conv2D + BiasAdd (+ activation)` into `_FusedConv2D`, and chains of elementwise ops into
+//! one `_FusedElementwise` that makes a single pass over memory.
+//!
+//! Exact: the fused kernels call the same scalar functions in the same order as the unfused
+//! ones. As in TensorFlow, the fused node takes the name of the last node of the pattern (so
+//! fetches keep working), and a pattern is only fused when every absorbed node has a single
+//! data consumer, no control edges, and is not protected.
+use std::collections::HashMap;
+
+use ferroflow_graph::{Attrs, Graph, NodeId, NodeTypes, Output};
+use ferroflow_kernels::fused::{FUSIBLE_BINARY, FUSIBLE_UNARY};
+use ferroflow_proto::{attr_value, attr_value::ListValue, AttrValue};
+use ferroflow_tensor::DType;
+
+use crate::util::{control_consumers, data_consumers, remove_orphans, type_attr};
+use crate::{OptimizeError, Pass, PassContext};
+
+/// MatMul/Conv2D + BiasAdd (+ activation) fusion.
+pub struct ContractionFusion;
+
+/// Elementwise chain fusion.
+pub struct ElementwiseFusion;
+
+const ACTIVATIONS: &[&str] = &["Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"];
+
+fn strings(v: &[&str]) -> AttrValue {
+    AttrValue {
+        value: Some(attr_value::Value::List(Box::new(ListValue {
+            s: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            ..Default::default()
+        }))),
+    }
+}
+
+fn string_attr(attrs: &Attrs, name: &str) -> Option<String> {
+    match attrs.get(name).and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::S(s)) => Some(String::from_utf8_lossy(s).into_owned()),
+        _ => None,
+    }
+}
+
+struct Edges {
+    data: Vec<Vec<(NodeId, usize)>>,
+    ctrl: Vec<Vec<NodeId>>,
+}
+
+impl Edges {
+    fn new(graph: &Graph) -> Edges {
+        Edges { data: data_consumers(graph), ctrl: control_consumers(graph) }
+    }
+
+    /// True if `id` can disappear into a fusion whose next node is its only consumer.
+    fn absorbable(&self, graph: &Graph, ctx: &PassContext, id: NodeId, device: &str) -> bool {
+        let n = graph.node(id);
+        self.data[id].len() == 1
+            && self.ctrl[id].is_empty()
+            && n.control_inputs.is_empty()
+            && !ctx.is_protected(graph, id)
+            && n.device == device
+    }
+}
+
+impl Pass for ContractionFusion {
+    fn name(&self) -> &'static str {
+        "contraction_fusion"
+    }
+
+    fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
+        let edges = Edges::new(graph);
+        let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
+        let shape =
+            |o: Output| shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims().map(<[_]>::to_vec));
+        let mut fused_any = false;
+        for bias_id in 0..graph.len() {
+            let b = graph.node(bias_id);
+            let is_bias = match b.op.as_str() {
+                "BiasAdd" => string_attr(&b.attrs, "data_format").is_none_or(|f| f == "NHWC"),
+                // `x + b` with b a vector as long as x's last axis is BiasAdd (same additions,
+                // same operand order); TensorFlow's remapper fuses it too.
+                "Add" | "AddV2" => match (shape(b.inputs[0]), shape(b.inputs[1])) {
+                    (Some(x), Some(v)) => v.len() == 1 && v[0].is_some() && x.len() >= 2 && x.last() == v.first(),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if !is_bias {
+                continue;
+            }
+            let dtype = b.types.outputs[0];
+            let contraction = b.inputs[0];
+            let c = graph.node(contraction.node);
+            let fused_op = match c.op.as_str() {
+                "MatMul" if dtype == DType::Float => "_FusedMatMul",
+                "Conv2D"
+                    if matches!(dtype, DType::Float | DType::Double)
+                        && string_attr(&c.attrs, "data_format").is_none_or(|f| f == "NHWC") =>
+                {
+                    "_FusedConv2D"
+                }
+                _ => continue,
+            };
+            if !edges.absorbable(graph, ctx, contraction.node, &b.device) || !b.control_inputs.is_empty() {
+                continue;
+            }
+            // Extend with the activation when the BiasAdd's only consumer is one.
+            let mut root = bias_id;
+            let mut activation = None;
+            if let [(a, 0)] = edges.data[bias_id].as_slice() {
+                let an = graph.node(*a);
+                if ACTIVATIONS.contains(&an.op.as_str())
+                    && edges.absorbable(graph, ctx, bias_id, &an.device)
+                    && an.control_inputs.is_empty()
+                {
+                    root = *a;
+                    activation = Some(an.op.clone());
+                }
+            }
+            if ctx.out_of_time() {
+                break;
+            }
+            let (c, b) = (graph.node(contraction.node).clone(), graph.node(bias_id).clone());
+            let mut attrs: Attrs = c.attrs.clone();
+            attrs.remove("_class");
+            let mut ops = vec!["BiasAdd"];
+            if let Some(a) = &activation {
+                ops.push(a.as_str());
+            }
+            attrs.insert("fused_ops".into(), strings(&ops));
+            attrs.insert("num_args".into(), AttrValue { value: Some(attr_value::Value::I(1)) });
+            attrs.insert("epsilon".into(), AttrValue { value: Some(attr_value::Value::F(0.0001)) });
+            let alpha = match activation.as_deref() {
+                Some("LeakyRelu") => match graph.node(root).attrs.get("alpha").and_then(|a| a.value.as_ref()) {
+                    Some(attr_value::Value::F(f)) => *f,
+                    _ => 0.2,
+                },
+                _ => 0.2,
+            };
+            attrs.insert("leakyrelu_alpha".into(), AttrValue { value: Some(attr_value::Value::F(alpha)) });
+            if fused_op == "_FusedConv2D" {
+                attrs.insert(
+                    "TArgs".into(),
+                    AttrValue {
+                        value: Some(attr_value::Value::List(Box::new(ListValue {
+                            r#type: vec![dtype.to_tf()],
+                            ..Default::default()
+                        }))),
+                    },
+                );
+                attrs.insert("num_host_args".into(), AttrValue { value: Some(attr_value::Value::I(0)) });
+            }
+            let mut absorbed = vec![c.name.clone()];
+            if root != bias_id {
+                absorbed.push(b.name.clone());
+            }
+            let r = graph.node_mut(root);
+            r.op = fused_op.to_string();
+            r.inputs = vec![c.inputs[0], c.inputs[1], b.inputs[1]];
+            r.attrs = attrs;
+            r.device = c.device.clone();
+            r.types = NodeTypes { inputs: vec![dtype; 3], outputs: vec![dtype] };
+            r.experimental_type = None;
+            ctx.report.fused.push((r.name.clone(), absorbed, fused_op.to_string()));
+            fused_any = true;
+        }
+        if fused_any {
+            remove_orphans(graph, ctx)?;
+        }
+        Ok(())
+    }
+}
+
+fn is_fusible(graph: &Graph, id: NodeId) -> bool {
+    let n = graph.node(id);
+    let op = n.op.as_str();
+    (FUSIBLE_UNARY.contains(&op) || FUSIBLE_BINARY.contains(&op) || op == "_FusedElementwise")
+        && n.types.outputs.len() == 1
+        && matches!(n.types.outputs[0], DType::Float | DType::Double)
+        && n.types.inputs.iter().all(|&t| t == n.types.outputs[0])
+}
+
+/// A cluster being built: its arguments (external tensors) and instructions.
+struct Cluster {
+    args: Vec<Output>,
+    program: Vec<String>,
+    absorbed: Vec<String>,
+}
+
+impl Cluster {
+    /// Emits the instructions computing `o` (absorbing producers where allowed); returns the
+    /// operand naming its value.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        graph: &Graph,
+        ctx: &PassContext,
+        edges: &Edges,
+        o: Output,
+        root_device: &str,
+        top: bool,
+        claimed: &mut [bool],
+    ) -> String {
+        let id = o.node;
+        let absorb = top
+            || (o.index == 0 && is_fusible(graph, id) && !claimed[id] && edges.absorbable(graph, ctx, id, root_device));
+        if !absorb {
+            let k = match self.args.iter().position(|a| *a == o) {
+                Some(k) => k,
+                None => {
+                    self.args.push(o);
+                    self.args.len() - 1
+                }
+            };
+            return format!("a{k}");
+        }
+        claimed[id] = true;
+        let n = graph.node(id);
+        if !top {
+            self.absorbed.push(n.name.clone());
+        }
+        if n.op == "_FusedElementwise" {
+            // Inline an existing program: its args become operands here.
+            let prog: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+                Some(attr_value::Value::List(l)) => {
+                    l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+                }
+                _ => vec![],
+            };
+            let operands: Vec<String> =
+                n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed)).collect();
+            let base = self.program.len();
+            for line in prog {
+                let mut parts = line.split_whitespace();
+                let op = parts.next().unwrap_or_default().to_string();
+                let mut out = op;
+                for p in parts {
+                    let (kind, num) = p.split_at(1);
+                    let k: usize = num.parse().unwrap_or(0);
+                    out.push(' ');
+                    if kind == "a" {
+                        out.push_str(&operands[k]);
+                    } else {
+                        out.push_str(&format!("r{}", base + k));
+                    }
+                }
+                self.program.push(out);
+            }
+            return format!("r{}", self.program.len() - 1);
+        }
+        let operands: Vec<String> =
+            n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed)).collect();
+        self.program.push(format!("{} {}", n.op, operands.join(" ")));
+        format!("r{}", self.program.len() - 1)
+    }
+}
+
+impl Pass for ElementwiseFusion {
+    fn name(&self) -> &'static str {
+        "elementwise_fusion"
+    }
+
+    fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
+        let edges = Edges::new(graph);
+        let order = graph.topological_order()?;
+        let mut claimed = vec![false; graph.len()];
+        let mut rewrites: Vec<(NodeId, Cluster)> = Vec::new();
+        // Roots are visited consumers-first, so each cluster is as large as it can be.
+        for &id in order.iter().rev() {
+            if claimed[id] || !is_fusible(graph, id) {
+                continue;
+            }
+            if ctx.out_of_time() {
+                break;
+            }
+            let device = graph.node(id).device.clone();
+            let mut cl = Cluster { args: vec![], program: vec![], absorbed: vec![] };
+            let mut trial = claimed.clone();
+            cl.emit(graph, ctx, &edges, Output { node: id, index: 0 }, &device, true, &mut trial);
+            if cl.absorbed.is_empty() {
+                continue;
+            }
+            claimed = trial;
+            rewrites.push((id, cl));
+        }
+        let mut map: HashMap<Output, Output> = HashMap::new();
+        map.clear();
+        for (id, cl) in rewrites {
+            let dtype = graph.node(id).types.outputs[0];
+            let mut attrs = Attrs::new();
+            attrs.insert("T".into(), type_attr(dtype));
+            attrs.insert("N".into(), AttrValue { value: Some(attr_value::Value::I(cl.args.len() as i64)) });
+            let prog: Vec<&str> = cl.program.iter().map(String::as_str).collect();
+            attrs.insert("program".into(), strings(&prog));
+            let n = graph.node_mut(id);
+            n.op = "_FusedElementwise".into();
+            n.types = NodeTypes { inputs: vec![dtype; cl.args.len()], outputs: vec![dtype] };
+            n.inputs = cl.args;
+            n.attrs = attrs;
+            n.experimental_type = None;
+            ctx.report.fused.push((
+                n.name.clone(),
+                cl.absorbed,
+                format!("_FusedElementwise [{}]", cl.program.join("; ")),
+            ));
+        }
+        remove_orphans(graph, ctx)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! Helpers shared by the passes: side-effect rules, edge maps, rewiring, removal, constants.
+use std::collections::HashMap;
+
+use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeTypes, Output};
+use ferroflow_ops::OpRegistry;
+use ferroflow_proto::{attr_value, convert, AttrValue};
+use ferroflow_tensor::{DType, Tensor};
+
+use crate::PassContext;
+
+/// Ops whose running matters beyond their outputs, or whose outputs are not a function of
+/// their inputs: never removed, merged or folded.
+pub(crate) fn has_side_effects(op: &str) -> bool {
+    if OpRegistry::global().get(op).is_some_and(|d| d.stateful) {
+        return true;
+    }
+    matches!(
+        op,
+        "Assert"
+            | "Print"
+            | "PrintV2"
+            | "StatefulPartitionedCall"
+            | "_Send"
+            | "_Recv"
+            | "_HostSend"
+            | "_HostRecv"
+            | "_Arg"
+            | "_Retval"
+            | "Placeholder"
+            | "PlaceholderV2"
+            | "PlaceholderWithDefault"
+    ) || op.starts_with("Random")
+        || op.starts_with("Stateful")
+        || op.contains("Variable")
+        || op.starts_with("Assign")
+        || op.starts_with("Save")
+        || op.starts_with("Restore")
+        || op.contains("Reader")
+        || op.contains("Queue")
+        || op.contains("Iterator")
+        || op.starts_with("Apply")
+        || op.starts_with("ResourceApply")
+        || op == "VarHandleOp"
+        || op == "TruncatedNormal"
+}
+
+/// TensorFlow 1 control-flow ops (frames and dead tokens): passes leave them alone.
+pub(crate) fn is_control_flow(op: &str) -> bool {
+    matches!(
+        op,
+        "Switch"
+            | "RefSwitch"
+            | "Merge"
+            | "RefMerge"
+            | "Enter"
+            | "RefEnter"
+            | "Exit"
+            | "RefExit"
+            | "NextIteration"
+            | "RefNextIteration"
+            | "LoopCond"
+            | "ControlTrigger"
+    )
+}
+
+/// True if the graph has TensorFlow 1 control flow anywhere.
+pub(crate) fn has_control_flow(graph: &Graph) -> bool {
+    graph.nodes().iter().any(|n| is_control_flow(&n.op))
+}
+
+/// Function-call ops: their bodies are opaque to the passes.
+pub(crate) fn is_call(graph: &Graph, op: &str) -> bool {
+    matches!(op, "PartitionedCall" | "StatefulPartitionedCall" | "If" | "StatelessIf" | "While" | "StatelessWhile")
+        || graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == op))
+}
+
+/// For each node, its data consumers as (consumer, input slot).
+pub(crate) fn data_consumers(graph: &Graph) -> Vec<Vec<(NodeId, usize)>> {
+    let mut out = vec![Vec::new(); graph.len()];
+    for (id, n) in graph.nodes().iter().enumerate() {
+        for (slot, o) in n.inputs.iter().enumerate() {
+            out[o.node].push((id, slot));
+        }
+    }
+    out
+}
+
+/// For each node, the nodes with a control edge from it.
+pub(crate) fn control_consumers(graph: &Graph) -> Vec<Vec<NodeId>> {
+    let mut out = vec![Vec::new(); graph.len()];
+    for (id, n) in graph.nodes().iter().enumerate() {
+        for &c in &n.control_inputs {
+            out[c].push(id);
+        }
+    }
+    out
+}
+
+/// Replaces every use of a key of `map` by its value (following chains).
+pub(crate) fn rewire(graph: &mut Graph, map: &HashMap<Output, Output>) {
+    if map.is_empty() {
+        return;
+    }
+    let resolve = |mut o: Output| {
+        let mut hops = 0;
+        while let Some(&n) = map.get(&o) {
+            o = n;
+            hops += 1;
+            assert!(hops <= map.len(), "rewiring map has a cycle");
+        }
+        o
+    };
+    for id in 0..graph.len() {
+        let n = graph.node_mut(id);
+        for o in &mut n.inputs {
+            *o = resolve(*o);
+        }
+    }
+}
+
+/// Removes the nodes flagged in `dead` and records their names.
+pub(crate) fn remove(graph: &mut Graph, dead: &[bool], ctx: &mut PassContext) -> Result<(), GraphError> {
+    if !dead.iter().any(|&d| d) {
+        return Ok(());
+    }
+    for (id, &d) in dead.iter().enumerate() {
+        if d {
+            ctx.report.removed.push(graph.node(id).name.clone());
+        }
+    }
+    let keep: Vec<bool> = dead.iter().map(|&d| !d).collect();
+    graph.retain_nodes(&keep)?;
+    Ok(())
+}
+
+/// Removes nodes that nothing needs: not protected, and without data or control consumers
+/// (repeatedly, so whole dead chains go).
+pub(crate) fn remove_orphans(graph: &mut Graph, ctx: &mut PassContext) -> Result<(), GraphError> {
+    let n = graph.len();
+    let mut uses = vec![0usize; n];
+    for node in graph.nodes() {
+        for o in &node.inputs {
+            uses[o.node] += 1;
+        }
+        for &c in &node.control_inputs {
+            uses[c] += 1;
+        }
+    }
+    let mut dead = vec![false; n];
+    let mut stack: Vec<NodeId> = (0..n).filter(|&i| uses[i] == 0 && !ctx.is_protected(graph, i)).collect();
+    while let Some(id) = stack.pop() {
+        if dead[id] {
+            continue;
+        }
+        dead[id] = true;
+        let node = graph.node(id);
+        for p in node.inputs.iter().map(|o| o.node).chain(node.control_inputs.iter().copied()) {
+            uses[p] -= 1;
+            if uses[p] == 0 && !dead[p] && !ctx.is_protected(graph, p) {
+                stack.push(p);
+            }
+        }
+    }
+    remove(graph, &dead, ctx)
+}
+
+/// The value of a `Const` node.
+pub(crate) fn const_value(graph: &Graph, id: NodeId) -> Option<Tensor> {
+    let n = graph.node(id);
+    if n.op != "Const" {
+        return None;
+    }
+    match n.attrs.get("value").and_then(|v| v.value.as_ref()) {
+        Some(attr_value::Value::Tensor(t)) => convert::tensor_from_proto(t).ok(),
+        _ => None,
+    }
+}
+
+/// An attr holding a tensor.
+/// Small numeric tensors use the typed `*_val` fields (readable in text format, as
+/// TensorFlow writes scalars); others `tensor_content`.
+pub(crate) fn tensor_attr(t: &Tensor) -> AttrValue {
+    let mut p = convert::tensor_to_proto(t);
+    if t.len() <= 16 {
+        let done = match t.dtype() {
+            DType::Float => t.as_slice::<f32>().map(|v| p.float_val = v.to_vec()).is_ok(),
+            DType::Double => t.as_slice::<f64>().map(|v| p.double_val = v.to_vec()).is_ok(),
+            DType::Int32 => t.as_slice::<i32>().map(|v| p.int_val = v.to_vec()).is_ok(),
+            DType::Int64 => t.as_slice::<i64>().map(|v| p.int64_val = v.to_vec()).is_ok(),
+            DType::Bool => t.as_slice::<bool>().map(|v| p.bool_val = v.to_vec()).is_ok(),
+            _ => false,
+        };
+        if done {
+            p.tensor_content.clear();
+        }
+    }
+    AttrValue { value: Some(attr_value::Value::Tensor(Box::new(p))) }
+}
+
+/// An attr holding a dtype.
+pub(crate) fn type_attr(d: DType) -> AttrValue {
+    AttrValue { value: Some(attr_value::Value::Type(d.to_tf())) }
+}
+
+/// Rewrites node `id` in place into a `Const` holding `value`, with `controls` as its control
+/// inputs; name and device stay.
+pub(crate) fn make_const(graph: &mut Graph, id: NodeId, value: &Tensor, controls: Vec<NodeId>) {
+    let n = graph.node_mut(id);
+    n.op = "Const".into();
+    n.inputs.clear();
+    n.control_inputs = controls;
+    let mut attrs = Attrs::new();
+    attrs.insert("dtype".into(), type_attr(value.dtype()));
+    attrs.insert("value".into(), tensor_attr(value));
+    n.attrs = attrs;
+    n.types = NodeTypes { inputs: vec![], outputs: vec![value.dtype()] };
+    n.experimental_type = None;
+}
+
+/// Rewrites node `id` in place into `Identity(input)` (keeping name, device and control inputs).
+pub(crate) fn make_identity(graph: &mut Graph, id: NodeId, input: Output) {
+    let dtype = graph.output_type(input);
+    let n = graph.node_mut(id);
+    n.op = "Identity".into();
+    n.inputs = vec![input];
+    let mut attrs = Attrs::new();
+    attrs.insert("T".into(), type_attr(dtype));
+    n.attrs = attrs;
+    n.types = NodeTypes { inputs: vec![dtype], outputs: vec![dtype] };
+    n.experimental_type = None;
+}
+
+/// Checks what passes must keep true (see [`Graph::validate`]).
+pub(crate) fn check(graph: &Graph) -> Result<(), GraphError> {
+    graph.validate()
+}
