@@ -187,6 +187,7 @@ impl Interpreter<'_> {
             if self.plan.nodes[p].pending == 0 {
                 let inputs = self.data_inputs(p).iter().map(|s| match s {
                     Source::Feed(f) => Token::Live(feeds[*f].clone()),
+                    Source::Const(c) => Token::Live(self.plan.constants[*c].clone()),
                     Source::Slot(_) => Token::Dead,
                 });
                 self.ready.push_back((p, (0, 0), inputs.collect(), false));
@@ -371,6 +372,7 @@ pub(crate) fn execute(
         .enumerate()
         .map(|(k, src)| match *src {
             Source::Feed(f) => Ok(feeds[f].clone()),
+            Source::Const(c) => Ok(plan.constants[c].clone()),
             Source::Slot(s) => {
                 let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot belongs to a node");
                 let index = s - plan.nodes[p].first_slot as usize;

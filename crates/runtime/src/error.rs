@@ -33,6 +33,9 @@ pub enum RuntimeError {
         /// The kernel's error.
         source: Box<KernelError>,
     },
+    /// The graph optimizer failed (with `fail_on_pass_error`).
+    #[error("optimizer: {0}")]
+    Optimizer(String),
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]
     ThreadPool(String),

@@ -71,6 +71,7 @@ impl RunState<'_> {
     fn read_input(&self, src: Source) -> Tensor {
         match src {
             Source::Feed(i) => self.feeds[i].clone(),
+            Source::Const(c) => self.plan.constants[c].clone(),
             Source::Slot(s) => {
                 let slot = &self.slots[s];
                 if self.plan.fetched[s] {
@@ -243,6 +244,7 @@ pub(crate) fn execute(
         .iter()
         .map(|&src| match src {
             Source::Feed(i) => feeds[i].clone(),
+            Source::Const(c) => plan.constants[c].clone(),
             Source::Slot(s) => slots[s].value.get_mut().clone().expect("every fetched node ran"),
         })
         .collect();

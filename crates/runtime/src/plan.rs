@@ -1,7 +1,7 @@
 //! Execution plans: the pruned, compiled form of a graph for one (feeds, fetches, targets)
 //! signature. Built once, run many times.
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::{Graph, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
@@ -21,6 +21,8 @@ pub(crate) enum Source {
     Slot(usize),
     /// The n-th feed of the run.
     Feed(usize),
+    /// The n-th constant of the plan (a `Const` node evaluated when the plan was built).
+    Const(usize),
 }
 
 /// The kernel slot of a v1 control-flow node: the frame-aware executor interprets these ops
@@ -84,6 +86,12 @@ pub struct ExecutionPlan {
     /// True when the plan has TensorFlow 1 control flow and runs on the frame-aware
     /// executor (`dynamic.rs`).
     pub(crate) control_flow: bool,
+    /// Values of the `Const` nodes read as [`Source::Const`] (not run per step).
+    pub(crate) constants: Vec<ferroflow_tensor::Tensor>,
+    /// The graph the plan runs (the optimized one when the session optimizes).
+    pub(crate) graph: Arc<Graph>,
+    /// What the optimizer did for this plan's signature (`None` when it did not run).
+    pub(crate) optimizer_report: Option<ferroflow_optimize::Report>,
 }
 
 impl ExecutionPlan {
@@ -97,15 +105,26 @@ impl ExecutionPlan {
         self.nodes.is_empty()
     }
 
+    /// The graph this plan runs: after optimization when the session optimizes.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// What the optimizer did for this plan (`None` when optimization is off).
+    pub fn optimizer_report(&self) -> Option<&ferroflow_optimize::Report> {
+        self.optimizer_report.as_ref()
+    }
+
     /// Compiles a plan. `feeds`, `fetches` are tensor names; `targets` node names.
     pub(crate) fn build(
-        graph: &Graph,
+        graph_arc: Arc<Graph>,
         shapes: &[Vec<Shape>],
         feeds: &[&str],
         fetches: &[&str],
         targets: &[&str],
         env: &RuntimeEnv,
     ) -> Result<ExecutionPlan, RuntimeError> {
+        let graph: &Graph = &graph_arc;
         let mut fed: HashMap<Output, usize> = HashMap::new();
         let mut feed_specs = Vec::with_capacity(feeds.len());
         for (i, name) in feeds.iter().enumerate() {
@@ -135,7 +154,14 @@ impl ExecutionPlan {
             target_ids.push(id);
         }
 
-        // Prune: walk back from fetches and targets, stopping at fed tensors.
+        // Prune: walk back from fetches and targets, stopping at fed tensors. A node whose
+        // outputs are all fed does not run; control edges from it are satisfied (as when
+        // TensorFlow feeds a placeholder that a constant depends on).
+        let mut fed_outputs = vec![0usize; graph.len()];
+        for o in fed.keys() {
+            fed_outputs[o.node] += 1;
+        }
+        let fully_fed = |id: NodeId| fed_outputs[id] > 0 && fed_outputs[id] == graph.node(id).num_outputs();
         let mut needed = vec![false; graph.len()];
         let mut stack: Vec<NodeId> = fetch_outputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node).collect();
         stack.extend(&target_ids);
@@ -145,7 +171,35 @@ impl ExecutionPlan {
             }
             let node = graph.node(id);
             stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
-            stack.extend(&node.control_inputs);
+            stack.extend(node.control_inputs.iter().copied().filter(|&c| !fully_fed(c)));
+        }
+        // Constants without control inputs are evaluated once, here, and read by their
+        // consumers as plan constants: no kernel call, no scheduling per step. (Not in plans
+        // with TensorFlow 1 control flow, whose executor tracks frames per node.)
+        let control_flow = (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_control_flow(&graph.node(id).op));
+        let mut const_source: HashMap<NodeId, usize> = HashMap::new();
+        let mut constants = Vec::new();
+        if !control_flow {
+            let kernels = KernelRegistry::global();
+            let def = OpRegistry::global().get("Const").expect("Const is registered");
+            for id in 0..graph.len() {
+                let n = graph.node(id);
+                if !needed[id] || n.op != "Const" || !n.control_inputs.is_empty() || fed_outputs[id] > 0 {
+                    continue;
+                }
+                let kernel_error =
+                    |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) };
+                let kernel = kernels
+                    .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
+                    .map_err(kernel_error)?;
+                let mut out = Vec::with_capacity(1);
+                kernel
+                    .compute(&ferroflow_kernels::KernelContext { intra_op: None }, &mut Vec::new(), &mut out)
+                    .map_err(kernel_error)?;
+                const_source.insert(id, constants.len());
+                constants.extend(out.into_iter().take(1));
+                needed[id] = false;
+            }
         }
         let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
         let mut plan_index = vec![usize::MAX; graph.len()];
@@ -205,9 +259,10 @@ impl ExecutionPlan {
             let n = graph.node(id);
             let start = input_sources.len() as u32;
             for o in &n.inputs {
-                let src = match fed.get(o) {
-                    Some(&f) => Source::Feed(f),
-                    None => {
+                let src = match (fed.get(o), const_source.get(&o.node)) {
+                    (Some(&f), _) => Source::Feed(f),
+                    (None, Some(&c)) => Source::Const(c),
+                    (None, None) => {
                         let producer = plan_index[o.node];
                         let slot = first_slots[producer] + o.index;
                         readers[slot] += 1;
@@ -220,6 +275,9 @@ impl ExecutionPlan {
             }
             nodes[p].inputs = (start, input_sources.len() as u32);
             for &c in &n.control_inputs {
+                if plan_index[c] == usize::MAX {
+                    continue; // fully fed: nothing to wait for
+                }
                 successors[plan_index[c]].push(p as u32);
                 nodes[p].pending += 1;
             }
@@ -238,9 +296,10 @@ impl ExecutionPlan {
         let mut fetched = vec![false; num_slots];
         let fetches = fetch_outputs
             .iter()
-            .map(|o| match fed.get(o) {
-                Some(&f) => Source::Feed(f),
-                None => {
+            .map(|o| match (fed.get(o), const_source.get(&o.node)) {
+                (Some(&f), _) => Source::Feed(f),
+                (None, Some(&c)) => Source::Const(c),
+                (None, None) => {
                     let slot = first_slots[plan_index[o.node]] + o.index;
                     fetched[slot] = true;
                     Source::Slot(slot)
@@ -259,7 +318,10 @@ impl ExecutionPlan {
             fetches,
             feed_specs,
             spare_buffers: Mutex::new(Vec::new()),
-            control_flow: order.iter().any(|&id| crate::dynamic::is_control_flow(&graph.node(id).op)),
+            control_flow,
+            constants,
+            graph: graph_arc.clone(),
+            optimizer_report: None,
         })
     }
 }

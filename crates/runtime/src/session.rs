@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::Graph;
 use ferroflow_ops::infer_shapes;
+use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
 use ferroflow_tensor::{Shape, Tensor};
 
 use crate::plan::ExecutionPlan;
@@ -20,6 +21,9 @@ pub struct SessionOptions {
     /// Most iterations one `While` may run before the step fails (0 = no limit). A guard
     /// against loops that never end.
     pub max_loop_iterations: u64,
+    /// The graph optimizer, run for each (feeds, fetches, targets) signature before its plan
+    /// is compiled. On by default; `optimizer.enabled = false` runs the graph as written.
+    pub optimizer: OptimizerOptions,
 }
 
 /// What a session shares with the sessions of the functions it calls: thread pools,
@@ -36,7 +40,7 @@ type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
-    graph: Graph,
+    graph: Arc<Graph>,
     shapes: Vec<Vec<Shape>>,
     env: RuntimeEnv,
     plans: Mutex<HashMap<PlanKey, Arc<ExecutionPlan>>>,
@@ -65,13 +69,13 @@ impl Session {
         let intra = threads(options.intra_op_threads);
         let intra_op = if intra > 1 { Some(Arc::new(pool(intra, "intra")?)) } else { None };
         let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new() };
-        Ok(Session { graph, shapes, env, plans: Mutex::new(HashMap::new()) })
+        Ok(Session { graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
     /// A session for a function body, sharing its caller's pools and options.
     pub(crate) fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
         let shapes = infer_shapes(&graph)?;
-        Ok(Session { graph, shapes, env, plans: Mutex::new(HashMap::new()) })
+        Ok(Session { graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
     /// The session's graph.
@@ -89,8 +93,31 @@ impl Session {
         if let Some(p) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(ExecutionPlan::build(&self.graph, &self.shapes, feeds, fetches, targets, &self.env)?);
+        let plan = Arc::new(self.compile(feeds, fetches, targets)?);
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    fn compile(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<ExecutionPlan, RuntimeError> {
+        let opts = &self.env.options.optimizer;
+        if !opts.enabled {
+            return ExecutionPlan::build(self.graph.clone(), &self.shapes, feeds, fetches, targets, &self.env);
+        }
+        let item = Item {
+            feeds: feeds.iter().map(|s| s.to_string()).collect(),
+            fetches: fetches.iter().map(|s| s.to_string()).collect(),
+            targets: targets.iter().map(|s| s.to_string()).collect(),
+            keep: vec![],
+        };
+        let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
+            OptimizeError::BadItem { what: "feed", name, reason } => RuntimeError::Feed { tensor: name, reason },
+            OptimizeError::BadItem { name, reason, .. } => RuntimeError::Fetch { tensor: name, reason },
+            OptimizeError::Graph(g) => RuntimeError::Graph(g),
+            other => RuntimeError::Optimizer(other.to_string()),
+        })?;
+        let shapes = infer_shapes(&optimized.graph)?;
+        let mut plan = ExecutionPlan::build(Arc::new(optimized.graph), &shapes, feeds, fetches, targets, &self.env)?;
+        plan.optimizer_report = Some(optimized.report);
         Ok(plan)
     }
 
@@ -132,9 +159,9 @@ impl Session {
         }
         if plan.control_flow {
             let ctx = ferroflow_kernels::KernelContext { intra_op: self.env.intra_op.as_deref() };
-            return crate::dynamic::execute(plan, &self.graph, feeds, &ctx, self.env.options.max_loop_iterations);
+            return crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, self.env.options.max_loop_iterations);
         }
-        executor::execute(plan, &self.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref())
+        executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref())
     }
 }
 
@@ -159,15 +186,26 @@ mod tests {
     #[test]
     fn plans_are_compiled_once_per_signature() {
         let (g, out) = seed_000();
-        let sess = Session::new(g, SessionOptions::default()).unwrap();
+        let mut opts = SessionOptions::default();
+        opts.optimizer.enabled = false;
+        let sess = Session::new(g.clone(), opts).unwrap();
         let p1 = sess.plan(&[], &[&out], &[]).unwrap();
         let p2 = sess.plan(&[], &[&out], &[]).unwrap();
         assert!(Arc::ptr_eq(&p1, &p2));
         let p3 = sess.plan(&["add:0"], &[&out], &[]).unwrap();
         assert!(!Arc::ptr_eq(&p1, &p3));
-        // Feeding add:0 prunes node add; the constants still feed add_1.
-        assert_eq!(p1.len(), 5);
-        assert_eq!(p3.len(), 4);
+        // Feeding add:0 prunes node add; the constants still feed add_1. (Constants are plan
+        // constants, not nodes that run.)
+        assert_eq!(p1.len(), 3);
+        assert_eq!(p3.len(), 2);
+        let r = sess.run_plan(&p3, &[Tensor::scalar(10.0f32)]).unwrap();
+        assert_eq!(r[0].scalar_value::<f32>().unwrap(), 30.0);
+        // Optimized (the default): everything folds to one constant; with add:0 fed, add_1
+        // folds (it is not merged with the fed add) and mul reads the feed.
+        let sess = Session::new(g, SessionOptions::default()).unwrap();
+        assert_eq!(sess.plan(&[], &[&out], &[]).unwrap().len(), 0);
+        let p3 = sess.plan(&["add:0"], &[&out], &[]).unwrap();
+        assert_eq!(p3.len(), 1);
         let r = sess.run_plan(&p3, &[Tensor::scalar(10.0f32)]).unwrap();
         assert_eq!(r[0].scalar_value::<f32>().unwrap(), 30.0);
     }
