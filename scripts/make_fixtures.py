@@ -376,17 +376,18 @@ def control_flow_v2():
 
 
 def seed_000():
-    """Seed 000's TF1 program, written as TensorFlow writes it (text GraphDef)."""
+    """Seed 000's TF1 program, exactly as the article writes it, as TensorFlow writes it (text
+    GraphDef): nodes Const, Const_1, Add, Add_1, Mul."""
     g = tf.Graph()
     with g.as_default():
-        a = tf.constant(1.0, name="a")
-        b = tf.constant(2.0, name="b")
-        c = a + b
-        d = a + b
-        out = c * d
+        a = tf.constant(1.0)
+        b = tf.constant(2.0)
+        c = tf.add(a, b)
+        d = tf.add(a, b)
+        out = tf.multiply(c, d)
         with tf.compat.v1.Session(graph=g) as sess:
             value = sess.run(out)
-    assert value == 9.0
+    assert value == 9.0 and out.name == "Mul:0"
     with open(os.path.join(OUT, "seed_000.pbtxt"), "w") as f:
         f.write(str(g.as_graph_def()))
     np.savez(os.path.join(OUT, "seed_000.expected.npz"), **{out.name: np.float32(value)})

@@ -51,6 +51,38 @@ enum Command {
         /// Fail a step whose `While` loop runs more iterations than this (0 = no limit).
         #[arg(long, default_value_t = 0)]
         max_loop_iterations: u64,
+        /// Run the graph as written, without the graph optimizer.
+        #[arg(long)]
+        no_optimize: bool,
+    },
+    /// Optimize a graph for the given fetches and print what each pass did.
+    Optimize {
+        /// The graph file (.pb or .pbtxt).
+        graph: PathBuf,
+        /// A tensor that will be fetched (repeatable; its node keeps its name).
+        #[arg(long = "fetch", value_name = "NAME", required = true)]
+        fetches: Vec<String>,
+        /// A tensor that will be fed (repeatable; never treated as constant).
+        #[arg(long = "feed", value_name = "NAME")]
+        feeds: Vec<String>,
+        /// A node that will be run as a target (repeatable).
+        #[arg(long = "target", value_name = "NODE")]
+        targets: Vec<String>,
+        /// Write the optimized graph here (.pbtxt as text, otherwise binary).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+        /// Print every change by node name after the per-pass table.
+        #[arg(long)]
+        report: bool,
+        /// Write the graph after each pass to DIR/NN_round<R>_<pass>.pbtxt.
+        #[arg(long, value_name = "DIR")]
+        dump_dir: Option<PathBuf>,
+        /// Also allow rewrites that change floating-point results (x/c -> x*(1/c), ...).
+        #[arg(long)]
+        inexact_float_rewrites: bool,
+        /// Skip a pass by name (repeatable).
+        #[arg(long = "disable", value_name = "PASS")]
+        disabled: Vec<String>,
     },
     /// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
     Convert {
@@ -64,7 +96,8 @@ enum Command {
         /// The graph file.
         graph: PathBuf,
     },
-    /// Run the demo: seed 000's graph built with the Rust API, then a bundled TensorFlow MLP.
+    /// Run the demo: seed 000's graph built with the Rust API and optimized, then a bundled
+    /// TensorFlow MLP.
     Demo,
 }
 
@@ -81,9 +114,32 @@ fn main() {
             inter_op_threads,
             intra_op_threads,
             max_loop_iterations,
+            no_optimize,
         } => {
-            let opts = SessionOptions { inter_op_threads, intra_op_threads, max_loop_iterations };
+            let mut opts =
+                SessionOptions { inter_op_threads, intra_op_threads, max_loop_iterations, ..Default::default() };
+            opts.optimizer.enabled = !no_optimize;
             run(&graph, inputs.as_deref(), &feeds, &fetches, &targets, output.as_deref(), opts)
+        }
+        Command::Optimize {
+            graph,
+            fetches,
+            feeds,
+            targets,
+            output,
+            report,
+            dump_dir,
+            inexact_float_rewrites,
+            disabled,
+        } => {
+            let item = ferroflow::optimize::Item { feeds, fetches, targets, keep: vec![] };
+            let options = ferroflow::optimize::OptimizerOptions {
+                inexact_float_rewrites,
+                disabled_passes: disabled,
+                fail_on_pass_error: false,
+                ..Default::default()
+            };
+            optimize(&graph, &item, options, output.as_deref(), report, dump_dir.as_deref())
         }
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
@@ -171,6 +227,52 @@ fn run(
     Ok(())
 }
 
+fn optimize(
+    path: &Path,
+    item: &ferroflow::optimize::Item,
+    options: ferroflow::optimize::OptimizerOptions,
+    output: Option<&Path>,
+    details: bool,
+    dump_dir: Option<&Path>,
+) -> Result<()> {
+    const PASSES: &[&str] = &[
+        "pruning",
+        "common_subexpression_elimination",
+        "constant_folding",
+        "arithmetic_simplification",
+        "contraction_fusion",
+        "elementwise_fusion",
+        "dependency_optimizer",
+    ];
+    for d in &options.disabled_passes {
+        if !PASSES.contains(&d.as_str()) {
+            bail!("--disable '{d}': no such pass (passes: {})", PASSES.join(", "));
+        }
+    }
+    let g = load(path)?;
+    if let Some(dir) = dump_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating --dump-dir {}", dir.display()))?;
+    }
+    let mut step = 0;
+    let mut dump = |round: usize, pass: &str, graph: &Graph| -> std::result::Result<(), String> {
+        let Some(dir) = dump_dir else { return Ok(()) };
+        let file = dir.join(format!("{step:02}_round{round}_{pass}.pbtxt"));
+        step += 1;
+        ferroflow::graph::io::write_graph_def(&file, &graph.to_graph_def()).map_err(|e| e.to_string())
+    };
+    let optimized = ferroflow::optimize::MetaOptimizer::new(options).optimize_with_dump(&g, item, &mut dump)?;
+    let report = &optimized.report;
+    out!("{}", if details { report.details() } else { report.table() }.trim_end());
+    if let Some(out) = output {
+        ferroflow::graph::io::write_graph_def(out, &optimized.graph.to_graph_def())?;
+        out!("wrote {} ({} nodes)", out.display(), optimized.graph.len());
+    }
+    if let Some(dir) = dump_dir {
+        out!("wrote the graph after each pass to {}", dir.display());
+    }
+    Ok(())
+}
+
 fn convert(input: &Path, output: &Path) -> Result<()> {
     let g = load(input)?;
     ferroflow::graph::io::write_graph_def(output, &g.to_graph_def())?;
@@ -199,6 +301,20 @@ fn demo() -> Result<()> {
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
     let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
     print_nodes(&graph);
+    let item = ferroflow::optimize::Item { fetches: vec![fetch.clone()], ..Default::default() };
+    let optimized = ferroflow::optimize::MetaOptimizer::new(Default::default()).optimize(&graph, &item)?;
+    out!("\n-- what the optimizer does to it (a Session does this before running; `ferroflow optimize` shows it):");
+    out!("{}", optimized.report.details().trim_end());
+    out!("\n-- the optimized graph:");
+    for n in optimized.graph.nodes() {
+        let value = match n.attrs.get("value").and_then(|v| v.value.as_ref()) {
+            Some(ferroflow::proto::attr_value::Value::Tensor(t)) => ferroflow::proto::convert::tensor_from_proto(t)
+                .map(|t| format!(" value {}", t.preview(4)))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        out!("  {} = {}{value}", n.name, n.op);
+    }
     let sess = Session::new(graph, SessionOptions::default())?;
     print_tensor(&fetch, &sess.run(&[], &[&fetch], &[])?[0]);
 

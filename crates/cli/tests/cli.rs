@@ -69,9 +69,9 @@ fn feeds_from_npy_files() {
 
 #[test]
 fn seed_000_pbtxt_prints_nine() {
-    let o = run(&["run", fixtures().join("seed_000.pbtxt").to_str().unwrap(), "--fetch", "mul:0"]);
+    let o = run(&["run", fixtures().join("seed_000.pbtxt").to_str().unwrap(), "--fetch", "Mul:0"]);
     assert!(o.status.success());
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "mul:0: float [] [9.0]");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn demo_runs() {
     let o = run(&["demo"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(s.contains("mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
+    assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
 }
 
 #[test]
@@ -197,4 +197,64 @@ fn bad_feeds_fetches_and_arguments() {
     assert!(err.contains("--fetch"), "{err}");
     let err = error_of(&["run", mlp, "--fetch", "Identity:0"]);
     assert!(err.contains("You must feed a value for placeholder tensor 'x'"), "{err}");
+}
+
+#[test]
+fn optimize_shows_which_pass_merged_and_which_folded_seed_000() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("seed_000.opt.pbtxt");
+    let dumps = dir.path().join("dumps");
+    let seed = fixtures().join("seed_000.pbtxt");
+    let o = run(&[
+        "optimize",
+        seed.to_str().unwrap(),
+        "--fetch",
+        "Mul:0",
+        "--report",
+        "-o",
+        out.to_str().unwrap(),
+        "--dump-dir",
+        dumps.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("round 1 common_subexpression_elimination:\n  merged   Add_1 into Add"), "{s}");
+    assert!(s.contains("round 1 constant_folding:\n  folded   Add (now a Const)\n  folded   Mul (now a Const)"), "{s}");
+    assert!(s.contains("total: 5 -> 1 nodes"), "{s}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("name: \"Mul\"\n  op: \"Const\"") && text.contains("float_val: 9"), "{text}");
+    // The written graph runs and gives 9.
+    let o = run(&["run", out.to_str().unwrap(), "--fetch", "Mul:0"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
+    // One dump per pass, plus the original.
+    let files: Vec<String> =
+        std::fs::read_dir(&dumps).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(files.contains(&"00_round0_original.pbtxt".to_string()), "{files:?}");
+    assert!(files.contains(&"02_round1_common_subexpression_elimination.pbtxt".to_string()), "{files:?}");
+}
+
+#[test]
+fn optimize_rejects_bad_arguments_with_one_line() {
+    let seed = fixtures().join("seed_000.pbtxt");
+    let seed = seed.to_str().unwrap();
+    for (args, want) in [
+        (vec!["optimize", seed, "--fetch", "Nope:0"], "fetch 'Nope:0'"),
+        (vec!["optimize", seed, "--fetch", "Mul:0", "--feed", "Add:7"], "feed 'Add:7'"),
+        (vec!["optimize", seed, "--fetch", "Mul:0", "--disable", "magic"], "--disable 'magic': no such pass"),
+        (vec!["optimize", "/nonexistent.pb", "--fetch", "Mul:0"], "/nonexistent.pb"),
+    ] {
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{args:?}: {err}");
+    }
+    let o = run(&["optimize", seed]);
+    assert_eq!(o.status.code(), Some(2), "clap requires --fetch");
+}
+
+#[test]
+fn run_without_the_optimizer_gives_the_same_result() {
+    let seed = fixtures().join("seed_000.pbtxt");
+    let o = run(&["run", seed.to_str().unwrap(), "--fetch", "Mul:0", "--no-optimize"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
 }

@@ -12,10 +12,13 @@ fn bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(N as u64));
     for (name, (graph, fetch)) in [("chain_2000", graphs::chain(N)), ("wide_2000", graphs::wide(N))] {
         for threads in [1, 2] {
-            let sess = Session::new(
-                graph.clone(),
-                SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() },
-            )
+            let sess = Session::new(graph.clone(), {
+                // Executor overhead as written: the optimizer would fuse the chain and merge
+                // the identical wide ops.
+                let mut o = SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() };
+                o.optimizer.enabled = false;
+                o
+            })
             .unwrap();
             let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
             let feeds = [Tensor::scalar(1.0f32)];

@@ -24,6 +24,7 @@ pub mod testing;
 pub use ferroflow_graph as graph;
 pub use ferroflow_kernels as kernels;
 pub use ferroflow_ops as ops;
+pub use ferroflow_optimize as optimize;
 pub use ferroflow_proto as proto;
 pub use ferroflow_runtime as runtime;
 pub use ferroflow_tensor as tensor;

@@ -106,11 +106,12 @@ pub mod graphs {
     /// Returns the graph and the fetch name (`mul:0`).
     pub fn seed_000() -> Result<(Graph, String), ferroflow_ops::BuildError> {
         let s = Scope::new();
+        // Named as TensorFlow names `tf.constant`, `tf.add` and `tf.multiply`.
         let a = s.scalar(1.0f32)?;
         let b = s.scalar(2.0f32)?;
-        let c = s.add(a, b)?;
-        let d = s.add(a, b)?;
-        let out = s.mul(c, d)?;
+        let c = s.with_name("Add").add(a, b)?;
+        let d = s.with_name("Add").add(a, b)?;
+        let out = s.with_name("Mul").mul(c, d)?;
         let graph = s.graph();
         let fetch = graph.output_name(out);
         Ok((graph, fetch))
@@ -138,6 +139,80 @@ pub mod graphs {
         let packed = s.pack(&outs, 0).expect("pack");
         let g = s.graph();
         let fetch = g.output_name(packed);
+        (g, fetch)
+    }
+
+    /// An unrolled layered network of `layers` layers (the graph `scripts/bench_optimizer.py`
+    /// builds in TensorFlow): per layer a MatMul with a constant weight, a bias from a
+    /// constant subgraph `(a + b) * c`, BiasAdd, two identical scaled copies (a shared
+    /// subexpression), their sum, Relu, two Identities and `Neg(Neg(.))`. 17 nodes a layer.
+    pub fn layered(layers: usize, width: usize) -> (Graph, String) {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(width)])).expect("x");
+        let mut h = x;
+        let mut seed = 1u32;
+        let mut next = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for i in 0..layers {
+            let l = s.name_scope(&format!("layer{i}"));
+            let mut vec = |n: usize| Tensor::from_vec(&[n], (0..n).map(|_| next()).collect()).expect("vector");
+            let w = l.constant(&vec(width * width).reshaped(&[width, width]).expect("w")).expect("w");
+            let a = l.constant(&vec(width)).expect("a");
+            let b = l.constant(&vec(width)).expect("b");
+            let c = l.constant(&Tensor::from_vec(&[width], vec![0.5f32; width]).expect("c")).expect("c");
+            let bias = l.mul(l.add(a, b).expect("add"), c).expect("mul");
+            let z = l.bias_add(l.matmul(h, w, false, false).expect("matmul"), bias).expect("bias");
+            let sc = l.scalar(0.25f32).expect("s");
+            let d1 = l.mul(z, sc).expect("d1");
+            let d2 = l.mul(z, sc).expect("d2");
+            let r = l.relu(l.add(d1, d2).expect("sum")).expect("relu");
+            let r = l.identity(l.identity(r).expect("id")).expect("id");
+            h = l.unary("Neg", l.unary("Neg", r).expect("neg")).expect("neg");
+        }
+        let out = s.with_name("out").identity(h).expect("out");
+        let g = s.graph();
+        let fetch = g.output_name(out);
+        (g, fetch)
+    }
+
+    /// A dense network `sizes[0] -> sizes[1] -> ... `: MatMul + BiasAdd per layer, then the
+    /// activation `act` (`"relu"`, or `"gelu"` = tanh-approximated GELU, an elementwise chain)
+    /// on hidden layers and Softmax at the end. Input `x:0` is `[batch, sizes[0]]`.
+    pub fn mlp(sizes: &[usize], act: &str) -> (Graph, String) {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(sizes[0])])).expect("x");
+        let mut h = x;
+        let mut seed = 7u32;
+        let mut next = move || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * 0.1
+        };
+        for (i, pair) in sizes.windows(2).enumerate() {
+            let (n_in, n_out) = (pair[0], pair[1]);
+            let l = s.name_scope(&format!("dense{i}"));
+            let w = Tensor::from_vec(&[n_in, n_out], (0..n_in * n_out).map(|_| next()).collect()).expect("w");
+            let b = Tensor::from_vec(&[n_out], (0..n_out).map(|_| next()).collect()).expect("b");
+            let w = l.constant(&w).expect("w");
+            let b = l.constant(&b).expect("b");
+            let z = l.bias_add(l.matmul(h, w, false, false).expect("matmul"), b).expect("bias");
+            h = if i + 2 == sizes.len() {
+                s.softmax(z).expect("softmax")
+            } else if act == "gelu" {
+                // 0.5 * z * (1 + tanh(0.7978845608 * (z + 0.044715 * z^3)))
+                let k = |v: f32| l.scalar(v).expect("scalar");
+                let z3 = l.mul(l.unary("Square", z).expect("sq"), z).expect("z3");
+                let inner =
+                    l.mul(k(0.797_884_6), l.add(z, l.mul(k(0.044_715), z3).expect("m")).expect("a")).expect("m");
+                let t = l.add(k(1.0), l.unary("Tanh", inner).expect("tanh")).expect("a");
+                l.mul(l.mul(k(0.5), z).expect("m"), t).expect("gelu")
+            } else {
+                l.relu(z).expect("relu")
+            };
+        }
+        let g = s.graph();
+        let fetch = g.output_name(h);
         (g, fetch)
     }
 }

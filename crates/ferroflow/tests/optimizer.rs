@@ -1,0 +1,445 @@
+//! The graph optimizer: seed 000, node counts against TensorFlow's Grappler, Grappler's own
+//! optimized graphs, and differential tests (optimized outputs bit-identical to unoptimized
+//! ones) on every fixture, on each exact arithmetic rule, and on random graphs.
+use std::path::PathBuf;
+
+use ferroflow::optimize::{Item, MetaOptimizer, OptimizerOptions};
+use ferroflow::prelude::*;
+use ferroflow::tensor::npy;
+use ferroflow::testing::{compare, read_manifest};
+
+fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf")
+}
+
+struct Case {
+    name: String,
+    graph: Graph,
+    feeds: Vec<(String, Tensor)>,
+    expected: Vec<(String, Tensor)>,
+}
+
+fn case(name: &str) -> Case {
+    let dir = fixtures_dir();
+    let ext = if name == "seed_000" { "pbtxt" } else { "pb" };
+    let graph = ferroflow::load_graph(&dir.join(format!("{name}.{ext}"))).unwrap();
+    let inputs = dir.join(format!("{name}.inputs.npz"));
+    let feeds = if inputs.exists() { npy::read_npz(&inputs).unwrap() } else { vec![] };
+    let expected = npy::read_npz(&dir.join(format!("{name}.expected.npz"))).unwrap();
+    Case { name: name.to_string(), graph, feeds, expected }
+}
+
+fn all_cases() -> Vec<Case> {
+    let mut names: Vec<String> =
+        read_manifest(&fixtures_dir().join("MANIFEST")).unwrap().into_iter().map(|f| f.name).collect();
+    names.push("seed_000".into());
+    names.iter().map(|n| case(n)).collect()
+}
+
+fn item(c: &Case) -> Item {
+    Item {
+        feeds: c.feeds.iter().map(|(n, _)| n.clone()).collect(),
+        fetches: c.expected.iter().map(|(n, _)| n.clone()).collect(),
+        ..Default::default()
+    }
+}
+
+fn run(graph: &Graph, feeds: &[(String, Tensor)], fetches: &[String], optimize: bool) -> Vec<Tensor> {
+    let mut opts = SessionOptions { inter_op_threads: 2, intra_op_threads: 2, ..Default::default() };
+    opts.optimizer.enabled = optimize;
+    let sess = Session::new(graph.clone(), opts).unwrap();
+    let feeds: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
+    sess.run(&feeds, &fetches, &[]).unwrap_or_else(|e| panic!("optimize={optimize}: {e}"))
+}
+
+/// Same dtype, shape and bytes.
+fn assert_bit_identical(what: &str, got: &Tensor, want: &Tensor) {
+    assert_eq!((got.dtype(), got.dims()), (want.dtype(), want.dims()), "{what}");
+    match (got.as_bytes(), want.as_bytes()) {
+        (Ok(a), Ok(b)) => assert!(a == b, "{what}: optimized {} != unoptimized {}", got.preview(8), want.preview(8)),
+        _ => assert_eq!(got, want, "{what}"),
+    }
+}
+
+#[test]
+fn seed_000_folds_to_a_const_named_mul_with_value_nine() {
+    let (rust_graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let tf_graph = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
+    for (what, graph) in [("built in Rust", rust_graph), ("written by TensorFlow", tf_graph)] {
+        let it = Item { fetches: vec![fetch.clone()], ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).unwrap();
+        let g = &opt.graph;
+        assert_eq!(g.len(), 1, "{what}: {:?}", g.nodes().iter().map(|n| &n.name).collect::<Vec<_>>());
+        let n = &g.nodes()[0];
+        assert_eq!((n.name.as_str(), n.op.as_str()), ("Mul", "Const"), "{what}");
+        let sess = Session::new(g.clone(), SessionOptions::default()).unwrap();
+        assert_eq!(sess.run(&[], &["Mul:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
+        // The report says which pass merged the two adds and which folded them.
+        let r = &opt.report;
+        assert_eq!(r.passes_touching("Add_1")[0].1, "common_subexpression_elimination", "{what}");
+        let cse = r.passes.iter().find(|p| p.pass == "common_subexpression_elimination").unwrap();
+        assert_eq!(cse.merged, vec![("Add_1".to_string(), "Add".to_string())]);
+        let fold = r.passes.iter().find(|p| p.pass == "constant_folding").unwrap();
+        assert_eq!(fold.folded, vec!["Add".to_string(), "Mul".to_string()]);
+        assert!(r.details().contains("merged   Add_1 into Add"), "{}", r.details());
+    }
+}
+
+/// `fixtures/tf/grappler/COUNTS`: node counts after TensorFlow's Grappler (written by
+/// scripts/grappler_reference.py).
+fn grappler_counts() -> Vec<(String, usize, usize)> {
+    let text = std::fs::read_to_string(fixtures_dir().join("grappler/COUNTS")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            (p[0].to_string(), p[1].parse().unwrap(), p[2].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn optimized_node_counts_are_no_larger_than_grapplers() {
+    let counts = grappler_counts();
+    assert!(counts.len() >= 17, "every fixture has a Grappler count");
+    println!("{:<18} {:>7} {:>9} {:>10}", "fixture", "nodes", "grappler", "ferroflow");
+    let mut larger = vec![];
+    for (name, before, grappler) in counts {
+        let c = case(&name);
+        assert_eq!(c.graph.len(), before, "{name}: COUNTS is stale (rerun scripts/grappler_reference.py)");
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&c.graph, &item(&c)).unwrap();
+        println!("{name:<18} {before:>7} {grappler:>9} {:>10}", opt.graph.len());
+        if opt.graph.len() > grappler {
+            larger.push(format!("{name}: {} > Grappler's {grappler}", opt.graph.len()));
+        }
+    }
+    assert!(larger.is_empty(), "{larger:?}");
+}
+
+#[test]
+fn grappler_optimized_graphs_run_and_match_tensorflow() {
+    // TensorFlow's own optimized graphs (with _FusedMatMul, _FusedConv2D, ...) import and
+    // run, with and without ferroflow's optimizer on top.
+    for c in all_cases() {
+        let g = ferroflow::load_graph(&fixtures_dir().join(format!("grappler/{}.pb", c.name))).unwrap();
+        let fetches: Vec<String> = c.expected.iter().map(|(n, _)| n.clone()).collect();
+        for optimize in [false, true] {
+            let got = run(&g, &c.feeds, &fetches, optimize);
+            for ((name, want), got) in c.expected.iter().zip(&got) {
+                compare(got, want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{} {name}: {e}", c.name));
+            }
+        }
+    }
+}
+
+#[test]
+fn default_passes_are_bit_identical_on_every_fixture() {
+    for c in all_cases() {
+        let fetches: Vec<String> = c.expected.iter().map(|(n, _)| n.clone()).collect();
+        let plain = run(&c.graph, &c.feeds, &fetches, false);
+        let optimized = run(&c.graph, &c.feeds, &fetches, true);
+        for ((name, a), b) in fetches.iter().zip(&optimized).zip(&plain) {
+            assert_bit_identical(&format!("{} {name}", c.name), a, b);
+        }
+    }
+}
+
+#[test]
+fn session_optimizes_by_default_and_hands_back_the_graph() {
+    let c = case("mlp");
+    let sess = Session::new(c.graph.clone(), SessionOptions::default()).unwrap();
+    let plan = sess.plan(&["x:0"], &["Identity:0"], &[]).unwrap();
+    let ops: Vec<&str> = plan.graph().nodes().iter().map(|n| n.op.as_str()).collect();
+    assert!(ops.contains(&"_FusedMatMul"), "{ops:?}");
+    assert!(plan.optimizer_report().unwrap().nodes_after < c.graph.len());
+    let mut off = SessionOptions::default();
+    off.optimizer.enabled = false;
+    let sess = Session::new(c.graph.clone(), off).unwrap();
+    let plan = sess.plan(&["x:0"], &["Identity:0"], &[]).unwrap();
+    assert!(plan.optimizer_report().is_none());
+    assert_eq!(plan.graph().len(), c.graph.len());
+}
+
+#[test]
+fn fetching_an_intermediate_blocks_its_fusion_and_keeps_it_fetchable() {
+    let c = case("mlp");
+    let mut it = item(&c);
+    it.fetches.push("BiasAdd:0".into());
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&c.graph, &it).unwrap();
+    assert!(opt.graph.find("BiasAdd").is_some());
+    let fetches = it.fetches.clone();
+    let a = run(&c.graph, &c.feeds, &fetches, true);
+    let b = run(&c.graph, &c.feeds, &fetches, false);
+    for (x, y) in a.iter().zip(&b) {
+        assert_bit_identical("mlp with BiasAdd fetched", x, y);
+    }
+}
+
+#[test]
+fn fed_constants_are_not_folded() {
+    // Feeding a Const's output replaces its value: nothing downstream may be folded.
+    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let sess = Session::new(graph, SessionOptions::default()).unwrap();
+    let got = sess.run(&[("Const:0", Tensor::scalar(5.0f32))], &[&fetch], &[]).unwrap();
+    assert_eq!(got[0].scalar_value::<f32>().unwrap(), 49.0);
+}
+
+#[test]
+fn bad_items_name_the_tensor() {
+    let (graph, _) = ferroflow::testing::graphs::seed_000().unwrap();
+    let it = Item { fetches: vec!["Nope:0".into()], ..Default::default() };
+    let e = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).err().unwrap().to_string();
+    assert!(e.contains("fetch 'Nope:0'") && e.contains("no node named 'Nope'"), "{e}");
+    let it = Item { fetches: vec!["Mul:3".into()], ..Default::default() };
+    let e = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).err().unwrap().to_string();
+    assert!(e.contains("Mul:3"), "{e}");
+    let it = Item { fetches: vec!["Mul:0".into()], targets: vec!["Gone".into()], ..Default::default() };
+    let e = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).err().unwrap().to_string();
+    assert!(e.contains("target 'Gone'"), "{e}");
+}
+
+#[test]
+fn per_pass_dumps_and_time_budget() {
+    let c = case("cnn");
+    let mut dumps = vec![];
+    let opt = MetaOptimizer::new(OptimizerOptions::default())
+        .optimize_with_dump(&c.graph, &item(&c), &mut |round, pass, g| {
+            dumps.push((round, pass.to_string(), g.len()));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(dumps[0], (0, "original".to_string(), c.graph.len()));
+    assert_eq!(dumps.len(), 1 + opt.report.passes.len());
+    assert_eq!(dumps.last().unwrap().2, opt.graph.len());
+    // A zero budget stops passes at their first check; the graph stays valid and runs.
+    let opts = OptimizerOptions { pass_time_budget: std::time::Duration::ZERO, ..Default::default() };
+    let opt = MetaOptimizer::new(opts).optimize(&c.graph, &item(&c)).unwrap();
+    assert!(opt.report.passes.iter().any(|p| p.timed_out));
+    let fetches: Vec<String> = c.expected.iter().map(|(n, _)| n.clone()).collect();
+    let got = run(&opt.graph, &c.feeds, &fetches, false);
+    for ((name, want), got) in c.expected.iter().zip(&got) {
+        compare(got, want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// Builds `f(x)` for a placeholder `x` of shape [2,3] with `build`, then checks that the
+/// optimizer applied `rule` and that outputs are bit-identical on special values.
+fn check_rule(rule: &str, build: impl Fn(&Scope, Output) -> Output) {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::known(&[2, 3])).unwrap();
+    let y = build(&s, x);
+    let y = s.with_name("y").unary("Sqrt", y).unwrap();
+    let g = s.graph();
+    let fetch = g.output_name(y);
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let applied: Vec<String> =
+        opt.report.passes.iter().flat_map(|p| p.rewritten.iter().map(|(_, w)| w.clone())).collect();
+    assert!(applied.iter().any(|w| w == rule), "{rule} not applied; got {applied:?}\n{}", opt.report.details());
+    let special = [0.0f32, -0.0, 1.5, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+    let xv = Tensor::from_vec(&[2, 3], special.to_vec()).unwrap();
+    let feeds = vec![("x:0".to_string(), xv)];
+    let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+    let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+    assert_bit_identical(rule, &a[0], &b[0]);
+}
+
+#[test]
+fn each_exact_arithmetic_rule_fires_and_is_bit_identical() {
+    let ones = |s: &Scope| s.constant(&Tensor::from_vec(&[3], vec![1.0f32; 3]).unwrap()).unwrap();
+    check_rule("x * 1 -> x", |s, x| s.mul(x, ones(s)).unwrap());
+    check_rule("x * 1 -> x", |s, x| s.mul(s.scalar(1.0f32).unwrap(), x).unwrap());
+    check_rule("x / 1 -> x", |s, x| s.div(x, s.scalar(1.0f32).unwrap()).unwrap());
+    check_rule("x + (-0) -> x", |s, x| s.add(x, s.scalar(-0.0f32).unwrap()).unwrap());
+    check_rule("x - (+0) -> x", |s, x| s.sub(x, s.scalar(0.0f32).unwrap()).unwrap());
+    check_rule("involution f(f(x)) -> x", |s, x| s.unary("Neg", s.unary("Neg", x).unwrap()).unwrap());
+    check_rule("Cast to the same type -> x", |s, x| s.cast(x, DType::Float).unwrap());
+    check_rule("Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)", |s, x| {
+        let r = s.reshape(x, &[3, 2]).unwrap();
+        s.reshape(r, &[2, 3]).unwrap()
+    });
+    check_rule("Reshape to the same shape -> x", |s, x| s.reshape(x, &[2, 3]).unwrap());
+    let transpose = |s: &Scope, x: Output, p: &[i32]| {
+        let perm = s.constant_from(&[p.len()], p).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), ferroflow::proto::AttrValue { value: Some(ferroflow::proto::attr_value::Value::Type(1)) });
+        a.insert(
+            "Tperm".into(),
+            ferroflow::proto::AttrValue { value: Some(ferroflow::proto::attr_value::Value::Type(3)) },
+        );
+        Output { node: s.add_op("Transpose", "Transpose", &[x, perm], &[], a).unwrap(), index: 0 }
+    };
+    check_rule("Transpose(Transpose(x, p), inverse of p) -> x", |s, x| {
+        let t = transpose(s, x, &[1, 0]);
+        transpose(s, t, &[1, 0])
+    });
+    check_rule("identity Transpose -> x", |s, x| transpose(s, x, &[0, 1]));
+    let select = |s: &Scope, x: Output, c: bool| {
+        let cond = s.scalar(c).unwrap();
+        let other = s.unary("Neg", x).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), ferroflow::proto::AttrValue { value: Some(ferroflow::proto::attr_value::Value::Type(1)) });
+        Output { node: s.add_op("SelectV2", "Select", &[cond, x, other], &[], a).unwrap(), index: 0 }
+    };
+    check_rule("Select(true, t, e) -> t", |s, x| select(s, x, true));
+    check_rule("Select(false, t, e) -> e", |s, x| select(s, x, false));
+}
+
+#[test]
+fn inexact_rules_only_with_their_option() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::known(&[4])).unwrap();
+    let y = s.div(x, s.scalar(3.0f32).unwrap()).unwrap();
+    let g = s.graph();
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![g.output_name(y)], ..Default::default() };
+    let exact = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    assert!(exact.graph.nodes().iter().any(|n| n.op == "RealDiv"), "x / 3 is kept by default");
+    let opts = OptimizerOptions { inexact_float_rewrites: true, ..Default::default() };
+    let fast = MetaOptimizer::new(opts).optimize(&g, &it).unwrap();
+    assert!(!fast.graph.nodes().iter().any(|n| n.op == "RealDiv"));
+    assert!(fast.report.details().contains("INEXACT: x / c -> x * (1/c)"));
+}
+
+#[test]
+fn elementwise_chains_fuse_into_one_pass_with_identical_results() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(64)])).unwrap();
+    let b = s.constant(&Tensor::from_vec(&[64], (0..64).map(|i| i as f32 * 0.01).collect()).unwrap()).unwrap();
+    let h = s.add(x, b).unwrap();
+    let h = s.unary("Tanh", h).unwrap();
+    let h = s.mul(h, s.scalar(0.5f32).unwrap()).unwrap();
+    let h = s.unary("Sigmoid", h).unwrap();
+    let y = s.sub(h, x).unwrap();
+    let g = s.graph();
+    let fetch = g.output_name(y);
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let fused: Vec<_> = opt.graph.nodes().iter().filter(|n| n.op == "_FusedElementwise").collect();
+    assert_eq!(fused.len(), 1, "{}", opt.report.details());
+    // [3,64] broadcasts the bias (general path); [1000,64] is large; [5,1]... shapes vary per run.
+    for rows in [3usize, 1000] {
+        let v: Vec<f32> = (0..rows * 64).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[rows, 64], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical("fused chain", &a[0], &b[0]);
+    }
+}
+
+mod random_graphs {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One step of a random graph: an op kind and operands picked among earlier values.
+    #[derive(Clone, Debug)]
+    struct Step {
+        kind: u8,
+        a: usize,
+        b: usize,
+    }
+
+    fn build(steps: &[Step], consts: &[f32]) -> (Graph, Vec<String>) {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(4)])).unwrap();
+        let mut vals = vec![x];
+        let vec4 = |k: usize| {
+            let v: Vec<f32> = (0..4).map(|i| consts[(k + i) % consts.len()]).collect();
+            s.constant(&Tensor::from_vec(&[4], v).unwrap()).unwrap()
+        };
+        let w = s
+            .constant(&Tensor::from_vec(&[4, 4], (0..16).map(|i| consts[i % consts.len()]).collect()).unwrap())
+            .unwrap();
+        for (i, st) in steps.iter().enumerate() {
+            let a = vals[st.a % vals.len()];
+            let b = vals[st.b % vals.len()];
+            let v = match st.kind % 16 {
+                0 => s.add(a, b),
+                1 => s.sub(a, vec4(i)),
+                2 => s.mul(a, b),
+                3 => s.div(a, vec4(i + 1)),
+                4 => s.maximum(a, b),
+                5 => s.unary("Relu", a),
+                6 => s.unary("Tanh", a),
+                7 => s.unary("Neg", a),
+                8 => s.identity(a),
+                9 => s.mul(a, s.scalar(1.0f32).unwrap()),
+                10 => s.add(a, s.scalar(-0.0f32).unwrap()),
+                11 => s.bias_add(s.matmul(a, w, false, false).unwrap(), vec4(i)),
+                12 => s.relu(s.bias_add(s.matmul(a, w, false, true).unwrap(), vec4(i + 2)).unwrap()),
+                13 => s.add(a, s.add(vec4(i), vec4(i + 3)).unwrap()),
+                14 => s.unary("Sigmoid", a),
+                _ => s.unary("Square", a),
+            }
+            .unwrap();
+            vals.push(v);
+        }
+        let g = s.graph();
+        // Fetch the last value and one in the middle (fetched intermediates block fusion).
+        let mut fetches = vec![g.output_name(*vals.last().unwrap())];
+        let mid = g.output_name(vals[vals.len() / 2]);
+        if !fetches.contains(&mid) {
+            fetches.push(mid);
+        }
+        (g, fetches)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn optimized_outputs_are_bit_identical(
+            steps in prop::collection::vec((0u8..16, 0usize..64, 0usize..64).prop_map(|(kind, a, b)| Step { kind, a, b }), 1..24),
+            consts in prop::collection::vec(prop_oneof![-3.0f32..3.0, Just(0.0), Just(-0.0), Just(1.0)], 4..8),
+            xs in prop::collection::vec(prop_oneof![-4.0f32..4.0, Just(0.0), Just(-0.0), Just(f32::INFINITY), Just(f32::NAN)], 12),
+        ) {
+            let (g, fetches) = build(&steps, &consts);
+            let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[3, 4], xs).unwrap())];
+            let a = run(&g, &feeds, &fetches, true);
+            let b = run(&g, &feeds, &fetches, false);
+            for ((name, x), y) in fetches.iter().zip(&a).zip(&b) {
+                assert_bit_identical(name, x, y);
+            }
+        }
+    }
+}
+
+/// A pass that breaks the graph (gives a node an input of the wrong type).
+struct Breaker;
+
+impl ferroflow::optimize::Pass for Breaker {
+    fn name(&self) -> &'static str {
+        "breaker"
+    }
+    fn run(
+        &self,
+        graph: &mut Graph,
+        _: &mut ferroflow::optimize::PassContext,
+    ) -> Result<(), ferroflow::optimize::OptimizeError> {
+        let id = graph.find("Mul").expect("seed 000 has Mul");
+        graph.node_mut(id).inputs.pop();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
+    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let it = Item { fetches: vec![fetch], ..Default::default() };
+    let passes = || {
+        let mut p = ferroflow::optimize::default_passes();
+        p.insert(1, Box::new(Breaker));
+        p
+    };
+    let opts = OptimizerOptions { fail_on_pass_error: false, ..Default::default() };
+    let opt = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).unwrap();
+    let failed: Vec<_> = opt.report.passes.iter().filter(|p| p.error.is_some()).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].pass, "breaker");
+    assert!(failed[0].error.as_ref().unwrap().contains("Mul"), "{:?}", failed[0].error);
+    assert!(opt.report.table().contains("FAILED"));
+    // The other passes still ran: seed 000 is one constant.
+    assert_eq!(opt.graph.len(), 1);
+    let opts = OptimizerOptions { fail_on_pass_error: true, ..Default::default() };
+    let e = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).err().unwrap().to_string();
+    assert!(e.contains("optimizer pass 'breaker' failed"), "{e}");
+}
