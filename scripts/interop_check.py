@@ -8,6 +8,10 @@
    the expected outputs TensorFlow produced from the original.
 3. Seed 000's graph built with ferroflow's Rust Scope API is written as .pbtxt and .pb;
    TensorFlow parses and runs it and gets 9.0.
+4. Every fixture optimized by `ferroflow optimize` (for its feeds and fetches, without
+   `elementwise_fusion`, whose `_FusedElementwise` is ferroflow's own op) is run by
+   TensorFlow — `_FusedMatMul`/`_FusedConv2D` and folded constants included — and gives the
+   fixture's outputs (within the fixture tolerances); optimized seed 000 is one `Mul` Const = 9.
 
 Run:  .venv/bin/python scripts/interop_check.py   (exit status 0 when every check passes)
 """
@@ -68,8 +72,8 @@ def main():
                     ours = read_graph(out)
                     check(ours == original, f"{src} -> ferroflow -> .{ext}: TensorFlow parses it, equal to the original")
                     if name == "seed_000":
-                        value = run_graph(ours, {}, ["mul:0"])[0]
-                        check(value == 9.0, f"{src} -> .{ext}: TensorFlow runs it: mul:0 = {value}")
+                        value = run_graph(ours, {}, ["Mul:0"])[0]
+                        check(value == 9.0, f"{src} -> .{ext}: TensorFlow runs it: Mul:0 = {value}")
                         continue
                     inputs = np.load(os.path.join(FIX, f"{name}.inputs.npz"))
                     expected = np.load(os.path.join(FIX, f"{name}.expected.npz"))
@@ -88,8 +92,29 @@ def main():
             out = os.path.join(tmp, f"rust_seed_000.{ext}")
             subprocess.run([os.path.join(ROOT, "target", "release", "examples", "seed_000"), out], check=True,
                            capture_output=True)
-            value = run_graph(read_graph(out), {}, ["mul:0"])[0]
-            check(value == 9.0, f"seed 000 built with the Rust API, written as .{ext}: TensorFlow runs it: mul:0 = {value}")
+            value = run_graph(read_graph(out), {}, ["Mul:0"])[0]
+            check(value == 9.0, f"seed 000 built with the Rust API, written as .{ext}: TensorFlow runs it: Mul:0 = {value}")
+        # Optimized graphs, run by TensorFlow.
+        for name in names + ["seed_000"]:
+            src = os.path.join(FIX, f"{name}.pbtxt" if name == "seed_000" else f"{name}.pb")
+            expected = np.load(os.path.join(FIX, f"{name}.expected.npz"))
+            inputs = {} if name == "seed_000" else dict(np.load(os.path.join(FIX, f"{name}.inputs.npz")))
+            out = os.path.join(tmp, f"{name}.optimized.pb")
+            cmd = [exe, "optimize", src, "--disable", "elementwise_fusion", "-o", out]
+            for k in inputs:
+                cmd += ["--feed", k]
+            for k in expected.files:
+                cmd += ["--fetch", k]
+            subprocess.run(cmd, check=True, capture_output=True)
+            gd = read_graph(out)
+            got = run_graph(gd, inputs, list(expected.files))
+            same = all(np.allclose(g, expected[k], rtol=1e-5, atol=1e-6, equal_nan=True) if np.asarray(g).dtype.kind == "f"
+                       else np.array_equal(g, expected[k]) for g, k in zip(got, expected.files))
+            fused = sorted({n.op for n in gd.node if n.op.startswith("_Fused")})
+            check(same, f"{name} optimized by ferroflow ({len(gd.node)} nodes{', ' + ', '.join(fused) if fused else ''}): "
+                        f"TensorFlow runs it, outputs equal the fixture's")
+            if name == "seed_000":
+                check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "seed 000 optimized: one node Mul, op Const")
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0
 

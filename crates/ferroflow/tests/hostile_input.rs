@@ -75,3 +75,83 @@ fn mutated_npy_and_npz_never_panic() {
         let _ = npy::read_npy_bytes(&bytes, "x.npy");
     }
 }
+
+#[test]
+fn mutated_graphs_never_panic_the_optimizer() {
+    use ferroflow::optimize::{Item, MetaOptimizer, OptimizerOptions};
+    for name in ["mlp.pb", "grappler/cnn.pb", "control_flow_v1.pb"] {
+        let original = fixture(name);
+        for bytes in mutations(&original, 300, 0xA0761D6478BD642F) {
+            let Ok(def) = ferroflow::proto::decode::<ferroflow::proto::GraphDef>(&bytes, name) else { continue };
+            let Ok(graph) = ferroflow::ops::import_graph_def(&def) else { continue };
+            // Fetch whatever Identity nodes survived the mutation.
+            let fetches: Vec<String> =
+                graph.nodes().iter().filter(|n| n.op == "Identity").map(|n| format!("{}:0", n.name)).collect();
+            let item = Item { fetches, ..Default::default() };
+            for fail in [false, true] {
+                let opts = OptimizerOptions { fail_on_pass_error: fail, ..Default::default() };
+                let _ = MetaOptimizer::new(opts).optimize(&graph, &item);
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_fused_ops_are_errors_naming_the_node() {
+    use ferroflow::prelude::*;
+    let graph = |node: &str| {
+        let text = format!(
+            r#"node {{ name: "x" op: "Placeholder" attr {{ key: "dtype" value {{ type: DT_FLOAT }} }} }}
+               node {{ name: "w" op: "Placeholder" attr {{ key: "dtype" value {{ type: DT_FLOAT }} }} }}
+               node {{ name: "b" op: "Placeholder" attr {{ key: "dtype" value {{ type: DT_FLOAT }} }} }}
+               {node}"#
+        );
+        let def: ferroflow::proto::GraphDef = ferroflow::proto::parse_text(&text, "test").unwrap();
+        ferroflow::ops::import_graph_def(&def).unwrap()
+    };
+    let t = r#"attr { key: "T" value { type: DT_FLOAT } }"#;
+    let cases = [
+        (
+            format!(
+                r#"node {{ name: "f" op: "_FusedMatMul" input: "x" input: "w" input: "b" {t}
+                   attr {{ key: "num_args" value {{ i: 1 }} }}
+                   attr {{ key: "fused_ops" value {{ list {{ s: "BiasAdd" s: "Gelu" }} }} }} }}"#
+            ),
+            "is not supported",
+        ),
+        (
+            format!(
+                r#"node {{ name: "f" op: "_FusedElementwise" input: "x" input: "w" {t}
+                   attr {{ key: "N" value {{ i: 2 }} }}
+                   attr {{ key: "program" value {{ list {{ s: "Frobnicate a0 a1" }} }} }} }}"#
+            ),
+            "not a fusible elementwise op",
+        ),
+        (
+            format!(
+                r#"node {{ name: "f" op: "_FusedElementwise" input: "x" input: "w" {t}
+                   attr {{ key: "N" value {{ i: 2 }} }}
+                   attr {{ key: "program" value {{ list {{ s: "AddV2 a0 r3" }} }} }} }}"#
+            ),
+            "out of range",
+        ),
+        (
+            format!(
+                r#"node {{ name: "f" op: "_FusedElementwise" input: "x" input: "w" {t}
+                   attr {{ key: "N" value {{ i: 2 }} }}
+                   attr {{ key: "program" value {{ list {{ }} }} }} }}"#
+            ),
+            "non-empty 'program'",
+        ),
+    ];
+    for (node, want) in cases {
+        let sess = Session::new(graph(&node), SessionOptions::default()).unwrap();
+        let x = Tensor::from_vec(&[2, 2], vec![1.0f32; 4]).unwrap();
+        let b = Tensor::from_vec(&[2], vec![1.0f32; 2]).unwrap();
+        let e = sess
+            .run(&[("x:0", x.clone()), ("w:0", x), ("b:0", b)], &["f:0"], &[])
+            .expect_err("malformed fused op must fail")
+            .to_string();
+        assert!(e.contains("'f'") && e.contains(want), "{e}");
+    }
+}

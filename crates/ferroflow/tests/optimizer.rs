@@ -443,3 +443,23 @@ fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
     let e = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).err().unwrap().to_string();
     assert!(e.contains("optimizer pass 'breaker' failed"), "{e}");
 }
+
+#[test]
+fn constant_folding_never_builds_constants_over_its_cap() {
+    // Fill([1 << 20, 1 << 10], 1.0) would be 4 GiB: left for run time (which a user may not
+    // even reach), and the optimizer must not allocate it.
+    let s = Scope::new();
+    let dims = s.constant_from(&[2], &[1i32 << 20, 1 << 10]).unwrap();
+    let one = s.scalar(1.0f32).unwrap();
+    let mut a = ferroflow::graph::Attrs::new();
+    a.insert("T".into(), ferroflow::proto::AttrValue { value: Some(ferroflow::proto::attr_value::Value::Type(1)) });
+    a.insert(
+        "index_type".into(),
+        ferroflow::proto::AttrValue { value: Some(ferroflow::proto::attr_value::Value::Type(3)) },
+    );
+    let fill = s.add_op("Fill", "Fill", &[dims, one], &[], a).unwrap();
+    let g = s.graph();
+    let it = Item { fetches: vec![format!("{}:0", g.node(fill).name)], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    assert_eq!(opt.graph.node(opt.graph.find("Fill").unwrap()).op, "Fill");
+}

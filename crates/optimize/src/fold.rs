@@ -22,6 +22,29 @@ use crate::{OptimizeError, Pass, PassContext};
 /// The constant-folding pass.
 pub struct ConstantFolding;
 
+/// Ops whose output can be much larger than their inputs.
+const GROWING: &[&str] = &[
+    "Fill",
+    "Tile",
+    "Range",
+    "BroadcastTo",
+    "Pad",
+    "PadV2",
+    "MirrorPad",
+    "OneHot",
+    "ZerosLike",
+    "OnesLike",
+    "ResizeBilinear",
+    "ResizeNearestNeighbor",
+    "MatMul",
+    "BatchMatMulV2",
+    "Einsum",
+    "Conv2D",
+    "Gather",
+    "GatherV2",
+    "GatherNd",
+];
+
 fn shape_value(op: &str, dims: &[usize], out: DType) -> Option<Tensor> {
     let as_ints = |v: Vec<i64>, shape: &[usize]| -> Option<Tensor> {
         match out {
@@ -36,6 +59,57 @@ fn shape_value(op: &str, dims: &[usize], out: DType) -> Option<Tensor> {
     match op {
         "Shape" => as_ints(dims.iter().map(|&d| d as i64).collect(), &[dims.len()]),
         "Size" => as_ints(vec![dims.iter().product::<usize>() as i64], &[]),
+        _ => None,
+    }
+}
+
+/// An integer tensor's values.
+fn int_values(t: &Tensor) -> Option<Vec<i64>> {
+    match t.dtype() {
+        DType::Int32 => Some(t.as_slice::<i32>().ok()?.iter().map(|&v| v as i64).collect()),
+        DType::Int64 => Some(t.as_slice::<i64>().ok()?.to_vec()),
+        _ => None,
+    }
+}
+
+/// A scalar's value as f64.
+fn scalar_f64(t: &Tensor) -> Option<f64> {
+    Some(match t.dtype() {
+        DType::Int32 => t.scalar_value::<i32>().ok()? as f64,
+        DType::Int64 => t.scalar_value::<i64>().ok()? as f64,
+        DType::Float => t.scalar_value::<f32>().ok()? as f64,
+        DType::Double => t.scalar_value::<f64>().ok()?,
+        _ => return None,
+    })
+}
+
+/// The number of elements a growing op would produce from these constant inputs, when it can
+/// be told without running it (saturating, so absurd requests come out huge, not wrapped).
+fn grown_elements(op: &str, inputs: &[Tensor]) -> Option<usize> {
+    let product = |v: &[i64]| v.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?));
+    let big = usize::MAX;
+    match op {
+        "Range" => {
+            let (start, limit, delta) = (scalar_f64(&inputs[0])?, scalar_f64(&inputs[1])?, scalar_f64(&inputs[2])?);
+            let n = ((limit - start) / delta).ceil();
+            Some(if n.is_finite() { n.clamp(0.0, 1e18) as usize } else { big })
+        }
+        "Fill" | "BroadcastTo" => Some(product(&int_values(&inputs[if op == "Fill" { 0 } else { 1 }])?).unwrap_or(big)),
+        "Tile" => Some(product(&int_values(&inputs[1])?).and_then(|m| m.checked_mul(inputs[0].len())).unwrap_or(big)),
+        "Pad" | "PadV2" | "MirrorPad" => {
+            let p = int_values(&inputs[1])?;
+            let dims = inputs[0].dims();
+            if p.len() != dims.len() * 2 {
+                return None;
+            }
+            let grown: Vec<i64> = dims.iter().enumerate().map(|(i, &d)| d as i64 + p[2 * i] + p[2 * i + 1]).collect();
+            Some(product(&grown).unwrap_or(big))
+        }
+        "OneHot" => {
+            let depth = usize::try_from(scalar_f64(&inputs[1])? as i64).ok()?;
+            Some(inputs[0].len().checked_mul(depth).unwrap_or(big))
+        }
+        "ZerosLike" | "OnesLike" => Some(inputs[0].len()),
         _ => None,
     }
 }
@@ -156,6 +230,25 @@ impl Pass for ConstantFolding {
             }
             if !all_const || !kernels.has_op(&n.op) {
                 continue;
+            }
+            // Never allocate a result over the size cap: check the static output sizes first
+            // (ops that can grow their input are only folded when those sizes are known).
+            let cap = ctx.options.max_folded_constant_bytes;
+            let sizes: Option<Vec<usize>> = shapes.as_ref().and_then(|s| {
+                s.get(id)?
+                    .iter()
+                    .zip(&n.types.outputs)
+                    .map(|(sh, d)| Some(sh.num_elements()? * d.size().unwrap_or(8)))
+                    .collect()
+            });
+            let sizes = sizes.or_else(|| {
+                let e = grown_elements(&n.op, &inputs)?;
+                Some(vec![e.saturating_mul(n.types.outputs.first()?.size().unwrap_or(8))])
+            });
+            match sizes {
+                Some(sizes) if sizes.iter().sum::<usize>() > cap => continue,
+                None if GROWING.contains(&n.op.as_str()) => continue,
+                _ => {}
             }
             // A kernel error here is left for run time to report, with the node's name.
             let Ok(outputs) = run_op(&n.op, &n.attrs, inputs, &kctx) else { continue };

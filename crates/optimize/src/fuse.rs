@@ -170,10 +170,42 @@ impl Pass for ContractionFusion {
     }
 }
 
+/// The program of a `_FusedElementwise` node, if it is well formed (known ops, operands in
+/// range, non-empty); a malformed one is left for its kernel to report.
+fn program(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
+    let lines: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
+        _ => return None,
+    };
+    let ok = !lines.is_empty()
+        && lines.iter().enumerate().all(|(i, line)| {
+            let mut parts = line.split_whitespace();
+            let op = parts.next().unwrap_or_default();
+            let arity = if FUSIBLE_UNARY.contains(&op) {
+                1
+            } else if FUSIBLE_BINARY.contains(&op) {
+                2
+            } else {
+                return false;
+            };
+            let operands: Vec<&str> = parts.collect();
+            operands.len() == arity
+                && operands.iter().all(|p| {
+                    let (kind, num) = p.split_at(1.min(p.len()));
+                    match (kind, num.parse::<usize>()) {
+                        ("a", Ok(k)) => k < n.inputs.len(),
+                        ("r", Ok(k)) => k < i,
+                        _ => false,
+                    }
+                })
+        });
+    ok.then_some(lines)
+}
+
 fn is_fusible(graph: &Graph, id: NodeId) -> bool {
     let n = graph.node(id);
     let op = n.op.as_str();
-    (FUSIBLE_UNARY.contains(&op) || FUSIBLE_BINARY.contains(&op) || op == "_FusedElementwise")
+    (FUSIBLE_UNARY.contains(&op) || FUSIBLE_BINARY.contains(&op) || (op == "_FusedElementwise" && program(n).is_some()))
         && n.types.outputs.len() == 1
         && matches!(n.types.outputs[0], DType::Float | DType::Double)
         && n.types.inputs.iter().all(|&t| t == n.types.outputs[0])
@@ -220,12 +252,7 @@ impl Cluster {
         }
         if n.op == "_FusedElementwise" {
             // Inline an existing program: its args become operands here.
-            let prog: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
-                Some(attr_value::Value::List(l)) => {
-                    l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
-                }
-                _ => vec![],
-            };
+            let prog = program(n).expect("is_fusible checked the program");
             let operands: Vec<String> =
                 n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed)).collect();
             let base = self.program.len();
