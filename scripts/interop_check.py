@@ -25,26 +25,8 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-FIX = os.path.join(ROOT, "fixtures", "tf")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def read_graph(path):
-    gd = tf.compat.v1.GraphDef()
-    if path.endswith(".pbtxt"):
-        with open(path) as f:
-            text_format.Parse(f.read(), gd)
-    else:
-        with open(path, "rb") as f:
-            gd.ParseFromString(f.read())
-    return gd
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tfcheck import FIX, ROOT, check, failures, read_graph  # noqa: E402
 
 
 def run_graph(gd, feeds, fetches):

@@ -394,6 +394,35 @@ def seed_000():
     print(f"seed_000: fetch {out.name} = {value}")
 
 
+def event_files():
+    """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
+    simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
+    the graph through tf.summary.graph). loss = 0.5 ** step in both."""
+    import shutil
+    for sub in ("tf1", "tf2"):
+        d = os.path.join(OUT, "events", sub)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.constant(1.0)
+        b = tf.constant(2.0)
+        tf.multiply(tf.add(a, b), tf.add(a, b))
+    with g.as_default():
+        w = tf.compat.v1.summary.FileWriter(os.path.join(OUT, "events", "tf1"), graph=g)
+        for step in range(3):
+            value = tf.compat.v1.Summary.Value(tag="loss", simple_value=0.5 ** step)
+            w.add_summary(tf.compat.v1.Summary(value=[value]), step)
+        w.close()
+    w = tf.summary.create_file_writer(os.path.join(OUT, "events", "tf2"))
+    with w.as_default():
+        for step in range(3):
+            tf.summary.scalar("loss", 0.5 ** step, step=step)
+        tf.summary.graph(g.as_graph_def())
+    w.close()
+    print("events: TF1 FileWriter and TF2 summary writer files")
+
+
 def edge_cases():
     """A GraphDef exercising every AttrValue case and awkward values (not meant to run)."""
     gd = tf.compat.v1.GraphDef()
@@ -459,6 +488,7 @@ def main():
     control_flow_v2()
     control_flow_v1()
     tf1_control_flow()
+    event_files()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

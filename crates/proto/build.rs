@@ -2,7 +2,7 @@
 use prost::Message;
 
 fn main() {
-    let files = ["ferroflow/framework.proto"];
+    let files = ["ferroflow/framework.proto", "ferroflow/runtime.proto", "ferroflow/summary.proto"];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");
     }

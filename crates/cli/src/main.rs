@@ -84,6 +84,18 @@ enum Command {
         #[arg(long = "disable", value_name = "PASS")]
         disabled: Vec<String>,
     },
+    /// Write a GraphDef (.pb or .pbtxt; merged partitions or any TensorFlow graph) as a
+    /// TensorBoard run: LOGDIR/RUN/events.out.tfevents.<time>.<host> with a graph event.
+    Tensorboard {
+        /// The graph file.
+        graph: PathBuf,
+        /// The TensorBoard log directory (`tensorboard --logdir LOGDIR`).
+        #[arg(long)]
+        logdir: PathBuf,
+        /// The run (a subdirectory of LOGDIR); default: the graph file's stem.
+        #[arg(long)]
+        run: Option<String>,
+    },
     /// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
     Convert {
         /// Input graph (.pb or .pbtxt).
@@ -141,6 +153,7 @@ fn main() {
             };
             optimize(&graph, &item, options, output.as_deref(), report, dump_dir.as_deref())
         }
+        Command::Tensorboard { graph, logdir, run } => tensorboard(&graph, &logdir, run.as_deref()),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
         Command::Demo => demo(),
@@ -270,6 +283,28 @@ fn optimize(
     if let Some(dir) = dump_dir {
         out!("wrote the graph after each pass to {}", dir.display());
     }
+    Ok(())
+}
+
+fn tensorboard(graph: &Path, logdir: &Path, run: Option<&str>) -> Result<()> {
+    // Any GraphDef TensorBoard can show: read, not imported (partition graphs hold _Send/_Recv,
+    // TensorFlow graphs may hold ops ferroflow does not run).
+    let def = ferroflow::graph::io::read_graph_def(graph)?;
+    let run = match run {
+        Some(r) => r.to_string(),
+        None => graph.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into()),
+    };
+    if run.is_empty() || run.contains("..") || Path::new(&run).is_absolute() {
+        bail!("--run '{run}': expected a run name (a subdirectory of --logdir)");
+    }
+    let mut w = ferroflow::summary::EventWriter::create(&logdir.join(&run))?;
+    w.add_graph(&def, 0)?;
+    out!(
+        "wrote {} ({} nodes) as run '{run}': tensorboard --logdir {}",
+        w.path().display(),
+        def.node.len(),
+        logdir.display()
+    );
     Ok(())
 }
 

@@ -258,3 +258,26 @@ fn run_without_the_optimizer_gives_the_same_result() {
     let o = run(&["run", seed.to_str().unwrap(), "--fetch", "Mul:0", "--no-optimize"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
 }
+
+#[test]
+fn tensorboard_writes_a_run_with_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = fixtures().join("seed_000.pbtxt");
+    let o = run(&["tensorboard", seed.to_str().unwrap(), "--logdir", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("seed_000")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1);
+    let events = ferroflow::summary::read_events(&files[0]).unwrap();
+    let Some(ferroflow::proto::event::What::GraphDef(bytes)) = &events[1].what else { panic!("{:?}", events[1]) };
+    let def: ferroflow::proto::GraphDef = ferroflow::proto::decode(bytes, "graph event").unwrap();
+    assert_eq!(def.node.len(), 5);
+    for (args, want) in [
+        (vec!["tensorboard", seed.to_str().unwrap(), "--logdir", "/tmp", "--run", "../x"], "--run '../x'"),
+        (vec!["tensorboard", "/nonexistent.pbtxt", "--logdir", "/tmp"], "/nonexistent.pbtxt"),
+    ] {
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{err}");
+    }
+}

@@ -27,6 +27,7 @@ pub use ferroflow_ops as ops;
 pub use ferroflow_optimize as optimize;
 pub use ferroflow_proto as proto;
 pub use ferroflow_runtime as runtime;
+pub use ferroflow_summary as summary;
 pub use ferroflow_tensor as tensor;
 
 /// The names most programs use.

@@ -1,0 +1,36 @@
+//! TensorBoard event files: TFRecord framing with masked CRC32C, `Event` and `Summary`
+//! writing (`brain.Event:2` first, `events.out.tfevents.<time>.<host>` names; graph,
+//! tagged run metadata and scalar events) and reading (of TensorFlow's files too).
+//!
+//! Event files are logs that TensorBoard reads while they grow, so they are appended to and
+//! flushed after every event, as TensorFlow's writer does (not written through a temp file).
+#![warn(missing_docs)]
+
+pub mod crc32c;
+mod event;
+pub mod record;
+
+pub use event::{read_events, scalar_value, EventReader, EventWriter};
+
+/// An error reading or writing an event file.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    /// The file could not be read or written.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A record is truncated or fails its CRC, or an event does not parse.
+    #[error("{file}: corrupt record at byte {offset}: {reason}")]
+    Corrupt {
+        /// The file.
+        file: String,
+        /// Byte offset of the record.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+}
