@@ -394,6 +394,48 @@ def seed_000():
     print(f"seed_000: fetch {out.name} = {value}")
 
 
+def partitions():
+    """TensorFlow's own partition graphs: a TF1 graph on two logical CPUs (device_count CPU=2),
+    run with output_partition_graphs and FULL_TRACE. Writes partitions/<device>.pbtxt (named
+    as seed 000's hook names them), the feeds and fetches, and the RunMetadata."""
+    import shutil
+    d = os.path.join(OUT, "partitions")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+        with tf.device("/cpu:0"):
+            w = tf.constant(np.arange(12, dtype=np.float32).reshape(3, 4) / 10.0, name="w")
+            h = tf.nn.relu(tf.matmul(x, w), name="h")
+        with tf.device("/cpu:1"):
+            y = tf.reduce_sum(h * 2.0, axis=1, name="y")
+            z = tf.add(h, 1.0, name="z")
+        with tf.device("/cpu:0"):
+            out = tf.identity(y + tf.reduce_mean(z), name="out")
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+    config.graph_options.rewrite_options.min_graph_nodes = -1
+    feeds = {"x:0": f32(2, 3)}
+    with tf.compat.v1.Session(graph=g, config=config) as sess:
+        opts = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
+        meta = tf.compat.v1.RunMetadata()
+        values = sess.run(["out:0", "z:0"], feed_dict={"x:0": feeds["x:0"]}, options=opts, run_metadata=meta)
+    names = []
+    for pg in meta.partition_graphs:
+        device = pg.node[0].device
+        name = device.replace("/", "_").replace(":", "_") + ".pbtxt"
+        with open(os.path.join(d, name), "w") as f:
+            f.write(str(pg))
+        names.append(name)
+    with open(os.path.join(d, "run_metadata.pb"), "wb") as f:
+        f.write(meta.SerializeToString(deterministic=True))
+    with open(os.path.join(d, "graph.pbtxt"), "w") as f:
+        f.write(str(g.as_graph_def()))
+    np.savez(os.path.join(d, "inputs.npz"), **feeds)
+    np.savez(os.path.join(d, "expected.npz"), **{"out:0": values[0], "z:0": values[1]})
+    print(f"partitions: {sorted(names)}")
+
+
 def event_files():
     """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
@@ -489,6 +531,7 @@ def main():
     control_flow_v1()
     tf1_control_flow()
     event_files()
+    partitions()
     seed_000()
     edge_cases()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:

@@ -84,6 +84,16 @@ enum Command {
         #[arg(long = "disable", value_name = "PASS")]
         disabled: Vec<String>,
     },
+    /// Merge partition graphs (ferroflow's or TensorFlow's RunMetadata.partition_graphs) into
+    /// one graph that runs with the original feed and fetch names.
+    MergePartitions {
+        /// The partition graphs (.pb or .pbtxt), one per device.
+        #[arg(required = true)]
+        partitions: Vec<PathBuf>,
+        /// The merged graph (.pbtxt as text, otherwise binary).
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
     /// Write a GraphDef (.pb or .pbtxt; merged partitions or any TensorFlow graph) as a
     /// TensorBoard run: LOGDIR/RUN/events.out.tfevents.<time>.<host> with a graph event.
     Tensorboard {
@@ -153,6 +163,7 @@ fn main() {
             };
             optimize(&graph, &item, options, output.as_deref(), report, dump_dir.as_deref())
         }
+        Command::MergePartitions { partitions, output } => merge_partitions(&partitions, &output),
         Command::Tensorboard { graph, logdir, run } => tensorboard(&graph, &logdir, run.as_deref()),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
@@ -283,6 +294,18 @@ fn optimize(
     if let Some(dir) = dump_dir {
         out!("wrote the graph after each pass to {}", dir.display());
     }
+    Ok(())
+}
+
+fn merge_partitions(partitions: &[PathBuf], output: &Path) -> Result<()> {
+    let defs = partitions
+        .iter()
+        .map(|p| ferroflow::graph::io::read_graph_def(p).with_context(|| format!("reading {}", p.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let merged = ferroflow::runtime::merge_partitions(&defs)?;
+    ferroflow::graph::io::write_graph_def(output, &merged)?;
+    let total: usize = defs.iter().map(|d| d.node.len()).sum();
+    out!("merged {} partitions ({total} nodes) into {} ({} nodes)", defs.len(), output.display(), merged.node.len());
     Ok(())
 }
 

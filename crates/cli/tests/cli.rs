@@ -281,3 +281,35 @@ fn tensorboard_writes_a_run_with_the_graph() {
         assert!(err.contains(want) && err.lines().count() == 1, "{err}");
     }
 }
+
+#[test]
+fn merge_partitions_of_tensorflows_partition_graphs_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = fixtures().join("partitions");
+    let out = dir.path().join("merged.pbtxt");
+    let o = run(&[
+        "merge-partitions",
+        p.join("_job_localhost_replica_0_task_0_device_CPU_0.pbtxt").to_str().unwrap(),
+        p.join("_job_localhost_replica_0_task_0_device_CPU_1.pbtxt").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o =
+        run(&["run", out.to_str().unwrap(), "--inputs", p.join("inputs.npz").to_str().unwrap(), "--fetch", "out:0"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("out:0: float [2] [1.5388"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // Only one partition: its _Recv has no _Send.
+    let o = run(&[
+        "merge-partitions",
+        p.join("_job_localhost_replica_0_task_0_device_CPU_1.pbtxt").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("_Recv 'h/_1'") && err.contains("no _Send"), "{err}");
+}

@@ -132,6 +132,14 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
             covered.extend(ferroflow::load_graph(&path).unwrap().nodes().iter().map(|n| n.op.clone()));
         }
     }
+    // TensorFlow's partition graphs (tests/partitions.rs merges and runs them).
+    for e in std::fs::read_dir(fixtures_dir().join("partitions")).unwrap() {
+        let path = e.unwrap().path();
+        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("_job_")) {
+            let def = ferroflow::graph::io::read_graph_def(&path).unwrap();
+            covered.extend(def.node.iter().map(|n| n.op.clone()));
+        }
+    }
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());

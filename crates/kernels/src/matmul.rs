@@ -150,4 +150,5 @@ pub(crate) fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("MatMul", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_matmul);
+    r.register("_MklMatMul", "T", &[DType::Float, DType::Double], k_matmul);
 }

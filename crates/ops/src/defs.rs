@@ -77,6 +77,19 @@ pub fn all() -> Vec<OpDef> {
             .attr("T: type")
             .shape(s::matmul)
             .build(),
+        // TensorFlow's oneDNN build rewrites MatMul into this (same signature, plain layout) in
+        // the graphs it runs, so its partition graphs hold it.
+        op("_MklMatMul")
+            .input("a: T")
+            .input("b: T")
+            .output("product: T")
+            .attr("transpose_a: bool = false")
+            .attr("transpose_b: bool = false")
+            .attr("grad_a: bool = false")
+            .attr("grad_b: bool = false")
+            .attr("T: {bfloat16, half, float, double}")
+            .shape(s::matmul)
+            .build(),
         op("BiasAdd")
             .input("value: T")
             .input("bias: T")

@@ -6,9 +6,11 @@ mod dynamic;
 mod error;
 mod executor;
 mod functional;
+pub mod merge;
 mod plan;
 mod session;
 
 pub use error::RuntimeError;
+pub use merge::{merge_partitions, MergeError};
 pub use plan::ExecutionPlan;
 pub use session::{Session, SessionOptions};
