@@ -66,30 +66,6 @@ pub fn all() -> Vec<OpDef> {
         op("Identity").input("input: T").output("output: T").attr("T: type").shape(s::unchanged).build(),
         op("IdentityN").input("input: T").output("output: T").attr("T: list(type) >= 1").shape(s::pass_through).build(),
         op("NoOp").shape(s::no_outputs).build(),
-        op("MatMul")
-            .input("a: T")
-            .input("b: T")
-            .output("product: T")
-            .attr("transpose_a: bool = false")
-            .attr("transpose_b: bool = false")
-            .attr("grad_a: bool = false")
-            .attr("grad_b: bool = false")
-            .attr("T: type")
-            .shape(s::matmul)
-            .build(),
-        // TensorFlow's oneDNN build rewrites MatMul into this (same signature, plain layout) in
-        // the graphs it runs, so its partition graphs hold it.
-        op("_MklMatMul")
-            .input("a: T")
-            .input("b: T")
-            .output("product: T")
-            .attr("transpose_a: bool = false")
-            .attr("transpose_b: bool = false")
-            .attr("grad_a: bool = false")
-            .attr("grad_b: bool = false")
-            .attr("T: {bfloat16, half, float, double}")
-            .shape(s::matmul)
-            .build(),
         op("BiasAdd")
             .input("value: T")
             .input("bias: T")
@@ -627,6 +603,23 @@ pub fn all() -> Vec<OpDef> {
                 .attr("T: type")
                 .attr("Tidx: {int32, int64} = DT_INT32")
                 .shape(s::reduce)
+                .build(),
+        );
+    }
+    // TensorFlow's oneDNN build rewrites MatMul into `_MklMatMul` (same signature, plain
+    // layout) in the graphs it runs, so its partition graphs hold it.
+    for (name, types) in [("MatMul", "T: type"), ("_MklMatMul", "T: {bfloat16, half, float, double}")] {
+        v.push(
+            op(name)
+                .input("a: T")
+                .input("b: T")
+                .output("product: T")
+                .attr("transpose_a: bool = false")
+                .attr("transpose_b: bool = false")
+                .attr("grad_a: bool = false")
+                .attr("grad_b: bool = false")
+                .attr(types)
+                .shape(s::matmul)
                 .build(),
         );
     }

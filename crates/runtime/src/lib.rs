@@ -2,11 +2,13 @@
 //! once per feeds/fetches/targets signature and cached), and the parallel executor.
 #![warn(missing_docs)]
 
+pub mod device;
 mod dynamic;
 mod error;
 mod executor;
 mod functional;
 pub mod merge;
+pub mod placer;
 mod plan;
 mod session;
 
