@@ -5,7 +5,9 @@
    the `write_events` example writes a run with seed 000's graph built in Rust, a `loss`
    scalar over 5 steps and a tagged run metadata.
 2. TensorFlow's own reader (`tf.compat.v1.train.summary_iterator`) reads every file: first
-   event `brain.Event:2`, the GraphDef parses and equals the source graph, the scalars match.
+   event `brain.Event:2`, the GraphDef parses and equals the source graph, the scalars match;
+   the RunMetadata of a FULL_TRACE step parses (`RunMetadata.FromString`) and
+   `timeline.Timeline(step_stats).generate_chrome_trace_format()` accepts it.
 3. Real TensorBoard is started on 127.0.0.1: `/data/runs` lists the runs, the graph plugin
    returns each graph (`/data/plugin/graphs/graph?run=...`), the scalars plugin returns the
    loss values, and the tagged run metadata is listed.
@@ -68,6 +70,15 @@ def main():
                 meta = tf.compat.v1.RunMetadata.FromString(tagged[0].run_metadata)
                 check(tagged[0].tag == "step_0" and len(meta.partition_graphs) == 1,
                       "rust: tagged run metadata parses as TensorFlow's RunMetadata")
+                # The RunMetadata file: TensorFlow parses it and its timeline accepts the stats.
+                from tensorflow.python.client import timeline
+                meta = tf.compat.v1.RunMetadata.FromString(open(os.path.join(logdir, run, "run_metadata.pb"), "rb").read())
+                nodes = [s.node_name for d in meta.step_stats.dev_stats for s in d.node_stats]
+                check(sorted(nodes) == ["Add", "Add_1", "Mul"],
+                      f"RunMetadata.FromString parses ferroflow's step stats: {nodes} (constants are not run per step)")
+                trace = json.loads(timeline.Timeline(meta.step_stats).generate_chrome_trace_format())
+                ops = sorted({e["args"]["op"] for e in trace["traceEvents"] if e.get("ph") == "X"})
+                check(ops == ["AddV2", "Mul"], f"timeline.Timeline(step_stats).generate_chrome_trace_format() accepts it: ops {ops}")
 
         # Real TensorBoard.
         with socket.socket() as s:

@@ -1,8 +1,9 @@
 //! Executor overhead: a chain of 2,000 scalar `Square` ops and a wide graph of 2,000
-//! independent ones. Throughput is reported per op; `scripts/bench_executor.py` runs the same
+//! independent ones; and the chain with step-stats collection (FULL_TRACE) vs NO_TRACE. Throughput is reported per op; `scripts/bench_executor.py` runs the same
 //! graphs in TensorFlow side by side.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroflow::prelude::*;
+use ferroflow::proto::{run_options::TraceLevel, RunOptions};
 use ferroflow::testing::graphs;
 
 const N: usize = 2000;
@@ -26,6 +27,19 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| sess.run_plan(&plan, &feeds).unwrap())
             });
         }
+    }
+    // Step-stats collection (RunOptions FULL_TRACE) on the chain, next to NO_TRACE.
+    let (graph, fetch) = graphs::chain(N);
+    let mut opts = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+    opts.optimizer.enabled = false;
+    let sess = Session::new(graph, opts).unwrap();
+    let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
+    let feeds = [Tensor::scalar(1.0f32)];
+    for (name, level) in [("no_trace", TraceLevel::NoTrace), ("full_trace", TraceLevel::FullTrace)] {
+        let run_options = RunOptions { trace_level: level as i32, ..Default::default() };
+        group.bench_function(format!("chain_2000/inter_op_1/{name}"), |b| {
+            b.iter(|| sess.run_plan_with_options(&plan, &feeds, &run_options).unwrap())
+        });
     }
     group.finish();
 }

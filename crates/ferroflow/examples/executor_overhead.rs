@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use ferroflow::prelude::*;
+use ferroflow::proto::{run_options::TraceLevel, RunOptions};
 use ferroflow::testing::graphs;
 
 fn main() -> anyhow::Result<()> {
@@ -28,21 +29,29 @@ fn main() -> anyhow::Result<()> {
             for _ in 0..iters / 10 + 1 {
                 sess.run_plan(&plan, &feeds)?;
             }
-            // Median of 7 batches.
-            let mut samples = Vec::new();
-            for _ in 0..7 {
-                let t = Instant::now();
-                for _ in 0..iters {
-                    sess.run_plan(&plan, &feeds)?;
+            let no_trace = RunOptions::default();
+            let full = RunOptions { trace_level: TraceLevel::FullTrace as i32, ..Default::default() };
+            // With threads == 1 also the same runs with step-stats collection (FULL_TRACE).
+            for (opts, trace) in [(&no_trace, ""), (&full, ", \"trace\": \"full\"")] {
+                if !trace.is_empty() && threads != 1 {
+                    continue;
                 }
-                samples.push(t.elapsed().as_nanos() as f64 / iters as f64 / plan.len() as f64);
+                // Median of 7 batches.
+                let mut samples = Vec::new();
+                for _ in 0..7 {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        sess.run_plan_with_options(&plan, &feeds, opts)?;
+                    }
+                    samples.push(t.elapsed().as_nanos() as f64 / iters as f64 / plan.len() as f64);
+                }
+                samples.sort_by(|a, b| a.total_cmp(b));
+                println!(
+                    "{{\"graph\": \"{name}\", \"ops\": {}, \"inter_op_threads\": {threads}{trace}, \"ns_per_op\": {:.1}}}",
+                    plan.len(),
+                    samples[3]
+                );
             }
-            samples.sort_by(|a, b| a.total_cmp(b));
-            println!(
-                "{{\"graph\": \"{name}\", \"ops\": {}, \"inter_op_threads\": {threads}, \"ns_per_op\": {:.1}}}",
-                plan.len(),
-                samples[3]
-            );
         }
     }
     Ok(())

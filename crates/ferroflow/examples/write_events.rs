@@ -1,21 +1,31 @@
 //! Writes a TensorBoard run with ferroflow's event writer: seed 000's graph, a `loss` scalar
-//! over 5 steps and a tagged run metadata. `scripts/tensorboard_check.py` reads it back with
+//! over 5 steps and the RunMetadata of a traced step (FULL_TRACE step stats and the partition
+//! graph) as tagged run metadata; the RunMetadata also goes to `LOGDIR/RUN/run_metadata.pb`. `scripts/tensorboard_check.py` reads it back with
 //! TensorFlow and serves it with real TensorBoard.
 //!
 //! `cargo run --example write_events -p ferroflow -- LOGDIR/RUN`
-use ferroflow::proto::RunMetadata;
+use ferroflow::prelude::*;
+use ferroflow::proto::{run_options::TraceLevel, RunMetadata, RunOptions};
 use ferroflow::summary::EventWriter;
 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: write_events LOGDIR/RUN"))?;
-    let (graph, _) = ferroflow::testing::graphs::seed_000()?;
+    let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
     let mut w = EventWriter::create(std::path::Path::new(&dir))?;
     w.add_graph(&graph.to_graph_def(), 0)?;
     for step in 0..5 {
         w.add_scalar("loss", 1.0 / (step as f32 + 1.0), step)?;
     }
-    let meta = RunMetadata { partition_graphs: vec![graph.to_graph_def()], ..Default::default() };
+    // One traced step, unoptimized so every node of the seed runs.
+    let mut opts = SessionOptions::default();
+    opts.optimizer.enabled = false;
+    let sess = Session::new(graph, opts)?;
+    let run_options =
+        RunOptions { trace_level: TraceLevel::FullTrace as i32, output_partition_graphs: true, ..Default::default() };
+    let (_, meta) = sess.run_with_options(&[], &[&fetch], &[], &run_options)?;
     w.add_run_metadata("step_0", &meta, 0)?;
+    let bytes: Vec<u8> = ferroflow::proto::encode::<RunMetadata>(&meta);
+    std::fs::write(std::path::Path::new(&dir).join("run_metadata.pb"), bytes)?;
     println!("{}", w.path().display());
     Ok(())
 }

@@ -70,6 +70,7 @@ struct Interpreter<'a> {
     ready: VecDeque<(usize, Ctx, Vec<Token>, bool)>,
     results: HashMap<(usize, usize), Tensor>,
     limit: u64,
+    tracer: Option<&'a crate::trace::Tracer>,
 }
 
 fn error(graph: &Graph, plan: &ExecutionPlan, p: usize, msg: String) -> RuntimeError {
@@ -308,9 +309,15 @@ impl Interpreter<'_> {
                         }
                     }
                     let node = &self.plan.nodes[p];
+                    let start = self.tracer.map(|t| t.now());
                     node.kernel
                         .compute(ctx, &mut scratch_in, &mut scratch_out)
                         .map_err(|e| error(self.graph, self.plan, p, e.to_string()))?;
+                    if let (Some(t), Some(start)) = (self.tracer, start) {
+                        let end = t.now();
+                        let timing = crate::trace::Timing { start, op_start: start, op_end: end, end };
+                        t.record(node.graph_id as usize, timing, &scratch_out);
+                    }
                     if scratch_out.len() != n_out {
                         return Err(error(
                             self.graph,
@@ -337,6 +344,7 @@ pub(crate) fn execute(
     feeds: &[Tensor],
     ctx: &KernelContext,
     limit: u64,
+    tracer: Option<&crate::trace::Tracer>,
 ) -> Result<Vec<Tensor>, RuntimeError> {
     let plan_index: HashMap<NodeId, usize> =
         plan.nodes.iter().enumerate().map(|(p, n)| (n.graph_id as usize, p)).collect();
@@ -365,6 +373,7 @@ pub(crate) fn execute(
         ready: VecDeque::new(),
         results: HashMap::new(),
         limit,
+        tracer,
     };
     it.run(feeds, ctx)?;
     plan.fetches

@@ -58,6 +58,7 @@ struct RunState<'a> {
     error: Mutex<Option<RuntimeError>>,
     ctx: KernelContext<'a>,
     threads: usize,
+    tracer: Option<&'a crate::trace::Tracer>,
 }
 
 // SAFETY: slots are accessed under the happens-before discipline documented on `read_input`
@@ -167,8 +168,15 @@ impl RunState<'_> {
     fn run_node(&self, p: usize, scratch: &mut Scratch) -> Result<(), RuntimeError> {
         let node = &self.plan.nodes[p];
         let (a, b) = node.inputs;
+        let start = self.tracer.map(|t| t.now());
         scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
+        let op_start = self.tracer.map(|t| t.now());
         let result = node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs);
+        if let (Some(t), Some(start), Some(op_start)) = (self.tracer, start, op_start) {
+            let op_end = t.now();
+            let timing = crate::trace::Timing { start, op_start, op_end, end: op_end };
+            t.record(node.graph_id as usize, timing, &scratch.outputs);
+        }
         scratch.inputs.clear();
         if let Err(e) = result {
             scratch.outputs.clear();
@@ -207,6 +215,7 @@ pub(crate) fn execute(
     feeds: &[Tensor],
     pool: &rayon::ThreadPool,
     intra_op: Option<&rayon::ThreadPool>,
+    tracer: Option<&crate::trace::Tracer>,
 ) -> Result<Vec<Tensor>, RuntimeError> {
     let mut buffers = plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).pop();
     let buffers = match buffers.as_mut() {
@@ -226,6 +235,7 @@ pub(crate) fn execute(
         error: Mutex::new(None),
         ctx: KernelContext { intra_op },
         threads: pool.current_num_threads().max(1),
+        tracer,
     };
     if !plan.roots.is_empty() {
         let st = &state;

@@ -11,6 +11,7 @@ pub mod merge;
 pub mod placer;
 mod plan;
 mod session;
+mod trace;
 
 pub use error::RuntimeError;
 pub use merge::{merge_partitions, MergeError};

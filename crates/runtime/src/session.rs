@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use ferroflow_graph::Graph;
 use ferroflow_ops::infer_shapes;
 use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
+use ferroflow_proto::{run_options, RunMetadata, RunOptions};
 use ferroflow_tensor::{Shape, Tensor};
 
 use crate::plan::ExecutionPlan;
@@ -37,6 +38,9 @@ pub(crate) struct RuntimeEnv {
 }
 
 type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
+
+/// The one device a session runs on today.
+const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
@@ -137,6 +141,58 @@ impl Session {
 
     /// Runs a plan from [`Session::plan`] with feeds in the plan's feed order.
     pub fn run_plan(&self, plan: &ExecutionPlan, feeds: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        self.execute(plan, feeds, None)
+    }
+
+    /// Runs one step with TensorFlow's `RunOptions`: with `trace_level` above `NO_TRACE` the
+    /// returned `RunMetadata.step_stats` has a `NodeExecStats` per executed node; with
+    /// `output_partition_graphs` it holds the graph each device ran (after optimization; one
+    /// CPU device today, every node's device set to its full name).
+    pub fn run_with_options(
+        &self,
+        feeds: &[(&str, Tensor)],
+        fetches: &[&str],
+        targets: &[&str],
+        options: &RunOptions,
+    ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
+        let names: Vec<&str> = feeds.iter().map(|(n, _)| *n).collect();
+        let plan = self.plan(&names, fetches, targets)?;
+        let values: Vec<Tensor> = feeds.iter().map(|(_, t)| t.clone()).collect();
+        self.run_plan_with_options(&plan, &values, options)
+    }
+
+    /// [`Session::run_plan`] with `RunOptions` and `RunMetadata`.
+    pub fn run_plan_with_options(
+        &self,
+        plan: &ExecutionPlan,
+        feeds: &[Tensor],
+        options: &RunOptions,
+    ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
+        let trace = options.trace_level != run_options::TraceLevel::NoTrace as i32;
+        let tracer = trace.then(crate::trace::Tracer::new);
+        let out = self.execute(plan, feeds, tracer.as_ref())?;
+        let mut meta = RunMetadata::default();
+        if let Some(t) = tracer {
+            meta.step_stats = Some(t.finish(plan.graph(), CPU0));
+        }
+        if options.output_partition_graphs {
+            let mut def = plan.graph().to_graph_def();
+            for n in &mut def.node {
+                if n.device.is_empty() {
+                    n.device = CPU0.into();
+                }
+            }
+            meta.partition_graphs.push(def);
+        }
+        Ok((out, meta))
+    }
+
+    fn execute(
+        &self,
+        plan: &ExecutionPlan,
+        feeds: &[Tensor],
+        tracer: Option<&crate::trace::Tracer>,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
         if feeds.len() != plan.feed_specs.len() {
             return Err(RuntimeError::Feed {
                 tensor: "<all>".into(),
@@ -159,9 +215,10 @@ impl Session {
         }
         if plan.control_flow {
             let ctx = ferroflow_kernels::KernelContext { intra_op: self.env.intra_op.as_deref() };
-            return crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, self.env.options.max_loop_iterations);
+            let limit = self.env.options.max_loop_iterations;
+            return crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, limit, tracer);
         }
-        executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref())
+        executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref(), tracer)
     }
 }
 

@@ -1,0 +1,176 @@
+//! Step statistics (`RunOptions.trace_level` above NO_TRACE): one `NodeExecStats` per executed
+//! node, as TensorFlow's `StepStatsCollector` fills it — absolute start in µs and ns, op start /
+//! end and node end relative to it, thread id, output dtypes, shapes and bytes, allocator
+//! memory, and the `timeline_label` `name = Op(inputs)` that `timeline.py` parses.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use std::fmt::Write;
+
+use ferroflow_graph::{Graph, NodeId};
+use ferroflow_proto::{
+    convert, AllocationDescription, AllocatorMemoryUsed, DeviceStepStats, NodeExecStats, NodeOutput, StepStats,
+    TensorDescription,
+};
+use ferroflow_tensor::{DType, Tensor};
+use smallvec::SmallVec;
+
+/// The allocator name reported for CPU memory.
+const ALLOCATOR: &str = "cpu";
+
+/// This thread's small id and name, computed once per thread.
+fn thread_id() -> (u32, &'static str) {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    thread_local! {
+        static ID: (u32, &'static str) = {
+            let id = NEXT.fetch_add(1, Ordering::Relaxed);
+            let name = std::thread::current().name().map_or_else(|| format!("thread-{id}"), str::to_string);
+            // One small string per thread that ever records, kept for the process's life.
+            (id, Box::leak(name.into_boxed_str()))
+        };
+    }
+    ID.with(|i| *i)
+}
+
+/// What the hot path records for one node; turned into a `NodeExecStats` at the end.
+struct Record {
+    node: NodeId,
+    timing: Timing,
+    thread: u32,
+    outputs: SmallVec<[(DType, SmallVec<[usize; 4]>); 1]>,
+}
+
+/// Collects the stats of one step. Recording costs a few clock reads and one uncontended
+/// lock; names, labels and protos are built once, at the end.
+pub(crate) struct Tracer {
+    wall_ns: i64,
+    origin: Instant,
+    records: Mutex<Vec<Record>>,
+    threads: Mutex<BTreeMap<u32, String>>,
+}
+
+/// The moments of one node's execution, in ns since the epoch.
+pub(crate) struct Timing {
+    pub start: i64,
+    pub op_start: i64,
+    pub op_end: i64,
+    pub end: i64,
+}
+
+impl Tracer {
+    pub(crate) fn new() -> Tracer {
+        let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+        Tracer { wall_ns, origin: Instant::now(), records: Mutex::new(Vec::new()), threads: Mutex::default() }
+    }
+
+    /// Now, in ns since the epoch (monotonic within the step).
+    pub(crate) fn now(&self) -> i64 {
+        self.wall_ns + self.origin.elapsed().as_nanos() as i64
+    }
+
+    /// Records one executed node.
+    pub(crate) fn record(&self, id: NodeId, timing: Timing, outputs: &[Tensor]) {
+        let (thread, name) = thread_id();
+        let outputs = outputs.iter().map(|o| (o.dtype(), o.dims().iter().copied().collect())).collect();
+        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let first_of_thread = !records.iter().rev().take(64).any(|r| r.thread == thread);
+        records.push(Record { node: id, timing, thread, outputs });
+        drop(records);
+        if first_of_thread {
+            self.threads.lock().unwrap_or_else(|p| p.into_inner()).entry(thread).or_insert_with(|| name.to_string());
+        }
+    }
+
+    /// The step's stats for `device`, nodes in start order.
+    pub(crate) fn finish(self, graph: &Graph, device: &str) -> StepStats {
+        let mut records = self.records.into_inner().unwrap_or_else(|p| p.into_inner());
+        records.sort_by_key(|r| r.timing.start);
+        let mut thread_names = self.threads.into_inner().unwrap_or_else(|p| p.into_inner());
+        let node_stats = records
+            .into_iter()
+            .map(|r| {
+                thread_names.entry(r.thread).or_insert_with(|| format!("thread-{}", r.thread));
+                stats(graph, r)
+            })
+            .collect();
+        StepStats { dev_stats: vec![DeviceStepStats { device: device.into(), node_stats, thread_names }] }
+    }
+}
+
+fn stats(graph: &Graph, r: Record) -> NodeExecStats {
+    let n = graph.node(r.node);
+    let t = r.timing;
+    let mut total = 0i64;
+    let output = r
+        .outputs
+        .iter()
+        .enumerate()
+        .map(|(slot, (dtype, dims))| {
+            let bytes = (dims.iter().product::<usize>() * dtype.size().unwrap_or(0)) as i64;
+            total += bytes;
+            NodeOutput {
+                slot: slot as i32,
+                tensor_description: Some(TensorDescription {
+                    dtype: dtype.to_tf(),
+                    shape: Some(convert::dims_to_proto(dims)),
+                    allocation_description: Some(AllocationDescription {
+                        requested_bytes: bytes,
+                        allocated_bytes: bytes,
+                        allocator_name: ALLOCATOR.into(),
+                        ..Default::default()
+                    }),
+                }),
+            }
+        })
+        .collect();
+    // `name = Op(in0, in1, ^ctrl)`, built in one string.
+    let mut label =
+        String::with_capacity(n.name.len() + n.op.len() + 8 + 16 * (n.inputs.len() + n.control_inputs.len()));
+    label.push_str(&n.name);
+    label.push_str(" = ");
+    label.push_str(&n.op);
+    label.push('(');
+    for (i, o) in n.inputs.iter().enumerate() {
+        if i > 0 {
+            label.push_str(", ");
+        }
+        label.push_str(&graph.node(o.node).name);
+        if o.index > 0 {
+            let _ = write!(label, ":{}", o.index);
+        }
+    }
+    for (i, &c) in n.control_inputs.iter().enumerate() {
+        if i > 0 || !n.inputs.is_empty() {
+            label.push_str(", ");
+        }
+        label.push('^');
+        label.push_str(&graph.node(c).name);
+    }
+    label.push(')');
+    NodeExecStats {
+        node_name: n.name.clone(),
+        all_start_micros: t.start / 1000,
+        op_start_rel_micros: (t.op_start - t.start) / 1000,
+        op_end_rel_micros: (t.op_end - t.start) / 1000,
+        all_end_rel_micros: (t.end - t.start) / 1000,
+        memory: vec![AllocatorMemoryUsed {
+            allocator_name: ALLOCATOR.into(),
+            total_bytes: total,
+            peak_bytes: total,
+            live_bytes: total,
+            ..Default::default()
+        }],
+        output,
+        timeline_label: label,
+        scheduled_micros: t.start / 1000,
+        thread_id: r.thread,
+        all_start_nanos: t.start,
+        op_start_rel_nanos: t.op_start - t.start,
+        op_end_rel_nanos: t.op_end - t.start,
+        all_end_rel_nanos: t.end - t.start,
+        scheduled_nanos: t.start,
+        ..Default::default()
+    }
+}
