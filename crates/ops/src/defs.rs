@@ -623,6 +623,18 @@ pub fn all() -> Vec<OpDef> {
                 .build(),
         );
     }
+    // Cross-device transfer (the partitioner's); `_Recv`'s value comes from the `_Send` with
+    // the same `tensor_name` through the executor's rendezvous.
+    let transfer = |b: crate::registry::OpBuilder| {
+        b.attr("tensor_name: string")
+            .attr("send_device: string")
+            .attr("send_device_incarnation: int")
+            .attr("recv_device: string")
+            .attr("client_terminated: bool = false")
+            .stateful()
+    };
+    v.push(transfer(op("_Send").input("tensor: T").attr("T: type")).shape(s::no_outputs).build());
+    v.push(transfer(op("_Recv").output("tensor: tensor_type").attr("tensor_type: type")).build());
     v.extend(fused());
     v
 }

@@ -36,6 +36,12 @@ pub enum RuntimeError {
     /// The graph optimizer failed (with `fail_on_pass_error`).
     #[error("optimizer: {0}")]
     Optimizer(String),
+    /// `_Send`/`_Recv` pairs that do not match.
+    #[error("rendezvous: {0}")]
+    Rendezvous(String),
+    /// Placement or partitioning failed.
+    #[error("{0}")]
+    Placement(String),
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]
     ThreadPool(String),

@@ -8,8 +8,10 @@ mod error;
 mod executor;
 mod functional;
 pub mod merge;
+pub mod partition;
 pub mod placer;
 mod plan;
+mod rendezvous;
 mod session;
 mod trace;
 

@@ -92,6 +92,8 @@ pub struct ExecutionPlan {
     pub(crate) graph: Arc<Graph>,
     /// What the optimizer did for this plan's signature (`None` when it did not run).
     pub(crate) optimizer_report: Option<ferroflow_optimize::Report>,
+    /// The per-device partition graphs this plan runs (empty with a single device).
+    pub(crate) partitions: Vec<(String, ferroflow_proto::GraphDef)>,
 }
 
 impl ExecutionPlan {
@@ -108,6 +110,12 @@ impl ExecutionPlan {
     /// The graph this plan runs: after optimization when the session optimizes.
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph
+    }
+
+    /// The per-device partition graphs (with `_Send`/`_Recv` pairs), by device name; empty
+    /// when the session has one device.
+    pub fn partitions(&self) -> &[(String, ferroflow_proto::GraphDef)] {
+        &self.partitions
     }
 
     /// What the optimizer did for this plan (`None` when optimization is off).
@@ -162,6 +170,11 @@ impl ExecutionPlan {
             fed_outputs[o.node] += 1;
         }
         let fully_fed = |id: NodeId| fed_outputs[id] > 0 && fed_outputs[id] == graph.node(id).num_outputs();
+        // The in-process rendezvous: a `_Recv` reads the tensor its `_Send` (same tensor_name)
+        // sends, as if it were a data input, so it runs once that tensor exists.
+        let sent = crate::rendezvous::sent_tensors(graph)?;
+        let recv_input =
+            |id: NodeId| -> Result<Option<Output>, RuntimeError> { crate::rendezvous::recv_source(graph, id, &sent) };
         let mut needed = vec![false; graph.len()];
         let mut stack: Vec<NodeId> = fetch_outputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node).collect();
         stack.extend(&target_ids);
@@ -172,6 +185,13 @@ impl ExecutionPlan {
             let node = graph.node(id);
             stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
             stack.extend(node.control_inputs.iter().copied().filter(|&c| !fully_fed(c)));
+            if let Some(o) = recv_input(id)? {
+                // Run the _Send too (it marks the transfer in step stats) and what it sends.
+                stack.push(sent[&crate::rendezvous::tensor_name(graph, id)].0);
+                if !fed.contains_key(&o) {
+                    stack.push(o.node);
+                }
+            }
         }
         // Constants without control inputs are evaluated once, here, and read by their
         // consumers as plan constants: no kernel call, no scheduling per step. (Not in plans
@@ -217,6 +237,8 @@ impl ExecutionPlan {
             let kernel = match functional::call_kind(graph, n) {
                 Some(kind) => functional::create(graph, n, kind, env)?,
                 None if crate::dynamic::is_control_flow(&n.op) => Box::new(ControlFlowOp),
+                None if n.op == "_Send" => Box::new(crate::rendezvous::Send),
+                None if n.op == "_Recv" => Box::new(crate::rendezvous::Recv),
                 None => {
                     let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
                         node: n.name.clone(),
@@ -258,7 +280,8 @@ impl ExecutionPlan {
         for (p, &id) in order.iter().enumerate() {
             let n = graph.node(id);
             let start = input_sources.len() as u32;
-            for o in &n.inputs {
+            let received = recv_input(id)?;
+            for o in n.inputs.iter().chain(received.as_ref()) {
                 let src = match (fed.get(o), const_source.get(&o.node)) {
                     (Some(&f), _) => Source::Feed(f),
                     (None, Some(&c)) => Source::Const(c),
@@ -322,6 +345,7 @@ impl ExecutionPlan {
             constants,
             graph: graph_arc.clone(),
             optimizer_report: None,
+            partitions: Vec::new(),
         })
     }
 }

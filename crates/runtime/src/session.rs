@@ -25,6 +25,12 @@ pub struct SessionOptions {
     /// The graph optimizer, run for each (feeds, fetches, targets) signature before its plan
     /// is compiled. On by default; `optimizer.enabled = false` runs the graph as written.
     pub optimizer: OptimizerOptions,
+    /// Number of CPU devices (TensorFlow's `device_count={"CPU": n}`; 0 means 1). With more
+    /// than one, each signature's graph is placed, partitioned per device with `_Send`/`_Recv`
+    /// pairs, and the partitions run concurrently as one step.
+    pub cpu_devices: usize,
+    /// How nodes are placed when there are several devices.
+    pub placement: crate::placer::PlacementOptions,
 }
 
 /// What a session shares with the sessions of the functions it calls: thread pools,
@@ -44,6 +50,7 @@ const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
+    devices: crate::device::DeviceSet,
     graph: Arc<Graph>,
     shapes: Vec<Vec<Shape>>,
     env: RuntimeEnv,
@@ -72,14 +79,17 @@ impl Session {
         let inter_op = Arc::new(pool(threads(options.inter_op_threads), "inter")?);
         let intra = threads(options.intra_op_threads);
         let intra_op = if intra > 1 { Some(Arc::new(pool(intra, "intra")?)) } else { None };
+        let devices = crate::device::DeviceSet::cpus(options.cpu_devices.max(1));
         let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new() };
-        Ok(Session { graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
+        Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
     /// A session for a function body, sharing its caller's pools and options.
     pub(crate) fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
         let shapes = infer_shapes(&graph)?;
-        Ok(Session { graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
+        // Function bodies run on the caller's device.
+        let devices = crate::device::DeviceSet::cpus(1);
+        Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
     /// The session's graph.
@@ -104,24 +114,39 @@ impl Session {
 
     fn compile(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<ExecutionPlan, RuntimeError> {
         let opts = &self.env.options.optimizer;
-        if !opts.enabled {
-            return ExecutionPlan::build(self.graph.clone(), &self.shapes, feeds, fetches, targets, &self.env);
-        }
-        let item = Item {
-            feeds: feeds.iter().map(|s| s.to_string()).collect(),
-            fetches: fetches.iter().map(|s| s.to_string()).collect(),
-            targets: targets.iter().map(|s| s.to_string()).collect(),
-            keep: vec![],
+        let (graph, report) = if opts.enabled {
+            let item = Item {
+                feeds: feeds.iter().map(|s| s.to_string()).collect(),
+                fetches: fetches.iter().map(|s| s.to_string()).collect(),
+                targets: targets.iter().map(|s| s.to_string()).collect(),
+                keep: vec![],
+            };
+            let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
+                OptimizeError::BadItem { what: "feed", name, reason } => RuntimeError::Feed { tensor: name, reason },
+                OptimizeError::BadItem { name, reason, .. } => RuntimeError::Fetch { tensor: name, reason },
+                OptimizeError::Graph(g) => RuntimeError::Graph(g),
+                other => RuntimeError::Optimizer(other.to_string()),
+            })?;
+            (Arc::new(optimized.graph), Some(optimized.report))
+        } else {
+            (self.graph.clone(), None)
         };
-        let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
-            OptimizeError::BadItem { what: "feed", name, reason } => RuntimeError::Feed { tensor: name, reason },
-            OptimizeError::BadItem { name, reason, .. } => RuntimeError::Fetch { tensor: name, reason },
-            OptimizeError::Graph(g) => RuntimeError::Graph(g),
-            other => RuntimeError::Optimizer(other.to_string()),
-        })?;
-        let shapes = infer_shapes(&optimized.graph)?;
-        let mut plan = ExecutionPlan::build(Arc::new(optimized.graph), &shapes, feeds, fetches, targets, &self.env)?;
-        plan.optimizer_report = Some(optimized.report);
+        if self.devices.devices().len() > 1 {
+            // Place, partition per device, and run the partitions' union as one plan.
+            let mut placed = (*graph).clone();
+            crate::placer::place(&mut placed, &self.devices, &self.env.options.placement)
+                .map_err(|e| RuntimeError::Placement(e.to_string()))?;
+            let parts = crate::partition::partition(&placed, &self.devices).map_err(RuntimeError::Placement)?;
+            let union = ferroflow_ops::import_graph_def(&crate::partition::union(&parts))?;
+            let shapes = infer_shapes(&union)?;
+            let mut plan = ExecutionPlan::build(Arc::new(union), &shapes, feeds, fetches, targets, &self.env)?;
+            plan.optimizer_report = report;
+            plan.partitions = parts;
+            return Ok(plan);
+        }
+        let shapes = if report.is_some() { infer_shapes(&graph)? } else { self.shapes.clone() };
+        let mut plan = ExecutionPlan::build(graph, &shapes, feeds, fetches, targets, &self.env)?;
+        plan.optimizer_report = report;
         Ok(plan)
     }
 
@@ -176,13 +201,17 @@ impl Session {
             meta.step_stats = Some(t.finish(plan.graph(), CPU0));
         }
         if options.output_partition_graphs {
-            let mut def = plan.graph().to_graph_def();
-            for n in &mut def.node {
-                if n.device.is_empty() {
-                    n.device = CPU0.into();
+            if plan.partitions.is_empty() {
+                let mut def = plan.graph().to_graph_def();
+                for n in &mut def.node {
+                    if n.device.is_empty() {
+                        n.device = CPU0.into();
+                    }
                 }
+                meta.partition_graphs.push(def);
+            } else {
+                meta.partition_graphs.extend(plan.partitions.iter().map(|(_, g)| g.clone()));
             }
-            meta.partition_graphs.push(def);
         }
         Ok((out, meta))
     }

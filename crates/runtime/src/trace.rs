@@ -88,14 +88,19 @@ impl Tracer {
         let mut records = self.records.into_inner().unwrap_or_else(|p| p.into_inner());
         records.sort_by_key(|r| r.timing.start);
         let mut thread_names = self.threads.into_inner().unwrap_or_else(|p| p.into_inner());
-        let node_stats = records
+        // One DeviceStepStats per device the nodes ran on (`device` for unplaced nodes).
+        let mut by_device: BTreeMap<String, Vec<NodeExecStats>> = BTreeMap::new();
+        for r in records {
+            thread_names.entry(r.thread).or_insert_with(|| format!("thread-{}", r.thread));
+            let d = &graph.node(r.node).device;
+            let d = if d.is_empty() { device.to_string() } else { d.clone() };
+            by_device.entry(d).or_default().push(stats(graph, r));
+        }
+        let dev_stats = by_device
             .into_iter()
-            .map(|r| {
-                thread_names.entry(r.thread).or_insert_with(|| format!("thread-{}", r.thread));
-                stats(graph, r)
-            })
+            .map(|(device, node_stats)| DeviceStepStats { device, node_stats, thread_names: thread_names.clone() })
             .collect();
-        StepStats { dev_stats: vec![DeviceStepStats { device: device.into(), node_stats, thread_names }] }
+        StepStats { dev_stats }
     }
 }
 

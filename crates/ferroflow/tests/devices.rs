@@ -1,0 +1,102 @@
+//! Two CPU devices: placement, partition graphs joined by _Send/_Recv, partitions run
+//! concurrently as one step, RunMetadata with both partitions and per-device step stats, and
+//! the partitions merge back into a graph that gives the same outputs.
+use ferroflow::prelude::*;
+use ferroflow::proto::{run_options::TraceLevel, RunOptions};
+use ferroflow::runtime::merge_partitions;
+
+/// x (fed) -> MatMul with w on CPU:0 -> Relu on CPU:1 -> sum on CPU:0, plus a control edge
+/// across devices.
+fn graph() -> (Graph, Vec<String>) {
+    graph_with(Shape::new(vec![None, Some(3)]))
+}
+
+fn graph_with(x_shape: Shape) -> (Graph, Vec<String>) {
+    let s = Scope::new();
+    let c0 = s.with_device("/cpu:0");
+    let c1 = s.with_device("/device:CPU:1");
+    let x = c0.with_name("x").placeholder(DType::Float, &x_shape).unwrap();
+    let w = c0
+        .with_name("w")
+        .constant(&Tensor::from_vec(&[3, 2], vec![1.0f32, -1.0, 0.5, 2.0, -0.5, 1.0]).unwrap())
+        .unwrap();
+    let h = c0.with_name("h").matmul(x, w, false, false).unwrap();
+    let r = c1.with_name("r").relu(h).unwrap();
+    let t = c1.with_name("t").unary("Tanh", h).unwrap();
+    let sum = c0.with_name("sum").add(r, t).unwrap();
+    let g = s.graph();
+    let outs = vec![g.output_name(sum), g.output_name(r)];
+    (g, outs)
+}
+
+fn run(devices: usize, optimize: bool) -> (Vec<Tensor>, ferroflow::proto::RunMetadata) {
+    let (g, fetches) = graph();
+    let mut opts = SessionOptions { cpu_devices: devices, ..Default::default() };
+    opts.optimizer.enabled = optimize;
+    let sess = Session::new(g, opts).unwrap();
+    let x = Tensor::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]).unwrap();
+    let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
+    let opts =
+        RunOptions { trace_level: TraceLevel::FullTrace as i32, output_partition_graphs: true, ..Default::default() };
+    sess.run_with_options(&[("x:0", x)], &fetches, &[], &opts).unwrap()
+}
+
+#[test]
+fn two_cpu_devices_partition_run_and_merge() {
+    let (one, _) = run(1, false);
+    for optimize in [false, true] {
+        let (two, meta) = run(2, optimize);
+        assert_eq!(one, two, "optimize={optimize}");
+        assert_eq!(meta.partition_graphs.len(), 2);
+        let ops = |i: usize| meta.partition_graphs[i].node.iter().map(|n| n.op.clone()).collect::<Vec<_>>();
+        assert!(ops(0).contains(&"_Send".to_string()) && ops(0).contains(&"_Recv".to_string()), "{:?}", ops(0));
+        assert!(ops(1).contains(&"_Send".to_string()) && ops(1).contains(&"_Recv".to_string()), "{:?}", ops(1));
+        for (i, p) in meta.partition_graphs.iter().enumerate() {
+            let dev = format!("/job:localhost/replica:0/task:0/device:CPU:{i}");
+            assert!(p.node.iter().all(|n| n.device == dev), "partition {i}");
+        }
+        // TensorFlow's attrs on every send and receive.
+        for n in
+            meta.partition_graphs.iter().flat_map(|p| &p.node).filter(|n| n.op.starts_with("_Send") || n.op == "_Recv")
+        {
+            for a in ["tensor_name", "send_device", "send_device_incarnation", "recv_device", "client_terminated"] {
+                assert!(n.attr.contains_key(a), "{} lacks {a}", n.name);
+            }
+        }
+        // Step stats per device.
+        let stats = meta.step_stats.unwrap();
+        let devices: Vec<&str> = stats.dev_stats.iter().map(|d| d.device.as_str()).collect();
+        assert_eq!(devices.len(), 2, "{devices:?}");
+        // The partitions merge into a graph that runs to the same outputs.
+        let merged = merge_partitions(&meta.partition_graphs).unwrap();
+        let g = ferroflow::ops::import_graph_def(&merged).unwrap();
+        let sess = Session::new(g, SessionOptions::default()).unwrap();
+        let x = Tensor::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]).unwrap();
+        let (_, fetches) = graph();
+        let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
+        assert_eq!(sess.run(&[("x:0", x)], &fetches, &[]).unwrap(), one);
+    }
+}
+
+#[test]
+fn an_error_in_one_partition_aborts_the_step() {
+    let (g, fetches) = graph_with(Shape::unknown());
+    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    // x with 4 columns: the MatMul on CPU:0 fails while CPU:1 waits for its result; the step
+    // ends with that error, no hang.
+    let x = Tensor::from_vec(&[1, 4], vec![1.0f32; 4]);
+    let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
+    let e = sess.run(&[("x:0", x.unwrap())], &fetches, &[]).unwrap_err().to_string();
+    assert!(e.contains("'h'") && e.contains("Matrix size-incompatible"), "{e}");
+}
+
+#[test]
+fn impossible_placements_are_errors_naming_node_and_device() {
+    let (mut g, fetches) = graph();
+    let r = g.find("r").unwrap();
+    g.node_mut(r).device = "/cpu:7".into();
+    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    let x = Tensor::from_vec(&[1, 3], vec![1.0f32; 3]).unwrap();
+    let e = sess.run(&[("x:0", x)], &[&fetches[0]], &[]).unwrap_err().to_string();
+    assert!(e.contains("'r'") && e.contains("CPU:7"), "{e}");
+}
