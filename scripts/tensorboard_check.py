@@ -8,7 +8,11 @@
    event `brain.Event:2`, the GraphDef parses and equals the source graph, the scalars match;
    the RunMetadata of a FULL_TRACE step parses (`RunMetadata.FromString`) and
    `timeline.Timeline(step_stats).generate_chrome_trace_format()` accepts it.
-3. Real TensorBoard is started on 127.0.0.1: `/data/runs` lists the runs, the graph plugin
+3. Two CPU devices end to end: `ferroflow run --cpu-devices 2 --partition-graphs` on
+   TensorFlow's graph placed on /cpu:0 and /cpu:1 writes one partition graph per device (with
+   _Send/_Recv), `ferroflow merge-partitions` merges them, the merged graph gives the same
+   outputs (and TensorFlow's), and `ferroflow tensorboard` logs it as run `two_devices`.
+4. Real TensorBoard is started on 127.0.0.1: `/data/runs` lists the runs, the graph plugin
    returns each graph (`/data/plugin/graphs/graph?run=...`), the scalars plugin returns the
    loss values, and the tagged run metadata is listed.
 
@@ -16,6 +20,7 @@ Run:  .venv/bin/python scripts/tensorboard_check.py   (exit status 0 when every 
 """
 import glob
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -49,8 +54,38 @@ def main():
         subprocess.run([os.path.join(ROOT, "target", "release", "examples", "write_events"),
                         os.path.join(logdir, "rust")], check=True, capture_output=True)
 
+        # Two CPU devices end to end: ferroflow runs TensorFlow's graph placed on /cpu:0 and
+        # /cpu:1, writes the per-device partition graphs, merges them, and logs the merged graph.
+        import numpy as np
+        work = tempfile.mkdtemp(prefix="ferroflow-two-devices-")
+        pdir = os.path.join(FIX, "partitions")
+        base = [exe, "run", os.path.join(pdir, "graph.pbtxt"), "--inputs", os.path.join(pdir, "inputs.npz"),
+                "--fetch", "out:0", "--fetch", "z:0"]
+        subprocess.run(base + ["--cpu-devices", "2", "--partition-graphs", work, "--output", os.path.join(work, "two.npz")],
+                       check=True, capture_output=True)
+        parts = sorted(glob.glob(os.path.join(work, "global_step_0", "*.pbtxt")))
+        names = [os.path.basename(p) for p in parts]
+        check(names == ["_job_localhost_replica_0_task_0_device_CPU_0.pbtxt", "_job_localhost_replica_0_task_0_device_CPU_1.pbtxt"],
+              f"two devices: one partition graph per device: {names}")
+        pgs = [read_graph(p) for p in parts]
+        check(all(any(n.op == "_Send" for n in g.node) and any(n.op == "_Recv" for n in g.node) for g in pgs),
+              "two devices: TensorFlow parses both partition graphs; each has _Send and _Recv")
+        merged = os.path.join(work, "merged.pbtxt")
+        subprocess.run([exe, "merge-partitions", *parts, "-o", merged], check=True, capture_output=True)
+        subprocess.run([exe, "run", merged, "--inputs", os.path.join(pdir, "inputs.npz"), "--fetch", "out:0", "--fetch", "z:0",
+                        "--output", os.path.join(work, "merged.npz")], check=True, capture_output=True)
+        two, mer, want = (np.load(os.path.join(work, "two.npz")), np.load(os.path.join(work, "merged.npz")),
+                          np.load(os.path.join(pdir, "expected.npz")))
+        check(all(np.array_equal(two[k], mer[k]) for k in ["out:0", "z:0"]), "two devices: the merged graph gives the same outputs")
+        check(all(np.allclose(two[k], want[k], rtol=1e-5, atol=1e-6) for k in ["out:0", "z:0"]),
+              "two devices: outputs equal TensorFlow's for the same graph")
+        subprocess.run([exe, "tensorboard", merged, "--logdir", logdir, "--run", "two_devices"], check=True, capture_output=True)
+        sources["two_devices"] = merged
+        merged_graph = read_graph(merged)
+        shutil.rmtree(work)
+
         # TensorFlow's reader.
-        for run in list(sources) + ["rust"]:
+        for run in ["seed_000", "cnn", "rust"]:
             files = glob.glob(os.path.join(logdir, run, "events.out.tfevents.*"))
             check(len(files) == 1, f"{run}: one event file named events.out.tfevents.<time>.<host>")
             events = list(tf.compat.v1.train.summary_iterator(files[0]))
@@ -92,19 +127,19 @@ def main():
             for _ in range(120):
                 try:
                     runs = json.loads(get(port, "/data/runs"))
-                    if len(runs) >= 3:
+                    if len(runs) >= 4:
                         break
                 except Exception:
                     pass
                 time.sleep(0.5)
-            check(sorted(runs) == ["cnn", "rust", "seed_000"], f"TensorBoard lists the runs: {runs}")
+            check(sorted(runs) == ["cnn", "rust", "seed_000", "two_devices"], f"TensorBoard lists the runs: {runs}")
             info = json.loads(get(port, "/data/plugin/graphs/info"))
-            for run in ["seed_000", "cnn", "rust"]:
+            for run in ["seed_000", "cnn", "rust", "two_devices"]:
                 check(info.get(run, {}).get("run_graph") is True, f"TensorBoard's graph plugin has a run graph for {run}")
                 text = get(port, f"/data/plugin/graphs/graph?run={run}&conceptual=false").decode()
                 g = tf.compat.v1.GraphDef()
                 text_format.Parse(text, g)
-                want = read_graph(sources[run]) if run in sources else None
+                want = (merged_graph if run == "two_devices" else read_graph(sources[run])) if run in sources else None
                 names = {n.name for n in g.node}
                 ok = names == {n.name for n in want.node} if want else "Mul" in names
                 check(ok, f"TensorBoard returns the {run} graph from /data/plugin/graphs/graph ({len(g.node)} nodes)")

@@ -54,6 +54,13 @@ enum Command {
         /// Run the graph as written, without the graph optimizer.
         #[arg(long)]
         no_optimize: bool,
+        /// Number of CPU devices (nodes are placed by their requested devices and each device
+        /// runs its partition, joined by _Send/_Recv).
+        #[arg(long, default_value_t = 1)]
+        cpu_devices: usize,
+        /// Write the step's partition graphs to DIR/global_step_0/<device>.pbtxt.
+        #[arg(long, value_name = "DIR")]
+        partition_graphs: Option<PathBuf>,
     },
     /// Optimize a graph for the given fetches and print what each pass did.
     Optimize {
@@ -118,9 +125,14 @@ enum Command {
         /// The graph file.
         graph: PathBuf,
     },
-    /// Run the demo: seed 000's graph built with the Rust API and optimized, then a bundled
-    /// TensorFlow MLP.
-    Demo,
+    /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
+    /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
+    /// then a bundled TensorFlow MLP.
+    Demo {
+        /// Where the demo writes its files.
+        #[arg(long, default_value = "ferroflow-demo")]
+        out: PathBuf,
+    },
 }
 
 fn main() {
@@ -137,11 +149,19 @@ fn main() {
             intra_op_threads,
             max_loop_iterations,
             no_optimize,
+            cpu_devices,
+            partition_graphs,
         } => {
-            let mut opts =
-                SessionOptions { inter_op_threads, intra_op_threads, max_loop_iterations, ..Default::default() };
+            let mut opts = SessionOptions {
+                inter_op_threads,
+                intra_op_threads,
+                max_loop_iterations,
+                cpu_devices,
+                ..Default::default()
+            };
             opts.optimizer.enabled = !no_optimize;
-            run(&graph, inputs.as_deref(), &feeds, &fetches, &targets, output.as_deref(), opts)
+            let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
+            run(&graph, inputs.as_deref(), names, output.as_deref(), opts, partition_graphs.as_deref())
         }
         Command::Optimize {
             graph,
@@ -167,7 +187,7 @@ fn main() {
         Command::Tensorboard { graph, logdir, run } => tensorboard(&graph, &logdir, run.as_deref()),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
-        Command::Demo => demo(),
+        Command::Demo { out } => demo(&out),
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));
@@ -221,15 +241,22 @@ fn print_tensor(name: &str, t: &Tensor) {
     out!("{name}: {} {:?} {}", t.dtype(), t.dims(), t.preview(10));
 }
 
+/// The tensor and node names of a `run`.
+struct Names<'a> {
+    feeds: &'a [String],
+    fetches: &'a [String],
+    targets: &'a [String],
+}
+
 fn run(
     graph: &Path,
     inputs: Option<&Path>,
-    feeds: &[String],
-    fetches: &[String],
-    targets: &[String],
+    Names { feeds, fetches, targets }: Names,
     output: Option<&Path>,
     opts: SessionOptions,
+    partition_graphs: Option<&Path>,
 ) -> Result<()> {
+    use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
     if fetches.is_empty() && targets.is_empty() {
         bail!("nothing to run: give at least one --fetch NAME or --target NODE");
     }
@@ -239,7 +266,17 @@ fn run(
     let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
-    let results = sess.run(&feed_refs, &fetch_refs, &target_refs)?;
+    let results = match partition_graphs {
+        None => sess.run(&feed_refs, &fetch_refs, &target_refs)?,
+        Some(dir) => {
+            let hook = PartitionGraphHook::new(dir, 1);
+            let mut ms = MonitoredSession::new(sess, vec![Box::new(hook) as Box<dyn SessionRunHook>])?;
+            let r = ms.run(&feed_refs, &fetch_refs, &target_refs)?;
+            ms.close()?;
+            out!("wrote the partition graphs to {}", dir.join("global_step_0").display());
+            r
+        }
+    };
     for (name, t) in fetches.iter().zip(&results) {
         print_tensor(name, t);
     }
@@ -350,12 +387,66 @@ fn inspect(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Seed 000 on two CPU devices, as the seed's user does it: partition graphs of a step written
+/// per device by a hook, merged back into one graph, and written as a TensorBoard run.
+fn demo_two_devices(out_dir: &Path) -> Result<()> {
+    use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
+    out!("\n== Seed 000 on two CPU devices: Add on /cpu:0, Add_1 on /cpu:1, Mul on /cpu:0");
+    let s = Scope::new();
+    let (c0, c1) = (s.with_device("/cpu:0"), s.with_device("/cpu:1"));
+    let a = c0.scalar(1.0f32)?;
+    let b = c0.scalar(2.0f32)?;
+    let c = c0.with_name("Add").add(a, b)?;
+    let d = c1.with_name("Add").add(a, b)?;
+    let m = c0.with_name("Mul").mul(c, d)?;
+    let graph = s.graph();
+    let fetch = graph.output_name(m);
+    let logdir = out_dir.join("logdir");
+    for (label, optimize) in [("as written", false), ("optimized", true)] {
+        let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
+        opts.optimizer.enabled = optimize;
+        let dir = out_dir.join(if optimize { "partitions_optimized" } else { "partitions" });
+        let hook = PartitionGraphHook::new(&dir, 1);
+        let mut ms =
+            MonitoredSession::new(Session::new(graph.clone(), opts)?, vec![Box::new(hook) as Box<dyn SessionRunHook>])?;
+        let value = ms.run(&[], &[&fetch], &[])?;
+        ms.close()?;
+        let step_dir = dir.join("global_step_0");
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(&step_dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+        files.sort();
+        out!("-- {label}: {fetch} = {}; partition graphs of step 0:", value[0].preview(4));
+        let mut defs = vec![];
+        for f in &files {
+            let def = ferroflow::graph::io::read_graph_def(f)?;
+            let nodes: Vec<String> = def.node.iter().map(|n| format!("{}({})", n.name, n.op)).collect();
+            out!("  {}: {}", f.display(), nodes.join(" "));
+            defs.push(def);
+        }
+        let merged = ferroflow::runtime::merge_partitions(&defs)?;
+        let merged_path = dir.join("merged.pbtxt");
+        ferroflow::graph::io::write_graph_def(&merged_path, &merged)?;
+        let check = Session::new(ferroflow::ops::import_graph_def(&merged)?, SessionOptions::default())?;
+        out!(
+            "  merged into {} ({} nodes): {fetch} = {}",
+            merged_path.display(),
+            merged.node.len(),
+            check.run(&[], &[&fetch], &[])?[0].preview(4)
+        );
+        let run = if optimize { "seed_000_optimized" } else { "seed_000" };
+        let mut w = ferroflow::summary::EventWriter::create(&logdir.join(run))?;
+        w.add_graph(&merged, 0)?;
+    }
+    out!("-- TensorBoard runs seed_000 and seed_000_optimized written: tensorboard --logdir {}", logdir.display());
+    Ok(())
+}
+
 /// The bundled TensorFlow MLP fixture: graph, inputs and TensorFlow's outputs.
 const MLP_PB: &[u8] = include_bytes!("../../../fixtures/tf/mlp.pb");
 const MLP_INPUTS: &[u8] = include_bytes!("../../../fixtures/tf/mlp.inputs.npz");
 const MLP_EXPECTED: &[u8] = include_bytes!("../../../fixtures/tf/mlp.expected.npz");
 
-fn demo() -> Result<()> {
+fn demo(out_dir: &Path) -> Result<()> {
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
     let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
     print_nodes(&graph);
@@ -375,6 +466,7 @@ fn demo() -> Result<()> {
     }
     let sess = Session::new(graph, SessionOptions::default())?;
     print_tensor(&fetch, &sess.run(&[], &[&fetch], &[])?[0]);
+    demo_two_devices(out_dir)?;
 
     out!("\n== A frozen TensorFlow 2 MLP (fixtures/tf/mlp.pb), run by ferroflow and compared with TensorFlow's output");
     let def = ferroflow::proto::decode(MLP_PB, "mlp.pb")?;

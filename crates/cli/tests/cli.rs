@@ -76,10 +76,42 @@ fn seed_000_pbtxt_prints_nine() {
 
 #[test]
 fn demo_runs() {
-    let o = run(&["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&["demo", "--out", dir.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
+    // Seed 000 end to end on two devices: partition graphs, merged graph, TensorBoard runs.
+    let parts = dir.path().join("partitions/global_step_0");
+    for d in ["CPU_0", "CPU_1"] {
+        let p = parts.join(format!("_job_localhost_replica_0_task_0_device_{d}.pbtxt"));
+        assert!(std::fs::read_to_string(&p).unwrap().contains("_Send"), "{p:?}");
+    }
+    assert!(s.contains("merged into") && s.contains("(1 nodes): Mul:0 = [9.0]"), "{s}");
+    for run in ["seed_000", "seed_000_optimized"] {
+        let files: Vec<_> = std::fs::read_dir(dir.path().join("logdir").join(run)).unwrap().collect();
+        assert_eq!(files.len(), 1);
+    }
+}
+
+#[test]
+fn run_on_two_cpu_devices_writes_partition_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mlp = fixtures().join("mlp.pb");
+    let o = run(&[
+        "run",
+        mlp.to_str().unwrap(),
+        "--inputs",
+        fixtures().join("mlp.inputs.npz").to_str().unwrap(),
+        "--fetch",
+        "Identity:0",
+        "--cpu-devices",
+        "2",
+        "--partition-graphs",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.path().join("global_step_0/_job_localhost_replica_0_task_0_device_CPU_0.pbtxt").exists());
 }
 
 #[test]

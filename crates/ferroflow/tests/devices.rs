@@ -100,3 +100,66 @@ fn impossible_placements_are_errors_naming_node_and_device() {
     let e = sess.run(&[("x:0", x)], &[&fetches[0]], &[]).unwrap_err().to_string();
     assert!(e.contains("'r'") && e.contains("CPU:7"), "{e}");
 }
+
+/// Counts calls and fetches `h:0` every step.
+#[derive(Default)]
+struct Probe {
+    calls: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+}
+
+impl ferroflow::runtime::hooks::SessionRunHook for Probe {
+    fn begin(&mut self, _: &Session) -> Result<(), ferroflow::runtime::RuntimeError> {
+        self.calls.borrow_mut().push("begin".into());
+        Ok(())
+    }
+    fn before_run(
+        &mut self,
+        step: u64,
+    ) -> Result<ferroflow::runtime::hooks::RunArgs, ferroflow::runtime::RuntimeError> {
+        self.calls.borrow_mut().push(format!("before {step}"));
+        Ok(ferroflow::runtime::hooks::RunArgs { fetches: vec!["h:0".into()], ..Default::default() })
+    }
+    fn after_run(
+        &mut self,
+        step: u64,
+        v: &ferroflow::runtime::hooks::RunValues,
+    ) -> Result<(), ferroflow::runtime::RuntimeError> {
+        assert_eq!(v.results.len(), 1);
+        assert_eq!(v.results[0].dims(), &[2, 2]);
+        self.calls.borrow_mut().push(format!("after {step}"));
+        Ok(())
+    }
+    fn end(&mut self, _: &Session) -> Result<(), ferroflow::runtime::RuntimeError> {
+        self.calls.borrow_mut().push("end".into());
+        Ok(())
+    }
+}
+
+#[test]
+fn hooks_run_around_steps_and_write_partition_graphs() {
+    use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook};
+    let dir = tempfile::tempdir().unwrap();
+    let (g, fetches) = graph();
+    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    let probe = Probe::default();
+    let calls = probe.calls.clone();
+    let hooks: Vec<Box<dyn ferroflow::runtime::hooks::SessionRunHook>> =
+        vec![Box::new(probe), Box::new(PartitionGraphHook::new(dir.path(), 2))];
+    let mut ms = MonitoredSession::new(sess, hooks).unwrap();
+    let x = Tensor::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]).unwrap();
+    for _ in 0..3 {
+        let out = ms.run(&[("x:0", x.clone())], &[&fetches[0]], &[]).unwrap();
+        assert_eq!(out.len(), 1, "the hook's fetch is not returned to the caller");
+    }
+    assert_eq!(ms.global_step(), 3);
+    ms.close().unwrap();
+    assert_eq!(calls.borrow().join(","), "begin,before 0,after 0,before 1,after 1,before 2,after 2,end");
+    for step in [0, 2] {
+        for d in ["CPU_0", "CPU_1"] {
+            let p = dir.path().join(format!("global_step_{step}/_job_localhost_replica_0_task_0_device_{d}.pbtxt"));
+            let def = ferroflow::graph::io::read_graph_def(&p).unwrap();
+            assert!(def.node.iter().any(|n| n.op == "_Send"), "{p:?}");
+        }
+    }
+    assert!(!dir.path().join("global_step_1").exists());
+}

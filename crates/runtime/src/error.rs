@@ -42,6 +42,9 @@ pub enum RuntimeError {
     /// Placement or partitioning failed.
     #[error("{0}")]
     Placement(String),
+    /// A file could not be written.
+    #[error("{0}")]
+    Io(String),
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]
     ThreadPool(String),

@@ -7,6 +7,7 @@ mod dynamic;
 mod error;
 mod executor;
 mod functional;
+pub mod hooks;
 pub mod merge;
 pub mod partition;
 pub mod placer;
