@@ -55,6 +55,10 @@ fn two_cpu_devices_partition_run_and_merge() {
             let dev = format!("/job:localhost/replica:0/task:0/device:CPU:{i}");
             assert!(p.node.iter().all(|n| n.device == dev), "partition {i}");
         }
+        // Feeds and fetches as TensorFlow writes them: _Arg and _Retval nodes.
+        let all: Vec<&str> = meta.partition_graphs.iter().flat_map(|p| &p.node).map(|n| n.name.as_str()).collect();
+        assert!(all.contains(&"_arg_x_0_0") && !all.contains(&"x"), "{all:?}");
+        assert!(all.contains(&"_retval_sum_0_0") && all.contains(&"_retval_r_0_1"), "{all:?}");
         // TensorFlow's attrs on every send and receive.
         for n in
             meta.partition_graphs.iter().flat_map(|p| &p.node).filter(|n| n.op.starts_with("_Send") || n.op == "_Recv")
@@ -162,4 +166,14 @@ fn hooks_run_around_steps_and_write_partition_graphs() {
         }
     }
     assert!(!dir.path().join("global_step_1").exists());
+}
+
+#[test]
+fn a_recv_without_its_send_is_an_error_naming_it() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf/partitions");
+    let p = dir.join("_job_localhost_replica_0_task_0_device_CPU_1.pbtxt");
+    let g = ferroflow::ops::import_graph_def(&ferroflow::graph::io::read_graph_def(&p).unwrap()).unwrap();
+    let sess = Session::new(g, SessionOptions::default()).unwrap();
+    let e = sess.run(&[], &["z:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("_Recv 'h/_1'") && e.contains("edge_5_h") && e.contains("no _Send"), "{e}");
 }

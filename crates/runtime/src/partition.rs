@@ -2,9 +2,10 @@
 //! TensorFlow's attrs (`tensor_name`, `send_device`, `send_device_incarnation`, `recv_device`,
 //! `client_terminated`, `T` / `tensor_type`) and naming (`<src>/_<k>` for the send, the next
 //! number for the receive; one pair per (tensor, receiving device)). A control edge across
-//! devices becomes a dummy constant sent under the source's control, as in TensorFlow. Fed
-//! placeholders and fetched nodes stay as they are in their partition (TensorFlow 2 writes
-//! `_Arg`/`_Retval` there; `merge_partitions` accepts both).
+//! devices becomes a dummy constant sent under the source's control, as in TensorFlow. The
+//! partitions that run keep fed placeholders and fetched nodes as they are; the ones reported
+//! in `RunMetadata` (`with_client_plumbing`) show feeds and fetches as TensorFlow 2 does, as
+//! `_Arg` and `_Retval` nodes (`merge_partitions` undoes both).
 use std::collections::{BTreeMap, HashMap};
 
 use ferroflow_graph::{format_output, Graph};
@@ -198,6 +199,74 @@ pub fn union(parts: &[(String, GraphDef)]) -> GraphDef {
         }
         if out.library.is_none() {
             out.library = p.library.clone();
+        }
+    }
+    out
+}
+
+/// The partitions as TensorFlow reports them in `RunMetadata.partition_graphs`: each fed
+/// placeholder replaced by an `_Arg` node `_arg_<node>_<output>_<i>` (attrs `T`, `index`), and
+/// each fetch read by a `_Retval` node `_retval_<node>_<output>_<i>` (attrs `T`, `index`) in
+/// the fetched node's partition. (`merge_partitions` undoes both.) `graph` is the graph the
+/// partitions came from (for dtypes).
+pub fn with_client_plumbing(
+    parts: &[(String, GraphDef)],
+    graph: &Graph,
+    feeds: &[&str],
+    fetches: &[&str],
+) -> Vec<(String, GraphDef)> {
+    let mut out: Vec<(String, GraphDef)> = parts.to_vec();
+    let mut args: HashMap<String, String> = HashMap::new();
+    for (k, feed) in feeds.iter().enumerate() {
+        let Some((node, 0)) = ferroflow_graph::parse_output_name(feed) else { continue };
+        for (_, g) in &mut out {
+            let Some(pos) = g.node.iter().position(|n| n.name == node && n.op == "Placeholder") else { continue };
+            let arg = format!("_arg_{node}_0_{k}");
+            let ph = g.node.remove(pos);
+            let mut attr = BTreeMap::new();
+            if let Some(t) = ph.attr.get("dtype") {
+                attr.insert("T".to_string(), t.clone());
+            }
+            attr.insert("index".to_string(), i(k as i64));
+            for n in &mut g.node {
+                for input in &mut n.input {
+                    if input == node || *input == format!("{node}:0") {
+                        input.clone_from(&arg);
+                    } else if *input == format!("^{node}") {
+                        *input = format!("^{arg}");
+                    }
+                }
+            }
+            g.node.insert(
+                pos,
+                NodeDef { name: arg.clone(), op: "_Arg".into(), device: ph.device, attr, ..Default::default() },
+            );
+            args.insert(node.to_string(), arg.clone());
+        }
+    }
+    for (k, fetch) in fetches.iter().enumerate() {
+        let Some((node, index)) = ferroflow_graph::parse_output_name(fetch) else { continue };
+        let Ok(o) = graph.output_by_name(fetch) else { continue };
+        let dtype = graph.output_type(o).to_tf();
+        let input = match args.get(node) {
+            Some(arg) => arg.clone(),
+            None => format_output(node, index),
+        };
+        let source = args.get(node).map_or(node, String::as_str);
+        for (_, g) in &mut out {
+            let Some(src) = g.node.iter().find(|n| n.name == source) else { continue };
+            let device = src.device.clone();
+            let mut attr = BTreeMap::new();
+            attr.insert("T".to_string(), ty(dtype));
+            attr.insert("index".to_string(), i(k as i64));
+            g.node.push(NodeDef {
+                name: format!("_retval_{node}_{index}_{k}"),
+                op: "_Retval".into(),
+                input: vec![input.clone()],
+                device,
+                attr,
+                ..Default::default()
+            });
         }
     }
     out

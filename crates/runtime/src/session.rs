@@ -139,9 +139,10 @@ impl Session {
             let parts = crate::partition::partition(&placed, &self.devices).map_err(RuntimeError::Placement)?;
             let union = ferroflow_ops::import_graph_def(&crate::partition::union(&parts))?;
             let shapes = infer_shapes(&union)?;
+            let reported = crate::partition::with_client_plumbing(&parts, &union, feeds, fetches);
             let mut plan = ExecutionPlan::build(Arc::new(union), &shapes, feeds, fetches, targets, &self.env)?;
             plan.optimizer_report = report;
-            plan.partitions = parts;
+            plan.partitions = reported;
             return Ok(plan);
         }
         let shapes = if report.is_some() { infer_shapes(&graph)? } else { self.shapes.clone() };
