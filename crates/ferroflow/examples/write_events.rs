@@ -1,6 +1,6 @@
 //! Writes a TensorBoard run with ferroflow's event writer: seed 000's graph, a `loss` scalar
-//! over 5 steps and the RunMetadata of a traced step (FULL_TRACE step stats and the partition
-//! graph) as tagged run metadata; the RunMetadata also goes to `LOGDIR/RUN/run_metadata.pb`. `scripts/tensorboard_check.py` reads it back with
+//! over 5 steps and the RunMetadata of a traced step on two CPU devices (FULL_TRACE step stats
+//! per device and both partition graphs) as tagged run metadata; the RunMetadata also goes to `LOGDIR/RUN/run_metadata.pb`. `scripts/tensorboard_check.py` reads it back with
 //! TensorFlow and serves it with real TensorBoard.
 //!
 //! `cargo run --example write_events -p ferroflow -- LOGDIR/RUN`
@@ -16,8 +16,12 @@ fn main() -> anyhow::Result<()> {
     for step in 0..5 {
         w.add_scalar("loss", 1.0 / (step as f32 + 1.0), step)?;
     }
-    // One traced step, unoptimized so every node of the seed runs.
-    let mut opts = SessionOptions::default();
+    // One traced step on two CPU devices (Add_1 requested on /cpu:1), unoptimized so every
+    // node of the seed runs.
+    let mut graph = graph;
+    let add_1 = graph.find("Add_1").expect("seed 000 has Add_1");
+    graph.node_mut(add_1).device = "/cpu:1".into();
+    let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
     opts.optimizer.enabled = false;
     let sess = Session::new(graph, opts)?;
     let run_options =

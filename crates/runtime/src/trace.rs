@@ -130,7 +130,17 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
             }
         })
         .collect();
-    // `name = Op(in0, in1, ^ctrl)`, built in one string.
+    // `name = Op(in0, in1, ^ctrl)`, built in one string; transfers as TensorFlow labels them:
+    // `name = _Send(tensor_name @recv_device)`, `name = _Recv(tensor_name @send_device)`.
+    let attr = |k: &str| match n.attrs.get(k).and_then(|a| a.value.as_ref()) {
+        Some(ferroflow_proto::attr_value::Value::S(v)) => String::from_utf8_lossy(v).into_owned(),
+        _ => String::new(),
+    };
+    let transfer = match n.op.as_str() {
+        "_Send" => Some(format!("{} = _Send({} @{})", n.name, attr("tensor_name"), attr("recv_device"))),
+        "_Recv" => Some(format!("{} = _Recv({} @{})", n.name, attr("tensor_name"), attr("send_device"))),
+        _ => None,
+    };
     let mut label =
         String::with_capacity(n.name.len() + n.op.len() + 8 + 16 * (n.inputs.len() + n.control_inputs.len()));
     label.push_str(&n.name);
@@ -168,7 +178,7 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
             ..Default::default()
         }],
         output,
-        timeline_label: label,
+        timeline_label: transfer.unwrap_or(label),
         scheduled_micros: t.start / 1000,
         thread_id: r.thread,
         all_start_nanos: t.start,
