@@ -436,6 +436,60 @@ def partitions():
     print(f"partitions: {sorted(names)}")
 
 
+def gradients():
+    """A TF1 MLP-style loss and tf.gradients of it with respect to its weights: the whole graph
+    (forward + TensorFlow's gradient nodes), the inputs, and TensorFlow's loss and gradients."""
+    g = tf.Graph()
+    r = np.random.default_rng(7)
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [4, 5], name="x")
+        t = tf.compat.v1.placeholder(tf.float32, [4, 3], name="t")
+        w1 = tf.constant(r.normal(0, 0.5, (5, 6)).astype(np.float32), name="w1")
+        b1 = tf.constant(r.normal(0, 0.1, 6).astype(np.float32), name="b1")
+        w2 = tf.constant(r.normal(0, 0.5, (6, 3)).astype(np.float32), name="w2")
+        b2 = tf.constant(r.normal(0, 0.1, 3).astype(np.float32), name="b2")
+        h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1), name="h")
+        logits = tf.add(tf.matmul(h, w2), b2, name="logits")
+        y = tf.nn.softmax(logits, name="y")
+        side = tf.reduce_sum(tf.tanh(h) * tf.sigmoid(h), axis=1)
+        loss = tf.add(tf.reduce_mean(tf.square(y - t)), 0.1 * tf.reduce_mean(side), name="loss")
+        grads = tf.gradients(loss, [w1, b1, w2, b2])
+        feeds = {"x:0": f32(4, 5), "t:0": np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]}
+        with tf.compat.v1.Session(graph=g) as sess:
+            values = sess.run([loss] + grads, feed_dict=feeds)
+    gd = g.as_graph_def()
+    with open(os.path.join(OUT, "gradients.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    with open(os.path.join(OUT, "gradients.pbtxt"), "w") as f:
+        f.write(str(gd))
+    names = [loss.name] + [gr.name for gr in grads]
+    np.savez(os.path.join(OUT, "gradients.inputs.npz"), **feeds)
+    np.savez(os.path.join(OUT, "gradients.expected.npz"), **dict(zip(names, values)))
+    ops = sorted({n.op for n in gd.node})
+    manifest.append(f"gradients 1e-05 1e-06 {' '.join(ops)}  # tf.gradients of an MLP loss w.r.t. w1 b1 w2 b2")
+    print(f"gradients: {len(gd.node)} nodes, ops {ops}; fetches {names}")
+
+
+def grad_ops():
+    """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
+    DynamicStitch, ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad."""
+    @tf.function
+    def f(s0, s1, v, i0, i1, d0, d1, g, y):
+        r0, r1 = tf.raw_ops.BroadcastGradientArgs(s0=s0, s1=s1)
+        return (tf.identity(r0), tf.identity(r1), tf.broadcast_to(v, [2, 3, 4]),
+                tf.raw_ops.DynamicStitch(indices=[i0, i1], data=[d0, d1]),
+                tf.raw_ops.ReluGrad(gradients=g, features=y - 0.5), tf.raw_ops.SigmoidGrad(y=y, dy=g),
+                tf.raw_ops.TanhGrad(y=y, dy=g), tf.raw_ops.BiasAddGrad(out_backprop=g))
+    specs = [tf.TensorSpec([3], tf.int32, name="s0"), tf.TensorSpec([2], tf.int32, name="s1"),
+             tf.TensorSpec([3, 1], tf.float32, name="v"), tf.TensorSpec([2], tf.int32, name="i0"),
+             tf.TensorSpec([3], tf.int32, name="i1"), tf.TensorSpec([2, 2], tf.float32, name="d0"),
+             tf.TensorSpec([3, 2], tf.float32, name="d1"), tf.TensorSpec([3, 4], tf.float32, name="g"),
+             tf.TensorSpec([3, 4], tf.float32, name="y")]
+    feeds = [np.array([2, 1, 4], np.int32), np.array([3, 1], np.int32), f32(3, 1), np.array([4, 0], np.int32),
+             np.array([1, 3, 2], np.int32), f32(2, 2), f32(3, 2), f32(3, 4), f32(3, 4, lo=0.0, hi=1.0)]
+    save("grad_ops", f, specs, feeds)
+
+
 def event_files():
     """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
@@ -530,6 +584,8 @@ def main():
     control_flow_v2()
     control_flow_v1()
     tf1_control_flow()
+    gradients()
+    grad_ops()
     event_files()
     partitions()
     seed_000()

@@ -19,6 +19,7 @@ mod conv;
 mod einsum;
 mod elementwise;
 pub mod fused;
+mod grad;
 mod image;
 mod indexing;
 mod math;
@@ -197,6 +198,7 @@ impl KernelRegistry {
             conv::register(&mut r);
             einsum::register(&mut r);
             fused::register(&mut r);
+            grad::register(&mut r);
             elementwise::register(&mut r);
             image::register(&mut r);
             indexing::register(&mut r);

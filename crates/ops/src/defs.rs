@@ -635,7 +635,62 @@ pub fn all() -> Vec<OpDef> {
     };
     v.push(transfer(op("_Send").input("tensor: T").attr("T: type")).shape(s::no_outputs).build());
     v.push(transfer(op("_Recv").output("tensor: tensor_type").attr("tensor_type: type")).build());
+    v.extend(gradient_helpers());
     v.extend(fused());
+    v
+}
+
+/// TensorFlow's ops that gradient graphs use.
+fn gradient_helpers() -> Vec<OpDef> {
+    let mut v: Vec<OpDef> = ["ReluGrad", "SigmoidGrad", "TanhGrad"]
+        .iter()
+        .map(|name| {
+            let (a, b) = if *name == "ReluGrad" { ("gradients: T", "features: T") } else { ("y: T", "dy: T") };
+            op(name)
+                .input(a)
+                .input(b)
+                .output("backprops: T")
+                .attr("T: {half, bfloat16, float, double}")
+                .shape(s::unchanged)
+                .build()
+        })
+        .collect();
+    v.push(
+        op("DynamicStitch")
+            .input("indices: N * int32")
+            .input("data: N * T")
+            .output("merged: T")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .build(),
+    );
+    v.push(
+        op("BiasAddGrad")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .build(),
+    );
+    v.push(
+        op("BroadcastGradientArgs")
+            .input("s0: T")
+            .input("s1: T")
+            .output("r0: T")
+            .output("r1: T")
+            .attr("T: {int32, int64} = DT_INT32")
+            .build(),
+    );
+    v.push(
+        op("BroadcastTo")
+            .input("input: T")
+            .input("shape: Tidx")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tidx: {int32, int64} = DT_INT32")
+            .shape(s::fill_like_shape)
+            .build(),
+    );
     v
 }
 

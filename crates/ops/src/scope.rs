@@ -65,6 +65,11 @@ impl Scope {
         }
     }
 
+    /// A scope that adds to an existing graph (e.g. one imported from a GraphDef).
+    pub fn from_graph(graph: Graph) -> Scope {
+        Scope { graph: Rc::new(RefCell::new(graph)), prefix: String::new(), op_name: None, device: String::new() }
+    }
+
     /// A child scope whose nodes are named `name/...` (made unique like TensorFlow's scopes).
     pub fn name_scope(&self, name: &str) -> Scope {
         let unique = self.graph.borrow_mut().unique_name(&format!("{}{name}", self.prefix));
@@ -84,6 +89,11 @@ impl Scope {
     /// A copy of the graph built so far.
     pub fn graph(&self) -> Graph {
         self.graph.borrow().clone()
+    }
+
+    /// Runs `f` with the graph being built (read-only).
+    pub fn with_graph<R>(&self, f: impl FnOnce(&Graph) -> R) -> R {
+        f(&self.graph.borrow())
     }
 
     /// The dtype of an output in this scope's graph.

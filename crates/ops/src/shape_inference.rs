@@ -68,6 +68,20 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![s])
 }
 
+/// `BroadcastTo`: the shape given by input 1's value (unknown if not constant).
+pub fn fill_like_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let dims = c.values.get(1).and_then(|v| v.as_ref()).and_then(|t| match t.dtype() {
+        ferroflow_tensor::DType::Int32 => {
+            Some(t.as_slice::<i32>().ok()?.iter().map(|&d| usize::try_from(d).ok()).collect())
+        }
+        ferroflow_tensor::DType::Int64 => {
+            Some(t.as_slice::<i64>().ok()?.iter().map(|&d| usize::try_from(d).ok()).collect())
+        }
+        _ => None,
+    });
+    Ok(vec![dims.map_or_else(Shape::unknown, Shape::new)])
+}
+
 /// The NumPy broadcast of all inputs.
 pub fn broadcast_all(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let mut s = Shape::scalar();

@@ -1,0 +1,323 @@
+//! The gradient function of each differentiable op (TensorFlow's formulas; TensorFlow's
+//! helper ops `ReluGrad`, `SigmoidGrad`, `TanhGrad`, `BiasAddGrad`, `BroadcastGradientArgs`).
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use ferroflow_graph::{Attrs, Output};
+use ferroflow_ops::{BuildError, OpRegistry, Scope};
+use ferroflow_proto::{attr_value::Value, AttrValue};
+use ferroflow_tensor::{DType, Tensor};
+
+use crate::{GradCtx, GradError, GradFn};
+
+type R = Result<Vec<Option<Output>>, GradError>;
+
+fn a_type(d: DType) -> AttrValue {
+    AttrValue { value: Some(Value::Type(d.to_tf())) }
+}
+
+/// Adds `op(inputs)` with `attrs`; `T` is filled from the first input when the op has it.
+fn build(s: &Scope, op: &str, inputs: &[Output], attrs: &[(&str, AttrValue)]) -> Result<Output, BuildError> {
+    let mut at = Attrs::new();
+    for (k, v) in attrs {
+        at.insert(k.to_string(), v.clone());
+    }
+    let def = OpRegistry::global().get(op);
+    if let (Some(def), Some(first)) = (def, inputs.first()) {
+        if def.attr_def("T").is_some() && !at.contains_key("T") {
+            at.insert("T".into(), a_type(s.dtype(*first)));
+        }
+    }
+    Ok(Output { node: s.add_op(op, op, inputs, &[], at)?, index: 0 })
+}
+
+fn b(v: bool) -> AttrValue {
+    AttrValue { value: Some(Value::B(v)) }
+}
+
+/// A scalar constant of `x`'s dtype.
+fn scalar_like(s: &Scope, x: Output, v: f64) -> Result<Output, BuildError> {
+    match s.dtype(x) {
+        DType::Double => s.scalar(v),
+        _ => s.scalar(v as f32),
+    }
+}
+
+pub(crate) fn add_n(s: &Scope, xs: &[Output]) -> Result<Output, BuildError> {
+    let n = AttrValue { value: Some(Value::I(xs.len() as i64)) };
+    build(s, "AddN", xs, &[("N", n)])
+}
+
+/// `g` summed down to `x`'s shape (undoing broadcasting against `other`).
+fn reduce_like(ctx: &GradCtx, g: Output, x: Output, other: Output) -> Result<Output, GradError> {
+    let (sx, so) = (ctx.shape(x), ctx.shape(other));
+    if sx.as_known().is_some() && sx.as_known() == so.as_known() {
+        return Ok(g);
+    }
+    let s = &ctx.scope;
+    let shape_x = s.unary("Shape", x)?;
+    let shape_o = s.unary("Shape", other)?;
+    let args = s.add_op("BroadcastGradientArgs", "BroadcastGradientArgs", &[shape_x, shape_o], &[], {
+        let mut a = Attrs::new();
+        a.insert("T".into(), a_type(DType::Int32));
+        a
+    })?;
+    let axes = Output { node: args, index: 0 };
+    let mut a = Attrs::new();
+    a.insert("keep_dims".into(), b(false));
+    a.insert("T".into(), a_type(s.dtype(g)));
+    a.insert("Tidx".into(), a_type(DType::Int32));
+    let summed = Output { node: s.add_op("Sum", "Sum", &[g, axes], &[], a)?, index: 0 };
+    Ok(build(s, "Reshape", &[summed, shape_x], &[("Tshape", a_type(DType::Int32))])?)
+}
+
+fn binary(ctx: &GradCtx, gx: Output, gy: Output) -> R {
+    let (x, y) = (ctx.input(0), ctx.input(1));
+    Ok(vec![Some(reduce_like(ctx, gx, x, y)?), Some(reduce_like(ctx, gy, y, x)?)])
+}
+
+fn g0(gs: &[Option<Output>]) -> Option<Output> {
+    gs.first().copied().flatten()
+}
+
+fn identity(_: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs)])
+}
+
+fn add(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    binary(ctx, g, g)
+}
+
+fn sub(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let neg = ctx.scope.unary("Neg", g)?;
+    binary(ctx, g, neg)
+}
+
+fn mul(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let gx = s.mul(g, ctx.input(1))?;
+    let gy = s.mul(ctx.input(0), g)?;
+    binary(ctx, gx, gy)
+}
+
+fn real_div(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, y) = (ctx.input(0), ctx.input(1));
+    let gx = s.div(g, y)?;
+    // -g * x / y / y
+    let gy = s.mul(g, s.div(s.div(s.unary("Neg", x)?, y)?, y)?)?;
+    binary(ctx, gx, gy)
+}
+
+fn neg(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| ctx.scope.unary("Neg", g)).transpose()?])
+}
+
+fn square(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let x = ctx.input(0);
+    Ok(vec![Some(s.mul(g, s.mul(scalar_like(s, x, 2.0)?, x)?)?)])
+}
+
+fn sqrt(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let y = ctx.output(0);
+    Ok(vec![Some(s.div(s.mul(g, scalar_like(s, y, 0.5)?)?, y)?)])
+}
+
+fn exp(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| ctx.scope.mul(g, ctx.output(0))).transpose()?])
+}
+
+fn log(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| ctx.scope.div(g, ctx.input(0))).transpose()?])
+}
+
+fn relu(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| build(&ctx.scope, "ReluGrad", &[g, ctx.output(0)], &[])).transpose()?])
+}
+
+fn sigmoid(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| build(&ctx.scope, "SigmoidGrad", &[ctx.output(0), g], &[])).transpose()?])
+}
+
+fn tanh(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| build(&ctx.scope, "TanhGrad", &[ctx.output(0), g], &[])).transpose()?])
+}
+
+fn attr_bool(ctx: &GradCtx, name: &str) -> bool {
+    matches!(ctx.node.attrs.get(name).and_then(|a| a.value.as_ref()), Some(Value::B(true)))
+}
+
+fn matmul(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (a, bm) = (ctx.input(0), ctx.input(1));
+    let (ta, tb) = (attr_bool(ctx, "transpose_a"), attr_bool(ctx, "transpose_b"));
+    let mm = |x, y, tx, ty| s.matmul(x, y, tx, ty);
+    let (ga, gb) = match (ta, tb) {
+        (false, false) => (mm(g, bm, false, true)?, mm(a, g, true, false)?),
+        (false, true) => (mm(g, bm, false, false)?, mm(g, a, true, false)?),
+        (true, false) => (mm(bm, g, false, true)?, mm(a, g, false, false)?),
+        (true, true) => (mm(bm, g, true, true)?, mm(g, a, true, true)?),
+    };
+    Ok(vec![Some(ga), Some(gb)])
+}
+
+fn bias_add(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let mut attrs = vec![];
+    if let Some(f) = ctx.node.attrs.get("data_format") {
+        attrs.push(("data_format", f.clone()));
+    }
+    Ok(vec![Some(g), Some(build(&ctx.scope, "BiasAddGrad", &[g], &attrs)?)])
+}
+
+fn constant_axes(ctx: &GradCtx) -> Result<Vec<i64>, GradError> {
+    let axes = ctx.input(1);
+    let t = ctx.scope.with_graph(|g| {
+        let n = g.node(axes.node);
+        match (n.op.as_str(), n.attrs.get("value").and_then(|v| v.value.as_ref())) {
+            ("Const", Some(Value::Tensor(t))) => ferroflow_proto::convert::tensor_from_proto(t).ok(),
+            _ => None,
+        }
+    });
+    let t: Tensor = t.ok_or_else(|| ctx.unsupported("reduction axes must be a constant"))?;
+    Ok(match t.dtype() {
+        DType::Int32 => {
+            t.as_slice::<i32>().map_err(|e| ctx.unsupported(e.to_string()))?.iter().map(|&v| v as i64).collect()
+        }
+        DType::Int64 => t.as_slice::<i64>().map_err(|e| ctx.unsupported(e.to_string()))?.to_vec(),
+        d => return Err(ctx.unsupported(format!("axes of type {d}"))),
+    })
+}
+
+/// `g` (the gradient of a reduction's output) broadcast back to the input's shape.
+fn unreduce(ctx: &GradCtx, g: Output) -> Result<Output, GradError> {
+    let s = &ctx.scope;
+    let x = ctx.input(0);
+    let keep = attr_bool(ctx, "keep_dims");
+    let mut g = g;
+    if !keep {
+        let rank = ctx.shape(x).rank().ok_or_else(|| ctx.unsupported("the input's rank must be known"))? as i64;
+        let mut axes: Vec<i64> = constant_axes(ctx)?.into_iter().map(|a| if a < 0 { a + rank } else { a }).collect();
+        if axes.iter().any(|&a| a < 0 || a >= rank) {
+            return Err(ctx.unsupported("reduction axis out of range"));
+        }
+        axes.sort_unstable();
+        axes.dedup();
+        for a in axes {
+            let dim = s.scalar(a as i32)?;
+            g = build(s, "ExpandDims", &[g, dim], &[("Tdim", a_type(DType::Int32))])?;
+        }
+    }
+    let shape = s.unary("Shape", x)?;
+    Ok(build(s, "BroadcastTo", &[g, shape], &[("Tidx", a_type(DType::Int32))])?)
+}
+
+fn sum(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    Ok(vec![Some(unreduce(ctx, g)?), None])
+}
+
+fn mean(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let dt = s.dtype(g);
+    let (x, y) = (ctx.input(0), ctx.output(0));
+    // count = size(x) / size(y)
+    let count = s.div(s.cast(s.unary("Size", x)?, dt)?, s.cast(s.unary("Size", y)?, dt)?)?;
+    Ok(vec![Some(s.div(unreduce(ctx, g)?, count)?), None])
+}
+
+fn reshape(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let shape = s.unary("Shape", ctx.input(0))?;
+    Ok(vec![Some(build(s, "Reshape", &[g, shape], &[("Tshape", a_type(DType::Int32))])?), None])
+}
+
+fn cast(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let src = ctx.scope.dtype(ctx.input(0));
+    if !src.is_float() {
+        return Ok(vec![None]);
+    }
+    Ok(vec![Some(ctx.scope.cast(g, src)?)])
+}
+
+fn softmax(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let y = ctx.output(0);
+    let dot = s.reduce("Sum", s.mul(g, y)?, &[-1], true)?;
+    Ok(vec![Some(s.mul(s.sub(g, dot)?, y)?)])
+}
+
+fn log_softmax(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let y = ctx.output(0);
+    let total = s.reduce("Sum", g, &[-1], true)?;
+    Ok(vec![Some(s.sub(g, s.mul(s.unary("Exp", y)?, total)?)?)])
+}
+
+fn add_n_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs); ctx.node.inputs.len()])
+}
+
+fn table() -> &'static HashMap<&'static str, GradFn> {
+    static T: OnceLock<HashMap<&'static str, GradFn>> = OnceLock::new();
+    T.get_or_init(|| {
+        let entries: &[(&str, GradFn)] = &[
+            ("Identity", identity),
+            ("Snapshot", identity),
+            ("Add", add),
+            ("AddV2", add),
+            ("Sub", sub),
+            ("Mul", mul),
+            ("RealDiv", real_div),
+            ("Neg", neg),
+            ("Square", square),
+            ("Sqrt", sqrt),
+            ("Exp", exp),
+            ("Log", log),
+            ("Relu", relu),
+            ("Sigmoid", sigmoid),
+            ("Tanh", tanh),
+            ("MatMul", matmul),
+            ("BiasAdd", bias_add),
+            ("Sum", sum),
+            ("Mean", mean),
+            ("Reshape", reshape),
+            ("Cast", cast),
+            ("Softmax", softmax),
+            ("LogSoftmax", log_softmax),
+            ("AddN", add_n_grad),
+        ];
+        entries.iter().copied().collect()
+    })
+}
+
+/// The gradient function of `op`.
+pub(crate) fn get(op: &str) -> Option<GradFn> {
+    table().get(op).copied()
+}
+
+/// True if `op` has a registered gradient.
+pub fn has_gradient(op: &str) -> bool {
+    table().contains_key(op)
+}
+
+/// Every op with a registered gradient.
+pub fn ops_with_gradients() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = table().keys().copied().collect();
+    v.sort_unstable();
+    v
+}

@@ -1,0 +1,206 @@
+//! Every registered gradient against central finite differences in float64: for
+//! `loss = Σ f(x…) · r` (r a fixed random tensor, so the whole Jacobian is exercised),
+//! `gradients(loss, xs)` must equal `(loss(x + h·eᵢ) − loss(x − h·eᵢ)) / 2h` for every element.
+use std::collections::BTreeSet;
+
+use ferroflow::autodiff::{gradients, ops_with_gradients};
+use ferroflow::graph::Attrs;
+use ferroflow::prelude::*;
+use ferroflow::proto::{attr_value::Value, AttrValue};
+
+type Build = fn(&Scope, &[Output]) -> Output;
+
+struct Case {
+    op: &'static str,
+    shapes: Vec<Vec<usize>>,
+    /// Inputs drawn from this range.
+    range: (f64, f64),
+    build: Build,
+}
+
+fn values(n: usize, seed: u64, (lo, hi): (f64, f64)) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+fn t64() -> AttrValue {
+    AttrValue { value: Some(Value::Type(DType::Double.to_tf())) }
+}
+
+fn op_with(s: &Scope, op: &str, inputs: &[Output], attrs: &[(&str, AttrValue)]) -> Output {
+    let mut a = Attrs::new();
+    a.insert("T".into(), t64());
+    for (k, v) in attrs {
+        a.insert(k.to_string(), v.clone());
+    }
+    Output { node: s.add_op(op, op, inputs, &[], a).unwrap(), index: 0 }
+}
+
+fn cases() -> Vec<Case> {
+    let m23 = vec![2, 3];
+    let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    vec![
+        c("Identity", vec![m23.clone()], (-2.0, 2.0), |s, x| s.identity(x[0]).unwrap()),
+        c("Snapshot", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Snapshot", x[0]).unwrap()),
+        c("AddV2", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.add(x[0], x[1]).unwrap()),
+        c("Add", vec![vec![3], m23.clone()], (-2.0, 2.0), |s, x| op_with(s, "Add", x, &[])),
+        c("Sub", vec![m23.clone(), vec![2, 1]], (-2.0, 2.0), |s, x| s.sub(x[0], x[1]).unwrap()),
+        c("Mul", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.mul(x[0], x[1]).unwrap()),
+        c("RealDiv", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| s.div(x[0], x[1]).unwrap()),
+        c("Neg", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Neg", x[0]).unwrap()),
+        c("Square", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Square", x[0]).unwrap()),
+        c("Sqrt", vec![m23.clone()], (0.5, 2.0), |s, x| s.unary("Sqrt", x[0]).unwrap()),
+        c("Exp", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Exp", x[0]).unwrap()),
+        c("Log", vec![m23.clone()], (0.5, 2.0), |s, x| s.unary("Log", x[0]).unwrap()),
+        c("Relu", vec![m23.clone()], (-2.0, 2.0), |s, x| s.relu(x[0]).unwrap()),
+        c("Sigmoid", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Sigmoid", x[0]).unwrap()),
+        c("Tanh", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Tanh", x[0]).unwrap()),
+        c("MatMul", vec![vec![2, 4], vec![4, 3]], (-2.0, 2.0), |s, x| s.matmul(x[0], x[1], false, false).unwrap()),
+        c("MatMul", vec![vec![2, 4], vec![3, 4]], (-2.0, 2.0), |s, x| s.matmul(x[0], x[1], false, true).unwrap()),
+        c("MatMul", vec![vec![4, 2], vec![4, 3]], (-2.0, 2.0), |s, x| s.matmul(x[0], x[1], true, false).unwrap()),
+        c("MatMul", vec![vec![4, 2], vec![3, 4]], (-2.0, 2.0), |s, x| s.matmul(x[0], x[1], true, true).unwrap()),
+        c("BiasAdd", vec![vec![2, 2, 3], vec![3]], (-2.0, 2.0), |s, x| s.bias_add(x[0], x[1]).unwrap()),
+        c("Sum", vec![vec![2, 3, 2]], (-2.0, 2.0), |s, x| s.reduce("Sum", x[0], &[1], false).unwrap()),
+        c("Sum", vec![vec![2, 3, 2]], (-2.0, 2.0), |s, x| s.reduce("Sum", x[0], &[0, -1], true).unwrap()),
+        c("Mean", vec![vec![2, 3, 2]], (-2.0, 2.0), |s, x| s.reduce("Mean", x[0], &[0, 2], false).unwrap()),
+        c("Reshape", vec![m23.clone()], (-2.0, 2.0), |s, x| s.reshape(x[0], &[3, -1]).unwrap()),
+        c("Cast", vec![m23.clone()], (-2.0, 2.0), |s, x| s.cast(x[0], DType::Double).unwrap()),
+        c("Softmax", vec![m23.clone()], (-2.0, 2.0), |s, x| s.softmax(x[0]).unwrap()),
+        c("LogSoftmax", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("LogSoftmax", x[0]).unwrap()),
+        c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
+            op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
+        }),
+    ]
+}
+
+fn check(case: &Case) {
+    let s = Scope::new();
+    let xs: Vec<Output> = case
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, sh)| s.with_name(&format!("x{i}")).placeholder(DType::Double, &Shape::known(sh)).unwrap())
+        .collect();
+    let y = (case.build)(&s, &xs);
+    // loss = Σ y · r
+    let g0 = s.graph();
+    let shapes = ferroflow::ops::infer_shapes(&g0).unwrap();
+    let ydims = shapes[y.node][y.index].as_known().expect("static output shape");
+    let n: usize = ydims.iter().product();
+    let r = s.constant(&Tensor::from_vec(&ydims, values(n, 99, (-1.0, 1.0))).unwrap()).unwrap();
+    let axes: Vec<i32> = (0..ydims.len() as i32).collect();
+    let loss = s.reduce("Sum", s.mul(y, r).unwrap(), &axes, false).unwrap();
+    let grads = gradients(&s, &[loss], &xs, None).unwrap();
+    let g = s.graph();
+    let sess = Session::new(g.clone(), SessionOptions::default()).unwrap();
+    let inputs: Vec<Tensor> = case
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, sh)| Tensor::from_vec(sh, values(sh.iter().product(), i as u64 + 1, case.range)).unwrap())
+        .collect();
+    let names: Vec<String> = xs.iter().map(|x| g.output_name(*x)).collect();
+    let feeds = |vals: &[Tensor]| -> Vec<(&str, Tensor)> {
+        names.iter().map(String::as_str).zip(vals.iter().cloned()).collect()
+    };
+    let loss_name = g.output_name(loss);
+    let grad_names: Vec<String> = grads.iter().map(|o| g.output_name(o.expect("every x has a gradient"))).collect();
+    let fetch: Vec<&str> = grad_names.iter().map(String::as_str).collect();
+    let analytic = sess.run(&feeds(&inputs), &fetch, &[]).unwrap();
+    let h = 1e-6;
+    for (k, x) in inputs.iter().enumerate() {
+        assert_eq!(analytic[k].dims(), x.dims(), "{}: gradient of input {k} has the input's shape", case.op);
+        let a = analytic[k].as_slice::<f64>().unwrap();
+        for i in 0..x.len() {
+            let at = |delta: f64| {
+                let mut vals = inputs.clone();
+                let mut v = vals[k].as_slice::<f64>().unwrap().to_vec();
+                v[i] += delta;
+                vals[k] = Tensor::from_vec(x.dims(), v).unwrap();
+                sess.run(&feeds(&vals), &[&loss_name], &[]).unwrap()[0].scalar_value::<f64>().unwrap()
+            };
+            let numeric = (at(h) - at(-h)) / (2.0 * h);
+            let err = (a[i] - numeric).abs();
+            assert!(
+                err <= 1e-6 * numeric.abs().max(1.0),
+                "{}: input {k} element {i}: analytic {} vs numeric {numeric}",
+                case.op,
+                a[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn every_registered_gradient_passes_a_finite_difference_check() {
+    let cases = cases();
+    for c in &cases {
+        check(c);
+    }
+    let covered: BTreeSet<&str> = cases.iter().map(|c| c.op).collect();
+    let missing: Vec<&str> = ops_with_gradients().into_iter().filter(|op| !covered.contains(op)).collect();
+    assert!(missing.is_empty(), "gradients without a finite-difference case: {missing:?}");
+}
+
+#[test]
+fn unconnected_xs_get_none_and_stop_gradient_stops() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
+    let z = s.with_name("z").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
+    let y = s.add(s.unary("Square", x).unwrap(), s.unary("StopGradient", s.unary("Exp", x).unwrap()).unwrap()).unwrap();
+    let grads = gradients(&s, &[y], &[x, z], None).unwrap();
+    assert!(grads[1].is_none(), "z does not reach y");
+    let g = s.graph();
+    let sess = Session::new(g.clone(), SessionOptions::default()).unwrap();
+    let out = sess.run(
+        &[("x:0", Tensor::from_vec(&[2], vec![1.5f64, -2.0]).unwrap())],
+        &[&g.output_name(grads[0].unwrap())],
+        &[],
+    );
+    assert_eq!(
+        out.unwrap()[0].as_slice::<f64>().unwrap(),
+        &[3.0, -4.0],
+        "only d(x^2)/dx = 2x; StopGradient blocks exp"
+    );
+}
+
+#[test]
+fn ops_without_gradients_are_errors_naming_the_node() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
+    let y = s.with_name("weird").unary("Erf", x).unwrap();
+    let e = gradients(&s, &[y], &[x], None).unwrap_err().to_string();
+    assert!(e.contains("'Erf'") && e.contains("'weird'"), "{e}");
+}
+
+#[test]
+fn mlp_gradients_match_tensorflows_tf_gradients() {
+    // fixtures/tf/gradients: TensorFlow's graph with its own gradient nodes, and the values of
+    // loss and d loss / d (w1, b1, w2, b2). Our gradients of the same forward graph must match.
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf");
+    let g = ferroflow::load_graph(&dir.join("gradients.pb")).unwrap();
+    let inputs = ferroflow::tensor::npy::read_npz(&dir.join("gradients.inputs.npz")).unwrap();
+    let expected = ferroflow::tensor::npy::read_npz(&dir.join("gradients.expected.npz")).unwrap();
+    let s = Scope::from_graph(g);
+    let out = |name: &str| s.with_graph(|g| g.output_by_name(name).unwrap());
+    let loss = out("loss:0");
+    let xs: Vec<Output> = ["w1:0", "b1:0", "w2:0", "b2:0"].iter().map(|n| out(n)).collect();
+    let grads = gradients(&s, &[loss], &xs, None).unwrap();
+    let g = s.graph();
+    let names: Vec<String> = grads.iter().map(|o| g.output_name(o.unwrap())).collect();
+    let sess = Session::new(g, SessionOptions::default()).unwrap();
+    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let fetches: Vec<&str> = names.iter().map(String::as_str).collect();
+    let got = sess.run(&feeds, &fetches, &[]).unwrap();
+    // expected[0] is the loss; then the four gradients in order.
+    for ((name, want), got) in expected[1..].iter().zip(&got) {
+        ferroflow::testing::compare(got, want, 1e-5, 1e-5).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
