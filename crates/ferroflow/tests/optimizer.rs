@@ -463,3 +463,21 @@ fn constant_folding_never_builds_constants_over_its_cap() {
     let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
     assert_eq!(opt.graph.node(opt.graph.find("Fill").unwrap()).op, "Fill");
 }
+
+#[test]
+fn colocation_with_removed_nodes_is_dropped() {
+    // TensorFlow's gradient nodes are colocated (`_class: loc:@MatMul_1`) with forward nodes
+    // that fusion removes; the optimized graph must not name them (TensorFlow rejects it).
+    let c = case("gradients");
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&c.graph, &item(&c)).unwrap();
+    for n in opt.graph.nodes() {
+        if let Some(ferroflow::proto::attr_value::Value::List(l)) = n.attrs.get("_class").and_then(|a| a.value.as_ref())
+        {
+            for s in &l.s {
+                let name = String::from_utf8_lossy(s);
+                let target = name.strip_prefix("loc:@").unwrap();
+                assert!(opt.graph.find(target).is_some(), "{} is colocated with removed {target}", n.name);
+            }
+        }
+    }
+}

@@ -265,6 +265,7 @@ impl MetaOptimizer {
                     break;
                 }
             }
+            util::drop_dangling_colocation(&mut graph);
             report.nodes_after = graph.len();
             report.time = start.elapsed();
             return Ok(Optimized { graph, report });

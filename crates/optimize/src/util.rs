@@ -234,3 +234,39 @@ pub(crate) fn make_identity(graph: &mut Graph, id: NodeId, input: Output) {
 pub(crate) fn check(graph: &Graph) -> Result<(), GraphError> {
     graph.validate()
 }
+
+/// Drops colocation constraints (`_class: ["loc:@name"]`) that name nodes the passes removed
+/// (TensorFlow's `ReassignColocation` after Grappler): a dangling one would make the graph
+/// unimportable in TensorFlow and unplaceable. Returns how many were dropped.
+pub(crate) fn drop_dangling_colocation(graph: &mut Graph) -> usize {
+    let mut dropped = 0;
+    for id in 0..graph.len() {
+        let keep: Option<Vec<Vec<u8>>> = match graph.node(id).attrs.get("_class").and_then(|a| a.value.as_ref()) {
+            Some(attr_value::Value::List(l)) => {
+                let kept: Vec<Vec<u8>> =
+                    l.s.iter()
+                        .filter(|s| match std::str::from_utf8(s).ok().and_then(|s| s.strip_prefix("loc:@")) {
+                            Some(name) => graph.find(name).is_some(),
+                            None => true,
+                        })
+                        .cloned()
+                        .collect();
+                (kept.len() != l.s.len()).then_some(kept)
+            }
+            _ => None,
+        };
+        if let Some(kept) = keep {
+            let n = graph.node_mut(id);
+            let Some(attr_value::Value::List(l)) = n.attrs.get_mut("_class").and_then(|a| a.value.as_mut()) else {
+                continue;
+            };
+            dropped += l.s.len() - kept.len();
+            if kept.is_empty() {
+                n.attrs.remove("_class");
+            } else {
+                l.s = kept;
+            }
+        }
+    }
+    dropped
+}
