@@ -472,13 +472,14 @@ def gradients():
 
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
-    DynamicStitch, ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad."""
+    DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad."""
     @tf.function
     def f(s0, s1, v, i0, i1, d0, d1, g, y):
         r0, r1 = tf.raw_ops.BroadcastGradientArgs(s0=s0, s1=s1)
         return (tf.identity(r0), tf.identity(r1), tf.broadcast_to(v, [2, 3, 4]),
                 tf.raw_ops.DynamicStitch(indices=[i0, i1], data=[d0, d1]),
-                tf.raw_ops.ReluGrad(gradients=g, features=y - 0.5), tf.raw_ops.SigmoidGrad(y=y, dy=g),
+                tf.raw_ops.ReluGrad(gradients=g, features=y - 0.5),
+                tf.raw_ops.Relu6Grad(gradients=g, features=y * 8.0 - 1.0), tf.raw_ops.SigmoidGrad(y=y, dy=g),
                 tf.raw_ops.TanhGrad(y=y, dy=g), tf.raw_ops.BiasAddGrad(out_backprop=g))
     specs = [tf.TensorSpec([3], tf.int32, name="s0"), tf.TensorSpec([2], tf.int32, name="s1"),
              tf.TensorSpec([3, 1], tf.float32, name="v"), tf.TensorSpec([2], tf.int32, name="i0"),

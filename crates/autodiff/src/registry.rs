@@ -143,6 +143,121 @@ fn relu(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![g0(gs).map(|g| build(&ctx.scope, "ReluGrad", &[g, ctx.output(0)], &[])).transpose()?])
 }
 
+fn relu6(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs).map(|g| build(&ctx.scope, "Relu6Grad", &[g, ctx.input(0)], &[])).transpose()?])
+}
+
+/// The value of a `Const` input as integers.
+fn const_ints(ctx: &GradCtx, o: Output) -> Option<Vec<i64>> {
+    let t = ctx.scope.with_graph(|g| {
+        let n = g.node(o.node);
+        match (n.op.as_str(), n.attrs.get("value").and_then(|v| v.value.as_ref())) {
+            ("Const", Some(Value::Tensor(t))) => ferroflow_proto::convert::tensor_from_proto(t).ok(),
+            _ => None,
+        }
+    })?;
+    match t.dtype() {
+        DType::Int32 => Some(t.as_slice::<i32>().ok()?.iter().map(|&v| v as i64).collect()),
+        DType::Int64 => Some(t.as_slice::<i64>().ok()?.to_vec()),
+        _ => None,
+    }
+}
+
+fn transpose(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let perm = const_ints(ctx, ctx.input(1)).ok_or_else(|| ctx.unsupported("the permutation must be a constant"))?;
+    let mut inv = vec![0i32; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        let p =
+            usize::try_from(p).ok().filter(|&p| p < perm.len()).ok_or_else(|| ctx.unsupported("bad permutation"))?;
+        inv[p] = i as i32;
+    }
+    let s = &ctx.scope;
+    let inv = s.constant_from(&[inv.len()], &inv)?;
+    Ok(vec![Some(build(s, "Transpose", &[g, inv], &[("Tperm", a_type(DType::Int32))])?), None])
+}
+
+fn max(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    // TensorFlow's: the gradient goes to the maxima, split evenly between ties.
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let x = ctx.input(0);
+    let y = unreduce(ctx, ctx.output(0))?;
+    let dt = s.dtype(x);
+    let hits = s.cast(build(s, "Equal", &[x, y], &[("incompatible_shape_error", b(true))])?, dt)?;
+    let axes = ctx.input(1);
+    let mut a = Attrs::new();
+    a.insert("keep_dims".into(), b(true));
+    a.insert("T".into(), a_type(dt));
+    a.insert("Tidx".into(), a_type(s.dtype(axes)));
+    let count = Output { node: s.add_op("Sum", "Sum", &[hits, axes], &[], a)?, index: 0 };
+    let share = s.div(hits, count)?;
+    Ok(vec![Some(s.mul(share, unreduce(ctx, g)?)?), None])
+}
+
+fn concat(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let n = ctx.node.inputs.len() - 1;
+    let Some(g) = g0(gs) else { return Ok(vec![None; n + 1]) };
+    let axis = const_ints(ctx, ctx.input(n))
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| ctx.unsupported("the axis must be a constant"))?;
+    let rank = ctx.shape(ctx.input(0)).rank().ok_or_else(|| ctx.unsupported("the inputs' rank must be known"))? as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    let mut sizes = Vec::with_capacity(n);
+    for i in 0..n {
+        let d = ctx.shape(ctx.input(i)).dims().and_then(|d| d.get(axis as usize).copied().flatten());
+        sizes.push(d.ok_or_else(|| ctx.unsupported("sizes along the concat axis must be known"))? as i64);
+    }
+    let s = &ctx.scope;
+    let sizes = s.constant_from(&[n], &sizes)?;
+    let ax = s.scalar(axis as i32)?;
+    let mut a = Attrs::new();
+    a.insert("num_split".into(), AttrValue { value: Some(Value::I(n as i64)) });
+    a.insert("T".into(), a_type(s.dtype(g)));
+    a.insert("Tlen".into(), a_type(DType::Int64));
+    let split = s.add_op("SplitV", "SplitV", &[g, sizes, ax], &[], a)?;
+    let mut out: Vec<Option<Output>> = (0..n).map(|i| Some(Output { node: split, index: i })).collect();
+    out.push(None);
+    Ok(out)
+}
+
+fn slice(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    // Pad the gradient back: before = begin, after = shape(x) - shape(y) - begin.
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, begin) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(begin);
+    let shape = |t: Output| -> Result<Output, GradError> {
+        let mut a = Attrs::new();
+        a.insert("T".into(), a_type(s.dtype(t)));
+        a.insert("out_type".into(), a_type(int));
+        Ok(Output { node: s.add_op("Shape", "Shape", &[t], &[], a)?, index: 0 })
+    };
+    let after = s.sub(s.sub(shape(x)?, shape(ctx.output(0))?)?, begin)?;
+    let paddings = s.pack(&[begin, after], 1)?;
+    Ok(vec![Some(build(s, "Pad", &[g, paddings], &[("Tpaddings", a_type(int))])?), None, None])
+}
+
+fn select(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let c = ctx.input(0);
+    let zeros = s.unary("ZerosLike", g)?;
+    let op = ctx.node.op.as_str();
+    let t = a_type(s.dtype(g));
+    let pick = |a: Output, b2: Output| build(s, op, &[c, a, b2], &[("T", t.clone())]);
+    let (gt, ge) = (pick(g, zeros)?, pick(zeros, g)?);
+    if op == "SelectV2" {
+        let (t, e) = (ctx.input(1), ctx.input(2));
+        return Ok(vec![
+            None,
+            Some(reduce_like(ctx, gt, t, ctx.output(0))?),
+            Some(reduce_like(ctx, ge, e, ctx.output(0))?),
+        ]);
+    }
+    Ok(vec![None, Some(gt), Some(ge)])
+}
+
 fn sigmoid(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![g0(gs).map(|g| build(&ctx.scope, "SigmoidGrad", &[ctx.output(0), g], &[])).transpose()?])
 }
@@ -289,6 +404,13 @@ fn table() -> &'static HashMap<&'static str, GradFn> {
             ("Exp", exp),
             ("Log", log),
             ("Relu", relu),
+            ("Relu6", relu6),
+            ("Transpose", transpose),
+            ("Max", max),
+            ("ConcatV2", concat),
+            ("Slice", slice),
+            ("Select", select),
+            ("SelectV2", select),
             ("Sigmoid", sigmoid),
             ("Tanh", tanh),
             ("MatMul", matmul),

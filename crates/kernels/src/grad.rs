@@ -40,6 +40,13 @@ fn relu_grad<T: Num>(g: T, x: T) -> T {
         T::ZERO
     }
 }
+fn relu6_grad<T: Float>(g: T, x: T) -> T {
+    if x > T::ZERO && x < T::from_f64(6.0) {
+        g
+    } else {
+        T::ZERO
+    }
+}
 fn sigmoid_grad<T: Float>(y: T, dy: T) -> T {
     dy * y * (T::ONE - y)
 }
@@ -51,13 +58,18 @@ macro_rules! zip_factory {
     ($($name:ident => $f:ident),*) => {$(
         fn $name(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             let what = d.def.name.as_str();
-            let what: &'static str = match what { "ReluGrad" => "ReluGrad", "SigmoidGrad" => "SigmoidGrad", _ => "TanhGrad" };
+            let what: &'static str = match what {
+                "ReluGrad" => "ReluGrad",
+                "Relu6Grad" => "Relu6Grad",
+                "SigmoidGrad" => "SigmoidGrad",
+                _ => "TanhGrad",
+            };
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
                 |T| Ok(Box::new(Zip::<T, _> { f: $f::<T>, what, _t: Default::default() }) as Box<dyn OpKernel>))
         }
     )*};
 }
-zip_factory!(k_relu_grad => relu_grad, k_sigmoid_grad => sigmoid_grad, k_tanh_grad => tanh_grad);
+zip_factory!(k_relu_grad => relu_grad, k_relu6_grad => relu6_grad, k_sigmoid_grad => sigmoid_grad, k_tanh_grad => tanh_grad);
 
 /// `BiasAddGrad`: the sum of the gradient over every axis but the channel axis.
 struct BiasAddGrad<T> {
@@ -223,6 +235,7 @@ fn k_dynamic_stitch(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("DynamicStitch", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_dynamic_stitch);
     r.register("ReluGrad", "T", FLOATS, k_relu_grad);
+    r.register("Relu6Grad", "T", FLOATS, k_relu6_grad);
     r.register("SigmoidGrad", "T", FLOATS, k_sigmoid_grad);
     r.register("TanhGrad", "T", FLOATS, k_tanh_grad);
     r.register("BiasAddGrad", "T", FLOATS, k_bias_add_grad);

@@ -302,7 +302,14 @@ pub fn all() -> Vec<OpDef> {
     );
     let index = |name: &str| format!("{name}: {{int32, int64}} = DT_INT32");
     v.push(
-        op("Transpose").input("x: T").input("perm: Tperm").output("y: T").attr("T: type").attr(&index("Tperm")).build(),
+        op("Transpose")
+            .input("x: T")
+            .input("perm: Tperm")
+            .output("y: T")
+            .attr("T: type")
+            .attr(&index("Tperm"))
+            .shape(s::transpose)
+            .build(),
     );
     v.push(
         op("Slice")
@@ -312,6 +319,7 @@ pub fn all() -> Vec<OpDef> {
             .output("output: T")
             .attr("T: type")
             .attr("Index: {int32, int64}")
+            .shape(s::slice)
             .build(),
     );
     v.push(
@@ -642,10 +650,10 @@ pub fn all() -> Vec<OpDef> {
 
 /// TensorFlow's ops that gradient graphs use.
 fn gradient_helpers() -> Vec<OpDef> {
-    let mut v: Vec<OpDef> = ["ReluGrad", "SigmoidGrad", "TanhGrad"]
+    let mut v: Vec<OpDef> = ["ReluGrad", "Relu6Grad", "SigmoidGrad", "TanhGrad"]
         .iter()
         .map(|name| {
-            let (a, b) = if *name == "ReluGrad" { ("gradients: T", "features: T") } else { ("y: T", "dy: T") };
+            let (a, b) = if name.starts_with("Relu") { ("gradients: T", "features: T") } else { ("y: T", "dy: T") };
             op(name)
                 .input(a)
                 .input(b)

@@ -68,6 +68,41 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![s])
 }
 
+/// `Transpose` with a constant permutation.
+pub fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (Some(perm), Some(dims)) = (c.const_ints(1), c.inputs[0].dims()) else { return Ok(vec![Shape::unknown()]) };
+    if perm.len() != dims.len() {
+        return Err(format!("permutation {perm:?} does not match rank {}", dims.len()));
+    }
+    let out = perm
+        .iter()
+        .map(|&p| {
+            usize::try_from(p)
+                .ok()
+                .and_then(|p| dims.get(p).copied())
+                .ok_or_else(|| format!("bad permutation {perm:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Slice` with constant begin and size (`-1` = to the end).
+pub fn slice(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (Some(begin), Some(size), Some(dims)) = (c.const_ints(1), c.const_ints(2), c.inputs[0].dims()) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    if begin.len() != dims.len() || size.len() != dims.len() {
+        return Err(format!("begin {begin:?} and size {size:?} must have the input's rank {}", dims.len()));
+    }
+    let out = (0..dims.len())
+        .map(|i| match size[i] {
+            -1 => dims[i].and_then(|d| usize::try_from(d as i64 - begin[i]).ok()),
+            n => usize::try_from(n).ok(),
+        })
+        .collect();
+    Ok(vec![Shape::new(out)])
+}
+
 /// `BroadcastTo`: the shape given by input 1's value (unknown if not constant).
 pub fn fill_like_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let dims = c.values.get(1).and_then(|v| v.as_ref()).and_then(|t| match t.dtype() {
