@@ -491,6 +491,20 @@ def grad_ops():
     save("grad_ops", f, specs, feeds)
 
 
+def losses():
+    """Softmax cross-entropy with dense and sparse labels (both outputs: loss and backprop)."""
+    @tf.function
+    def f(logits, labels, ids):
+        a = tf.raw_ops.SoftmaxCrossEntropyWithLogits(features=logits, labels=labels)
+        b = tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=logits, labels=ids)
+        return tf.identity(a[0]), tf.identity(a[1]), tf.identity(b[0]), tf.identity(b[1])
+    specs = [tf.TensorSpec([4, 5], tf.float32, name="logits"), tf.TensorSpec([4, 5], tf.float32, name="labels"),
+             tf.TensorSpec([4], tf.int64, name="ids")]
+    labels = rng.uniform(0, 1, (4, 5)).astype(np.float32)
+    labels /= labels.sum(axis=1, keepdims=True)
+    save("losses", f, specs, [f32(4, 5, lo=-5.0, hi=5.0), labels, np.array([0, 4, 2, 1], np.int64)])
+
+
 def event_files():
     """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
@@ -587,6 +601,7 @@ def main():
     tf1_control_flow()
     gradients()
     grad_ops()
+    losses()
     event_files()
     partitions()
     seed_000()

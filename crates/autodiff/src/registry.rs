@@ -258,6 +258,22 @@ fn select(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![None, Some(gt), Some(ge)])
 }
 
+fn cross_entropy(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    if gs.get(1).copied().flatten().is_some() {
+        return Err(ctx.unsupported("gradients through the backprop output are not supported"));
+    }
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let minus_one = s.scalar(-1i32)?;
+    let g = build(s, "ExpandDims", &[g, minus_one], &[("Tdim", a_type(DType::Int32))])?;
+    let features = s.mul(g, ctx.output(1))?;
+    if ctx.node.op.starts_with("Sparse") {
+        return Ok(vec![Some(features), None]);
+    }
+    let labels = s.mul(g, s.unary("Neg", s.unary("LogSoftmax", ctx.input(0))?)?)?;
+    Ok(vec![Some(features), Some(labels)])
+}
+
 fn sigmoid(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![g0(gs).map(|g| build(&ctx.scope, "SigmoidGrad", &[ctx.output(0), g], &[])).transpose()?])
 }
@@ -422,6 +438,8 @@ fn table() -> &'static HashMap<&'static str, GradFn> {
             ("Softmax", softmax),
             ("LogSoftmax", log_softmax),
             ("AddN", add_n_grad),
+            ("SoftmaxCrossEntropyWithLogits", cross_entropy),
+            ("SparseSoftmaxCrossEntropyWithLogits", cross_entropy),
         ];
         entries.iter().copied().collect()
     })

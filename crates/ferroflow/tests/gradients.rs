@@ -95,6 +95,22 @@ fn cases() -> Vec<Case> {
             let c = s.constant(&Tensor::from_vec(&[2, 1], vec![true, false]).unwrap()).unwrap();
             op_with(s, "SelectV2", &[c, x[0], x[1]], &[])
         }),
+        c("SoftmaxCrossEntropyWithLogits", vec![m23.clone(), m23.clone()], (0.1, 1.0), |s, x| {
+            let mut a = Attrs::new();
+            a.insert("T".into(), t64());
+            // Labels must be distributions (TensorFlow's backprop assumes rows summing to 1).
+            let labels = s.div(x[1], s.reduce("Sum", x[1], &[1], true).unwrap()).unwrap();
+            let id = s.add_op("SoftmaxCrossEntropyWithLogits", "xent", &[x[0], labels], &[], a).unwrap();
+            Output { node: id, index: 0 }
+        }),
+        c("SparseSoftmaxCrossEntropyWithLogits", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            let labels = s.constant(&Tensor::from_vec(&[2], vec![2i64, 0]).unwrap()).unwrap();
+            let mut a = Attrs::new();
+            a.insert("T".into(), t64());
+            a.insert("Tlabels".into(), AttrValue { value: Some(Value::Type(DType::Int64.to_tf())) });
+            let id = s.add_op("SparseSoftmaxCrossEntropyWithLogits", "xent", &[x[0], labels], &[], a).unwrap();
+            Output { node: id, index: 0 }
+        }),
         c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
         }),
@@ -229,4 +245,22 @@ fn mlp_gradients_match_tensorflows_tf_gradients() {
     for ((name, want), got) in expected[1..].iter().zip(&got) {
         ferroflow::testing::compare(got, want, 1e-5, 1e-5).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
+}
+
+#[test]
+fn sparse_labels_out_of_range_are_an_error_naming_the_node() {
+    let s = Scope::new();
+    let logits = s.with_name("logits").placeholder(DType::Float, &Shape::known(&[2, 3])).unwrap();
+    let ids = s.with_name("ids").placeholder(DType::Int64, &Shape::known(&[2])).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), AttrValue { value: Some(Value::Type(DType::Float.to_tf())) });
+    a.insert("Tlabels".into(), AttrValue { value: Some(Value::Type(DType::Int64.to_tf())) });
+    s.add_op("SparseSoftmaxCrossEntropyWithLogits", "xent", &[logits, ids], &[], a).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let feeds = [
+        ("logits:0", Tensor::from_vec(&[2, 3], vec![0.0f32; 6]).unwrap()),
+        ("ids:0", Tensor::from_vec(&[2], vec![1i64, 3]).unwrap()),
+    ];
+    let e = sess.run(&feeds, &["xent:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("'xent'") && e.contains("label value of 3") && e.contains("[0, 3)"), "{e}");
 }

@@ -22,6 +22,7 @@ pub mod fused;
 mod grad;
 mod image;
 mod indexing;
+mod loss;
 mod math;
 mod matmul;
 mod numeric;
@@ -199,6 +200,7 @@ impl KernelRegistry {
             einsum::register(&mut r);
             fused::register(&mut r);
             grad::register(&mut r);
+            loss::register(&mut r);
             elementwise::register(&mut r);
             image::register(&mut r);
             indexing::register(&mut r);

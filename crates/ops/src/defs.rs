@@ -664,6 +664,27 @@ fn gradient_helpers() -> Vec<OpDef> {
         })
         .collect();
     v.push(
+        op("SoftmaxCrossEntropyWithLogits")
+            .input("features: T")
+            .input("labels: T")
+            .output("loss: T")
+            .output("backprop: T")
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(s::cross_entropy)
+            .build(),
+    );
+    v.push(
+        op("SparseSoftmaxCrossEntropyWithLogits")
+            .input("features: T")
+            .input("labels: Tlabels")
+            .output("loss: T")
+            .output("backprop: T")
+            .attr("T: {half, bfloat16, float, double}")
+            .attr("Tlabels: {int32, int64} = DT_INT64")
+            .shape(s::cross_entropy)
+            .build(),
+    );
+    v.push(
         op("DynamicStitch")
             .input("indices: N * int32")
             .input("data: N * T")

@@ -68,6 +68,16 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
     Ok(vec![s])
 }
 
+/// `(Sparse)SoftmaxCrossEntropyWithLogits`: loss `[batch]`, backprop like the logits.
+pub fn cross_entropy(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let f = &c.inputs[0];
+    match f.dims() {
+        Some([b, _]) => Ok(vec![Shape::new(vec![*b]), f.clone()]),
+        Some(d) => Err(format!("logits must be 2-dimensional, got rank {}", d.len())),
+        None => Ok(vec![Shape::new(vec![None]), Shape::new(vec![None, None])]),
+    }
+}
+
 /// `Transpose` with a constant permutation.
 pub fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let (Some(perm), Some(dims)) = (c.const_ints(1), c.inputs[0].dims()) else { return Ok(vec![Shape::unknown()]) };
