@@ -472,7 +472,7 @@ def gradients():
 
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
-    DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad."""
+    DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad, UnsortedSegmentSum."""
     @tf.function
     def f(s0, s1, v, i0, i1, d0, d1, g, y):
         r0, r1 = tf.raw_ops.BroadcastGradientArgs(s0=s0, s1=s1)
@@ -480,7 +480,8 @@ def grad_ops():
                 tf.raw_ops.DynamicStitch(indices=[i0, i1], data=[d0, d1]),
                 tf.raw_ops.ReluGrad(gradients=g, features=y - 0.5),
                 tf.raw_ops.Relu6Grad(gradients=g, features=y * 8.0 - 1.0), tf.raw_ops.SigmoidGrad(y=y, dy=g),
-                tf.raw_ops.TanhGrad(y=y, dy=g), tf.raw_ops.BiasAddGrad(out_backprop=g))
+                tf.raw_ops.TanhGrad(y=y, dy=g), tf.raw_ops.BiasAddGrad(out_backprop=g),
+                tf.math.unsorted_segment_sum(d1, i1 - 1, 4))
     specs = [tf.TensorSpec([3], tf.int32, name="s0"), tf.TensorSpec([2], tf.int32, name="s1"),
              tf.TensorSpec([3, 1], tf.float32, name="v"), tf.TensorSpec([2], tf.int32, name="i0"),
              tf.TensorSpec([3], tf.int32, name="i1"), tf.TensorSpec([2, 2], tf.float32, name="d0"),

@@ -258,6 +258,38 @@ fn select(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![None, Some(gt), Some(ge)])
 }
 
+fn gather(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    // Axis 0, batch_dims 0: the gradient rows go back to the gathered rows, summed where an
+    // index repeats (TensorFlow's IndexedSlices made dense).
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let axis = const_ints(ctx, ctx.input(2)).and_then(|v| v.first().copied());
+    let batch_dims = match ctx.node.attrs.get("batch_dims").and_then(|a| a.value.as_ref()) {
+        Some(Value::I(b)) => *b,
+        _ => 0,
+    };
+    if axis != Some(0) || batch_dims != 0 {
+        return Err(ctx.unsupported("only gathers along a constant axis 0 with batch_dims 0 are differentiable yet"));
+    }
+    let s = &ctx.scope;
+    let (params, indices) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(indices);
+    let mut a = Attrs::new();
+    a.insert("T".into(), a_type(s.dtype(params)));
+    a.insert("out_type".into(), a_type(DType::Int32));
+    let shape = Output { node: s.add_op("Shape", "Shape", &[params], &[], a)?, index: 0 };
+    let zero = s.constant_from(&[1], &[0i32])?;
+    let one = s.constant_from(&[1], &[1i32])?;
+    let rows = build(s, "Slice", &[shape, zero, one], &[("T", a_type(DType::Int32)), ("Index", a_type(DType::Int32))])?;
+    let rows = s.reshape(rows, &[])?;
+    let seg = build(
+        s,
+        "UnsortedSegmentSum",
+        &[g, indices, rows],
+        &[("Tindices", a_type(int)), ("Tnumsegments", a_type(DType::Int32))],
+    )?;
+    Ok(vec![Some(seg), None, None])
+}
+
 fn cross_entropy(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     if gs.get(1).copied().flatten().is_some() {
         return Err(ctx.unsupported("gradients through the backprop output are not supported"));
@@ -439,6 +471,7 @@ fn table() -> &'static HashMap<&'static str, GradFn> {
             ("LogSoftmax", log_softmax),
             ("AddN", add_n_grad),
             ("SoftmaxCrossEntropyWithLogits", cross_entropy),
+            ("GatherV2", gather),
             ("SparseSoftmaxCrossEntropyWithLogits", cross_entropy),
         ];
         entries.iter().copied().collect()

@@ -111,6 +111,15 @@ fn cases() -> Vec<Case> {
             let id = s.add_op("SparseSoftmaxCrossEntropyWithLogits", "xent", &[x[0], labels], &[], a).unwrap();
             Output { node: id, index: 0 }
         }),
+        c("GatherV2", vec![vec![4, 3]], (-2.0, 2.0), |s, x| {
+            let ids = s.constant_from(&[5], &[2i32, 0, 2, 3, 2]).unwrap();
+            let axis = s.scalar(0i32).unwrap();
+            let mut a = Attrs::new();
+            a.insert("Tparams".into(), t64());
+            a.insert("Tindices".into(), AttrValue { value: Some(Value::Type(3)) });
+            a.insert("Taxis".into(), AttrValue { value: Some(Value::Type(3)) });
+            Output { node: s.add_op("GatherV2", "gather", &[x[0], ids, axis], &[], a).unwrap(), index: 0 }
+        }),
         c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
         }),

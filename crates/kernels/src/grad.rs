@@ -227,12 +227,64 @@ impl<T: Element + Copy + Default> OpKernel for DynamicStitch<T> {
     }
 }
 
+/// `UnsortedSegmentSum(data, segment_ids, num_segments)`: `out[ids[i], …] += data[i, …]`.
+struct UnsortedSegmentSum<T>(std::marker::PhantomData<T>);
+
+impl<T: Element + Num> OpKernel for UnsortedSegmentSum<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (data, ids, n) = (&inputs[0], &inputs[1], &inputs[2]);
+        let n =
+            shape_values(n)?.first().copied().ok_or_else(|| invalid("num_segments must be a scalar".to_string()))?;
+        let n = usize::try_from(n).map_err(|_| invalid(format!("num_segments must be non-negative, got {n}")))?;
+        let r = ids.rank();
+        if data.rank() < r || data.dims()[..r] != *ids.dims() {
+            return Err(invalid(format!(
+                "data shape {:?} must start with segment_ids shape {:?}",
+                data.dims(),
+                ids.dims()
+            )));
+        }
+        let inner = &data.dims()[r..];
+        let width: usize = inner.iter().product();
+        let mut dims = vec![n];
+        dims.extend_from_slice(inner);
+        let mut out = Tensor::zeros(T::DTYPE, &dims)?;
+        let o = out.as_mut_slice::<T>()?;
+        let src = data.as_slice::<T>()?;
+        for (i, id) in shape_values(ids)?.into_iter().enumerate() {
+            if id < 0 {
+                continue; // TensorFlow drops negative ids
+            }
+            let id = id as usize;
+            if id >= n {
+                return Err(invalid(format!("segment id {id} is out of range [0, {n})")));
+            }
+            for (a, b) in o[id * width..(id + 1) * width].iter_mut().zip(&src[i * width..(i + 1) * width]) {
+                *a = a.add_w(*b);
+            }
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+fn k_unsorted_segment_sum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(UnsortedSegmentSum::<T>(Default::default())) as Box<dyn OpKernel>))
+}
+
 fn k_dynamic_stitch(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
         |T| Ok(Box::new(DynamicStitch::<T>(Default::default())) as Box<dyn OpKernel>))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
+    r.register(
+        "UnsortedSegmentSum",
+        "T",
+        &[DType::Float, DType::Double, DType::Int32, DType::Int64],
+        k_unsorted_segment_sum,
+    );
     r.register("DynamicStitch", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_dynamic_stitch);
     r.register("ReluGrad", "T", FLOATS, k_relu_grad);
     r.register("Relu6Grad", "T", FLOATS, k_relu6_grad);

@@ -424,6 +424,7 @@ pub fn all() -> Vec<OpDef> {
             .attr("Tparams: type")
             .attr("Tindices: {int16, int32, int64}")
             .attr("Taxis: {int32, int64}")
+            .shape(s::gather_v2)
             .build(),
     );
     v.push(
@@ -682,6 +683,17 @@ fn gradient_helpers() -> Vec<OpDef> {
             .attr("T: {half, bfloat16, float, double}")
             .attr("Tlabels: {int32, int64} = DT_INT64")
             .shape(s::cross_entropy)
+            .build(),
+    );
+    v.push(
+        op("UnsortedSegmentSum")
+            .input("data: T")
+            .input("segment_ids: Tindices")
+            .input("num_segments: Tnumsegments")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("Tnumsegments: {int32, int64} = DT_INT32")
             .build(),
     );
     v.push(

@@ -78,6 +78,27 @@ pub fn cross_entropy(c: &InferCtx) -> Result<Vec<Shape>, String> {
     }
 }
 
+/// `GatherV2` with a constant axis and `batch_dims` 0: params[:axis] + indices + params[axis+1:].
+pub fn gather_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let batch_dims = match c.attrs.get("batch_dims").and_then(|a| a.value.as_ref()) {
+        Some(ferroflow_proto::attr_value::Value::I(b)) => *b,
+        _ => 0,
+    };
+    let (Some(axis), Some(p), Some(idx)) = (c.const_ints(2), c.inputs[0].dims(), c.inputs[1].dims()) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let Some(&axis) = axis.first() else { return Ok(vec![Shape::unknown()]) };
+    let axis = if axis < 0 { axis + p.len() as i64 } else { axis };
+    if batch_dims != 0 || axis < 0 || axis as usize >= p.len() {
+        return Ok(vec![Shape::unknown()]);
+    }
+    let a = axis as usize;
+    let mut out = p[..a].to_vec();
+    out.extend_from_slice(idx);
+    out.extend_from_slice(&p[a + 1..]);
+    Ok(vec![Shape::new(out)])
+}
+
 /// `Transpose` with a constant permutation.
 pub fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let (Some(perm), Some(dims)) = (c.const_ints(1), c.inputs[0].dims()) else { return Ok(vec![Shape::unknown()]) };
