@@ -315,22 +315,23 @@ impl Pass for ArithmeticSimplifier {
                 match rule(graph, id, &mut view) {
                     Some(Rewrite::Forward(x, why)) if graph.output_type(x) == n.types.outputs[0] => {
                         map.insert(Output { node: id, index: 0 }, x);
-                        rewrites.push((id, x, why));
+                        rewrites.push((id, Some(x), why));
                     }
                     Some(Rewrite::Input(slot, x, why)) if graph.output_type(x) == n.types.inputs[slot] => {
                         graph.node_mut(id).inputs[slot] = x;
-                        ctx_note(&mut rewrites, id, x, why);
+                        rewrites.push((id, None, why));
                     }
                     _ => {}
                 }
             }
         }
-        for (id, x, why) in rewrites {
+        // Forwarded nodes become Identity(x) (removed below unless protected or ordering);
+        // nodes whose input was rewired stay as they are.
+        for (id, forward, why) in rewrites {
             ctx.report.rewritten.push((graph.node(id).name.clone(), why.to_string()));
-            if why.starts_with("Reshape(Reshape") {
-                continue;
+            if let Some(x) = forward {
+                make_identity(graph, id, x);
             }
-            make_identity(graph, id, x);
         }
         decompose_batch_norms(graph, ctx)?;
         for (id, c) in divisions {
@@ -340,10 +341,6 @@ impl Pass for ArithmeticSimplifier {
         remove_orphans(graph, ctx)?;
         Ok(())
     }
-}
-
-fn ctx_note(rewrites: &mut Vec<(NodeId, Output, &'static str)>, id: NodeId, x: Output, why: &'static str) {
-    rewrites.push((id, x, why));
 }
 
 /// `x / c` → `x * (1/c)` (inexact; only with `inexact_float_rewrites`).

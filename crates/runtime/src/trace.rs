@@ -130,17 +130,45 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
             }
         })
         .collect();
-    // `name = Op(in0, in1, ^ctrl)`, built in one string; transfers as TensorFlow labels them:
-    // `name = _Send(tensor_name @recv_device)`, `name = _Recv(tensor_name @send_device)`.
+    let timeline_label = label(graph, n);
+    NodeExecStats {
+        node_name: n.name.clone(),
+        all_start_micros: t.start / 1000,
+        op_start_rel_micros: (t.op_start - t.start) / 1000,
+        op_end_rel_micros: (t.op_end - t.start) / 1000,
+        all_end_rel_micros: (t.end - t.start) / 1000,
+        memory: vec![AllocatorMemoryUsed {
+            allocator_name: ALLOCATOR.into(),
+            total_bytes: total,
+            peak_bytes: total,
+            live_bytes: total,
+            ..Default::default()
+        }],
+        output,
+        timeline_label,
+        scheduled_micros: t.start / 1000,
+        thread_id: r.thread,
+        all_start_nanos: t.start,
+        op_start_rel_nanos: t.op_start - t.start,
+        op_end_rel_nanos: t.op_end - t.start,
+        all_end_rel_nanos: t.end - t.start,
+        scheduled_nanos: t.start,
+        ..Default::default()
+    }
+}
+
+/// `name = Op(in0, in1, ^ctrl)`, built in one string; transfers as TensorFlow labels them:
+/// `name = _Send(tensor_name @recv_device)`, `name = _Recv(tensor_name @send_device)`.
+fn label(graph: &Graph, n: &ferroflow_graph::Node) -> String {
     let attr = |k: &str| match n.attrs.get(k).and_then(|a| a.value.as_ref()) {
         Some(ferroflow_proto::attr_value::Value::S(v)) => String::from_utf8_lossy(v).into_owned(),
         _ => String::new(),
     };
-    let transfer = match n.op.as_str() {
-        "_Send" => Some(format!("{} = _Send({} @{})", n.name, attr("tensor_name"), attr("recv_device"))),
-        "_Recv" => Some(format!("{} = _Recv({} @{})", n.name, attr("tensor_name"), attr("send_device"))),
-        _ => None,
-    };
+    match n.op.as_str() {
+        "_Send" => return format!("{} = _Send({} @{})", n.name, attr("tensor_name"), attr("recv_device")),
+        "_Recv" => return format!("{} = _Recv({} @{})", n.name, attr("tensor_name"), attr("send_device")),
+        _ => {}
+    }
     let mut label =
         String::with_capacity(n.name.len() + n.op.len() + 8 + 16 * (n.inputs.len() + n.control_inputs.len()));
     label.push_str(&n.name);
@@ -164,28 +192,5 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
         label.push_str(&graph.node(c).name);
     }
     label.push(')');
-    NodeExecStats {
-        node_name: n.name.clone(),
-        all_start_micros: t.start / 1000,
-        op_start_rel_micros: (t.op_start - t.start) / 1000,
-        op_end_rel_micros: (t.op_end - t.start) / 1000,
-        all_end_rel_micros: (t.end - t.start) / 1000,
-        memory: vec![AllocatorMemoryUsed {
-            allocator_name: ALLOCATOR.into(),
-            total_bytes: total,
-            peak_bytes: total,
-            live_bytes: total,
-            ..Default::default()
-        }],
-        output,
-        timeline_label: transfer.unwrap_or(label),
-        scheduled_micros: t.start / 1000,
-        thread_id: r.thread,
-        all_start_nanos: t.start,
-        op_start_rel_nanos: t.op_start - t.start,
-        op_end_rel_nanos: t.op_end - t.start,
-        all_end_rel_nanos: t.end - t.start,
-        scheduled_nanos: t.start,
-        ..Default::default()
-    }
+    label
 }
