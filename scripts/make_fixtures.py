@@ -470,6 +470,96 @@ def gradients():
     print(f"gradients: {len(gd.node)} nodes, ops {ops}; fetches {names}")
 
 
+def training():
+    """TF1 resource variables trained by each tf.compat.v1.train optimizer (GradientDescent,
+    Momentum, Nesterov momentum, Adam, RMSProp with momentum, Adagrad) plus raw
+    ResourceApplyAdagradV2, AssignSubVariableOp and VarIsInitializedOp: the graph, the feeds,
+    and every variable's value after each of 3 steps (fixtures/tf/training/optimizers.*).
+    Also seeded RandomUniform / RandomStandardNormal / TruncatedNormal samples from TensorFlow
+    (random.*) for the statistical tests."""
+    out = os.path.join(OUT, "training")
+    os.makedirs(out, exist_ok=True)
+    r = np.random.default_rng(11)
+    x_val = r.normal(0, 1, (5, 3)).astype(np.float32)
+    t_val = r.normal(0, 1, (5, 4)).astype(np.float32)
+    w0 = r.normal(0, 0.5, (3, 4)).astype(np.float32)
+    b0 = r.normal(0, 0.1, 4).astype(np.float32)
+    v1 = tf.compat.v1
+    g = tf.Graph()
+    lines = []
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [5, 3], name="x")
+        t = v1.placeholder(tf.float32, [5, 4], name="t")
+        opts = {
+            "sgd": v1.train.GradientDescentOptimizer(0.1),
+            "momentum": v1.train.MomentumOptimizer(0.05, 0.9),
+            "nesterov": v1.train.MomentumOptimizer(0.05, 0.9, use_nesterov=True),
+            "adam": v1.train.AdamOptimizer(0.01),
+            "rmsprop": v1.train.RMSPropOptimizer(0.01, momentum=0.5),
+            "adagrad": v1.train.AdagradOptimizer(0.1),
+        }
+        variables = []
+        for k, opt in opts.items():
+            with v1.variable_scope(k):
+                w = v1.get_variable("w", initializer=w0, use_resource=True)
+                b = v1.get_variable("b", initializer=b0, use_resource=True)
+            loss = tf.reduce_sum(tf.square(tf.matmul(x, w) + b - t), name=f"{k}_loss")
+            gs = v1.train.get_or_create_global_step() if k == "adam" else None
+            op = opt.minimize(loss, global_step=gs, name=f"{k}_train")
+            lines.append(f"train {op.name}")
+            variables += [w, b]
+        # Raw ops without a TF1 optimizer: AdagradV2, AssignSub, VarIsInitialized.
+        with v1.variable_scope("raw"):
+            wa = v1.get_variable("w", initializer=w0, use_resource=True)
+            acc = v1.get_variable("accum", initializer=np.full((3, 4), 0.1, np.float32), use_resource=True)
+            c = v1.get_variable("c", initializer=b0, use_resource=True)
+        grad = tf.constant(r.normal(0, 1, (3, 4)).astype(np.float32), name="raw_grad")
+        ada2 = tf.raw_ops.ResourceApplyAdagradV2(var=wa.handle, accum=acc.handle, lr=0.1, epsilon=1e-3, grad=grad,
+                                                 name="raw_adagrad_v2")
+        sub = tf.raw_ops.AssignSubVariableOp(resource=c.handle, value=tf.constant(b0 * 0.5), name="raw_assign_sub")
+        inited = tf.raw_ops.VarIsInitializedOp(resource=wa.handle, name="raw_is_initialized")
+        lines += ["train raw_adagrad_v2", "train raw_assign_sub", f"fetch {inited.name}"]
+        variables += [wa, acc, c]
+        all_vars = v1.global_variables()
+        init = v1.global_variables_initializer()
+        lines.insert(0, f"init {init.name}")
+        feeds = {"x:0": x_val, "t:0": t_val}
+        expected = {}
+        with v1.Session(graph=g) as sess:
+            sess.run(init)
+            for step in range(1, 4):
+                sess.run([v1.get_default_graph().get_operation_by_name(l.split()[1]) for l in lines if l.startswith("train")],
+                         feed_dict=feeds)
+                for v in all_vars:
+                    expected[f"step{step}/{v.op.name}"] = sess.run(v.read_value())
+            expected[inited.name] = sess.run(inited)
+    for v in all_vars:
+        lines.append(f"var {v.op.name}")
+    gd = g.as_graph_def()
+    with open(os.path.join(out, "optimizers.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    with open(os.path.join(out, "optimizers.txt"), "w") as f:
+        f.write("# roles: init NODE | train NODE (run together each step) | fetch TENSOR | var NAME\n")
+        f.write("\n".join(lines) + "\n")
+    np.savez(os.path.join(out, "optimizers.inputs.npz"), **feeds)
+    np.savez(os.path.join(out, "optimizers.expected.npz"), **expected)
+    print(f"training/optimizers: {len(gd.node)} nodes, ops {sorted({n.op for n in gd.node})}")
+
+    g = tf.Graph()
+    with g.as_default():
+        v1.set_random_seed(5)
+        u = tf.random.uniform([20000], name="uniform")
+        n = tf.random.normal([20000], name="normal")
+        tn = tf.random.truncated_normal([20000], name="truncated")
+        with v1.Session(graph=g) as sess:
+            vals = sess.run([u, n, tn])
+    gd = g.as_graph_def()
+    with open(os.path.join(out, "random.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    np.savez(os.path.join(out, "random.expected.npz"), **{u.name: vals[0], n.name: vals[1], tn.name: vals[2]})
+    print(f"training/random: ops {sorted({n.op for n in gd.node})}")
+
+
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
     DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad, UnsortedSegmentSum."""
@@ -601,6 +691,7 @@ def main():
     control_flow_v1()
     tf1_control_flow()
     gradients()
+    training()
     grad_ops()
     losses()
     event_files()

@@ -435,6 +435,41 @@ fn add_n_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![g0(gs); ctx.node.inputs.len()])
 }
 
+/// `ReadVariableOp`: the gradient of a read is the gradient of the variable (its handle).
+fn read_variable(_: &GradCtx, gs: &[Option<Output>]) -> R {
+    Ok(vec![g0(gs)])
+}
+
+/// `Switch`: the gradients of both outputs merged (only the taken branch's is live); an
+/// output without a gradient contributes zeros guarded by the same switch output.
+fn switch(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let s = &ctx.scope;
+    let mut g = [None, None];
+    for (i, slot) in g.iter_mut().enumerate() {
+        *slot = Some(match gs.get(i).copied().flatten() {
+            Some(x) => x,
+            None => s.unary("ZerosLike", ctx.output(i))?,
+        });
+    }
+    let (merged, _) = s.merge(&[g[0].expect("set"), g[1].expect("set")])?;
+    Ok(vec![Some(merged), None])
+}
+
+/// `Merge` of two inputs (a `cond`): the gradient goes back to the input that was taken,
+/// switched on the merge's `value_index`.
+fn merge(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let n = ctx.node.inputs.len();
+    let Some(g) = g0(gs) else { return Ok(vec![None; n]) };
+    if n != 2 {
+        return Err(ctx.unsupported(format!("only two-input Merges (cond) are differentiable, this one has {n}")));
+    }
+    let s = &ctx.scope;
+    let one = s.scalar(1i32)?;
+    let taken_second = build(s, "Equal", &[ctx.output(1), one], &[])?;
+    let (f, t) = s.switch(g, taken_second)?;
+    Ok(vec![Some(f), Some(t)])
+}
+
 fn table() -> &'static HashMap<&'static str, GradFn> {
     static T: OnceLock<HashMap<&'static str, GradFn>> = OnceLock::new();
     T.get_or_init(|| {
@@ -473,6 +508,9 @@ fn table() -> &'static HashMap<&'static str, GradFn> {
             ("SoftmaxCrossEntropyWithLogits", cross_entropy),
             ("GatherV2", gather),
             ("SparseSoftmaxCrossEntropyWithLogits", cross_entropy),
+            ("ReadVariableOp", read_variable),
+            ("Switch", switch),
+            ("Merge", merge),
         ];
         entries.iter().copied().collect()
     })

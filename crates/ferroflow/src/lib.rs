@@ -30,6 +30,7 @@ pub use ferroflow_proto as proto;
 pub use ferroflow_runtime as runtime;
 pub use ferroflow_summary as summary;
 pub use ferroflow_tensor as tensor;
+pub use ferroflow_train as train;
 
 /// The names most programs use.
 pub mod prelude {

@@ -216,3 +216,82 @@ pub mod graphs {
         (g, fetch)
     }
 }
+
+/// Seed 003's MNIST model, built with the training API exactly as the article's
+/// `tf.compat.v1` code builds it.
+pub mod seed_003 {
+    use ferroflow_graph::Output;
+    use ferroflow_tensor::{DType, Shape};
+    use ferroflow_train::layers::{dense, dropout, Activation};
+    use ferroflow_train::optimizers::Optimizer;
+    use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
+
+    /// The article's `config`.
+    #[derive(Clone, Debug)]
+    pub struct Config {
+        /// 784.
+        pub num_inputs: usize,
+        /// 10.
+        pub num_outputs: usize,
+        /// Hidden layers (2).
+        pub num_layers: usize,
+        /// Units per hidden layer (256).
+        pub num_units: usize,
+        /// Dropout rate (0.2).
+        pub dropout_rate: f64,
+        /// Adam's learning rate (1e-3).
+        pub learning_rate: f64,
+    }
+
+    impl Default for Config {
+        fn default() -> Self {
+            Config {
+                num_inputs: 784,
+                num_outputs: 10,
+                num_layers: 2,
+                num_units: 256,
+                dropout_rate: 0.2,
+                learning_rate: 1e-3,
+            }
+        }
+    }
+
+    /// Builds the model in `b`: placeholders `inputs`, `outputs`, `is_training`; dropout on
+    /// the input; `layer_<l>` dense+relu (truncated normal, stddev 0.1) each followed by
+    /// `layer_dropout_<l>`; `out_layer` dense+softmax; the article's loss
+    /// `mean(-sum(y * log(out + 1e-7), 1))`; `accuracy`; `AdamOptimizer.minimize(loss,
+    /// global_step)`; `init`. Returns the roles by name.
+    pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
+        let s = b.scope().clone();
+        let x = s.with_name("inputs").placeholder(DType::Float, &Shape::new(vec![None, Some(c.num_inputs)]))?;
+        let y = s.with_name("outputs").placeholder(DType::Float, &Shape::new(vec![None, Some(c.num_outputs)]))?;
+        let training = s.with_name("is_training").placeholder(DType::Bool, &Shape::scalar())?;
+        let init = Initializer::TruncatedNormal { mean: 0.0, stddev: 0.1, seed: None };
+        let mut layer = dropout(b, x, c.dropout_rate, training, None, "dropout")?;
+        for l in 0..c.num_layers {
+            layer = dense(b, layer, c.num_units, Activation::Relu, &init, &format!("layer_{l}"))?;
+            layer = dropout(b, layer, c.dropout_rate, training, None, &format!("layer_dropout_{l}"))?;
+        }
+        let out = dense(b, layer, c.num_outputs, Activation::Softmax, &init, "out_layer")?;
+        let eps = s.scalar(10e-8f32)?;
+        let log = s.unary("Log", s.add(out, eps)?)?;
+        let prod = s.mul(y, log)?;
+        let sum = s.reduce("Sum", prod, &[1], false)?;
+        let neg = s.unary("Neg", sum)?;
+        let loss: Output = s.reduce("Mean", neg, &[0], false)?;
+        let acc = losses::accuracy(&s, y, out, "accuracy")?;
+        let gs = b.global_step()?;
+        let train = Optimizer::adam(c.learning_rate).minimize(b, loss, None, Some(&gs))?;
+        let init = b.global_variables_initializer()?;
+        let g = b.graph();
+        Ok(Roles {
+            inputs: g.output_name(x),
+            labels: g.output_name(y),
+            is_training: Some(g.output_name(training)),
+            loss: g.output_name(loss),
+            accuracy: Some(g.output_name(acc)),
+            train_op: g.node(train).name.clone(),
+            init: g.node(init).name.clone(),
+        })
+    }
+}

@@ -123,7 +123,22 @@ fn cases() -> Vec<Case> {
         c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
         }),
+        // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
+        // the zeros guarded by its switch; both predicates.
+        c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),
+        c("Merge", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, false)),
     ]
+}
+
+fn cond(s: &Scope, x: &[Output], pred: bool) -> Output {
+    let p = s.scalar(pred).unwrap();
+    s.cond::<ferroflow::ops::BuildError>(
+        p,
+        x,
+        |t, i| Ok(vec![t.mul(t.unary("Exp", i[0])?, t.scalar(2.0f64)?)?]),
+        |f, i| Ok(vec![f.unary("Square", i[1])?]),
+    )
+    .unwrap()[0]
 }
 
 fn check(case: &Case) {
@@ -195,7 +210,11 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     for c in &cases {
         check(c);
     }
-    let covered: BTreeSet<&str> = cases.iter().map(|c| c.op).collect();
+    let mut covered: BTreeSet<&str> = cases.iter().map(|c| c.op).collect();
+    // Both predicates above go through both Switch and Merge gradients.
+    covered.extend(["Switch", "Merge"]);
+    // Checked by `gradient_of_a_variable_read_flows_to_its_handle` below.
+    covered.insert("ReadVariableOp");
     let missing: Vec<&str> = ops_with_gradients().into_iter().filter(|op| !covered.contains(op)).collect();
     assert!(missing.is_empty(), "gradients without a finite-difference case: {missing:?}");
 }
@@ -272,4 +291,35 @@ fn sparse_labels_out_of_range_are_an_error_naming_the_node() {
     ];
     let e = sess.run(&feeds, &["xent:0"], &[]).unwrap_err().to_string();
     assert!(e.contains("'xent'") && e.contains("label value of 3") && e.contains("[0, 3)"), "{e}");
+}
+
+#[test]
+fn gradient_of_a_variable_read_flows_to_its_handle() {
+    use ferroflow::train::{Builder, Initializer};
+    let b = Builder::new();
+    let s = b.scope().clone();
+    let w = b.variable(&s, "w", &[2, 3], DType::Double, &Initializer::Constant(0.0), true).unwrap();
+    let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2, 3])).unwrap();
+    // Two reads of w, so the handle's gradient is a sum: loss = Σ w·x + Σ w².
+    let second = b.read(&s, &w).unwrap();
+    let loss = s
+        .add(
+            s.reduce("Sum", s.mul(w.value, x).unwrap(), &[0, 1], false).unwrap(),
+            s.reduce("Sum", s.unary("Square", second).unwrap(), &[0, 1], false).unwrap(),
+        )
+        .unwrap();
+    let g = gradients(&s, &[loss], &[w.handle], None).unwrap()[0].unwrap();
+    let init = b.global_variables_initializer().unwrap();
+    let graph = b.graph();
+    let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &[&graph.node(init).name]).unwrap();
+    let wv = Tensor::from_vec(&[2, 3], values(6, 5, (-1.0, 1.0))).unwrap();
+    let xv = Tensor::from_vec(&[2, 3], values(6, 6, (-1.0, 1.0))).unwrap();
+    sess.resources().lookup("localhost/w").unwrap().assign(wv.clone());
+    let got = sess.run(&[("x:0", xv.clone())], &[&graph.output_name(g)], &[]).unwrap();
+    let want: Vec<f64> =
+        wv.as_slice::<f64>().unwrap().iter().zip(xv.as_slice::<f64>().unwrap()).map(|(w, x)| x + 2.0 * w).collect();
+    for (a, b) in got[0].as_slice::<f64>().unwrap().iter().zip(&want) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
 }

@@ -140,6 +140,14 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
             covered.extend(def.node.iter().map(|n| n.op.clone()));
         }
     }
+    // TensorFlow's training graphs (tests/training.rs runs them for 3 steps against TF's values
+    // and tests the random ops statistically against TF's samples).
+    for e in std::fs::read_dir(fixtures_dir().join("training")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "pb") {
+            covered.extend(ferroflow::load_graph(&path).unwrap().nodes().iter().map(|n| n.op.clone()));
+        }
+    }
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());

@@ -154,6 +154,26 @@ pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
         out[0] = f(a[0], b[0]);
         return;
     }
+    // Fast paths (they vectorize): same-size operands, or one scalar-like operand. An
+    // operand with as many elements as the output has the output's layout.
+    let n = out.len();
+    match (a.len() == n, b.len() == n, a.len() == 1, b.len() == 1) {
+        (true, true, _, _) => {
+            out.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &y))| *o = f(x, y));
+            return;
+        }
+        (true, _, _, true) => {
+            let y = b[0];
+            out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y));
+            return;
+        }
+        (_, true, true, _) => {
+            let x = a[0];
+            out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y));
+            return;
+        }
+        _ => {}
+    }
     let sa = broadcast_strides(a_dims, out_dims);
     let sb = broadcast_strides(b_dims, out_dims);
     let inner = out_dims[rank - 1];

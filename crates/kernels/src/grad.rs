@@ -88,6 +88,14 @@ impl<T: Element + Num> OpKernel for BiasAddGrad<T> {
         let c = dims[axis];
         let inner: usize = dims[axis + 1..].iter().product();
         let mut out = vec![T::ZERO; c];
+        if inner == 1 && c > 0 {
+            // Channels last: sum rows into the output vector (vectorizes).
+            for row in g.as_slice::<T>()?.chunks_exact(c) {
+                out.iter_mut().zip(row).for_each(|(o, v)| *o = o.add_w(*v));
+            }
+            outputs.push(Tensor::from_vec(&[c], out)?);
+            return Ok(());
+        }
         for (i, chunk) in g.as_slice::<T>()?.chunks(inner.max(1)).enumerate() {
             let ch = i % c.max(1);
             for v in chunk {

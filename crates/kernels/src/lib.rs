@@ -26,8 +26,11 @@ mod loss;
 mod math;
 mod matmul;
 mod numeric;
+mod random;
 mod reduce;
+pub mod resource;
 mod select;
+mod training;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -81,6 +84,9 @@ pub(crate) fn invalid(msg: impl Into<String>) -> KernelError {
 pub struct KernelContext<'a> {
     /// The intra-op thread pool for kernels that split their work; `None` runs on the caller.
     pub intra_op: Option<&'a rayon::ThreadPool>,
+    /// The session's variables and random states; `None` for eager calls and constant
+    /// folding (kernels that need state then fail with an error naming their node).
+    pub resources: Option<&'a resource::ResourceMgr>,
 }
 
 impl KernelContext<'_> {
@@ -208,6 +214,9 @@ impl KernelRegistry {
             matmul::register(&mut r);
             select::register(&mut r);
             reduce::register(&mut r);
+            random::register(&mut r);
+            resource::register(&mut r);
+            training::register(&mut r);
             r
         })
     }

@@ -257,20 +257,18 @@ fn ne<T: PartialEq>(a: T, b: T) -> bool {
     a != b
 }
 
-fn compare_factory(
-    d: &NodeDesc,
-    f32f: fn(f32, f32) -> bool,
-    f64f: fn(f64, f64) -> bool,
-    i32f: fn(i32, i32) -> bool,
-    i64f: fn(i64, i64) -> bool,
-) -> KResult<Box<dyn OpKernel>> {
-    match d.dtype("T")? {
-        DType::Float => Ok(Box::new(Compare::new(f32f))),
-        DType::Double => Ok(Box::new(Compare::new(f64f))),
-        DType::Int32 => Ok(Box::new(Compare::new(i32f))),
-        DType::Int64 => Ok(Box::new(Compare::new(i64f))),
-        t => Err(invalid(format!("no comparison kernel for {t}"))),
-    }
+/// A comparison kernel per dtype; `f` is generic (not a fn pointer) so the loop inlines and
+/// vectorizes.
+macro_rules! compare_kernel {
+    ($d:expr, $f:ident) => {
+        match $d.dtype("T")? {
+            DType::Float => Ok(Box::new(Compare::new($f::<f32>)) as Box<dyn OpKernel>),
+            DType::Double => Ok(Box::new(Compare::new($f::<f64>)) as Box<dyn OpKernel>),
+            DType::Int32 => Ok(Box::new(Compare::new($f::<i32>)) as Box<dyn OpKernel>),
+            DType::Int64 => Ok(Box::new(Compare::new($f::<i64>)) as Box<dyn OpKernel>),
+            t => Err(invalid(format!("no comparison kernel for {t}"))),
+        }
+    };
 }
 
 fn k_not_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -318,9 +316,9 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     ] {
         r.register(op, "T", NUMERIC, f);
     }
-    r.register("GreaterEqual", "T", NUMERIC, |d| compare_factory(d, ge, ge, ge, ge));
-    r.register("Less", "T", NUMERIC, |d| compare_factory(d, lt, lt, lt, lt));
-    r.register("LessEqual", "T", NUMERIC, |d| compare_factory(d, le, le, le, le));
+    r.register("GreaterEqual", "T", NUMERIC, |d| compare_kernel!(d, ge));
+    r.register("Less", "T", NUMERIC, |d| compare_kernel!(d, lt));
+    r.register("LessEqual", "T", NUMERIC, |d| compare_kernel!(d, le));
     r.register("NotEqual", "T", EQUALITY, k_not_equal);
     r.register("LogicalAnd", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(and))));
     r.register("LogicalOr", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(or))));

@@ -52,6 +52,18 @@ impl<T: Num> OpKernel for Reduce<T> {
             Reduction::Min => (T::HIGHEST, |a, b| if b < a || b.is_nan() { b } else { a }),
         };
         let full: Vec<usize> = dims.iter().zip(&reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
+        let out_dims: Vec<usize> = if self.keep_dims {
+            full.clone()
+        } else {
+            dims.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(d, _)| *d).collect()
+        };
+        if full.as_slice() == dims {
+            // Nothing is reduced (no axes, or only size-1 axes): the values pass through
+            // unchanged (as TensorFlow's reshape-only reduction; keeps -0.0 and NaN payloads).
+            let x = std::mem::replace(&mut inputs[0], Tensor::scalar(0u8));
+            outputs.push(x.reshaped(&out_dims)?);
+            return Ok(());
+        }
         let out_len: usize = full.iter().product();
         let mut acc = vec![init; out_len];
         let src = x.as_slice::<T>()?;
@@ -95,11 +107,6 @@ impl<T: Num> OpKernel for Reduce<T> {
                 acc.iter_mut().for_each(|v| *v = v.div(c));
             }
         }
-        let out_dims: Vec<usize> = if self.keep_dims {
-            full
-        } else {
-            dims.iter().zip(&reduced).filter(|(_, r)| !**r).map(|(d, _)| *d).collect()
-        };
         outputs.push(Tensor::from_vec(&out_dims, acc)?);
         Ok(())
     }

@@ -646,6 +646,101 @@ pub fn all() -> Vec<OpDef> {
     v.push(transfer(op("_Recv").output("tensor: tensor_type").attr("tensor_type: type")).build());
     v.extend(gradient_helpers());
     v.extend(fused());
+    v.extend(state_ops());
+    v
+}
+
+/// Resource variables, stateful random ops and optimizer updates (all stateful: never
+/// folded, merged or pruned away while fetched or targeted).
+fn state_ops() -> Vec<OpDef> {
+    let mut v = vec![
+        op("VarHandleOp")
+            .output("resource: resource")
+            .attr("container: string = ''")
+            .attr("shared_name: string = ''")
+            .attr("debug_name: string = ''")
+            .attr("dtype: type")
+            .attr("shape: shape")
+            .attr("allowed_devices: list(string) = []")
+            .stateful()
+            .shape(s::scalar)
+            .build(),
+        op("ReadVariableOp").input("resource: resource").output("value: dtype").attr("dtype: type").stateful().build(),
+        op("VarIsInitializedOp")
+            .input("resource: resource")
+            .output("is_initialized: bool")
+            .stateful()
+            .shape(s::scalar)
+            .build(),
+        op("AssignVariableOp")
+            .input("resource: resource")
+            .input("value: dtype")
+            .attr("dtype: type")
+            .attr("validate_shape: bool = false")
+            .stateful()
+            .shape(s::no_outputs)
+            .build(),
+    ];
+    for name in ["AssignAddVariableOp", "AssignSubVariableOp"] {
+        v.push(
+            op(name)
+                .input("resource: resource")
+                .input("value: dtype")
+                .attr("dtype: type")
+                .stateful()
+                .shape(s::no_outputs)
+                .build(),
+        );
+    }
+    for name in ["RandomUniform", "RandomStandardNormal", "TruncatedNormal"] {
+        v.push(
+            op(name)
+                .input("shape: T")
+                .output("output: dtype")
+                .attr("seed: int = 0")
+                .attr("seed2: int = 0")
+                .attr("dtype: {half, bfloat16, float, double}")
+                .attr("T: {int32, int64}")
+                .stateful()
+                .shape(s::shape_from_input0)
+                .build(),
+        );
+    }
+    let apply = |name: &str, vars: &[&str], args: &[&str], extra: &[&str]| {
+        let mut b = op(name);
+        for a in vars {
+            b = b.input(&format!("{a}: resource"));
+        }
+        for a in args {
+            b = b.input(&format!("{a}: T"));
+        }
+        b = b.attr("T: {half, bfloat16, float, double}").attr("use_locking: bool = false");
+        for e in extra {
+            b = b.attr(e);
+        }
+        b.stateful().shape(s::no_outputs).build()
+    };
+    v.push(apply("ResourceApplyGradientDescent", &["var"], &["alpha", "delta"], &[]));
+    v.push(apply(
+        "ResourceApplyMomentum",
+        &["var", "accum"],
+        &["lr", "grad", "momentum"],
+        &["use_nesterov: bool = false"],
+    ));
+    v.push(apply(
+        "ResourceApplyAdam",
+        &["var", "m", "v"],
+        &["beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"],
+        &["use_nesterov: bool = false"],
+    ));
+    v.push(apply("ResourceApplyRMSProp", &["var", "ms", "mom"], &["lr", "rho", "momentum", "epsilon", "grad"], &[]));
+    v.push(apply("ResourceApplyAdagrad", &["var", "accum"], &["lr", "grad"], &["update_slots: bool = true"]));
+    v.push(apply(
+        "ResourceApplyAdagradV2",
+        &["var", "accum"],
+        &["lr", "epsilon", "grad"],
+        &["update_slots: bool = true"],
+    ));
     v
 }
 

@@ -18,6 +18,9 @@ pub enum BuildError {
     /// A constant could not be built.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// The branches of a `cond` do not match.
+    #[error("cond: {0}")]
+    Cond(String),
 }
 
 type Result<T> = std::result::Result<T, BuildError>;
@@ -38,6 +41,9 @@ pub struct Scope {
     prefix: String,
     op_name: Option<String>,
     device: String,
+    /// Inside a `cond` branch: the branch's pivot, a control input of every op the branch
+    /// adds without data inputs (so constants in an untaken branch are dead too).
+    pivot: Option<NodeId>,
 }
 
 impl Default for Scope {
@@ -62,18 +68,37 @@ impl Scope {
             prefix: String::new(),
             op_name: None,
             device: String::new(),
+            pivot: None,
         }
     }
 
     /// A scope that adds to an existing graph (e.g. one imported from a GraphDef).
     pub fn from_graph(graph: Graph) -> Scope {
-        Scope { graph: Rc::new(RefCell::new(graph)), prefix: String::new(), op_name: None, device: String::new() }
+        Scope {
+            graph: Rc::new(RefCell::new(graph)),
+            prefix: String::new(),
+            op_name: None,
+            device: String::new(),
+            pivot: None,
+        }
     }
 
     /// A child scope whose nodes are named `name/...` (made unique like TensorFlow's scopes).
     pub fn name_scope(&self, name: &str) -> Scope {
         let unique = self.graph.borrow_mut().unique_name(&format!("{}{name}", self.prefix));
         Scope { prefix: format!("{unique}/"), op_name: None, ..self.clone() }
+    }
+
+    /// A scope whose nodes are named `name/...` for a full `name` used as is (TensorFlow's
+    /// `name_scope("name/")`): re-enters an existing scope or puts children under a node of
+    /// that name, e.g. a variable's initializer under `layer/kernel/`.
+    pub fn reenter(&self, name: &str) -> Scope {
+        Scope { prefix: format!("{}/", name.trim_end_matches('/')), op_name: None, ..self.clone() }
+    }
+
+    /// The prefix new nodes get (`""` at the root, else `a/b/`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// A scope whose next op gets this name (instead of the op's default name).
@@ -114,11 +139,17 @@ impl Scope {
         let mut g = self.graph.borrow_mut();
         let base = format!("{}{}", self.prefix, self.op_name.as_deref().unwrap_or(default_name));
         let name = g.unique_name(&base);
+        let mut control_inputs = control.to_vec();
+        if let (Some(p), true) = (self.pivot, inputs.is_empty()) {
+            if !control_inputs.contains(&p) {
+                control_inputs.push(p);
+            }
+        }
         let spec = NodeSpec {
             name,
             op: op.to_string(),
             inputs: inputs.to_vec(),
-            control_inputs: control.to_vec(),
+            control_inputs,
             attrs,
             device: self.device.clone(),
         };
@@ -259,6 +290,69 @@ impl Scope {
     /// A `NoOp` that runs after `deps` (a grouping target).
     pub fn group(&self, deps: &[NodeId]) -> Result<NodeId> {
         self.add_op("NoOp", "NoOp", &[], deps, Attrs::new())
+    }
+
+    /// `Switch(data, pred)`: (output_false, output_true).
+    pub fn switch(&self, data: Output, pred: Output) -> Result<(Output, Output)> {
+        let mut at = Attrs::new();
+        at.insert("T".into(), type_attr(self.dtype(data)));
+        let n = self.add_op("Switch", "Switch", &[data, pred], &[], at)?;
+        Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
+    }
+
+    /// `Merge(values)`: (output, value_index).
+    pub fn merge(&self, values: &[Output]) -> Result<(Output, Output)> {
+        let mut at = Attrs::new();
+        at.insert("T".into(), type_attr(self.dtype(values[0])));
+        at.insert("N".into(), attr(Value::I(values.len() as i64)));
+        let n = self.add_op("Merge", "Merge", values, &[], at)?;
+        Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
+    }
+
+    /// TensorFlow 1's `tf.cond` (Switch/Merge): `true_fn` and `false_fn` each get `inputs`
+    /// switched on `pred` and return their results (same count and dtypes); the merged
+    /// results are returned. Only the taken branch runs; the other's values are dead.
+    /// Nodes are named like TensorFlow's (`cond/Switch_1`, `cond/switch_t`, `cond/Merge`).
+    pub fn cond<E: From<BuildError>>(
+        &self,
+        pred: Output,
+        inputs: &[Output],
+        true_fn: impl FnOnce(&Scope, &[Output]) -> std::result::Result<Vec<Output>, E>,
+        false_fn: impl FnOnce(&Scope, &[Output]) -> std::result::Result<Vec<Output>, E>,
+    ) -> std::result::Result<Vec<Output>, E> {
+        let s = self.name_scope_free().name_scope("cond");
+        let (pf, pt) = s.switch(pred, pred)?;
+        let pivot_t = s.with_name("switch_t").identity(pt)?;
+        let pivot_f = s.with_name("switch_f").identity(pf)?;
+        let mut ins_t = Vec::with_capacity(inputs.len());
+        let mut ins_f = Vec::with_capacity(inputs.len());
+        for &x in inputs {
+            let (f, t) = s.switch(x, pred)?;
+            ins_f.push(f);
+            ins_t.push(t);
+        }
+        let branch = |pivot: Output| Scope { pivot: Some(pivot.node), ..s.clone() };
+        let out_t = true_fn(&branch(pivot_t), &ins_t)?;
+        let out_f = false_fn(&branch(pivot_f), &ins_f)?;
+        if out_t.len() != out_f.len() {
+            return Err(E::from(BuildError::Cond(format!(
+                "true branch returns {} tensors, false branch {}",
+                out_t.len(),
+                out_f.len()
+            ))));
+        }
+        let mut merged = Vec::with_capacity(out_t.len());
+        for (t, f) in out_t.into_iter().zip(out_f) {
+            if s.dtype(t) != s.dtype(f) {
+                return Err(E::from(BuildError::Cond(format!(
+                    "branches return {} and {} for the same result",
+                    s.dtype(t),
+                    s.dtype(f)
+                ))));
+            }
+            merged.push(s.merge(&[f, t])?.0);
+        }
+        Ok(merged)
     }
 
     /// The same scope without a pending op name (for helper constants).

@@ -136,7 +136,16 @@ pub fn slice(c: &InferCtx) -> Result<Vec<Shape>, String> {
 
 /// `BroadcastTo`: the shape given by input 1's value (unknown if not constant).
 pub fn fill_like_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
-    let dims = c.values.get(1).and_then(|v| v.as_ref()).and_then(|t| match t.dtype() {
+    shape_from_value(c, 1)
+}
+
+/// Random ops: the output's shape is the value of input 0 (when constant).
+pub fn shape_from_input0(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    shape_from_value(c, 0)
+}
+
+fn shape_from_value(c: &InferCtx, input: usize) -> Result<Vec<Shape>, String> {
+    let dims = c.values.get(input).and_then(|v| v.as_ref()).and_then(|t| match t.dtype() {
         ferroflow_tensor::DType::Int32 => {
             Some(t.as_slice::<i32>().ok()?.iter().map(|&d| usize::try_from(d).ok()).collect())
         }
@@ -309,8 +318,21 @@ pub fn switch(c: &InferCtx) -> Result<Vec<Shape>, String> {
 /// known yet, and loop variables may change shape); and the scalar `value_index`.
 pub fn merge(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let first = &c.inputs[0];
-    let same = c.inputs.iter().all(|s| s == first);
-    Ok(vec![if same { first.clone() } else { Shape::unknown() }, Shape::scalar()])
+    let rank = first.rank();
+    let out = match first.dims() {
+        Some(d0) if c.inputs.iter().all(|s| s.rank() == rank) => {
+            // Same rank: keep each dimension the inputs agree on.
+            let dims = (0..d0.len())
+                .map(|i| {
+                    let v = d0[i];
+                    c.inputs.iter().all(|s| s.dims().is_some_and(|d| d[i] == v)).then_some(v).flatten()
+                })
+                .collect();
+            Shape::new(dims)
+        }
+        _ => Shape::unknown(),
+    };
+    Ok(vec![out, Shape::scalar()])
 }
 
 /// A scalar output.
@@ -555,6 +577,25 @@ pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
                 values[id] = if small { convert::tensor_from_proto(t).ok() } else { None };
             }
         }
+        // A variable's handle is a scalar, but reads of it have the variable's shape: take
+        // it from the `VarHandleOp` that made the handle (TensorFlow's "handle data").
+        let out = match (node.op.as_str(), node.inputs.first()) {
+            ("ReadVariableOp", Some(h)) if graph.node(h.node).op == "VarHandleOp" => {
+                match graph.node(h.node).attrs.get("shape").and_then(|v| v.value.as_ref()) {
+                    Some(attr_value::Value::Shape(s)) => vec![convert::shape_from_proto(s)],
+                    _ => out,
+                }
+            }
+            // Random tensors shaped like another tensor (`RandomUniform(Shape(x))`, as in
+            // dropout) have x's shape, even when x's batch dimension is unknown.
+            ("RandomUniform" | "RandomStandardNormal" | "TruncatedNormal", Some(sh))
+                if out.first().is_some_and(|o| o.rank().is_none()) && graph.node(sh.node).op == "Shape" =>
+            {
+                let src = graph.node(sh.node).inputs[0];
+                vec![shapes[src.node].get(src.index).cloned().unwrap_or_else(Shape::unknown)]
+            }
+            _ => out,
+        };
         shapes[id] = out;
     }
     Ok(shapes)

@@ -158,7 +158,7 @@ impl Pass for ConstantFolding {
         let shapes = if control_flow { None } else { infer_shapes(graph).ok() };
         let order = graph.topological_order()?;
         let kernels = KernelRegistry::global();
-        let kctx = KernelContext { intra_op: None };
+        let kctx = KernelContext { intra_op: None, resources: None };
         let mut values: HashMap<NodeId, Tensor> = HashMap::new();
         let mut map: HashMap<Output, Output> = HashMap::new();
         for (step, &id) in order.iter().enumerate() {

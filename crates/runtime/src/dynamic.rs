@@ -69,6 +69,8 @@ struct Interpreter<'a> {
     pending: HashMap<(usize, Ctx), Pending>,
     ready: VecDeque<(usize, Ctx, Vec<Token>, bool)>,
     results: HashMap<(usize, usize), Tensor>,
+    /// The (plan node, output) pairs the step fetches.
+    fetched: std::collections::HashSet<(usize, usize)>,
     limit: u64,
     tracer: Option<&'a crate::trace::Tracer>,
 }
@@ -100,7 +102,9 @@ impl Interpreter<'_> {
     /// Delivers output `index` of `p` (or its control signal) in `ctx` to its consumers.
     fn emit(&mut self, p: usize, index: Option<usize>, ctx: Ctx, token: Token) -> Result<(), RuntimeError> {
         if let (Some(i), Token::Live(t)) = (index, &token) {
-            if ctx.0 == 0 {
+            // Keep only fetched values: holding every output would keep buffers (and
+            // variable reads) alive for the whole step, forcing copies on update.
+            if ctx.0 == 0 && self.fetched.contains(&(p, i)) {
                 self.results.insert((p, i), t.clone());
             }
         }
@@ -143,7 +147,7 @@ impl Interpreter<'_> {
         if is_merge {
             if let (Some(s), Token::Live(_)) = (slot, &token) {
                 entry.fired = true;
-                let value = entry.data[s].clone().expect("just stored");
+                let value = entry.data[s].take().expect("just stored");
                 self.ready.push_back((c, ctx, vec![value, Token::Live(Tensor::scalar(s as i32))], false));
                 return Ok(());
             }
@@ -372,6 +376,17 @@ pub(crate) fn execute(
         pending: HashMap::new(),
         ready: VecDeque::new(),
         results: HashMap::new(),
+        fetched: plan
+            .fetches
+            .iter()
+            .filter_map(|src| match *src {
+                Source::Slot(s) => {
+                    let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s)?;
+                    Some((p, s - plan.nodes[p].first_slot as usize))
+                }
+                _ => None,
+            })
+            .collect(),
         limit,
         tracer,
     };

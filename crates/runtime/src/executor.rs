@@ -214,7 +214,7 @@ pub(crate) fn execute(
     graph: &Graph,
     feeds: &[Tensor],
     pool: &rayon::ThreadPool,
-    intra_op: Option<&rayon::ThreadPool>,
+    ctx: KernelContext,
     tracer: Option<&crate::trace::Tracer>,
 ) -> Result<Vec<Tensor>, RuntimeError> {
     let mut buffers = plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -233,7 +233,7 @@ pub(crate) fn execute(
         pending: buffers.pending,
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
-        ctx: KernelContext { intra_op },
+        ctx,
         threads: pool.current_num_threads().max(1),
         tracer,
     };

@@ -214,7 +214,11 @@ impl ExecutionPlan {
                     .map_err(kernel_error)?;
                 let mut out = Vec::with_capacity(1);
                 kernel
-                    .compute(&ferroflow_kernels::KernelContext { intra_op: None }, &mut Vec::new(), &mut out)
+                    .compute(
+                        &ferroflow_kernels::KernelContext { intra_op: None, resources: None },
+                        &mut Vec::new(),
+                        &mut out,
+                    )
                     .map_err(kernel_error)?;
                 const_source.insert(id, constants.len());
                 constants.extend(out.into_iter().take(1));

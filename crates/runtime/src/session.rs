@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::Graph;
+use ferroflow_kernels::resource::ResourceMgr;
 use ferroflow_ops::infer_shapes;
 use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
 use ferroflow_proto::{run_options, RunMetadata, RunOptions};
@@ -41,6 +42,9 @@ pub(crate) struct RuntimeEnv {
     pub intra_op: Option<Arc<rayon::ThreadPool>>,
     pub options: SessionOptions,
     pub call_stack: Vec<String>,
+    /// Variables and random states: one manager per top-level session, shared with the
+    /// functions it calls.
+    pub resources: Arc<ResourceMgr>,
 }
 
 type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
@@ -80,7 +84,7 @@ impl Session {
         let intra = threads(options.intra_op_threads);
         let intra_op = if intra > 1 { Some(Arc::new(pool(intra, "intra")?)) } else { None };
         let devices = crate::device::DeviceSet::cpus(options.cpu_devices.max(1));
-        let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new() };
+        let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new(), resources: Arc::default() };
         Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
@@ -90,6 +94,11 @@ impl Session {
         // Function bodies run on the caller's device.
         let devices = crate::device::DeviceSet::cpus(1);
         Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
+    }
+
+    /// The session's variables and random-generator states (shared by every plan).
+    pub fn resources(&self) -> &Arc<ResourceMgr> {
+        &self.env.resources
     }
 
     /// The session's graph.
@@ -244,11 +253,24 @@ impl Session {
             }
         }
         if plan.control_flow {
-            let ctx = ferroflow_kernels::KernelContext { intra_op: self.env.intra_op.as_deref() };
+            let ctx = ferroflow_kernels::KernelContext {
+                intra_op: self.env.intra_op.as_deref(),
+                resources: Some(&self.env.resources),
+            };
             let limit = self.env.options.max_loop_iterations;
-            return crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, limit, tracer);
+            let run = || crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, limit, tracer);
+            // The interpreter runs on one thread; run it on an intra-op thread so kernels that
+            // split their work share that pool instead of adding threads to the cores.
+            return match self.env.intra_op.as_deref() {
+                Some(pool) => pool.install(run),
+                None => run(),
+            };
         }
-        executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, self.env.intra_op.as_deref(), tracer)
+        let ctx = ferroflow_kernels::KernelContext {
+            intra_op: self.env.intra_op.as_deref(),
+            resources: Some(&self.env.resources),
+        };
+        executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, ctx, tracer)
     }
 }
 

@@ -96,6 +96,26 @@ impl Tensor {
         Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Storage::Strings(Arc::new(strings)) })
     }
 
+    /// A scalar `resource` tensor: a handle naming a resource (a variable, a random
+    /// generator's state) in a session's resource manager.
+    pub fn resource_handle(key: &str) -> Tensor {
+        Tensor {
+            dtype: DType::Resource,
+            dims: Dims::new(),
+            storage: Storage::Strings(Arc::new(vec![key.as_bytes().to_vec()])),
+        }
+    }
+
+    /// The key of a scalar `resource` tensor made by [`Tensor::resource_handle`].
+    pub fn resource_key(&self) -> Result<&str, TensorError> {
+        match (&self.storage, self.dtype) {
+            (Storage::Strings(s), DType::Resource) if s.len() == 1 => {
+                std::str::from_utf8(&s[0]).map_err(|_| TensorError::NotDense(DType::Resource))
+            }
+            _ => Err(TensorError::WrongDType { expected: DType::Resource, got: self.dtype }),
+        }
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype

@@ -1,0 +1,50 @@
+//! Where a training step of seed 003's model spends its time, by op type: runs a few steps,
+//! then one with FULL_TRACE, and prints total kernel time per op (from the step stats).
+//! `cargo run --release -p ferroflow --example step_profile`
+use std::collections::BTreeMap;
+
+use ferroflow::proto::{run_options::TraceLevel, RunOptions};
+use ferroflow::runtime::{Session, SessionOptions};
+use ferroflow::tensor::Tensor;
+use ferroflow::testing::seed_003;
+use ferroflow::train::{mnist, Builder};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let m = mnist::load(&mnist::bundled_dir())?;
+    let b = Builder::with_seed(1);
+    let roles = seed_003::build(&b, &seed_003::Config::default())?;
+    let sess = Session::new(b.graph(), SessionOptions::default())?;
+    sess.run(&[], &[], &[&roles.init])?;
+    let idx: Vec<usize> = (0..100).collect();
+    let x = ferroflow::train::model::gather_rows(&m.train.images, &idx)?;
+    let y = ferroflow::train::model::gather_rows(&m.train.one_hot(10)?, &idx)?;
+    let feeds = [("inputs:0", x), ("outputs:0", y), ("is_training:0", Tensor::scalar(true))];
+    for _ in 0..50 {
+        sess.run(&feeds, &[&roles.loss], &[&roles.train_op])?;
+    }
+    let opts = RunOptions { trace_level: TraceLevel::FullTrace as i32, ..Default::default() };
+    let mut by_op: BTreeMap<String, (u64, usize)> = BTreeMap::new();
+    let graph = sess.graph().clone();
+    let steps = 20;
+    let t0 = std::time::Instant::now();
+    for _ in 0..steps {
+        let (_, meta) = sess.run_with_options(&feeds, &[&roles.loss], &[&roles.train_op], &opts)?;
+        for dev in meta.step_stats.unwrap_or_default().dev_stats {
+            for n in dev.node_stats {
+                let op = graph.find(&n.node_name).map_or("?".to_string(), |id| graph.node(id).op.clone());
+                let e = by_op.entry(op).or_default();
+                e.0 += n.all_end_rel_nanos as u64;
+                e.1 += 1;
+            }
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64() / steps as f64 * 1e6;
+    let mut v: Vec<_> = by_op.into_iter().collect();
+    v.sort_by_key(|(_, (t, _))| std::cmp::Reverse(*t));
+    let total: u64 = v.iter().map(|(_, (t, _))| t).sum();
+    println!("step wall {wall:.0} us; kernel time {:.0} us", total as f64 / steps as f64 / 1e3);
+    for (op, (t, n)) in v {
+        println!("{op:32} {:8.1} us  x{}", t as f64 / steps as f64 / 1e3, n / steps);
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! Layers as graph-building functions with `tf.compat.v1.layers`' names: a dense layer named
+//! `layer_0` has variables `layer_0/kernel`, `layer_0/bias` and ops `layer_0/MatMul`,
+//! `layer_0/BiasAdd`, `layer_0/Relu`.
+use ferroflow_graph::{Attrs, Output};
+use ferroflow_ops::{infer_shapes, Scope};
+use ferroflow_proto::attr_value::{ListValue, Value};
+use ferroflow_tensor::Shape;
+
+use crate::{attr, type_attr, Builder, Initializer, Result, TrainError};
+
+/// An activation applied after a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// None (linear).
+    Linear,
+    /// `Relu`.
+    Relu,
+    /// `Softmax` over the last axis.
+    Softmax,
+    /// `Sigmoid`.
+    Sigmoid,
+    /// `Tanh`.
+    Tanh,
+}
+
+impl Activation {
+    fn apply(self, s: &Scope, x: Output) -> Result<Output> {
+        Ok(match self {
+            Activation::Linear => x,
+            Activation::Relu => s.unary("Relu", x)?,
+            Activation::Softmax => s.unary("Softmax", x)?,
+            Activation::Sigmoid => s.unary("Sigmoid", x)?,
+            Activation::Tanh => s.unary("Tanh", x)?,
+        })
+    }
+}
+
+/// The static shape of `x` in the builder's graph.
+pub fn static_shape(b: &Builder, x: Output) -> Result<Shape> {
+    let shapes = b.scope().with_graph(infer_shapes).map_err(ferroflow_ops::BuildError::from)?;
+    Ok(shapes.get(x.node).and_then(|s| s.get(x.index)).cloned().unwrap_or_else(Shape::unknown))
+}
+
+fn last_dim(b: &Builder, x: Output, layer: &str) -> Result<usize> {
+    let s = static_shape(b, x)?;
+    s.dims().and_then(|d| d.last().copied().flatten()).ok_or_else(|| {
+        TrainError::Invalid(format!("layer '{layer}': the input's last dimension must be known, got shape {s}"))
+    })
+}
+
+/// `tf.layers.dense`: `activation(x · kernel + bias)`, kernel `[in, units]` from
+/// `kernel_init`, bias zeros.
+pub fn dense(
+    b: &Builder,
+    x: Output,
+    units: usize,
+    activation: Activation,
+    kernel_init: &Initializer,
+    name: &str,
+) -> Result<Output> {
+    let inputs = last_dim(b, x, name)?;
+    let s = b.scope().name_scope(name);
+    let dtype = s.dtype(x);
+    let kernel = b.variable(&s, "kernel", &[inputs, units], dtype, kernel_init, true)?;
+    let bias = b.variable(&s, "bias", &[units], dtype, &Initializer::Zeros, true)?;
+    let y = s.matmul(x, kernel.value, false, false)?;
+    let y = s.bias_add(y, bias.value)?;
+    activation.apply(&s, y)
+}
+
+/// `tf.nn.dropout` on the taken branch: keeps each value with probability `1 - rate` and
+/// scales kept values by `1 / (1 - rate)`.
+pub fn dropout_always(b: &Builder, s: &Scope, x: Output, rate: f64, seed: Option<i64>) -> Result<Output> {
+    if !(0.0..1.0).contains(&rate) {
+        return Err(TrainError::Invalid(format!("dropout rate must be in [0, 1), got {rate}")));
+    }
+    let d = s.name_scope("dropout");
+    let dtype = d.dtype(x);
+    let shape = d.unary("Shape", x)?; // out_type defaults to int32
+    let r = b.random(&d.name_scope("random_uniform"), "RandomUniform", shape, dtype, seed)?;
+    let rate_c = Builder::scalar(&d.with_name("rate"), dtype, rate)?;
+    let mut a = Attrs::new();
+    a.insert("T".into(), type_attr(dtype));
+    let keep = Output { node: d.add_op("GreaterEqual", "GreaterEqual", &[r, rate_c], &[], a)?, index: 0 };
+    let scaled = d.mul(x, Builder::scalar(&d.with_name("Const"), dtype, 1.0 / (1.0 - rate))?)?;
+    let mask = d.cast(keep, dtype)?;
+    Ok(d.with_name("Mul_1").mul(scaled, mask)?)
+}
+
+/// `tf.layers.dropout(x, rate, training=training)`: dropout when the boolean `training` is
+/// true, identity when false, switched by a `cond` (only the taken branch runs).
+pub fn dropout(b: &Builder, x: Output, rate: f64, training: Output, seed: Option<i64>, name: &str) -> Result<Output> {
+    let s = b.scope().name_scope(name);
+    let out = s.cond::<TrainError>(
+        training,
+        &[x],
+        |t, ins| Ok(vec![dropout_always(b, t, ins[0], rate, seed)?]),
+        |f, ins| Ok(vec![f.identity(ins[0])?]),
+    )?;
+    Ok(out[0])
+}
+
+/// `tf.layers.flatten`: `[batch, ...]` to `[batch, prod(...)]`.
+pub fn flatten(b: &Builder, x: Output, name: &str) -> Result<Output> {
+    let shape = static_shape(b, x)?;
+    let dims = shape.dims().ok_or_else(|| TrainError::Invalid(format!("layer '{name}': input rank must be known")))?;
+    let mut n = 1usize;
+    for (i, d) in dims.iter().enumerate().skip(1) {
+        n *= d.ok_or_else(|| {
+            TrainError::Invalid(format!("layer '{name}': dimension {i} of the input must be known, got {shape}"))
+        })?;
+    }
+    let s = b.scope().name_scope(name);
+    Ok(s.reshape(x, &[-1, n as i32])?)
+}
+
+fn ints(v: &[i64]) -> ferroflow_proto::AttrValue {
+    attr(Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() })))
+}
+
+/// Padding of convolutions and pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// Output size `ceil(in / stride)`.
+    Same,
+    /// No padding.
+    Valid,
+}
+
+impl Padding {
+    fn attr(self) -> ferroflow_proto::AttrValue {
+        attr(Value::S(if self == Padding::Same { b"SAME".to_vec() } else { b"VALID".to_vec() }))
+    }
+}
+
+/// `tf.layers.conv2d` on NHWC input: kernel `[kh, kw, in, filters]`, bias zeros.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d(
+    b: &Builder,
+    x: Output,
+    filters: usize,
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    padding: Padding,
+    activation: Activation,
+    kernel_init: &Initializer,
+    name: &str,
+) -> Result<Output> {
+    let channels = last_dim(b, x, name)?;
+    let s = b.scope().name_scope(name);
+    let dtype = s.dtype(x);
+    let k = b.variable(&s, "kernel", &[kernel[0], kernel[1], channels, filters], dtype, kernel_init, true)?;
+    let bias = b.variable(&s, "bias", &[filters], dtype, &Initializer::Zeros, true)?;
+    let mut a = Attrs::new();
+    a.insert("T".into(), type_attr(dtype));
+    a.insert("strides".into(), ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("padding".into(), padding.attr());
+    let y = Output { node: s.add_op("Conv2D", "Conv2D", &[x, k.value], &[], a)?, index: 0 };
+    let y = s.bias_add(y, bias.value)?;
+    activation.apply(&s, y)
+}
+
+/// `tf.layers.max_pooling2d` on NHWC input.
+pub fn max_pool2d(
+    b: &Builder,
+    x: Output,
+    pool: [usize; 2],
+    strides: [usize; 2],
+    padding: Padding,
+    name: &str,
+) -> Result<Output> {
+    let s = b.scope().name_scope(name);
+    let mut a = Attrs::new();
+    a.insert("T".into(), type_attr(s.dtype(x)));
+    a.insert("ksize".into(), ints(&[1, pool[0] as i64, pool[1] as i64, 1]));
+    a.insert("strides".into(), ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("padding".into(), padding.attr());
+    Ok(Output { node: s.add_op("MaxPool", "MaxPool", &[x], &[], a)?, index: 0 })
+}

@@ -1,0 +1,372 @@
+//! Training in graph mode, TensorFlow 1 style: resource variables with initializers and
+//! seeds ([`Builder`], [`Variable`], [`Initializer`]), optimizers that add TensorFlow's update
+//! ops (`ResourceApplyAdam`, ...) to the graph ([`optimizers`]), layers ([`layers`]), losses
+//! and metrics ([`losses`]), a sequential model with a `fit` loop ([`model`]) and MNIST's IDX
+//! files ([`mnist`]).
+//!
+//! Everything here builds graph nodes with TensorFlow's op names and attrs, so a ferroflow
+//! training graph is a TensorFlow graph: variables are `VarHandleOp`s read by
+//! `ReadVariableOp` and initialized by `AssignVariableOp`, and the session's resource manager
+//! keeps their values between steps.
+#![warn(missing_docs)]
+
+pub mod layers;
+pub mod losses;
+pub mod mnist;
+pub mod model;
+pub mod optimizers;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use ferroflow_graph::{Attrs, Graph, NodeId, Output};
+use ferroflow_ops::{BuildError, Scope};
+use ferroflow_proto::{attr_value::Value, convert, AttrValue};
+use ferroflow_tensor::{DType, Shape, Tensor};
+
+/// TensorFlow's `DEFAULT_GRAPH_SEED`, used when only an op seed is given.
+pub const DEFAULT_GRAPH_SEED: i64 = 87654321;
+
+/// An error while building or training.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Building graph nodes failed.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Building gradients failed.
+    #[error(transparent)]
+    Gradients(#[from] ferroflow_autodiff::GradError),
+    /// Running a step failed.
+    #[error(transparent)]
+    Runtime(#[from] ferroflow_runtime::RuntimeError),
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] ferroflow_tensor::TensorError),
+    /// Bad arguments (shapes, names, options).
+    #[error("{0}")]
+    Invalid(String),
+    /// A training step produced a NaN or infinite value.
+    #[error("step {step}: tensor '{tensor}' is not finite ({value}); training stopped")]
+    NonFinite {
+        /// The 1-based step.
+        step: u64,
+        /// The tensor.
+        tensor: String,
+        /// The offending value.
+        value: f64,
+    },
+    /// A data file could not be read.
+    #[error("{path}: {reason}")]
+    Data {
+        /// The file.
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T> = std::result::Result<T, TrainError>;
+
+pub(crate) fn attr(v: Value) -> AttrValue {
+    AttrValue { value: Some(v) }
+}
+pub(crate) fn type_attr(d: DType) -> AttrValue {
+    attr(Value::Type(d.to_tf()))
+}
+
+/// How a variable gets its first value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Initializer {
+    /// All zeros.
+    Zeros,
+    /// All ones.
+    Ones,
+    /// One value everywhere.
+    Constant(f64),
+    /// Normal(mean, stddev).
+    RandomNormal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        stddev: f64,
+        /// Op seed (with the graph seed, as TensorFlow's `get_seed`).
+        seed: Option<i64>,
+    },
+    /// Normal(mean, stddev) with values beyond two standard deviations redrawn.
+    TruncatedNormal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        stddev: f64,
+        /// Op seed.
+        seed: Option<i64>,
+    },
+    /// Uniform in [minval, maxval).
+    RandomUniform {
+        /// Lower bound.
+        minval: f64,
+        /// Upper bound (exclusive).
+        maxval: f64,
+        /// Op seed.
+        seed: Option<i64>,
+    },
+    /// Glorot (Xavier) uniform: U(±sqrt(6 / (fan_in + fan_out))), fans as in Keras
+    /// (conv kernels `[h, w, in, out]` multiply both by `h·w`).
+    GlorotUniform {
+        /// Op seed.
+        seed: Option<i64>,
+    },
+}
+
+/// A resource variable in the graph.
+#[derive(Clone, Debug)]
+pub struct Variable {
+    /// Its name (the `VarHandleOp` node's name and `shared_name`).
+    pub name: String,
+    /// The handle (`VarHandleOp:0`): what optimizers update and gradients are taken for.
+    pub handle: Output,
+    /// A read of the value (`<name>/Read/ReadVariableOp:0`), for use in the model.
+    pub value: Output,
+    /// The `AssignVariableOp` that sets the initial value (`<name>/Assign`).
+    pub initializer: NodeId,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Whether optimizers update it by default.
+    pub trainable: bool,
+}
+
+/// Builds a training graph: a [`Scope`] plus the variables created in it and the graph-level
+/// random seed (TensorFlow's `tf.set_random_seed`).
+#[derive(Clone)]
+pub struct Builder {
+    scope: Scope,
+    vars: Rc<RefCell<Vec<Variable>>>,
+    graph_seed: Option<i64>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// A builder over a new graph, without a graph seed (random ops are non-deterministic
+    /// unless given op seeds).
+    pub fn new() -> Builder {
+        Builder { scope: Scope::new(), vars: Rc::default(), graph_seed: None }
+    }
+
+    /// A builder whose random ops are reproducible: each op's seeds derive from `seed` and
+    /// the op's position in the graph, as in TensorFlow.
+    pub fn with_seed(seed: i64) -> Builder {
+        Builder { graph_seed: Some(seed), ..Builder::new() }
+    }
+
+    /// The root scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// A copy of the graph built so far.
+    pub fn graph(&self) -> Graph {
+        self.scope.graph()
+    }
+
+    /// The `(seed, seed2)` attrs for a new random op: TensorFlow's `get_seed`.
+    pub fn seeds(&self, op_seed: Option<i64>) -> (i64, i64) {
+        match (self.graph_seed, op_seed) {
+            (Some(g), Some(o)) => (g, o),
+            (Some(g), None) => (g, self.scope.with_graph(|gr| gr.len()) as i64),
+            (None, Some(o)) => (DEFAULT_GRAPH_SEED, o),
+            (None, None) => (0, 0),
+        }
+    }
+
+    /// A random tensor of `shape` (an int32 vector) from `op` (`RandomUniform`,
+    /// `RandomStandardNormal` or `TruncatedNormal`).
+    pub fn random(&self, scope: &Scope, op: &str, shape: Output, dtype: DType, seed: Option<i64>) -> Result<Output> {
+        let (s1, s2) = self.seeds(seed);
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(dtype));
+        a.insert("T".into(), type_attr(scope.dtype(shape)));
+        a.insert("seed".into(), attr(Value::I(s1)));
+        a.insert("seed2".into(), attr(Value::I(s2)));
+        Ok(Output { node: scope.add_op(op, op, &[shape], &[], a)?, index: 0 })
+    }
+
+    /// A scalar constant of `dtype`.
+    pub fn scalar(scope: &Scope, dtype: DType, v: f64) -> Result<Output> {
+        Ok(match dtype {
+            DType::Double => scope.scalar(v)?,
+            DType::Float => scope.scalar(v as f32)?,
+            DType::Int32 => scope.scalar(v as i32)?,
+            DType::Int64 => scope.scalar(v as i64)?,
+            d => return Err(TrainError::Invalid(format!("no scalar constants of {d}"))),
+        })
+    }
+
+    fn initial_value(&self, scope: &Scope, init: &Initializer, shape: &[usize], dtype: DType) -> Result<Output> {
+        let dims: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
+        let fill = |v: f64| -> Result<Output> {
+            let sh = scope.with_name("shape_as_tensor").constant_from(&[dims.len()], &dims)?;
+            let c = Self::scalar(&scope.with_name("Const"), dtype, v)?;
+            let mut a = Attrs::new();
+            a.insert("T".into(), type_attr(dtype));
+            a.insert("index_type".into(), type_attr(DType::Int32));
+            Ok(Output { node: scope.add_op("Fill", "zeros", &[sh, c], &[], a)?, index: 0 })
+        };
+        let affine = |op: &str, name: &str, scale: f64, shift: f64, seed: Option<i64>| -> Result<Output> {
+            let s = scope.name_scope(name);
+            let sh = s.with_name("shape").constant_from(&[dims.len()], &dims)?;
+            let r = self.random(&s, op, sh, dtype, seed)?;
+            let scaled = s.with_name("mul").mul(r, Self::scalar(&s.with_name("stddev"), dtype, scale)?)?;
+            Ok(s.with_name("add").add(scaled, Self::scalar(&s.with_name("mean"), dtype, shift)?)?)
+        };
+        match *init {
+            Initializer::Zeros => fill(0.0),
+            Initializer::Ones => fill(1.0),
+            Initializer::Constant(v) => fill(v),
+            Initializer::RandomNormal { mean, stddev, seed } => {
+                affine("RandomStandardNormal", "random_normal", stddev, mean, seed)
+            }
+            Initializer::TruncatedNormal { mean, stddev, seed } => {
+                affine("TruncatedNormal", "truncated_normal", stddev, mean, seed)
+            }
+            Initializer::RandomUniform { minval, maxval, seed } => {
+                affine("RandomUniform", "random_uniform", maxval - minval, minval, seed)
+            }
+            Initializer::GlorotUniform { seed } => {
+                let (fan_in, fan_out) = fans(shape);
+                let limit = (6.0 / (fan_in + fan_out).max(1.0)).sqrt();
+                affine("RandomUniform", "random_uniform", 2.0 * limit, -limit, seed)
+            }
+        }
+    }
+
+    /// Creates a variable `name` (under `scope`'s prefix) with its handle, a read, and an
+    /// initializer. A name already in use is an error (TensorFlow's `get_variable` rule).
+    pub fn variable(
+        &self,
+        scope: &Scope,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        init: &Initializer,
+        trainable: bool,
+    ) -> Result<Variable> {
+        let full = format!("{}{name}", scope.prefix());
+        if self.scope.with_graph(|g| g.find(&full).is_some()) {
+            return Err(TrainError::Invalid(format!("variable '{full}' already exists")));
+        }
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(dtype));
+        let sh = Shape::new(shape.iter().map(|&d| Some(d)).collect());
+        a.insert("shape".into(), attr(Value::Shape(Box::new(convert::shape_to_proto(&sh)))));
+        a.insert("shared_name".into(), attr(Value::S(full.clone().into_bytes())));
+        a.insert("container".into(), attr(Value::S(Vec::new())));
+        let handle = Output { node: scope.with_name(name).add_op("VarHandleOp", name, &[], &[], a)?, index: 0 };
+        let inner = scope.reenter(&full);
+        let value = self.initial_value(&inner.name_scope("Initializer"), init, shape, dtype)?;
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(dtype));
+        let initializer = inner.add_op("AssignVariableOp", "Assign", &[handle, value], &[], a)?;
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(dtype));
+        let read = inner.name_scope("Read").add_op("ReadVariableOp", "ReadVariableOp", &[handle], &[], a)?;
+        let v = Variable {
+            name: full,
+            handle,
+            value: Output { node: read, index: 0 },
+            initializer,
+            dtype,
+            shape: shape.to_vec(),
+            trainable,
+        };
+        self.vars.borrow_mut().push(v.clone());
+        Ok(v)
+    }
+
+    /// A new read of `v` (`ReadVariableOp`) in `scope`: a value read at this point of the step.
+    pub fn read(&self, scope: &Scope, v: &Variable) -> Result<Output> {
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), type_attr(v.dtype));
+        Ok(Output { node: scope.add_op("ReadVariableOp", "ReadVariableOp", &[v.handle], &[], a)?, index: 0 })
+    }
+
+    /// TensorFlow's `get_or_create_global_step`: an int64 scalar `global_step`, not trainable.
+    pub fn global_step(&self) -> Result<Variable> {
+        if let Some(v) = self.vars.borrow().iter().find(|v| v.name == "global_step") {
+            return Ok(v.clone());
+        }
+        self.variable(&self.scope, "global_step", &[], DType::Int64, &Initializer::Zeros, false)
+    }
+
+    /// Every variable created so far, in creation order.
+    pub fn variables(&self) -> Vec<Variable> {
+        self.vars.borrow().clone()
+    }
+
+    /// The trainable variables.
+    pub fn trainable_variables(&self) -> Vec<Variable> {
+        self.vars.borrow().iter().filter(|v| v.trainable).cloned().collect()
+    }
+
+    /// A `NoOp` named `init` that runs every variable's initializer (TensorFlow's
+    /// `global_variables_initializer`).
+    pub fn global_variables_initializer(&self) -> Result<NodeId> {
+        let deps: Vec<NodeId> = self.vars.borrow().iter().map(|v| v.initializer).collect();
+        Ok(self.scope.with_name("init").group(&deps)?)
+    }
+}
+
+/// Keras's fan-in and fan-out of a weight shape.
+fn fans(shape: &[usize]) -> (f64, f64) {
+    match shape {
+        [] => (1.0, 1.0),
+        [n] => (*n as f64, *n as f64),
+        [i, o] => (*i as f64, *o as f64),
+        _ => {
+            let receptive: usize = shape[..shape.len() - 2].iter().product();
+            let (i, o) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+            ((receptive * i) as f64, (receptive * o) as f64)
+        }
+    }
+}
+
+/// A float tensor from a session result, as `f64` values (for losses and metrics).
+pub fn to_f64(t: &Tensor) -> Result<Vec<f64>> {
+    Ok(match t.dtype() {
+        DType::Float => t.as_slice::<f32>()?.iter().map(|&v| v as f64).collect(),
+        DType::Double => t.as_slice::<f64>()?.to_vec(),
+        DType::Int32 => t.as_slice::<i32>()?.iter().map(|&v| v as f64).collect(),
+        DType::Int64 => t.as_slice::<i64>()?.iter().map(|&v| v as f64).collect(),
+        d => return Err(TrainError::Invalid(format!("expected a numeric tensor, got {d}"))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fans_follow_keras() {
+        assert_eq!(fans(&[784, 256]), (784.0, 256.0));
+        assert_eq!(fans(&[3, 3, 8, 16]), (72.0, 144.0));
+    }
+
+    #[test]
+    fn seeds_follow_get_seed() {
+        let b = Builder::new();
+        assert_eq!(b.seeds(None), (0, 0));
+        assert_eq!(b.seeds(Some(5)), (DEFAULT_GRAPH_SEED, 5));
+        let b = Builder::with_seed(42);
+        assert_eq!(b.seeds(Some(5)), (42, 5));
+        let (g, o) = b.seeds(None);
+        assert_eq!(g, 42);
+        assert_eq!(o, 0);
+    }
+}

