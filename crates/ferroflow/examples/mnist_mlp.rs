@@ -3,7 +3,8 @@
 //! sample (8,000 training / 2,000 test digits), then evaluates it by tensor names as the
 //! article does: `accuracy:0` with feeds `inputs:0`, `outputs:0`, `is_training:0`.
 //!
-//! `cargo run --release -p ferroflow --example mnist_mlp -- [--steps N] [--data DIR] [--seed S]`
+//! `cargo run --release -p ferroflow --example mnist_mlp -- [--steps N] [--data DIR] [--seed S]
+//! [--intra-op-threads N]`
 //! Prints `steps_per_sec=`, `peak_rss_mb=` and, last, `test_accuracy=<value>`.
 use std::path::PathBuf;
 
@@ -24,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut steps = 3000u64;
     let mut data = mnist::bundled_dir();
     let mut seed = 1i64;
+    let mut intra = 0usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -31,14 +33,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--steps" => steps = val()?.parse()?,
             "--data" => data = PathBuf::from(val()?),
             "--seed" => seed = val()?.parse()?,
-            other => return Err(format!("unknown argument '{other}' (expected --steps, --data, --seed)").into()),
+            "--intra-op-threads" => intra = val()?.parse()?,
+            other => {
+                return Err(format!(
+                    "unknown argument '{other}' (expected --steps, --data, --seed, --intra-op-threads)"
+                )
+                .into())
+            }
         }
     }
     let m = mnist::load(&data)?;
     eprintln!("MNIST from {}: {} training, {} test digits", data.display(), m.train.len(), m.test.len());
     let b = Builder::with_seed(seed);
     let roles = seed_003::build(&b, &seed_003::Config::default())?;
-    let session = Session::new(b.graph(), SessionOptions::default())?;
+    let sopts = SessionOptions { intra_op_threads: intra, ..Default::default() };
+    let session = Session::new(b.graph(), sopts)?;
     let model = Model::new(session, roles, &[784]);
     model.initialize()?;
     let y_train = m.train.one_hot(10)?;

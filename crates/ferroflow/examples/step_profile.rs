@@ -1,6 +1,6 @@
 //! Where a training step of seed 003's model spends its time, by op type: runs a few steps,
 //! then one with FULL_TRACE, and prints total kernel time per op (from the step stats).
-//! `cargo run --release -p ferroflow --example step_profile`
+//! `cargo run --release -p ferroflow --example step_profile [-- INTRA_OP_THREADS]`
 use std::collections::BTreeMap;
 
 use ferroflow::proto::{run_options::TraceLevel, RunOptions};
@@ -13,7 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let m = mnist::load(&mnist::bundled_dir())?;
     let b = Builder::with_seed(1);
     let roles = seed_003::build(&b, &seed_003::Config::default())?;
-    let sess = Session::new(b.graph(), SessionOptions::default())?;
+    // `step_profile [intra_op_threads]`
+    let intra = std::env::args().nth(1).map_or(Ok(0), |v| v.parse())?;
+    let sopts = SessionOptions { intra_op_threads: intra, ..Default::default() };
+    let sess = Session::new(b.graph(), sopts)?;
     sess.run(&[], &[], &[&roles.init])?;
     let idx: Vec<usize> = (0..100).collect();
     let x = ferroflow::train::model::gather_rows(&m.train.images, &idx)?;

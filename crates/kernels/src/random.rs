@@ -242,10 +242,11 @@ impl RandomOp {
         let (key, base, stream) = (state.key, state.counter, state.stream);
         macro_rules! blocks {
             ($t:ty, $per:expr, $f:expr) => {{
-                let mut v: Vec<$t> = vec![Default::default(); n];
-                fill_blocks(ctx, &mut v, $per, key, base, stream, $f);
+                // Written in place into the output's buffer (no second copy).
+                let mut t = Tensor::zeros(<$t as ferroflow_tensor::Element>::DTYPE, dims)?;
+                fill_blocks(ctx, t.as_mut_slice::<$t>()?, $per, key, base, stream, $f);
                 state.counter = base.wrapping_add(n.div_ceil($per) as u64);
-                Tensor::from_vec(dims, v)?
+                t
             }};
         }
         Ok(match (self.dist, self.dtype) {

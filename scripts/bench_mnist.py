@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Seed 003 side by side: trains the article's MNIST MLP in TensorFlow 1-style graph mode
+(placeholders inputs/outputs/is_training, dropout 0.2 through tf.cond, two dense+relu layers of
+256 with truncated-normal(0.1) kernels, softmax, the article's cross-entropy, Adam 1e-3 with
+global_step, batch 100) and in ferroflow (examples/mnist_mlp.rs, the same graph built in Rust),
+on the bundled split (data/mnist: 8,000 training / 2,000 test digits), in the same run.
+Prints steps/s, test accuracy and peak memory (VmHWM) of each process, and the ratio.
+
+TensorFlow 2.21's Keras 3 has no tf.compat.v1.layers, so dense and dropout are written out
+with the ops tf.layers used (get_variable, matmul, bias_add, tf.cond + tf.nn.dropout).
+
+Run:  cargo build --release -p ferroflow --example mnist_mlp
+      .venv/bin/python scripts/bench_mnist.py [--steps 3000]
+"""
+import argparse
+import gzip
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+DATA = os.path.join(ROOT, "data", "mnist")
+
+
+def read_idx(name):
+    with gzip.open(os.path.join(DATA, name + ".gz"), "rb") as f:
+        raw = f.read()
+    magic = struct.unpack(">i", raw[:4])[0]
+    rank = magic & 0xFF
+    dims = struct.unpack(">" + "i" * rank, raw[4:4 + 4 * rank])
+    return dims, raw[4 + 4 * rank:]
+
+
+def peak_rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def run_tensorflow(steps, seed):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+
+    def load(prefix):
+        (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
+        _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
+        x = np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0
+        y = np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)]
+        return x, y
+
+    xtr, ytr = load("train")
+    xte, yte = load("t10k")
+    g = tf.Graph()
+    with g.as_default():
+        v1.set_random_seed(seed)
+        x = v1.placeholder(tf.float32, [None, 784], name="inputs")
+        y = v1.placeholder(tf.float32, [None, 10], name="outputs")
+        is_training = v1.placeholder(tf.bool, name="is_training")
+
+        def dropout(h, name):
+            with v1.variable_scope(name):
+                return tf.cond(is_training, lambda: tf.nn.dropout(h, rate=0.2), lambda: tf.identity(h))
+
+        def dense(h, units, act, name):
+            with v1.variable_scope(name):
+                k = v1.get_variable("kernel", [h.shape[1], units],
+                                    initializer=v1.truncated_normal_initializer(stddev=0.1), use_resource=True)
+                b = v1.get_variable("bias", [units], initializer=v1.zeros_initializer(), use_resource=True)
+                return act(tf.nn.bias_add(tf.matmul(h, k), b))
+
+        layer = dropout(x, "dropout")
+        for l in range(2):
+            layer = dense(layer, 256, tf.nn.relu, f"layer_{l}")
+            layer = dropout(layer, f"layer_dropout_{l}")
+        out = dense(layer, 10, tf.nn.softmax, "out_layer")
+        loss = tf.reduce_mean(-tf.reduce_sum(y * tf.math.log(out + 10e-8), 1))
+        correct = tf.equal(tf.argmax(y, 1), tf.argmax(out, 1))
+        accuracy = tf.reduce_mean(tf.cast(correct, tf.float32), name="accuracy")
+        global_step = v1.train.get_or_create_global_step()
+        train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=global_step)
+        init = v1.global_variables_initializer()
+    rng = np.random.default_rng(seed)
+    with v1.Session(graph=g) as sess:
+        sess.run(init)
+        order = rng.permutation(len(xtr))
+        pos = 0
+        train_time = 0.0
+        for i in range(steps):
+            if pos + 100 > len(order):
+                order = rng.permutation(len(xtr))
+                pos = 0
+            idx = order[pos:pos + 100]
+            pos += 100
+            feed = {x: xtr[idx], y: ytr[idx], is_training: True}
+            t0 = time.perf_counter()
+            _, l = sess.run([train_op, loss], feed_dict=feed)
+            train_time += time.perf_counter() - t0
+            if (i + 1) % 500 == 0:
+                print(f"{i + 1} step loss: {l}", file=sys.stderr)
+        acc = sess.run("accuracy:0", feed_dict={"inputs:0": xte, "outputs:0": yte, "is_training:0": False})
+    print(f"steps={steps} steps_per_sec={steps / train_time:.1f}")
+    print(f"peak_rss_mb={peak_rss_mb():.1f}")
+    print(f"test_accuracy={acc:.4f}")
+
+
+def parse(out):
+    vals = dict(re.findall(r"(\w+)=([0-9.]+)", out))
+    return {k: float(v) for k, v in vals.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tf-only", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.tf_only:
+        run_tensorflow(a.steps, a.seed)
+        return 0
+    exe = os.path.join(ROOT, "target", "release", "examples", "mnist_mlp")
+    if not os.path.exists(exe):
+        print(f"{exe} is missing: cargo build --release -p ferroflow --example mnist_mlp", file=sys.stderr)
+        return 2
+    tf_out = subprocess.run([sys.executable, __file__, "--tf-only", "--steps", str(a.steps), "--seed", str(a.seed)],
+                            check=True, capture_output=True, text=True).stdout
+    ff_out = subprocess.run([exe, "--steps", str(a.steps), "--seed", str(a.seed)], check=True,
+                            capture_output=True, text=True).stdout
+    tf_r, ff_r = parse(tf_out), parse(ff_out)
+    print(f"{'':12} {'steps/s':>9} {'ms/step':>8} {'test acc':>9} {'peak MB':>8}")
+    for name, r in [("tensorflow", tf_r), ("ferroflow", ff_r)]:
+        sps = r["steps_per_sec"]
+        print(f"{name:12} {sps:9.1f} {1000 / sps:8.2f} {r['test_accuracy']:9.4f} {r['peak_rss_mb']:8.1f}")
+    print(f"ratio (ferroflow / tensorflow steps/s): {ff_r['steps_per_sec'] / tf_r['steps_per_sec']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
