@@ -582,6 +582,31 @@ def grad_ops():
     save("grad_ops", f, specs, feeds)
 
 
+def conv_grad_ops():
+    """The gradient kernels of convolutions and pools on fed inputs: Conv2DBackpropInput and
+    Conv2DBackpropFilter (SAME stride 2, VALID with dilation-free 1x2 strides), MaxPoolGrad
+    and AvgPoolGrad (3x3 windows, SAME stride 2 and VALID stride 1)."""
+    @tf.function
+    def f(x, w, gs, gv, mp, ap):
+        same = dict(strides=[1, 2, 2, 1], padding="SAME")
+        valid = dict(strides=[1, 1, 2, 1], padding="VALID")
+        pool_same = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+        pool_valid = dict(ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="VALID")
+        y = tf.nn.max_pool2d(x, 3, 2, "SAME")
+        return (tf.raw_ops.Conv2DBackpropInput(input_sizes=tf.shape(x), filter=w, out_backprop=gs, **same),
+                tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=tf.shape(w), out_backprop=gs, **same),
+                tf.raw_ops.Conv2DBackpropInput(input_sizes=tf.shape(x), filter=w, out_backprop=gv, **valid),
+                tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=tf.shape(w), out_backprop=gv, **valid),
+                tf.raw_ops.MaxPoolGrad(orig_input=x, orig_output=y, grad=mp, **pool_same),
+                tf.raw_ops.AvgPoolGrad(orig_input_shape=tf.shape(x), grad=mp, **pool_same),
+                tf.raw_ops.AvgPoolGrad(orig_input_shape=tf.shape(x), grad=ap, **pool_valid))
+    specs = [tf.TensorSpec([2, 7, 6, 3], tf.float32, name="x"), tf.TensorSpec([3, 3, 3, 4], tf.float32, name="w"),
+             tf.TensorSpec([2, 4, 3, 4], tf.float32, name="gs"), tf.TensorSpec([2, 5, 2, 4], tf.float32, name="gv"),
+             tf.TensorSpec([2, 4, 3, 3], tf.float32, name="mp"), tf.TensorSpec([2, 5, 4, 3], tf.float32, name="ap")]
+    feeds = [f32(2, 7, 6, 3), f32(3, 3, 3, 4), f32(2, 4, 3, 4), f32(2, 5, 2, 4), f32(2, 4, 3, 3), f32(2, 5, 4, 3)]
+    save("conv_grad_ops", f, specs, feeds, rtol=1e-5, atol=1e-5)
+
+
 def losses():
     """Softmax cross-entropy with dense and sparse labels (both outputs: loss and backprop)."""
     @tf.function
@@ -693,6 +718,7 @@ def main():
     gradients()
     training()
     grad_ops()
+    conv_grad_ops()
     losses()
     event_files()
     partitions()

@@ -470,6 +470,42 @@ fn merge(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
     Ok(vec![Some(f), Some(t)])
 }
 
+/// The forward node's attrs named in `keep` (those it has), for its gradient op.
+fn attrs_of(ctx: &GradCtx, keep: &[&str]) -> Vec<(&'static str, AttrValue)> {
+    const ALL: [&str; 8] =
+        ["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu", "ksize"];
+    ALL.iter().filter(|k| keep.contains(k)).filter_map(|k| ctx.node.attrs.get(*k).map(|v| (*k, v.clone()))).collect()
+}
+
+/// `Conv2D`: TensorFlow's `Conv2DBackpropInput` and `Conv2DBackpropFilter`.
+fn conv2d(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, f) = (ctx.input(0), ctx.input(1));
+    let a = attrs_of(
+        ctx,
+        &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"],
+    );
+    let dx = build(s, "Conv2DBackpropInput", &[s.unary("Shape", x)?, f, g], &a)?;
+    let df = build(s, "Conv2DBackpropFilter", &[x, s.unary("Shape", f)?, g], &a)?;
+    Ok(vec![Some(dx), Some(df)])
+}
+
+/// `MaxPool`: `MaxPoolGrad` (to the first maximum of each window).
+fn max_pool(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let a = attrs_of(ctx, &["T", "ksize", "strides", "padding", "explicit_paddings", "data_format"]);
+    Ok(vec![Some(build(&ctx.scope, "MaxPoolGrad", &[ctx.input(0), ctx.output(0), g], &a)?)])
+}
+
+/// `AvgPool`: `AvgPoolGrad`.
+fn avg_pool(ctx: &GradCtx, gs: &[Option<Output>]) -> R {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let a = attrs_of(ctx, &["T", "ksize", "strides", "padding", "data_format"]);
+    Ok(vec![Some(build(s, "AvgPoolGrad", &[s.unary("Shape", ctx.input(0))?, g], &a)?)])
+}
+
 fn table() -> &'static HashMap<&'static str, GradFn> {
     static T: OnceLock<HashMap<&'static str, GradFn>> = OnceLock::new();
     T.get_or_init(|| {
@@ -509,6 +545,9 @@ fn table() -> &'static HashMap<&'static str, GradFn> {
             ("GatherV2", gather),
             ("SparseSoftmaxCrossEntropyWithLogits", cross_entropy),
             ("ReadVariableOp", read_variable),
+            ("Conv2D", conv2d),
+            ("MaxPool", max_pool),
+            ("AvgPool", avg_pool),
             ("Switch", switch),
             ("Merge", merge),
         ];

@@ -123,11 +123,38 @@ fn cases() -> Vec<Case> {
         c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
         }),
+        c("Conv2D", vec![vec![2, 5, 5, 3], vec![3, 3, 3, 4]], (-1.0, 1.0), |s, x| {
+            window(s, "Conv2D", x, [2, 2], "SAME")
+        }),
+        c("Conv2D", vec![vec![1, 6, 5, 2], vec![2, 3, 2, 3]], (-1.0, 1.0), |s, x| {
+            window(s, "Conv2D", x, [1, 2], "VALID")
+        }),
+        c("MaxPool", vec![vec![2, 5, 5, 3]], (-2.0, 2.0), |s, x| window(s, "MaxPool", x, [2, 2], "SAME")),
+        c("MaxPool", vec![vec![1, 6, 6, 2]], (-2.0, 2.0), |s, x| window(s, "MaxPool", x, [1, 1], "VALID")),
+        c("AvgPool", vec![vec![2, 5, 5, 3]], (-2.0, 2.0), |s, x| window(s, "AvgPool", x, [2, 2], "SAME")),
+        c("AvgPool", vec![vec![1, 6, 6, 2]], (-2.0, 2.0), |s, x| window(s, "AvgPool", x, [2, 1], "VALID")),
         // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
         // the zeros guarded by its switch; both predicates.
         c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),
         c("Merge", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, false)),
     ]
+}
+
+/// A convolution (filter `x[1]`) or a 3×3 pool (`x[0]` only), NHWC.
+fn window(s: &Scope, op: &str, x: &[Output], strides: [i64; 2], padding: &str) -> Output {
+    let ints = |v: Vec<i64>| AttrValue {
+        value: Some(Value::List(Box::new(ferroflow::proto::attr_value::ListValue { i: v, ..Default::default() }))),
+    };
+    let mut attrs = vec![
+        ("strides", ints(vec![1, strides[0], strides[1], 1])),
+        ("padding", AttrValue { value: Some(Value::S(padding.as_bytes().to_vec())) }),
+    ];
+    if op == "Conv2D" {
+        op_with(s, op, &x[..2], &attrs)
+    } else {
+        attrs.push(("ksize", ints(vec![1, 3, 3, 1])));
+        op_with(s, op, &x[..1], &attrs)
+    }
 }
 
 fn cond(s: &Scope, x: &[Output], pred: bool) -> Output {

@@ -292,3 +292,37 @@ fn bad_input_during_training_names_the_step_and_tensor() {
         other => panic!("expected a non-finite loss error, got {other:?}"),
     }
 }
+
+#[test]
+fn sequential_cnn_learns_mnist_digits() {
+    use ferroflow::train::layers::Padding;
+    let m = mnist::load(&mnist::bundled_dir()).unwrap();
+    let take = |t: &Tensor, n: usize| {
+        let idx: Vec<usize> = (0..n).collect();
+        ferroflow::train::model::gather_rows(t, &idx).unwrap().reshaped(&[n, 28, 28, 1]).unwrap()
+    };
+    let (xtr, xte) = (take(&m.train.images, 1500), take(&m.test.images, 500));
+    let ytr = Tensor::from_vec(&[1500], m.train.labels[..1500].iter().map(|&l| l as i64).collect()).unwrap();
+    let yte = Tensor::from_vec(&[500], m.test.labels[..500].iter().map(|&l| l as i64).collect()).unwrap();
+    let glorot = Initializer::GlorotUniform { seed: None };
+    let model = Sequential::new(&[28, 28, 1])
+        .seed(5)
+        .push(Layer::Conv2D {
+            filters: 8,
+            kernel: [3, 3],
+            strides: [1, 1],
+            padding: Padding::Same,
+            activation: Activation::Relu,
+            kernel_init: glorot.clone(),
+        })
+        .push(Layer::MaxPool2D { pool: [2, 2], strides: [2, 2], padding: Padding::Valid })
+        .push(Layer::Flatten)
+        .push(Layer::Dropout { rate: 0.1 })
+        .push(Layer::dense(10, Activation::Softmax))
+        .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(0.005), SessionOptions::default())
+        .unwrap();
+    let opts = FitOptions { epochs: 2, batch_size: 50, verbose: false, ..Default::default() };
+    let hist = model.fit(&xtr, &ytr, &opts, Some((&xte, &yte))).unwrap();
+    let acc = hist.validation.last().unwrap().1.unwrap();
+    assert!(acc > 0.8, "CNN test accuracy after 2 epochs on 1,500 digits: {acc}");
+}

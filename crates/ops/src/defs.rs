@@ -278,6 +278,55 @@ pub fn all() -> Vec<OpDef> {
                 .build(),
         );
     }
+    for (name, a, b) in [
+        ("Conv2DBackpropInput", "input_sizes: int32", "filter: T"),
+        ("Conv2DBackpropFilter", "input: T", "filter_sizes: int32"),
+    ] {
+        v.push(
+            op(name)
+                .input(a)
+                .input(b)
+                .input("out_backprop: T")
+                .output("output: T")
+                .attr("T: {half, bfloat16, float, double, int32}")
+                .attr("strides: list(int)")
+                .attr("use_cudnn_on_gpu: bool = true")
+                .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+                .attr("explicit_paddings: list(int) = []")
+                .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+                .attr("dilations: list(int) = [1, 1, 1, 1]")
+                .shape(s::shape_from_input0_or_1)
+                .build(),
+        );
+    }
+    v.push(
+        op("MaxPoolGrad")
+            .input("orig_input: T")
+            .input("orig_output: T")
+            .input("grad: T")
+            .output("output: T")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("T: {half, bfloat16, float, double, int32, int64} = DT_FLOAT")
+            .shape(s::unchanged)
+            .build(),
+    );
+    v.push(
+        op("AvgPoolGrad")
+            .input("orig_input_shape: int32")
+            .input("grad: T")
+            .output("output: T")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID'}")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(s::shape_from_input0)
+            .build(),
+    );
     v.push(
         op("FusedBatchNormV3")
             .input("x: T")

@@ -144,6 +144,13 @@ pub fn shape_from_input0(c: &InferCtx) -> Result<Vec<Shape>, String> {
     shape_from_value(c, 0)
 }
 
+/// `Conv2DBackpropInput` (shape = value of `input_sizes`, input 0) and
+/// `Conv2DBackpropFilter` (shape = value of `filter_sizes`, input 1).
+pub fn shape_from_input0_or_1(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let i = if c.def.name == "Conv2DBackpropFilter" { 1 } else { 0 };
+    shape_from_value(c, i)
+}
+
 fn shape_from_value(c: &InferCtx, input: usize) -> Result<Vec<Shape>, String> {
     let dims = c.values.get(input).and_then(|v| v.as_ref()).and_then(|t| match t.dtype() {
         ferroflow_tensor::DType::Int32 => {
