@@ -77,7 +77,7 @@ fn seed_000_pbtxt_prints_nine() {
 #[test]
 fn demo_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run(&["demo", "--out", dir.path().to_str().unwrap()]);
+    let o = run(&["demo", "--out", dir.path().to_str().unwrap(), "--mnist-steps", "100"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
@@ -92,6 +92,24 @@ fn demo_runs() {
         let files: Vec<_> = std::fs::read_dir(dir.path().join("logdir").join(run)).unwrap().collect();
         assert_eq!(files.len(), 1);
     }
+    // Seed 003: trained, then evaluated by tensor names.
+    let acc: f64 = s.lines().last().unwrap().strip_prefix("test_accuracy=").expect("last line").parse().unwrap();
+    assert!(acc > 0.8, "{s}");
+    assert!(s.contains("global_step = 100"), "{s}");
+}
+
+#[test]
+fn mnist_trains_and_rejects_bad_data() {
+    let o = run(&["mnist", "--steps", "30"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.lines().last().unwrap().starts_with("test_accuracy="), "{s}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("train-images-idx3-ubyte"), [0u8, 0, 8, 3, 0, 0, 0, 9]).unwrap();
+    let e = error_of(&["mnist", "--data", dir.path().to_str().unwrap()]);
+    assert!(e.contains("train-images-idx3-ubyte") && e.contains("truncated"), "{e}");
+    let e = error_of(&["mnist", "--data", "/no/such/dir"]);
+    assert!(e.contains("/no/such/dir"), "{e}");
 }
 
 #[test]

@@ -8,11 +8,9 @@
 //! Prints `steps_per_sec=`, `peak_rss_mb=` and, last, `test_accuracy=<value>`.
 use std::path::PathBuf;
 
-use ferroflow::runtime::{Session, SessionOptions};
-use ferroflow::tensor::Tensor;
+use ferroflow::runtime::SessionOptions;
 use ferroflow::testing::seed_003;
-use ferroflow::train::model::{FitOptions, Model};
-use ferroflow::train::{mnist, Builder};
+use ferroflow::train::mnist;
 
 fn peak_rss_mb() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -42,38 +40,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let m = mnist::load(&data)?;
-    eprintln!("MNIST from {}: {} training, {} test digits", data.display(), m.train.len(), m.test.len());
-    let b = Builder::with_seed(seed);
-    let roles = seed_003::build(&b, &seed_003::Config::default())?;
-    let sopts = SessionOptions { intra_op_threads: intra, ..Default::default() };
-    let session = Session::new(b.graph(), sopts)?;
-    let model = Model::new(session, roles, &[784]);
-    model.initialize()?;
-    let y_train = m.train.one_hot(10)?;
-    let opts = FitOptions {
-        epochs: usize::MAX,
-        batch_size: 100,
-        max_steps: Some(steps),
-        shuffle_seed: seed as u64,
-        verbose: false,
-        log_every: 500,
-    };
-    let hist = model.fit(&m.train.images, &y_train, &opts, None)?;
-    let sess = model.session();
-    let step = sess.run(&[], &["global_step/Read/ReadVariableOp:0"], &[])?;
-    eprintln!("global_step = {}", step[0].scalar_value::<i64>()?);
-    // As in the article: run `accuracy:0` by name with dropout off.
-    let y_test: Tensor = m.test.one_hot(10)?;
-    let acc = sess.run(
-        &[("inputs:0", m.test.images.clone()), ("outputs:0", y_test), ("is_training:0", Tensor::scalar(false))],
-        &["accuracy:0"],
-        &[],
-    )?;
-    println!("steps={} steps_per_sec={:.1}", hist.steps, hist.steps_per_sec);
+    let options = SessionOptions { intra_op_threads: intra, ..Default::default() };
+    let r = seed_003::train(&data, steps, seed, options, 500)?;
+    eprintln!("MNIST from {}: {} training, {} test digits", data.display(), r.examples.0, r.examples.1);
+    eprintln!("global_step = {}", r.global_step);
+    println!("steps={} steps_per_sec={:.1}", r.steps, r.steps_per_sec);
     if let Some(mb) = peak_rss_mb() {
         println!("peak_rss_mb={mb:.1}");
     }
-    println!("test_accuracy={:.4}", acc[0].scalar_value::<f32>()?);
+    println!("test_accuracy={:.4}", r.test_accuracy);
     Ok(())
 }

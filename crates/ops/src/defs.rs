@@ -46,6 +46,16 @@ const BINARY: &[&str] = &[
 const COMPARE: &[&str] = &["Greater", "GreaterEqual", "Less", "LessEqual"];
 const REDUCE: &[&str] = &["Sum", "Mean", "Max", "Min", "Prod"];
 
+/// The attrs `Conv2D` and its backprop ops share.
+const CONV2D_ATTRS: &[&str] = &[
+    "strides: list(int)",
+    "use_cudnn_on_gpu: bool = true",
+    "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+    "explicit_paddings: list(int) = []",
+    "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
+    "dilations: list(int) = [1, 1, 1, 1]",
+];
+
 /// All op definitions.
 pub fn all() -> Vec<OpDef> {
     let mut v = vec![
@@ -240,12 +250,7 @@ pub fn all() -> Vec<OpDef> {
             .input("filter: T")
             .output("output: T")
             .attr("T: type")
-            .attr("strides: list(int)")
-            .attr("use_cudnn_on_gpu: bool = true")
-            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-            .attr("explicit_paddings: list(int) = []")
-            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .attrs(CONV2D_ATTRS)
             .shape(s::conv2d)
             .build(),
     );
@@ -289,12 +294,7 @@ pub fn all() -> Vec<OpDef> {
                 .input("out_backprop: T")
                 .output("output: T")
                 .attr("T: {half, bfloat16, float, double, int32}")
-                .attr("strides: list(int)")
-                .attr("use_cudnn_on_gpu: bool = true")
-                .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-                .attr("explicit_paddings: list(int) = []")
-                .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-                .attr("dilations: list(int) = [1, 1, 1, 1]")
+                .attrs(CONV2D_ATTRS)
                 .shape(s::shape_from_input0_or_1)
                 .build(),
         );

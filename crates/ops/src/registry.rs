@@ -109,6 +109,13 @@ impl OpBuilder {
         self.def.shape_fn = f;
         self
     }
+    /// Adds several attrs (specs as for [`OpBuilder::attr`]).
+    pub fn attrs(mut self, specs: &[&str]) -> Self {
+        for s in specs {
+            self = self.attr(s);
+        }
+        self
+    }
     /// Marks the op stateful.
     pub fn stateful(mut self) -> Self {
         self.def.stateful = true;

@@ -151,7 +151,8 @@ pub fn load(dir: &Path) -> Result<Mnist> {
 
 /// The bundled sample's directory (`data/mnist` at the repository root).
 pub fn bundled_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist");
+    p.canonicalize().unwrap_or(p)
 }
 
 #[cfg(test)]
