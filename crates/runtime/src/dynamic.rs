@@ -42,6 +42,12 @@ struct Pending {
     dead_arrivals: usize,
 }
 
+/// Loop ops: plans with these run on this executor; plans with only `Switch`/`Merge`
+/// (conditionals) run on the parallel executor, which propagates dead values too.
+pub(crate) fn is_loop_op(op: &str) -> bool {
+    matches!(op, "Enter" | "Exit" | "NextIteration" | "LoopCond" | "RefEnter" | "RefExit" | "RefNextIteration")
+}
+
 pub(crate) fn is_control_flow(op: &str) -> bool {
     matches!(
         op,

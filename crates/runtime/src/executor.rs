@@ -9,7 +9,7 @@ use ferroflow_graph::Graph;
 use ferroflow_kernels::{KernelContext, KernelError};
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::plan::{ExecutionPlan, Source, SINGLE_EDGE};
+use crate::plan::{CondKind, ExecutionPlan, Source, SINGLE_EDGE};
 use crate::RuntimeError;
 
 /// One output slot of a run.
@@ -23,6 +23,10 @@ struct Slot {
 pub(crate) struct RunBuffers {
     slots: Vec<Slot>,
     pending: Vec<AtomicU32>,
+    /// Plans with conditionals: which slots hold dead values (their branch was not taken).
+    dead: Vec<AtomicBool>,
+    /// Plans with conditionals: nodes that received a dead control (or data) input.
+    dead_in: Vec<AtomicBool>,
 }
 
 impl RunBuffers {
@@ -32,6 +36,16 @@ impl RunBuffers {
                 .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
                 .collect(),
             pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
+            dead: if plan.cond_kinds.is_empty() {
+                Vec::new()
+            } else {
+                (0..plan.num_slots).map(|_| AtomicBool::new(false)).collect()
+            },
+            dead_in: if plan.cond_kinds.is_empty() {
+                Vec::new()
+            } else {
+                (0..plan.nodes.len()).map(|_| AtomicBool::new(false)).collect()
+            },
         }
     }
 
@@ -44,6 +58,9 @@ impl RunBuffers {
         for (p, n) in self.pending.iter_mut().zip(&plan.nodes) {
             *p.get_mut() = n.pending;
         }
+        for d in self.dead.iter_mut().chain(self.dead_in.iter_mut()) {
+            *d.get_mut() = false;
+        }
     }
 }
 
@@ -54,6 +71,8 @@ struct RunState<'a> {
     feeds: &'a [Tensor],
     slots: Vec<Slot>,
     pending: Vec<AtomicU32>,
+    dead: Vec<AtomicBool>,
+    dead_in: Vec<AtomicBool>,
     abort: AtomicBool,
     error: Mutex<Option<RuntimeError>>,
     ctx: KernelContext<'a>,
@@ -115,16 +134,29 @@ impl RunState<'_> {
             if self.abort.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = self.run_node(p, scratch) {
-                self.fail(e);
-                return;
-            }
+            let result = if self.plan.cond_kinds.is_empty() {
+                self.run_node(p, scratch).map(|_| false)
+            } else {
+                self.run_cond(p, scratch)
+            };
+            let node_dead = match result {
+                Ok(d) => d,
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            };
             let ready = &mut scratch.ready;
             ready.clear();
             let (a, b) = self.plan.nodes[p].successors;
             for &s in &self.plan.successor_list[a as usize..b as usize] {
                 let single = s & SINGLE_EDGE != 0;
                 let s = (s & !SINGLE_EDGE) as usize;
+                if node_dead {
+                    // Published by the Release in the decrement below (or program order when
+                    // this thread runs the successor itself).
+                    self.dead_in[s].store(true, Ordering::Relaxed);
+                }
                 if single || self.pending[s].fetch_sub(1, Ordering::AcqRel) == 1 {
                     ready.push(s);
                 }
@@ -162,6 +194,71 @@ impl RunState<'_> {
     fn kernel_error(&self, p: usize, e: KernelError) -> RuntimeError {
         let n = self.graph.node(self.plan.nodes[p].graph_id as usize);
         RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(e) }
+    }
+
+    /// Runs one node of a plan with conditionals; returns whether the node is dead (then
+    /// every output is dead and its successors see a dead input). Dead values are never
+    /// computed: a node with a dead input only releases its live inputs.
+    fn run_cond(&self, p: usize, scratch: &mut Scratch) -> Result<bool, RuntimeError> {
+        let node = &self.plan.nodes[p];
+        let (a, b) = node.inputs;
+        let srcs = &self.plan.input_sources[a as usize..b as usize];
+        let is_dead = |s: &Source| matches!(*s, Source::Slot(x) if self.dead[x].load(Ordering::Relaxed));
+        let first = node.first_slot as usize;
+        let mark_dead = |n: usize| {
+            for i in 0..n {
+                self.dead[first + i].store(true, Ordering::Relaxed);
+            }
+        };
+        let store = |i: usize, t: Tensor| {
+            if self.plan.readers[first + i] > 0 || self.plan.fetched[first + i] {
+                // SAFETY: only this node writes its slots, before announcing completion.
+                unsafe { *self.slots[first + i].value.get() = Some(t) };
+            }
+        };
+        match self.plan.cond_kinds[p] {
+            CondKind::Merge => {
+                let mut chosen = None;
+                for (i, s) in srcs.iter().enumerate() {
+                    if !is_dead(s) {
+                        let t = self.read_input(*s);
+                        chosen.get_or_insert((i, t));
+                    }
+                }
+                match chosen {
+                    Some((i, t)) => {
+                        store(0, t);
+                        store(1, Tensor::scalar(i as i32));
+                        Ok(false)
+                    }
+                    None => {
+                        mark_dead(2);
+                        Ok(true)
+                    }
+                }
+            }
+            kind => {
+                if self.dead_in[p].load(Ordering::Relaxed) || srcs.iter().any(is_dead) {
+                    for s in srcs.iter().filter(|s| !is_dead(s)) {
+                        drop(self.read_input(*s));
+                    }
+                    mark_dead(node.output_types.len());
+                    return Ok(true);
+                }
+                if kind == CondKind::Switch {
+                    let data = self.read_input(srcs[0]);
+                    let pred = self.read_input(srcs[1]);
+                    let pred = pred.scalar_value::<bool>().map_err(|e| {
+                        self.kernel_error(p, KernelError::InvalidArgument(format!("pred must be a scalar bool: {e}")))
+                    })?;
+                    let (live, dead) = if pred { (1, 0) } else { (0, 1) };
+                    self.dead[first + dead].store(true, Ordering::Relaxed);
+                    store(live, data);
+                    return Ok(false);
+                }
+                self.run_node(p, scratch).map(|_| false)
+            }
+        }
     }
 
     /// Runs one node, using `scratch` (kept by the calling thread) for its inputs and outputs.
@@ -231,6 +328,8 @@ pub(crate) fn execute(
         feeds,
         slots: buffers.slots,
         pending: buffers.pending,
+        dead: buffers.dead,
+        dead_in: buffers.dead_in,
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
         ctx,
@@ -249,16 +348,28 @@ pub(crate) fn execute(
         return Err(e);
     }
     let mut slots = state.slots;
+    let mut dead = state.dead;
     let results = plan
         .fetches
         .iter()
         .map(|&src| match src {
-            Source::Feed(i) => feeds[i].clone(),
-            Source::Const(c) => plan.constants[c].clone(),
-            Source::Slot(s) => slots[s].value.get_mut().clone().expect("every fetched node ran"),
+            Source::Feed(i) => Ok(feeds[i].clone()),
+            Source::Const(c) => Ok(plan.constants[c].clone()),
+            Source::Slot(s) => match slots[s].value.get_mut().clone() {
+                Some(t) => Ok(t),
+                None if dead.get_mut(s).is_some_and(|d| *d.get_mut()) => {
+                    let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot has a node");
+                    let n = graph.node(plan.nodes[p].graph_id as usize);
+                    Err(RuntimeError::Fetch {
+                        tensor: format!("{}:{}", n.name, s - plan.nodes[p].first_slot as usize),
+                        reason: "it was never computed: its branch was not taken, or a Merge never received a live input".into(),
+                    })
+                }
+                None => unreachable!("every fetched node ran"),
+            },
         })
-        .collect();
-    let spare = RunBuffers { slots, pending: state.pending };
+        .collect::<Result<Vec<Tensor>, RuntimeError>>();
+    let spare = RunBuffers { slots, pending: state.pending, dead, dead_in: state.dead_in };
     plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).push(spare);
-    Ok(results)
+    results
 }

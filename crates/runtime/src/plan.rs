@@ -63,6 +63,17 @@ pub(crate) struct PlanNode {
     pub output_types: SmallVec<[DType; 2]>,
 }
 
+/// How the parallel executor treats a node of a plan with conditionals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CondKind {
+    /// A kernel: dead if any input (data or control) is dead.
+    Normal,
+    /// `Switch`: forwards its data to output 0 (pred false) or 1 (pred true); the other is dead.
+    Switch,
+    /// `Merge`: forwards its live data input (with its index); dead only if all are dead.
+    Merge,
+}
+
 /// A compiled step: pruned nodes with their kernels, input sources, slot lifetimes and
 /// dependency counts.
 pub struct ExecutionPlan {
@@ -83,9 +94,12 @@ pub struct ExecutionPlan {
     pub(crate) feed_specs: Vec<(String, DType, Shape)>,
     /// Run buffers returned by finished runs, reused by the next ones.
     pub(crate) spare_buffers: Mutex<Vec<RunBuffers>>,
-    /// True when the plan has TensorFlow 1 control flow and runs on the frame-aware
-    /// executor (`dynamic.rs`).
+    /// True when the plan has TensorFlow 1 loops and runs on the frame-aware executor
+    /// (`dynamic.rs`).
     pub(crate) control_flow: bool,
+    /// For plans with `Switch`/`Merge` but no loops (conditionals), run by the parallel
+    /// executor with dead values: what each plan node is. Empty when there are none.
+    pub(crate) cond_kinds: Vec<CondKind>,
     /// Values of the `Const` nodes read as [`Source::Const`] (not run per step).
     pub(crate) constants: Vec<ferroflow_tensor::Tensor>,
     /// The graph the plan runs (the optimized one when the session optimizes).
@@ -196,7 +210,9 @@ impl ExecutionPlan {
         // Constants without control inputs are evaluated once, here, and read by their
         // consumers as plan constants: no kernel call, no scheduling per step. (Not in plans
         // with TensorFlow 1 control flow, whose executor tracks frames per node.)
-        let control_flow = (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_control_flow(&graph.node(id).op));
+        let control_flow = (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_loop_op(&graph.node(id).op));
+        let has_cond = !control_flow
+            && (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_control_flow(&graph.node(id).op));
         let mut const_source: HashMap<NodeId, usize> = HashMap::new();
         let mut constants = Vec::new();
         if !control_flow {
@@ -346,6 +362,18 @@ impl ExecutionPlan {
             feed_specs,
             spare_buffers: Mutex::new(Vec::new()),
             control_flow,
+            cond_kinds: if has_cond {
+                order
+                    .iter()
+                    .map(|&id| match graph.node(id).op.as_str() {
+                        "Switch" | "RefSwitch" => CondKind::Switch,
+                        "Merge" | "RefMerge" => CondKind::Merge,
+                        _ => CondKind::Normal,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             constants,
             graph: graph_arc.clone(),
             optimizer_report: None,
