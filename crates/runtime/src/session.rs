@@ -80,9 +80,17 @@ impl Session {
                 .build()
                 .map_err(|e| RuntimeError::ThreadPool(e.to_string()))
         };
-        let inter_op = Arc::new(pool(threads(options.inter_op_threads), "inter")?);
+        let inter = threads(options.inter_op_threads);
+        let inter_op = Arc::new(pool(inter, "inter")?);
         let intra = threads(options.intra_op_threads);
-        let intra_op = if intra > 1 { Some(Arc::new(pool(intra, "intra")?)) } else { None };
+        // With as many intra-op as inter-op threads, kernels split their work on the inter-op
+        // pool itself (rayon's work stealing): a second pool would put twice as many threads
+        // on the cores, and their spinning and wake-ups cost more than they give.
+        let intra_op = match intra {
+            0 | 1 => None,
+            n if n == inter => Some(inter_op.clone()),
+            n => Some(Arc::new(pool(n, "intra")?)),
+        };
         let devices = crate::device::DeviceSet::cpus(options.cpu_devices.max(1));
         let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new(), resources: Arc::default() };
         Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
