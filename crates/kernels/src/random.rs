@@ -250,9 +250,31 @@ impl RandomOp {
             }};
         }
         Ok(match (self.dist, self.dtype) {
-            (Dist::Uniform, DType::Float) => blocks!(f32, 4, |w: [u32; 4], o: &mut [f32]| {
-                o.iter_mut().zip(w).for_each(|(o, w)| *o = unit_f32(w))
-            }),
+            (Dist::Uniform, DType::Float) => {
+                // The hot case (dropout masks): whole lane groups converted in one loop.
+                let mut t = Tensor::zeros(DType::Float, dims)?;
+                let out = t.as_mut_slice::<f32>()?;
+                let group = 4 * LANES;
+                let run = |first_block: u64, chunk: &mut [f32]| {
+                    for (g, vals) in chunk.chunks_mut(group).enumerate() {
+                        let blocks = philox_lanes(key, first_block.wrapping_add((g * LANES) as u64), stream);
+                        let words = blocks.as_flattened();
+                        vals.iter_mut().zip(words).for_each(|(o, &w)| *o = unit_f32(w));
+                    }
+                };
+                if out.len() >= 2 * CHUNK && ctx.threads() > 1 {
+                    use rayon::prelude::*;
+                    ctx.install(|| {
+                        out.par_chunks_mut(CHUNK)
+                            .enumerate()
+                            .for_each(|(i, c)| run(base.wrapping_add((i * CHUNK / 4) as u64), c))
+                    });
+                } else {
+                    run(base, out);
+                }
+                state.counter = base.wrapping_add(n.div_ceil(4) as u64);
+                t
+            }
             (Dist::Uniform, _) => blocks!(f64, 2, |w: [u32; 4], o: &mut [f64]| {
                 o.iter_mut().zip([unit_f64(w[0], w[1]), unit_f64(w[2], w[3])]).for_each(|(o, v)| *o = v)
             }),

@@ -121,16 +121,26 @@ impl Buffer {
     }
 
     /// A new buffer of `len` zero bytes, with a count of one.
-    fn alloc_len(len: usize) -> Buffer {
+    /// A buffer of `len` bytes whose data bytes are `init`-ialized by `fill` (which must
+    /// write all `len` bytes through the pointer before anything reads them).
+    ///
+    /// # Safety
+    /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
+    unsafe fn alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Buffer {
         let total = HEADER.checked_add(len).expect("tensor size fits in isize");
         let block = alloc_block(block_size(total));
         // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize;
-        // the data bytes are zeroed so reading them is never undefined.
+        // the caller's `fill` initializes the `len` data bytes before any read.
         unsafe {
             (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
-            std::ptr::write_bytes(block.as_ptr().add(HEADER), 0, len);
+            fill(block.as_ptr().add(HEADER));
         }
         Buffer { block, len }
+    }
+
+    fn alloc_len(len: usize) -> Buffer {
+        // SAFETY: write_bytes initializes all `len` bytes (zeros, so reading them is defined).
+        unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
     }
 
     /// A zero-filled buffer of `len` bytes. Panics only if `len` overflows `isize`, which the
@@ -139,11 +149,11 @@ impl Buffer {
         Self::alloc_len(len)
     }
 
-    /// A buffer holding a copy of `bytes`.
+    /// A buffer holding a copy of `bytes` (copied once, not zeroed first).
     pub fn from_bytes(bytes: &[u8]) -> Buffer {
-        let mut b = Self::alloc_len(bytes.len());
-        b.get_mut().expect("a new buffer is unique").copy_from_slice(bytes);
-        b
+        // SAFETY: the copy initializes all `bytes.len()` bytes; the regions do not overlap
+        // (the block is freshly allocated).
+        unsafe { Self::alloc_with(bytes.len(), |p| std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len())) }
     }
 
     /// Length in bytes.
