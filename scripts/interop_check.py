@@ -37,6 +37,43 @@ def run_graph(gd, feeds, fetches):
         return sess.run(fetches, feed_dict=feeds)
 
 
+def train_ferroflow_graph_in_tensorflow(tmp):
+    """Seed 003's training graph as ferroflow builds it (resource variables, dropout through
+    Switch/Merge, ferroflow's gradient nodes, ResourceApplyAdam, global_step): TensorFlow
+    imports it, initializes it, trains it by tensor names and evaluates accuracy:0."""
+    from bench_mnist import read_idx
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "mnist_mlp"],
+                   cwd=ROOT, check=True)
+    out = os.path.join(tmp, "seed_003.pb")
+    msg = subprocess.run([os.path.join(ROOT, "target", "release", "examples", "mnist_mlp"), "--write-graph", out],
+                         check=True, capture_output=True, text=True).stdout
+    train_op = msg.split("train op '")[1].split("'")[0]
+    loss = msg.split("loss '")[1].split("'")[0]
+
+    def load(prefix):
+        (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
+        _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
+        x = np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0
+        return x, np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)]
+
+    xtr, ytr = load("train")
+    xte, yte = load("t10k")
+    g = tf.Graph()
+    with g.as_default():
+        tf.graph_util.import_graph_def(read_graph(out), name="")
+    ops = {op.type for op in g.get_operations()}
+    with tf.compat.v1.Session(graph=g) as sess:
+        sess.run("init")
+        for i in range(300):
+            idx = np.arange(i * 100, i * 100 + 100) % len(xtr)
+            sess.run([train_op, loss], {"inputs:0": xtr[idx], "outputs:0": ytr[idx], "is_training:0": True})
+        step = sess.run("global_step/Read/ReadVariableOp:0")
+        acc = sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte, "is_training:0": False})
+    check({"ResourceApplyAdam", "Switch", "Merge", "VarHandleOp", "RandomUniform"} <= ops and step == 300 and acc > 0.85,
+          f"seed 003's training graph built by ferroflow: TensorFlow trains it 300 steps (global_step {step}), "
+          f"accuracy:0 = {acc:.4f}")
+
+
 def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "seed_000"],
@@ -97,6 +134,7 @@ def main():
                         f"TensorFlow runs it, outputs equal the fixture's")
             if name == "seed_000":
                 check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "seed 000 optimized: one node Mul, op Const")
+        train_ferroflow_graph_in_tensorflow(tmp)
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0
 

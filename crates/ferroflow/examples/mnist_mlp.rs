@@ -6,6 +6,8 @@
 //! `cargo run --release -p ferroflow --example mnist_mlp -- [--steps N] [--data DIR] [--seed S]
 //! [--intra-op-threads N]`
 //! Prints `steps_per_sec=`, `peak_rss_mb=` and, last, `test_accuracy=<value>`.
+//! `--write-graph FILE.pb|.pbtxt` only writes the (untrained) training graph — placeholders,
+//! variables, `init`, the Adam train op — for TensorFlow to import (scripts/interop_check.py).
 use std::path::PathBuf;
 
 use ferroflow::runtime::SessionOptions;
@@ -24,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut data = mnist::bundled_dir();
     let mut seed = 1i64;
     let mut intra = 0usize;
+    let mut write_graph: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -32,13 +35,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--data" => data = PathBuf::from(val()?),
             "--seed" => seed = val()?.parse()?,
             "--intra-op-threads" => intra = val()?.parse()?,
+            "--write-graph" => write_graph = Some(PathBuf::from(val()?)),
             other => {
                 return Err(format!(
-                    "unknown argument '{other}' (expected --steps, --data, --seed, --intra-op-threads)"
+                    "unknown argument '{other}' (expected --steps, --data, --seed, --intra-op-threads, --write-graph)"
                 )
                 .into())
             }
         }
+    }
+    if let Some(path) = write_graph {
+        let b = ferroflow::train::Builder::with_seed(seed);
+        let roles = seed_003::build(&b, &seed_003::Config::default())?;
+        ferroflow::graph::io::write_graph_def(&path, &b.graph().to_graph_def())?;
+        println!(
+            "wrote {} (train op '{}', init '{}', loss '{}')",
+            path.display(),
+            roles.train_op,
+            roles.init,
+            roles.loss
+        );
+        return Ok(());
     }
     let options = SessionOptions { intra_op_threads: intra, ..Default::default() };
     let r = seed_003::train(&data, steps, seed, options, 500)?;
