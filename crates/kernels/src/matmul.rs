@@ -4,6 +4,19 @@ use ferroflow_tensor::{DType, Tensor};
 use crate::numeric::Num;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
+/// A pointer handed to the threads that each write a disjoint block of one output.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: only used to give disjoint output blocks (and shared read-only inputs) to threads.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the whole `SendPtr`).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Multiply-adds below which a product stays on one thread (threading costs more).
 const PARALLEL_MIN_FLOPS: usize = 1 << 18;
 
@@ -83,24 +96,26 @@ pub(crate) fn product<T: GemmElement>(
     assert!(x.len() >= extent(m, a_rs, k, a_cs) && y.len() >= extent(k, b_rs, n, b_cs), "operands too small");
     if T::TUNED {
         let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
-        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        let mut run = || {
-            // SAFETY: the pointers cover m*k, k*n and m*n elements laid out with exactly the
-            // strides passed (checked above from the tensors' shapes); `o` is exclusively
-            // borrowed and does not alias the inputs (it is a fresh buffer).
+        let (xp, yp, op) = (SendPtr(x.as_ptr() as *mut T), SendPtr(y.as_ptr() as *mut T), SendPtr(o.as_mut_ptr()));
+        // One `gemm` call on the block of rows [i0, i0+h) and columns [j0, j0+w) of the output.
+        let block = |i0: usize, h: usize, j0: usize, w: usize| {
+            // SAFETY: the operands cover m*k and k*n elements with exactly these strides
+            // (checked above from the tensors' shapes) and the block lies inside them; the
+            // output block is written only by this call (blocks are disjoint), and the output
+            // is a fresh buffer that aliases no input.
             unsafe {
                 gemm::gemm(
-                    m,
-                    n,
+                    h,
+                    w,
                     k,
-                    o.as_mut_ptr(),
+                    op.get().add(i0 * n + j0),
                     1,
                     n as isize,
                     false,
-                    x.as_ptr(),
+                    xp.get().add(i0 * a_rs),
                     a_cs as isize,
                     a_rs as isize,
-                    y.as_ptr(),
+                    yp.get().add(j0 * b_cs),
                     b_cs as isize,
                     b_rs as isize,
                     T::ZERO,
@@ -108,14 +123,30 @@ pub(crate) fn product<T: GemmElement>(
                     false,
                     false,
                     false,
-                    par,
+                    gemm::Parallelism::None,
                 )
             }
         };
         if threads > 1 {
-            ctx.install(run);
+            // Split the output into one block per thread along its longer side (columns in
+            // multiples of 16 to keep whole micro-kernel tiles): measured faster than the gemm
+            // crate's own threading for the skinny products of training steps.
+            use rayon::prelude::*;
+            let by_cols = n >= m;
+            let len = if by_cols { n } else { m };
+            let step = if by_cols { len.div_ceil(threads).div_ceil(16) * 16 } else { len.div_ceil(threads) };
+            ctx.install(|| {
+                (0..len.div_ceil(step)).into_par_iter().for_each(|b| {
+                    let (start, size) = (b * step, step.min(len - b * step));
+                    if by_cols {
+                        block(0, m, start, size)
+                    } else {
+                        block(start, size, 0, n)
+                    }
+                })
+            });
         } else {
-            run();
+            block(0, m, 0, n);
         }
     } else {
         for i in 0..m {
