@@ -110,3 +110,24 @@ fn eager_calls_check_arity_dtypes_and_kernels() {
     .to_string();
     assert!(e.contains("Incompatible shapes: [2] vs. [3]"), "{e}");
 }
+
+#[test]
+fn products_split_across_threads_equal_one_call() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let serial = KernelContext { intra_op: None, resources: None };
+    let parallel = KernelContext { intra_op: Some(&pool), resources: None };
+    // Wide (split by columns, a ragged last block), tall (split by rows), all transposes.
+    for (m, k, n) in [(37, 190, 301), (301, 150, 37), (128, 64, 128)] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let (ad, bd) =
+                ([if ta { k } else { m }, if ta { m } else { k }], [if tb { n } else { k }, if tb { k } else { n }]);
+            let a = Tensor::from_vec(&ad, values(m * k, 5)).unwrap();
+            let b = Tensor::from_vec(&bd, values(k * n, 6)).unwrap();
+            let at = attrs(&[("T", t_float()), ("transpose_a", Value::B(ta)), ("transpose_b", Value::B(tb))]);
+            let s = run_op("MatMul", &at, vec![a.clone(), b.clone()], &serial).unwrap();
+            let p = pool.install(|| run_op("MatMul", &at, vec![a, b], &parallel).unwrap());
+            assert_eq!(s[0].dims(), [m, n]);
+            assert_eq!(s[0], p[0], "{m}x{k}x{n} ta={ta} tb={tb}");
+        }
+    }
+}
