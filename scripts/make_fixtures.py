@@ -560,6 +560,37 @@ def training():
     print(f"training/random: ops {sorted({n.op for n in gd.node})}")
 
 
+def checkpoints():
+    """A TensorFlow 2.21 checkpoint written by SaveV2 with tensors of many dtypes and shapes
+    (fixtures/tf/checkpoints/mixed.{index,data-00000-of-00001}), their values (mixed.npz, plus
+    strings in mixed.strings.txt) and the save order (mixed.order)."""
+    out = os.path.join(OUT, "checkpoints")
+    os.makedirs(out, exist_ok=True)
+    r = np.random.default_rng(3)
+    tensors = [
+        ("layer_0/kernel", r.normal(0, 1, (4, 3)).astype(np.float32)),
+        ("layer_0/bias", r.normal(0, 1, 3).astype(np.float32)),
+        ("global_step", np.array(5000, np.int64)),
+        ("a_double", r.normal(0, 1, (2, 2, 2)).astype(np.float64)),
+        ("int32s", np.arange(-3, 4, dtype=np.int32)),
+        ("bools", np.array([True, False, True])),
+        ("uint8s", np.arange(0, 250, 7, dtype=np.uint8)),
+        ("empty", np.zeros((0, 3), np.float32)),
+        ("halfs", np.array([0.5, -2.0, 65504.0], np.float16)),
+    ]
+    strings = [b"ab", b"", b"c" * 200, bytes(range(256))]
+    prefix = os.path.join(out, "mixed")
+    names = [n for n, _ in tensors] + ["strings"]
+    values = [tf.constant(v) for _, v in tensors] + [tf.constant(strings)]
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=values)
+    np.savez(os.path.join(out, "mixed.npz"), **{n: v for n, v in tensors})
+    with open(os.path.join(out, "mixed.strings.hex"), "w") as f:
+        f.write("\n".join(s.hex() for s in strings) + "\n")
+    with open(os.path.join(out, "mixed.order"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    print(f"checkpoints/mixed: {names}")
+
+
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
     DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad, UnsortedSegmentSum."""
@@ -717,6 +748,7 @@ def main():
     tf1_control_flow()
     gradients()
     training()
+    checkpoints()
     grad_ops()
     conv_grad_ops()
     losses()

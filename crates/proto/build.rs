@@ -2,7 +2,12 @@
 use prost::Message;
 
 fn main() {
-    let files = ["ferroflow/framework.proto", "ferroflow/runtime.proto", "ferroflow/summary.proto"];
+    let files = [
+        "ferroflow/framework.proto",
+        "ferroflow/runtime.proto",
+        "ferroflow/summary.proto",
+        "ferroflow/checkpoint.proto",
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");
     }

@@ -22,6 +22,7 @@ use std::path::Path;
 pub mod testing;
 
 pub use ferroflow_autodiff as autodiff;
+pub use ferroflow_checkpoint as checkpoint;
 pub use ferroflow_graph as graph;
 pub use ferroflow_kernels as kernels;
 pub use ferroflow_ops as ops;

@@ -33,7 +33,13 @@ static TABLE: [[u32; 256]; 8] = table();
 
 /// CRC-32C of `data` (slicing-by-8).
 pub fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
+    crc32c_extend(0, data)
+}
+
+/// Continues a CRC-32C: `crc32c_extend(crc32c(a), b) == crc32c(a ‖ b)` (TensorFlow's
+/// `crc32c::Extend`).
+pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
+    let mut crc = !crc;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
         let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
@@ -63,6 +69,12 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extend_continues_a_crc() {
+        let (a, b) = (b"12345".as_slice(), b"6789".as_slice());
+        assert_eq!(crc32c_extend(crc32c(a), b), crc32c(b"123456789"));
+    }
 
     #[test]
     fn known_values() {
