@@ -27,7 +27,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let opts = RunOptions { trace_level: TraceLevel::FullTrace as i32, ..Default::default() };
     let mut by_op: BTreeMap<String, (u64, usize)> = BTreeMap::new();
-    let graph = sess.graph().clone();
+    // Node names as the step runs them: the optimized graph (fused MatMul+BiasAdd+Relu nodes
+    // take the Relu's name and show as `_FusedMatMul`).
+    let names: Vec<&str> = feeds.iter().map(|(n, _)| *n).collect();
+    let graph = sess.plan(&names, &[&roles.loss], &[&roles.train_op])?.graph().clone();
     let steps = 20;
     let t0 = std::time::Instant::now();
     for _ in 0..steps {

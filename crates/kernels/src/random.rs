@@ -217,15 +217,14 @@ fn fill_blocks<T: Send>(
     key: [u32; 2],
     base: u64,
     stream: u64,
-    f: impl Fn([u32; 4], &mut [T]) + Sync,
+    f: impl Fn(&[[u32; 4]; LANES], &mut [T]) + Sync,
 ) {
+    // `f` gets a whole lane group (LANES blocks, `per_block · LANES` values, fewer at the end)
+    // so its conversion loop runs over many values at once and vectorizes.
     let run = |start: usize, chunk: &mut [T]| {
         let first = (start / per_block) as u64;
         for (g, group) in chunk.chunks_mut(per_block * LANES).enumerate() {
-            let blocks = philox_lanes(key, base.wrapping_add(first + (g * LANES) as u64), stream);
-            for (w, vals) in blocks.into_iter().zip(group.chunks_mut(per_block)) {
-                f(w, vals);
-            }
+            f(&philox_lanes(key, base.wrapping_add(first + (g * LANES) as u64), stream), group);
         }
     };
     if out.len() >= 2 * CHUNK && ctx.threads() > 1 {
@@ -250,41 +249,19 @@ impl RandomOp {
             }};
         }
         Ok(match (self.dist, self.dtype) {
-            (Dist::Uniform, DType::Float) => {
-                // The hot case (dropout masks): whole lane groups converted in one loop.
-                let mut t = Tensor::zeros(DType::Float, dims)?;
-                let out = t.as_mut_slice::<f32>()?;
-                let group = 4 * LANES;
-                let run = |first_block: u64, chunk: &mut [f32]| {
-                    for (g, vals) in chunk.chunks_mut(group).enumerate() {
-                        let blocks = philox_lanes(key, first_block.wrapping_add((g * LANES) as u64), stream);
-                        let words = blocks.as_flattened();
-                        vals.iter_mut().zip(words).for_each(|(o, &w)| *o = unit_f32(w));
-                    }
-                };
-                if out.len() >= 2 * CHUNK && ctx.threads() > 1 {
-                    use rayon::prelude::*;
-                    ctx.install(|| {
-                        out.par_chunks_mut(CHUNK)
-                            .enumerate()
-                            .for_each(|(i, c)| run(base.wrapping_add((i * CHUNK / 4) as u64), c))
-                    });
-                } else {
-                    run(base, out);
-                }
-                state.counter = base.wrapping_add(n.div_ceil(4) as u64);
-                t
-            }
-            (Dist::Uniform, _) => blocks!(f64, 2, |w: [u32; 4], o: &mut [f64]| {
-                o.iter_mut().zip([unit_f64(w[0], w[1]), unit_f64(w[2], w[3])]).for_each(|(o, v)| *o = v)
+            (Dist::Uniform, DType::Float) => blocks!(f32, 4, |b: &[[u32; 4]; LANES], o: &mut [f32]| {
+                o.iter_mut().zip(b.as_flattened()).for_each(|(o, &w)| *o = unit_f32(w))
             }),
-            (Dist::Normal, DType::Float) => blocks!(f32, 2, |w: [u32; 4], o: &mut [f32]| {
-                let (a, b) = normal_pair(w);
-                o.iter_mut().zip([a, b]).for_each(|(o, v)| *o = v as f32)
+            (Dist::Uniform, _) => blocks!(f64, 2, |b: &[[u32; 4]; LANES], o: &mut [f64]| {
+                o.iter_mut().zip(b.as_flattened().chunks_exact(2)).for_each(|(o, w)| *o = unit_f64(w[0], w[1]))
             }),
-            (Dist::Normal, _) => blocks!(f64, 2, |w: [u32; 4], o: &mut [f64]| {
-                let (a, b) = normal_pair(w);
-                o.iter_mut().zip([a, b]).for_each(|(o, v)| *o = v)
+            (Dist::Normal, DType::Float) => blocks!(f32, 2, |b: &[[u32; 4]; LANES], o: &mut [f32]| {
+                o.iter_mut()
+                    .zip(b.iter().flat_map(|&w| <[f64; 2]>::from(normal_pair(w))))
+                    .for_each(|(o, v)| *o = v as f32)
+            }),
+            (Dist::Normal, _) => blocks!(f64, 2, |b: &[[u32; 4]; LANES], o: &mut [f64]| {
+                o.iter_mut().zip(b.iter().flat_map(|&w| <[f64; 2]>::from(normal_pair(w)))).for_each(|(o, v)| *o = v)
             }),
             (Dist::Truncated, dtype) => {
                 // Rejection sampling: sequential (initializers only).

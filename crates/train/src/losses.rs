@@ -53,6 +53,11 @@ fn arg_max(s: &Scope, x: Output) -> Result<Output> {
 pub fn accuracy(s: &Scope, labels: Output, predictions: Output, name: &str) -> Result<Output> {
     let y = arg_max(s, labels)?;
     let p = arg_max(s, predictions)?;
+    fraction_equal(s, y, p, name)
+}
+
+/// `mean(cast(equal(y, p), float))` over int64 class indices, named `name`.
+fn fraction_equal(s: &Scope, y: Output, p: Output, name: &str) -> Result<Output> {
     let mut a = Attrs::new();
     a.insert("T".into(), type_attr(DType::Int64));
     let eq = Output { node: s.add_op("Equal", "Equal", &[y, p], &[], a)?, index: 0 };
@@ -64,9 +69,5 @@ pub fn accuracy(s: &Scope, labels: Output, predictions: Output, name: &str) -> R
 pub fn sparse_accuracy(s: &Scope, labels: Output, predictions: Output, name: &str) -> Result<Output> {
     let p = arg_max(s, predictions)?;
     let y = if s.dtype(labels) == DType::Int64 { labels } else { s.cast(labels, DType::Int64)? };
-    let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(DType::Int64));
-    let eq = Output { node: s.add_op("Equal", "Equal", &[y, p], &[], a)?, index: 0 };
-    let f = s.cast(eq, DType::Float)?;
-    Ok(s.with_name(name).reduce("Mean", f, &[0], false)?)
+    fraction_equal(s, y, p, name)
 }

@@ -330,12 +330,13 @@ impl Model {
         Ok(())
     }
 
-    fn check_batch(&self, x: &Tensor, step: u64) -> Result<()> {
+    /// Checks a batch's shape; `when` says where it came from in the error (`step 3`).
+    fn check_batch(&self, x: &Tensor, when: &str) -> Result<()> {
         if x.dims().len() != self.input_shape.len() + 1 || x.dims()[1..] != self.input_shape[..] {
             let mut want = vec!["?".to_string()];
             want.extend(self.input_shape.iter().map(|d| d.to_string()));
             return Err(TrainError::Invalid(format!(
-                "step {step}: batch for '{}' has shape {:?}, expected [{}]",
+                "{when}: batch for '{}' has shape {:?}, expected [{}]",
                 self.roles.inputs,
                 x.dims(),
                 want.join(", ")
@@ -355,7 +356,7 @@ impl Model {
     /// One training step on a batch; returns the loss (before the update). `step` (1-based)
     /// only labels errors.
     pub fn train_step(&self, x: Tensor, y: Tensor, step: u64) -> Result<f64> {
-        self.check_batch(&x, step)?;
+        self.check_batch(&x, &format!("step {step}"))?;
         if x.dims()[0] != y.dims().first().copied().unwrap_or(0) {
             return Err(TrainError::Invalid(format!(
                 "step {step}: {} examples in '{}' but {} labels in '{}'",
@@ -392,7 +393,7 @@ impl Model {
         while start < n {
             let idx: Vec<usize> = (start..(start + batch_size).min(n)).collect();
             let xb = gather_rows(x, &idx)?;
-            self.check_batch(&xb, 0)?;
+            self.check_batch(&xb, &format!("evaluate, examples {start}.."))?;
             let out = self.session.run(&self.feeds(xb, gather_rows(y, &idx)?, false), &fetches, &[])?;
             loss += crate::to_f64(&out[0])?[0] * idx.len() as f64;
             if out.len() > 1 {
