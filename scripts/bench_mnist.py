@@ -42,23 +42,12 @@ def peak_rss_mb():
     return float("nan")
 
 
-def run_tensorflow(steps, seed):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import numpy as np
-    import tensorflow as tf
-
+def tf_seed_003(tf, seed):
+    """Seed 003's model in TensorFlow's tf.compat.v1 (graph mode must already be on):
+    placeholders inputs/outputs/is_training, dropout 0.2 under tf.cond, layer_0/layer_1 dense+relu
+    256 (truncated normal 0.1, resource variables), out_layer softmax, the article's loss,
+    accuracy, Adam(1e-3) with global_step, init. Returns (graph, dict of those tensors/ops)."""
     v1 = tf.compat.v1
-    v1.disable_eager_execution()
-
-    def load(prefix):
-        (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
-        _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
-        x = np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0
-        y = np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)]
-        return x, y
-
-    xtr, ytr = load("train")
-    xte, yte = load("t10k")
     g = tf.Graph()
     with g.as_default():
         v1.set_random_seed(seed)
@@ -88,6 +77,30 @@ def run_tensorflow(steps, seed):
         global_step = v1.train.get_or_create_global_step()
         train_op = v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=global_step)
         init = v1.global_variables_initializer()
+    return g, dict(x=x, y=y, is_training=is_training, loss=loss, accuracy=accuracy, train_op=train_op,
+                   init=init, global_step=global_step)
+
+
+def run_tensorflow(steps, seed):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+
+    def load(prefix):
+        (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
+        _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
+        x = np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0
+        y = np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)]
+        return x, y
+
+    xtr, ytr = load("train")
+    xte, yte = load("t10k")
+    g, t = tf_seed_003(tf, seed)
+    x, y, is_training = t["x"], t["y"], t["is_training"]
+    train_op, loss, init = t["train_op"], t["loss"], t["init"]
     rng = np.random.default_rng(seed)
     with v1.Session(graph=g) as sess:
         sess.run(init)

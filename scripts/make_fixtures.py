@@ -591,6 +591,65 @@ def checkpoints():
     print(f"checkpoints/mixed: {names}")
 
 
+def saver_seed_003():
+    """Seed 003's second half in TensorFlow 2.21's TF1 API: the model of
+    scripts/bench_mnist.py::tf_seed_003 trained 200 steps (batch 100) on the bundled split,
+    saved by tf.compat.v1.train.Saver into fixtures/tf/checkpoints/seed_003/
+    (model.ckpt-200.{index,data-00000-of-00001,meta} + the `checkpoint` state file, relative
+    paths), and TensorFlow's accuracy:0 on the bundled test split after restoring from the .meta
+    alone (expected.npz). ferroflow imports that .meta, restores, and must compute the same.
+    Built with TF1 control flow (tf.cond as Switch/Merge, like TensorFlow 1)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_mnist
+    v1 = tf.compat.v1
+    out = os.path.join(OUT, "checkpoints", "seed_003")
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+
+    def load(prefix):
+        (n, r, c), px = bench_mnist.read_idx(f"{prefix}-images-idx3-ubyte")
+        _, lb = bench_mnist.read_idx(f"{prefix}-labels-idx1-ubyte")
+        return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
+                np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
+
+    xtr, ytr = load("train")
+    xte, yte = load("t10k")
+    # TF1's tf.cond (Switch/Merge), as the article's TensorFlow 1 wrote it. TF 2.21's default
+    # cond_v2 makes training graphs whose If branches return variant Optionals
+    # (OptionalFromValue) for the gradient, which ferroflow does not run yet.
+    v1.disable_control_flow_v2()
+    try:
+        g, t = bench_mnist.tf_seed_003(tf, 3)
+    finally:
+        v1.enable_control_flow_v2()
+    with g.as_default():
+        saver = v1.train.Saver()
+    r = np.random.default_rng(3)
+    cwd = os.getcwd()
+    os.chdir(out)  # relative save path: the state file names the checkpoint relative to its dir
+    try:
+        with v1.Session(graph=g) as sess:
+            sess.run(t["init"])
+            for _ in range(200):
+                idx = r.choice(len(xtr), 100, replace=False)
+                sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
+            path = saver.save(sess, "model.ckpt", global_step=t["global_step"])
+    finally:
+        os.chdir(cwd)
+    # Restore from the .meta alone into a new graph, as the article does, and evaluate.
+    g2 = tf.Graph()
+    with g2.as_default():
+        restorer = v1.train.import_meta_graph(os.path.join(out, path + ".meta"))
+        with v1.Session(graph=g2) as sess:
+            restorer.restore(sess, os.path.join(out, path))
+            acc = sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte, "is_training:0": False})
+            k = sess.run("layer_0/kernel/Read/ReadVariableOp:0")
+    np.savez(os.path.join(out, "expected.npz"), **{"accuracy:0": np.float32(acc), "layer_0/kernel[:2]": k[:2]})
+    ops = sorted({n.op for n in g.as_graph_def().node})
+    print(f"checkpoints/seed_003: {path}, accuracy {acc}, {len(g.as_graph_def().node)} nodes, ops {ops}")
+
+
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
     DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad, UnsortedSegmentSum."""
@@ -730,6 +789,11 @@ def edge_cases():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    if len(sys.argv) > 1:
+        # Only the named fixture functions (MANIFEST is left as it is).
+        for name in sys.argv[1:]:
+            globals()[name]()
+        return
     mlp()
     elementwise(tf.float32, "elementwise_f32")
     elementwise(tf.float64, "elementwise_f64")
@@ -749,6 +813,7 @@ def main():
     gradients()
     training()
     checkpoints()
+    saver_seed_003()
     grad_ops()
     conv_grad_ops()
     losses()

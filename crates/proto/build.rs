@@ -7,6 +7,7 @@ fn main() {
         "ferroflow/runtime.proto",
         "ferroflow/summary.proto",
         "ferroflow/checkpoint.proto",
+        "ferroflow/meta_graph.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");

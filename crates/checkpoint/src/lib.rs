@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ferroflow_proto::{tensor_shape_proto::Dim, BundleEntryProto, BundleHeaderProto, TensorShapeProto, VersionDef};
-use ferroflow_summary::crc32c::masked_crc32c;
+use ferroflow_tensor::crc32c::masked_crc32c;
 use ferroflow_tensor::{DType, Tensor};
 use prost::Message;
 
@@ -45,6 +45,9 @@ pub enum CheckpointError {
         /// The tensor.
         name: String,
     },
+    /// A tensor that cannot be built (e.g. too large for this machine).
+    #[error("{0}")]
+    Tensor(#[from] ferroflow_tensor::TensorError),
     /// A tensor that cannot be saved.
     #[error("cannot save tensor '{name}': {reason}")]
     Unsupported {
@@ -74,82 +77,97 @@ fn mask(crc: u32) -> u32 {
 /// CRC32C continued over `data` (`Extend` in TensorFlow's terms).
 fn extend(crc: u32, data: &[u8]) -> u32 {
     // crc32c(a || b) from crc32c(a): run over the concatenation incrementally.
-    ferroflow_summary::crc32c::crc32c_extend(crc, data)
+    ferroflow_tensor::crc32c::crc32c_extend(crc, data)
 }
 
-/// A tensor's bytes as stored in the data file, and their masked CRC32C.
-fn encode(name: &str, t: &Tensor) -> Result<(Vec<u8>, u32)> {
-    if t.dtype() == DType::String {
-        let strings =
-            t.as_strings().map_err(|e| CheckpointError::Unsupported { name: name.into(), reason: e.to_string() })?;
-        let mut out = Vec::new();
-        let mut c = 0u32;
-        for s in strings {
-            let mut v = Vec::new();
-            let len = s.len() as u64;
-            let mut l = len;
-            while l >= 0x80 {
-                v.push((l as u8) | 0x80);
-                l >>= 7;
-            }
-            v.push(l as u8);
-            out.extend_from_slice(&v);
-            c = if len <= u32::MAX as u64 {
-                extend(c, &(len as u32).to_le_bytes())
-            } else {
-                extend(c, &len.to_le_bytes())
-            };
+/// A string tensor's bytes as stored in the data file (varint lengths, their masked CRC,
+/// then the bytes), and the masked CRC32C TensorFlow computes over them.
+fn encode_strings(strings: &[Vec<u8>]) -> (Vec<u8>, u32) {
+    let mut out = Vec::new();
+    let mut c = 0u32;
+    for s in strings {
+        let len = s.len() as u64;
+        let mut l = len;
+        while l >= 0x80 {
+            out.push((l as u8) | 0x80);
+            l >>= 7;
         }
-        let masked_len = mask(c);
-        out.extend_from_slice(&masked_len.to_le_bytes());
-        c = extend(c, &masked_len.to_le_bytes());
-        for s in strings {
-            out.extend_from_slice(s);
-            c = extend(c, s);
-        }
-        return Ok((out, mask(c)));
+        out.push(l as u8);
+        c = if len <= u32::MAX as u64 { extend(c, &(len as u32).to_le_bytes()) } else { extend(c, &len.to_le_bytes()) };
     }
-    let bytes = t.as_bytes().map_err(|e| CheckpointError::Unsupported { name: name.into(), reason: e.to_string() })?;
-    Ok((bytes.to_vec(), masked_crc32c(bytes)))
+    let masked_len = mask(c);
+    out.extend_from_slice(&masked_len.to_le_bytes());
+    c = extend(c, &masked_len.to_le_bytes());
+    for s in strings {
+        out.extend_from_slice(s);
+        c = extend(c, s);
+    }
+    (out, mask(c))
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    ferroflow_tensor::npy::write_atomic(path, bytes).map_err(|e| CheckpointError::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::other(e.to_string()),
-    })
+fn io_error(path: &Path, e: impl std::fmt::Display) -> CheckpointError {
+    CheckpointError::Io { path: path.display().to_string(), source: std::io::Error::other(e.to_string()) }
 }
 
 /// Writes `tensors` (name → value; saved in the given order, indexed by name) as the bundle
-/// `PREFIX.index` + `PREFIX.data-00000-of-00001`.
+/// `PREFIX.index` + `PREFIX.data-00000-of-00001`, creating the prefix's directory if needed.
+/// Each file is written under a temporary name, synced and renamed; the data file first, so
+/// an `.index` never names bytes that are not on disk. Tensor bytes stream from the tensors
+/// to the file (no copy of the whole checkpoint in memory).
 pub fn write_bundle(prefix: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
-    let mut data = Vec::new();
-    let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
     for (name, t) in tensors {
+        let bad = |reason: &str| Err(CheckpointError::Unsupported { name: name.clone(), reason: reason.into() });
         if name.is_empty() {
-            return Err(CheckpointError::Unsupported {
-                name: name.clone(),
-                reason: "the empty name is the header's".into(),
-            });
+            return bad("the empty name is the header's");
         }
-        let (bytes, crc) = encode(name, t)?;
-        let entry = BundleEntryProto {
-            dtype: t.dtype().to_tf(),
-            shape: Some(TensorShapeProto {
-                dim: t.dims().iter().map(|&d| Dim { size: d as i64, name: String::new() }).collect(),
-                unknown_rank: false,
-            }),
-            shard_id: 0,
-            offset: data.len() as i64,
-            size: bytes.len() as i64,
-            crc32c: crc,
-            slices: vec![],
-        };
-        data.extend_from_slice(&bytes);
-        if entries.insert(name.as_bytes().to_vec(), entry.encode_to_vec()).is_some() {
-            return Err(CheckpointError::Unsupported { name: name.clone(), reason: "saved twice".into() });
+        if !seen.insert(name.as_str()) {
+            return bad("saved twice");
+        }
+        if t.dtype() != DType::String && t.as_bytes().is_err() {
+            return bad(&format!("{} tensors cannot be saved", t.dtype()));
         }
     }
+    if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| CheckpointError::Io { path: dir.display().to_string(), source })?;
+    }
+    let data_file = data_path(prefix, 0, 1);
+    let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    ferroflow_tensor::npy::write_atomic_with(&data_file, |w| {
+        use std::io::Write;
+        let mut offset = 0u64;
+        for (name, t) in tensors {
+            let (size, crc) = match t.as_strings() {
+                Ok(strings) => {
+                    let (bytes, crc) = encode_strings(strings);
+                    w.write_all(&bytes)?;
+                    (bytes.len(), crc)
+                }
+                Err(_) => {
+                    let bytes = t.as_bytes().map_err(std::io::Error::other)?;
+                    w.write_all(bytes)?;
+                    (bytes.len(), masked_crc32c(bytes))
+                }
+            };
+            let entry = BundleEntryProto {
+                dtype: t.dtype().to_tf(),
+                shape: Some(TensorShapeProto {
+                    dim: t.dims().iter().map(|&d| Dim { size: d as i64, name: String::new() }).collect(),
+                    unknown_rank: false,
+                }),
+                shard_id: 0,
+                offset: offset as i64,
+                size: size as i64,
+                crc32c: crc,
+                slices: vec![],
+            };
+            offset += size as u64;
+            entries.insert(name.as_bytes().to_vec(), entry.encode_to_vec());
+        }
+        Ok(())
+    })
+    .map_err(|e| io_error(&data_file, e))?;
     let header = BundleHeaderProto {
         num_shards: 1,
         endianness: 0,
@@ -157,12 +175,10 @@ pub fn write_bundle(prefix: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     };
     let mut sorted = vec![(Vec::new(), header.encode_to_vec())];
     sorted.extend(entries);
-    let index = table::build(&sorted).map_err(|e| CheckpointError::Corrupt {
-        path: index_path(prefix).display().to_string(),
-        reason: e.to_string(),
-    })?;
-    write_file(&data_path(prefix, 0, 1), &data)?;
-    write_file(&index_path(prefix), &index)
+    let index_file = index_path(prefix);
+    let index = table::build(&sorted)
+        .map_err(|e| CheckpointError::Corrupt { path: index_file.display().to_string(), reason: e.to_string() })?;
+    ferroflow_tensor::npy::write_atomic(&index_file, &index).map_err(|e| io_error(&index_file, e))
 }
 
 /// An opened bundle: its header and entries, by name.
@@ -249,17 +265,23 @@ impl BundleReader {
             )));
         }
         use std::io::{Read, Seek, SeekFrom};
-        let mut bytes = vec![0u8; e.size as usize];
-        f.seek(SeekFrom::Start(e.offset as u64))
-            .and_then(|_| f.read_exact(&mut bytes))
-            .map_err(|source| CheckpointError::Io { path: p.clone(), source })?;
+        let io = |source| CheckpointError::Io { path: p.clone(), source };
+        f.seek(SeekFrom::Start(e.offset as u64)).map_err(io)?;
         if dtype == DType::String {
+            let mut bytes = vec![0u8; e.size as usize];
+            f.read_exact(&mut bytes).map_err(io)?;
             return decode_strings(&bytes, &dims, n as usize, e.crc32c).map_err(corrupt);
         }
-        if masked_crc32c(&bytes) != e.crc32c {
-            return Err(corrupt("data CRC32C mismatch (the file is corrupted)".into()));
+        if dtype.size().is_none() {
+            return Err(corrupt(format!("{dtype} tensors cannot be restored")));
         }
-        Tensor::from_bytes(dtype, &dims, &bytes).map_err(|err| corrupt(err.to_string()))
+        Tensor::from_fill(dtype, &dims, |buf: &mut [u8]| -> Result<()> {
+            f.read_exact(buf).map_err(io)?;
+            if masked_crc32c(buf) != e.crc32c {
+                return Err(corrupt("data CRC32C mismatch (the file is corrupted)".into()));
+            }
+            Ok(())
+        })
     }
 }
 
@@ -335,7 +357,7 @@ mod tests {
     #[test]
     fn strings_match_tensorflows_layout() {
         let t = Tensor::from_strings(&[2], vec![b"ab".to_vec(), b"c".to_vec()]).unwrap();
-        let (bytes, crc) = encode("s", &t).unwrap();
+        let (bytes, crc) = encode_strings(t.as_strings().unwrap());
         assert_eq!(bytes, [0x02, 0x01, 0x03, 0x71, 0x7c, 0x67, 0x61, 0x62, 0x63]);
         assert_eq!(crc, 0x5fd8_30d5);
         assert_eq!(decode_strings(&bytes, &[2], 2, crc).unwrap(), t);

@@ -5,7 +5,7 @@
 //! trailer (type 0, masked CRC32C of block + type); an empty metaindex block; an index block
 //! (restart interval 1) mapping a separator key per data block to its handle; a 48-byte footer
 //! with both handles and the magic `0xdb4775248b80fb57`.
-use ferroflow_summary::crc32c::masked_crc32c;
+use ferroflow_tensor::crc32c::masked_crc32c;
 
 /// TensorFlow's magic number at the end of every table.
 pub const MAGIC: u64 = 0xdb47_7524_8b80_fb57;

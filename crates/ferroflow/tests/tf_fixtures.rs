@@ -148,6 +148,11 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
             covered.extend(ferroflow::load_graph(&path).unwrap().nodes().iter().map(|n| n.op.clone()));
         }
     }
+    // TensorFlow's TF1 Saver graph (SaveV2/RestoreV2; tests/checkpoints.rs restores TF's
+    // checkpoint through it, saves through it and compares what TensorFlow reads back).
+    let meta = fixtures_dir().join("checkpoints/seed_003/model.ckpt-200.meta");
+    let meta = ferroflow::train::meta_graph::read_meta_graph(&meta).unwrap();
+    covered.extend(meta.graph_def.unwrap().node.iter().map(|n| n.op.clone()));
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());

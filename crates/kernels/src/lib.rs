@@ -22,6 +22,7 @@ pub mod fused;
 mod grad;
 mod image;
 mod indexing;
+mod io;
 mod loss;
 mod math;
 mod matmul;
@@ -210,6 +211,7 @@ impl KernelRegistry {
             elementwise::register(&mut r);
             image::register(&mut r);
             indexing::register(&mut r);
+            io::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);
             select::register(&mut r);

@@ -696,7 +696,31 @@ pub fn all() -> Vec<OpDef> {
     v.extend(gradient_helpers());
     v.extend(fused());
     v.extend(state_ops());
+    v.extend(io_ops());
     v
+}
+
+/// Checkpoint I/O: TensorFlow's V2 saver ops (a tensor bundle at `prefix`).
+fn io_ops() -> Vec<OpDef> {
+    vec![
+        op("SaveV2")
+            .input("prefix: string")
+            .input("tensor_names: string")
+            .input("shape_and_slices: string")
+            .input("tensors: dtypes")
+            .attr("dtypes: list(type) >= 1")
+            .stateful()
+            .shape(s::no_outputs)
+            .build(),
+        op("RestoreV2")
+            .input("prefix: string")
+            .input("tensor_names: string")
+            .input("shape_and_slices: string")
+            .output("tensors: dtypes")
+            .attr("dtypes: list(type) >= 1")
+            .stateful()
+            .build(),
+    ]
 }
 
 /// Resource variables, stateful random ops and optimizer updates (all stateful: never

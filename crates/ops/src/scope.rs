@@ -44,6 +44,9 @@ pub struct Scope {
     /// Inside a `cond` branch: the branch's pivot, a control input of every op the branch
     /// adds without data inputs (so constants in an untaken branch are dead too).
     pivot: Option<NodeId>,
+    /// The next op takes `op_name` as is unless a node already has it (see
+    /// [`Scope::with_exact_name`]).
+    exact: bool,
 }
 
 impl Default for Scope {
@@ -69,6 +72,7 @@ impl Scope {
             op_name: None,
             device: String::new(),
             pivot: None,
+            exact: false,
         }
     }
 
@@ -80,20 +84,21 @@ impl Scope {
             op_name: None,
             device: String::new(),
             pivot: None,
+            exact: false,
         }
     }
 
     /// A child scope whose nodes are named `name/...` (made unique like TensorFlow's scopes).
     pub fn name_scope(&self, name: &str) -> Scope {
         let unique = self.graph.borrow_mut().unique_name(&format!("{}{name}", self.prefix));
-        Scope { prefix: format!("{unique}/"), op_name: None, ..self.clone() }
+        Scope { prefix: format!("{unique}/"), op_name: None, exact: false, ..self.clone() }
     }
 
     /// A scope whose nodes are named `name/...` for a full `name` used as is (TensorFlow's
     /// `name_scope("name/")`): re-enters an existing scope or puts children under a node of
     /// that name, e.g. a variable's initializer under `layer/kernel/`.
     pub fn reenter(&self, name: &str) -> Scope {
-        Scope { prefix: format!("{}/", name.trim_end_matches('/')), op_name: None, ..self.clone() }
+        Scope { prefix: format!("{}/", name.trim_end_matches('/')), op_name: None, exact: false, ..self.clone() }
     }
 
     /// The prefix new nodes get (`""` at the root, else `a/b/`).
@@ -103,7 +108,14 @@ impl Scope {
 
     /// A scope whose next op gets this name (instead of the op's default name).
     pub fn with_name(&self, name: &str) -> Scope {
-        Scope { op_name: Some(name.to_string()), ..self.clone() }
+        Scope { op_name: Some(name.to_string()), exact: false, ..self.clone() }
+    }
+
+    /// A scope whose next op is named `name` even if a name scope of that name exists
+    /// (uniquified only if a *node* has it): TensorFlow names an op after the scope its
+    /// parts live in, e.g. an optimizer's train op `Adam` next to `Adam/update_...`.
+    pub fn with_exact_name(&self, name: &str) -> Scope {
+        Scope { op_name: Some(name.to_string()), exact: true, ..self.clone() }
     }
 
     /// A scope whose ops request `device` (a TensorFlow device name).
@@ -138,7 +150,7 @@ impl Scope {
     ) -> Result<NodeId> {
         let mut g = self.graph.borrow_mut();
         let base = format!("{}{}", self.prefix, self.op_name.as_deref().unwrap_or(default_name));
-        let name = g.unique_name(&base);
+        let name = if self.exact && g.find(&base).is_none() { base } else { g.unique_name(&base) };
         let mut control_inputs = control.to_vec();
         if let (Some(p), true) = (self.pivot, inputs.is_empty()) {
             if !control_inputs.contains(&p) {

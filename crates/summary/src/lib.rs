@@ -6,7 +6,7 @@
 //! flushed after every event, as TensorFlow's writer does (not written through a temp file).
 #![warn(missing_docs)]
 
-pub mod crc32c;
+pub use ferroflow_tensor::crc32c;
 mod event;
 pub mod record;
 

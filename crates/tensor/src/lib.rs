@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod buffer;
+pub mod crc32c;
 mod dtype;
 pub mod npy;
 mod shape;

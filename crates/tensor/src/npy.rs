@@ -318,16 +318,42 @@ pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<(), TensorE
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
 /// readers see either the old file or the complete new one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TensorError> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// Writes `path` atomically with what `write` produces: into a temporary file in the same
+/// directory (`.NAME.tmpPID-N`), flushed and synced, then renamed over `path`, then the
+/// directory synced. A process killed at any point leaves either the old file or the new one
+/// (and perhaps a stray temporary file), never a partial `path`.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), TensorError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let io = |e| TensorError::Io { path: path.display().to_string(), source: e };
     let file_name = path.file_name().ok_or_else(|| err(&path.display().to_string(), "path has no file name"))?;
-    let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{}.tmp{}-{n}", file_name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
+        return Err(io(e));
+    }
+    // Make the rename itself durable (best effort: not every filesystem lets a directory be
+    // opened for syncing).
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -87,6 +87,25 @@ impl Tensor {
         Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
     }
 
+    /// A dense tensor whose element bytes are written by `fill` (e.g. read straight from a
+    /// file, without a second copy). Bool bytes other than 0/1 are normalised to 1.
+    pub fn from_fill<E: From<TensorError>>(
+        dtype: DType,
+        dims: &[usize],
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<Tensor, E> {
+        let mut t = Tensor::zeros(dtype, dims)?;
+        let Storage::Bytes(buf) = &mut t.storage else { return Err(TensorError::NotDense(dtype).into()) };
+        let bytes = buf.make_mut();
+        fill(bytes)?;
+        if dtype == DType::Bool {
+            for b in bytes {
+                *b = (*b != 0) as u8;
+            }
+        }
+        Ok(t)
+    }
+
     /// A string tensor.
     pub fn from_strings(dims: &[usize], strings: Vec<Vec<u8>>) -> Result<Tensor, TensorError> {
         let n = count(dims)?;

@@ -12,9 +12,11 @@
 
 pub mod layers;
 pub mod losses;
+pub mod meta_graph;
 pub mod mnist;
 pub mod model;
 pub mod optimizers;
+pub mod saver;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -55,6 +57,12 @@ pub enum TrainError {
         /// The offending value.
         value: f64,
     },
+    /// A graph could not be imported.
+    #[error(transparent)]
+    Graph(#[from] ferroflow_graph::GraphError),
+    /// A checkpoint could not be read or written.
+    #[error(transparent)]
+    Checkpoint(#[from] ferroflow_checkpoint::CheckpointError),
     /// A data file could not be read.
     #[error("{path}: {reason}")]
     Data {
@@ -144,6 +152,7 @@ pub struct Variable {
 pub struct Builder {
     scope: Scope,
     vars: Rc<RefCell<Vec<Variable>>>,
+    collections: Rc<RefCell<std::collections::BTreeMap<String, Vec<String>>>>,
     graph_seed: Option<i64>,
 }
 
@@ -157,7 +166,7 @@ impl Builder {
     /// A builder over a new graph, without a graph seed (random ops are non-deterministic
     /// unless given op seeds).
     pub fn new() -> Builder {
-        Builder { scope: Scope::new(), vars: Rc::default(), graph_seed: None }
+        Builder { scope: Scope::new(), vars: Rc::default(), collections: Rc::default(), graph_seed: None }
     }
 
     /// A builder whose random ops are reproducible: each op's seeds derive from `seed` and
@@ -308,6 +317,17 @@ impl Builder {
     /// Every variable created so far, in creation order.
     pub fn variables(&self) -> Vec<Variable> {
         self.vars.borrow().clone()
+    }
+
+    /// Adds a node or tensor name to collection `key` (TensorFlow's `add_to_collection`;
+    /// optimizers add their update op to `train_op`). Collections go into meta graphs.
+    pub fn add_to_collection(&self, key: &str, name: &str) {
+        self.collections.borrow_mut().entry(key.to_string()).or_default().push(name.to_string());
+    }
+
+    /// The node-list collections added so far.
+    pub fn collections(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.collections.borrow().clone()
     }
 
     /// The trainable variables.

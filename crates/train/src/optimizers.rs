@@ -236,7 +236,9 @@ impl Optimizer {
             }
             None => update,
         };
-        Ok(root.with_name(self.name()).group(&[last])?)
+        let op = root.with_exact_name(self.name()).group(&[last])?;
+        b.add_to_collection("train_op", &b.scope().with_graph(|g| g.node(op).name.clone()));
+        Ok(op)
     }
 
     /// `compute_gradients` then `apply_gradients`: the train op.

@@ -37,8 +37,35 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// Continues a CRC-32C: `crc32c_extend(crc32c(a), b) == crc32c(a ‖ b)` (TensorFlow's
-/// `crc32c::Extend`).
+/// `crc32c::Extend`). Uses the SSE4.2 `crc32` instruction where the CPU has it (checkpoints
+/// checksum every byte they write and read), slicing-by-8 tables otherwise.
 pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU supports SSE4.2 (checked just above).
+        return unsafe { extend_sse42(crc, data) };
+    }
+    extend_table(crc, data)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn extend_sse42(crc: u32, data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    // One stream: 8 bytes per instruction (3-cycle latency), ~8 GB/s; the tables do ~2.
+    let mut c = !crc as u64;
+    let mut chunks = data.chunks_exact(8);
+    for w in &mut chunks {
+        c = _mm_crc32_u64(c, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let mut c = c as u32;
+    for &b in chunks.remainder() {
+        c = _mm_crc32_u8(c, b);
+    }
+    !c
+}
+
+fn extend_table(crc: u32, data: &[u8]) -> u32 {
     let mut crc = !crc;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -74,6 +101,16 @@ mod tests {
     fn extend_continues_a_crc() {
         let (a, b) = (b"12345".as_slice(), b"6789".as_slice());
         assert_eq!(crc32c_extend(crc32c(a), b), crc32c(b"123456789"));
+    }
+
+    #[test]
+    fn hardware_and_table_paths_agree() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for (start, end) in [(0, 0), (0, 1), (3, 10), (1, 999), (0, 1000), (17, 512)] {
+            for seed in [0u32, 0xdead_beef] {
+                assert_eq!(crc32c_extend(seed, &data[start..end]), extend_table(seed, &data[start..end]));
+            }
+        }
     }
 
     #[test]

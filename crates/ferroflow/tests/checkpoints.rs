@@ -1,0 +1,257 @@
+//! Checkpoints and meta graphs: the Saver's files and state file, max_to_keep, restore into a
+//! fresh session, import_meta_graph under scopes, restore reports, and TensorFlow's own
+//! seed-003 checkpoint and meta graph (fixtures/tf/checkpoints/seed_003/).
+use std::path::{Path, PathBuf};
+
+use ferroflow::prelude::*;
+use ferroflow::train::layers::{dense, Activation};
+use ferroflow::train::meta_graph::{import_meta_graph_file, read_meta_graph};
+use ferroflow::train::optimizers::Optimizer;
+use ferroflow::train::saver::{
+    latest_checkpoint, meta_path, read_checkpoint_state, RestoreOptions, Saver, SaverOptions,
+};
+use ferroflow::train::{Builder, Initializer};
+
+/// A small trained-able model: `x` → dense(3→4, relu) → dense(4→2) → `loss`; Adam with a
+/// global step; a saver.
+struct Small {
+    graph: Graph,
+    saver: Saver,
+    train: String,
+    out: String,
+}
+
+fn small(max_to_keep: usize) -> Small {
+    let b = Builder::with_seed(7);
+    let s = b.scope().clone();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(3)])).unwrap();
+    let init = Initializer::GlorotUniform { seed: None };
+    let h = dense(&b, x, 4, Activation::Relu, &init, "layer_0").unwrap();
+    let out = dense(&b, h, 2, Activation::Linear, &init, "out").unwrap();
+    let loss = s.reduce("Sum", s.mul(out, out).unwrap(), &[0, 1], false).unwrap();
+    let gs = b.global_step().unwrap();
+    let train = Optimizer::adam(0.05).minimize(&b, loss, None, Some(&gs)).unwrap();
+    b.global_variables_initializer().unwrap();
+    let saver = Saver::new(&b, None, SaverOptions { max_to_keep, ..Default::default() }).unwrap();
+    let graph = b.graph();
+    let train = graph.node(train).name.clone();
+    let out = graph.output_name(out);
+    Small { graph, saver, train, out }
+}
+
+fn x() -> Tensor {
+    Tensor::from_vec(&[2, 3], vec![0.5f32, -1.0, 2.0, 1.5, 0.25, -0.75]).unwrap()
+}
+
+fn vars(sess: &Session) -> Vec<(String, Tensor)> {
+    sess.resources().snapshot().into_iter().collect()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ff_ckpt_{name}_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn save_keeps_max_to_keep_and_restores_into_a_fresh_session() {
+    let dir = tmp("save");
+    let mut m = small(2);
+    let sess = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &["init"]).unwrap();
+    let prefix = dir.join("model.ckpt");
+    let mut saved = Vec::new();
+    for step in 1..=3 {
+        sess.run(&[("x:0", x())], &[], &[&m.train]).unwrap();
+        saved.push((m.saver.save(&sess, &prefix, Some(step)).unwrap(), vars(&sess)));
+    }
+    // The oldest checkpoint is gone, the two newest are complete, the state file names them.
+    let first = &saved[0].0;
+    assert_eq!(*first, dir.join("model.ckpt-1"));
+    for ext in ["index", "data-00000-of-00001", "meta"] {
+        assert!(!Path::new(&format!("{}.{ext}", first.display())).exists(), "{ext} of step 1 kept");
+        assert!(Path::new(&format!("{}.{ext}", saved[2].0.display())).exists());
+    }
+    let st = read_checkpoint_state(&dir).unwrap().unwrap();
+    // An absolute save path is recorded as is (TensorFlow's rule; relative ones are written
+    // relative to the directory).
+    let abs = |s: u32| dir.join(format!("model.ckpt-{s}")).display().to_string();
+    assert_eq!(st.model_checkpoint_path, abs(3));
+    assert_eq!(st.all_model_checkpoint_paths, [abs(2), abs(3)]);
+    assert_eq!(st.all_model_checkpoint_timestamps.len(), 2);
+    assert_eq!(latest_checkpoint(&dir).unwrap().unwrap(), dir.join("model.ckpt-3"));
+    assert_eq!(m.saver.last_checkpoints(), [dir.join("model.ckpt-2"), dir.join("model.ckpt-3")]);
+
+    // Restore step 2 into a fresh session of the same graph: every variable equals what
+    // was saved, and the model computes the same output.
+    let fresh = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    let report = m.saver.restore(&fresh, &saved[1].0).unwrap();
+    assert!(report.missing.is_empty() && report.unexpected.is_empty());
+    assert_eq!(report.restored.len(), saved[1].1.len());
+    assert_eq!(vars(&fresh), saved[1].1);
+    let step = fresh.run(&[], &["global_step/Read/ReadVariableOp:0"], &[]).unwrap();
+    assert_eq!(step[0].scalar_value::<i64>().unwrap(), 2);
+
+    // A new saver in the same directory continues the list (max_to_keep across restarts).
+    let mut again = small(2).saver;
+    sess.run(&[("x:0", x())], &[], &[&m.train]).unwrap();
+    again.save(&sess, &prefix, Some(4)).unwrap();
+    assert!(!Path::new(&format!("{}.index", saved[1].0.display())).exists());
+    let st = read_checkpoint_state(&dir).unwrap().unwrap();
+    assert_eq!(st.all_model_checkpoint_paths, [abs(3), abs(4)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn meta_graph_imports_under_scopes_that_keep_models_apart() {
+    let dir = tmp("meta");
+    let mut m = small(5);
+    let sess = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &["init"]).unwrap();
+    let a = m.saver.save(&sess, dir.join("a"), None).unwrap();
+    let want_a = sess.run(&[("x:0", x())], &[&m.out], &[]).unwrap();
+    for _ in 0..5 {
+        sess.run(&[("x:0", x())], &[], &[&m.train]).unwrap();
+    }
+    let b = m.saver.save(&sess, dir.join("b"), None).unwrap();
+    let want_b = sess.run(&[("x:0", x())], &[&m.out], &[]).unwrap();
+    assert_ne!(want_a, want_b);
+
+    // The .meta alone rebuilds the graph; two imports under scopes live in one session.
+    let meta = meta_path(&b);
+    let one = import_meta_graph_file(&meta, None, "one").unwrap();
+    let two = import_meta_graph_file(&meta, Some(&one.graph), "two").unwrap();
+    assert_eq!(one.collection("train_op"), ["one/Adam"]);
+    assert!(one.collection("trainable_variables").contains(&"one/layer_0/kernel:0".to_string()));
+    two.tensor("two/x:0").unwrap();
+    assert!(two.tensor("two/nope:0").is_err());
+    let sess = Session::new(two.graph.clone(), SessionOptions::default()).unwrap();
+    one.saver.as_ref().unwrap().restore(&sess, &a).unwrap();
+    two.saver.as_ref().unwrap().restore(&sess, &b).unwrap();
+    let out = m.out.clone();
+    let got =
+        sess.run(&[("one/x:0", x()), ("two/x:0", x())], &[&format!("one/{out}"), &format!("two/{out}")], &[]).unwrap();
+    assert_eq!(got[0], want_a[0]);
+    assert_eq!(got[1], want_b[0]);
+    // The same meta graph twice under one scope is an error naming the node.
+    let e = import_meta_graph_file(&meta, Some(&one.graph), "one").err().unwrap().to_string();
+    assert!(e.contains("already in the graph"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn restore_names_missing_and_unexpected_keys_and_can_be_partial() {
+    let dir = tmp("partial");
+    // Save a checkpoint of a model, then restore it into a graph with one more variable and
+    // one renamed variable.
+    let mut m = small(5);
+    let sess = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &["init"]).unwrap();
+    let path = m.saver.save(&sess, dir.join("m"), None).unwrap();
+    let saved = sess.resources().snapshot();
+
+    let b = Builder::with_seed(1);
+    let s = b.scope().clone();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(3)])).unwrap();
+    let init = Initializer::Constant(0.5);
+    dense(&b, x, 4, Activation::Relu, &init, "layer_0").unwrap();
+    b.variable(&s, "extra", &[2], DType::Float, &Initializer::Ones, true).unwrap();
+    b.variable(&s, "renamed", &[4, 2], DType::Float, &Initializer::Ones, true).unwrap();
+    b.global_variables_initializer().unwrap();
+    let saver = Saver::new(&b, None, SaverOptions::default()).unwrap();
+    let fresh = Session::new(b.graph(), SessionOptions::default()).unwrap();
+    fresh.run(&[], &[], &["init"]).unwrap();
+    let e = saver.restore(&fresh, &path).unwrap_err().to_string();
+    assert!(e.contains("m.index") && e.contains("\"extra\"") && e.contains("\"renamed\""), "{e}");
+    assert!(e.contains("\"out/kernel\"") && e.contains("allow_partial"), "{e}");
+    let report = saver.restore_with(&fresh, &path, &RestoreOptions { allow_partial: true }).unwrap();
+    assert_eq!(report.restored, ["layer_0/bias", "layer_0/kernel"]);
+    assert_eq!(report.missing, ["extra", "renamed"]);
+    assert!(report.unexpected.contains(&"out/kernel".to_string()));
+    let now = fresh.resources().snapshot();
+    assert_eq!(now["localhost/layer_0/kernel"], saved["localhost/layer_0/kernel"]);
+    assert_eq!(now["localhost/extra"], Tensor::from_vec(&[2], vec![1.0f32; 2]).unwrap());
+
+    // A variable whose shape differs from the checkpoint's is named, with both shapes.
+    let b = Builder::new();
+    let s = b.scope().clone();
+    b.variable(&s.name_scope("layer_0"), "kernel", &[3, 5], DType::Float, &Initializer::Zeros, true).unwrap();
+    let saver = Saver::new(&b, None, SaverOptions::default()).unwrap();
+    let fresh = Session::new(b.graph(), SessionOptions::default()).unwrap();
+    let e = saver.restore(&fresh, &path).unwrap_err().to_string();
+    assert!(e.contains("'layer_0/kernel'") && e.contains("[3, 4]") && e.contains("[3, 5]"), "{e}");
+    // A missing checkpoint names its index file.
+    let e = saver.restore(&fresh, dir.join("nope")).unwrap_err().to_string();
+    assert!(e.contains("nope.index"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn meta_graph_files_that_are_not_meta_graphs_are_errors() {
+    let dir = tmp("badmeta");
+    let p = dir.join("x.meta");
+    std::fs::write(&p, b"\x0a\x05hello world").unwrap();
+    let e = read_meta_graph(&p).err().unwrap().to_string();
+    assert!(e.contains("x.meta") && e.contains("MetaGraphDef"), "{e}");
+    let e = read_meta_graph(&dir.join("missing.meta")).err().unwrap().to_string();
+    assert!(e.contains("missing.meta"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn seed_003_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf/checkpoints/seed_003")
+}
+
+/// TensorFlow's TF1 Saver wrote the seed-003 model (cond_v2 dropout, Adam, global step) and
+/// evaluated accuracy:0 after import_meta_graph + restore; ferroflow does the same from the
+/// same files, without the model's code, and gets TensorFlow's accuracy exactly.
+#[test]
+fn tensorflows_seed_003_checkpoint_restores_and_gives_tensorflows_accuracy() {
+    let dir = seed_003_dir();
+    let expected: std::collections::HashMap<String, Tensor> =
+        ferroflow::tensor::npy::read_npz(&dir.join("expected.npz")).unwrap().into_iter().collect();
+    let prefix = latest_checkpoint(&dir).unwrap().expect("the checkpoint file names a checkpoint");
+    assert_eq!(prefix, dir.join("model.ckpt-200"));
+    let imported = import_meta_graph_file(&meta_path(&prefix), None, "").unwrap();
+    assert_eq!(imported.collection("train_op"), ["Adam"]);
+    let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
+    let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
+    assert_eq!(report.restored.len(), 21); // 6 variables + 12 Adam slots + beta powers + global_step
+    let kernel = sess.run(&[], &["layer_0/kernel/Read/ReadVariableOp:0"], &[]).unwrap();
+    let first_rows = kernel[0].as_slice::<f32>().unwrap()[..512].to_vec();
+    assert_eq!(first_rows, expected["layer_0/kernel[:2]"].as_slice::<f32>().unwrap());
+    let m = ferroflow::train::mnist::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")).unwrap();
+    let feeds = [
+        ("inputs:0", m.test.images.clone()),
+        ("outputs:0", m.test.one_hot(10).unwrap()),
+        ("is_training:0", Tensor::scalar(false)),
+    ];
+    let acc = sess.run(&feeds, &["accuracy:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap();
+    assert_eq!(acc, expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    // Training continues from TensorFlow's state with TensorFlow's update graph, and the
+    // saver in TensorFlow's graph (its SaveV2) writes a checkpoint that restores.
+    let batch = [
+        ("inputs:0", m.train.images.reshaped(&[8000, 784]).unwrap()),
+        ("outputs:0", m.train.one_hot(10).unwrap()),
+        ("is_training:0", Tensor::scalar(true)),
+    ];
+    sess.run(&batch, &[], &["Adam"]).unwrap();
+    let step = sess.run(&[], &["global_step/Read/ReadVariableOp:0"], &[]).unwrap()[0].scalar_value::<i64>().unwrap();
+    assert_eq!(step, 201);
+    let out = tmp("tf_graph_save");
+    let mut saver =
+        Saver::from_def(imported.saver.as_ref().unwrap().def().clone(), imported.meta.collection_def.clone());
+    let saved = saver.save(&sess, out.join("model.ckpt"), Some(step)).unwrap();
+    let fresh = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
+    saver.restore(&fresh, &saved).unwrap();
+    assert_eq!(fresh.resources().snapshot(), sess.resources().snapshot());
+    std::fs::remove_dir_all(&out).unwrap();
+    // The same model imported twice under scopes, one restored, keeps the other unset.
+    let a = import_meta_graph_file(&meta_path(&prefix), None, "a").unwrap();
+    let ab = import_meta_graph_file(&meta_path(&prefix), Some(&a.graph), "b").unwrap();
+    let sess = Session::new(ab.graph.clone(), SessionOptions::default()).unwrap();
+    a.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
+    let init = sess.run(&[], &["b/layer_0/kernel/IsInitialized/VarIsInitializedOp:0"], &[]).unwrap();
+    assert!(!init[0].scalar_value::<bool>().unwrap());
+}
