@@ -23,10 +23,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a GraphDef (.pb binary or .pbtxt text) and print or save the fetched tensors.
+    /// Run a GraphDef (.pb binary or .pbtxt text) or a meta graph (.meta, with
+    /// --checkpoint to restore its variables first) and print or save the fetched tensors.
     Run {
-        /// The graph file.
+        /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta).
         graph: PathBuf,
+        /// With a .meta graph: restore the variables from this checkpoint prefix (or the
+        /// latest checkpoint of this directory) through the meta graph's saver.
+        #[arg(long, value_name = "PREFIX")]
+        checkpoint: Option<PathBuf>,
         /// An .npz whose arrays are fed by name (keys are tensor names such as `x:0`).
         #[arg(long)]
         inputs: Option<PathBuf>,
@@ -125,6 +130,21 @@ enum Command {
         /// The graph file.
         graph: PathBuf,
     },
+    /// List a checkpoint's tensors (name, dtype, shape), or print their values: like
+    /// TensorFlow's inspect_checkpoint. PREFIX may be a directory (its latest checkpoint).
+    InspectCheckpoint {
+        /// The checkpoint prefix (`model.ckpt-5000`, without `.index`) or its directory.
+        prefix: PathBuf,
+        /// Print this tensor's values.
+        #[arg(long, value_name = "NAME")]
+        tensor: Option<String>,
+        /// Print every tensor's values.
+        #[arg(long)]
+        all: bool,
+        /// Values printed per tensor (0 = all).
+        #[arg(long, default_value_t = 20)]
+        max_values: usize,
+    },
     /// Seed 003: train the article's MNIST MLP (dropout, dense+relu 256x2, softmax, Adam 1e-3,
     /// batch 100, global_step) in a session on MNIST IDX files, then run `accuracy:0` on the
     /// test split by tensor names; prints `test_accuracy=<value>` last.
@@ -143,6 +163,10 @@ enum Command {
         /// Threads one large kernel may use (0 = one per core).
         #[arg(long, default_value_t = 0)]
         intra_op_threads: usize,
+        /// Save the trained model with a TF1 Saver: SAVE-STEP.{index,data-00000-of-00001,meta}
+        /// and SAVE's directory's `checkpoint` file.
+        #[arg(long, value_name = "PREFIX")]
+        save: Option<PathBuf>,
     },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
@@ -162,6 +186,7 @@ fn main() {
     let result = match cli.command {
         Command::Run {
             graph,
+            checkpoint,
             inputs,
             feeds,
             fetches,
@@ -183,7 +208,9 @@ fn main() {
             };
             opts.optimizer.enabled = !no_optimize;
             let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
-            run(&graph, inputs.as_deref(), names, output.as_deref(), opts, partition_graphs.as_deref())
+            let files =
+                RunFiles { checkpoint: checkpoint.as_deref(), inputs: inputs.as_deref(), output: output.as_deref() };
+            run(&graph, files, names, opts, partition_graphs.as_deref())
         }
         Command::Optimize {
             graph,
@@ -209,9 +236,12 @@ fn main() {
         Command::Tensorboard { graph, logdir, run } => tensorboard(&graph, &logdir, run.as_deref()),
         Command::Convert { input, output } => convert(&input, &output),
         Command::Inspect { graph } => inspect(&graph),
-        Command::Mnist { steps, data, seed, intra_op_threads } => {
+        Command::InspectCheckpoint { prefix, tensor, all, max_values } => {
+            inspect_checkpoint(&prefix, tensor.as_deref(), all, max_values)
+        }
+        Command::Mnist { steps, data, seed, intra_op_threads, save } => {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
-            mnist(data.as_deref(), steps, seed, options)
+            mnist(data.as_deref(), steps, seed, options, save.as_deref()).map(|_| ())
         }
         Command::Demo { out, mnist_steps } => demo(&out, mnist_steps),
     };
@@ -274,11 +304,27 @@ struct Names<'a> {
     targets: &'a [String],
 }
 
+/// The files a `run` reads and writes besides the graph.
+struct RunFiles<'a> {
+    checkpoint: Option<&'a Path>,
+    inputs: Option<&'a Path>,
+    output: Option<&'a Path>,
+}
+
+/// A checkpoint prefix, or the latest checkpoint named by a directory's `checkpoint` file.
+fn checkpoint_prefix(path: &Path) -> Result<PathBuf> {
+    if path.is_dir() {
+        return ferroflow::train::saver::latest_checkpoint(path)?.ok_or_else(|| {
+            anyhow::anyhow!("{}: no checkpoint (no 'checkpoint' file naming an existing .index)", path.display())
+        });
+    }
+    Ok(path.to_path_buf())
+}
+
 fn run(
     graph: &Path,
-    inputs: Option<&Path>,
+    RunFiles { checkpoint, inputs, output }: RunFiles,
     Names { feeds, fetches, targets }: Names,
-    output: Option<&Path>,
     opts: SessionOptions,
     partition_graphs: Option<&Path>,
 ) -> Result<()> {
@@ -286,9 +332,25 @@ fn run(
     if fetches.is_empty() && targets.is_empty() {
         bail!("nothing to run: give at least one --fetch NAME or --target NODE");
     }
-    let g = load(graph)?;
+    let is_meta = graph.extension().is_some_and(|e| e == "meta");
+    let (g, saver) = if is_meta {
+        let imported = ferroflow::train::meta_graph::import_meta_graph_file(graph, None, "")
+            .with_context(|| format!("loading meta graph {}", graph.display()))?;
+        (imported.graph, imported.saver)
+    } else {
+        (load(graph)?, None)
+    };
     let feeds = read_feeds(inputs, feeds)?;
     let sess = Session::new(g, opts)?;
+    if let Some(ckpt) = checkpoint {
+        if !is_meta {
+            bail!("--checkpoint needs a .meta graph (its SaverDef says how to restore); got {}", graph.display());
+        }
+        let saver = saver.ok_or_else(|| anyhow::anyhow!("{}: the meta graph has no saver_def", graph.display()))?;
+        let prefix = checkpoint_prefix(ckpt)?;
+        let report = saver.restore(&sess, &prefix)?;
+        eprintln!("restored {} variables from {}", report.restored.len(), prefix.display());
+    }
     let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
@@ -472,10 +534,16 @@ const MLP_PB: &[u8] = include_bytes!("../../../fixtures/tf/mlp.pb");
 const MLP_INPUTS: &[u8] = include_bytes!("../../../fixtures/tf/mlp.inputs.npz");
 const MLP_EXPECTED: &[u8] = include_bytes!("../../../fixtures/tf/mlp.expected.npz");
 
-fn mnist(data: Option<&Path>, steps: u64, seed: i64, options: SessionOptions) -> Result<()> {
+fn mnist(
+    data: Option<&Path>,
+    steps: u64,
+    seed: i64,
+    options: SessionOptions,
+    save: Option<&Path>,
+) -> Result<ferroflow::testing::seed_003::Report> {
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
-    let r = ferroflow::testing::seed_003::train(&data, steps, seed, options, 500)
+    let r = ferroflow::testing::seed_003::train(&data, steps, seed, options, 500, save)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
     out!(
         "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
@@ -485,7 +553,40 @@ fn mnist(data: Option<&Path>, steps: u64, seed: i64, options: SessionOptions) ->
         r.global_step
     );
     out!("accuracy:0 on {} test digits, fed by name (inputs:0, outputs:0, is_training:0=false):", r.examples.1);
+    if let Some(c) = &r.checkpoint {
+        out!("saved {}.{{index,data-00000-of-00001,meta}} (and the directory's `checkpoint` file)", c.display());
+    }
     out!("test_accuracy={:.4}", r.test_accuracy);
+    Ok(r)
+}
+
+fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values: usize) -> Result<()> {
+    let prefix = checkpoint_prefix(prefix)?;
+    let reader = ferroflow::checkpoint::BundleReader::open(&prefix)?;
+    let limit = if max_values == 0 { usize::MAX } else { max_values };
+    let describe = |name: &str, e: &ferroflow::proto::BundleEntryProto| -> String {
+        let dtype = DType::from_tf(e.dtype).map(|d| d.to_string()).unwrap_or_else(|_| format!("type {}", e.dtype));
+        let dims: Vec<i64> = e.shape.as_ref().map(|s| s.dim.iter().map(|d| d.size).collect()).unwrap_or_default();
+        format!("{name} ({dtype}) {dims:?}")
+    };
+    if let Some(name) = tensor {
+        let e = reader.entries().get(name).ok_or_else(|| {
+            let names: Vec<&String> = reader.entries().keys().collect();
+            anyhow::anyhow!("{}: no tensor named '{name}'; it has {names:?}", prefix.display())
+        })?;
+        out!("{}", describe(name, e));
+        out!("{}", reader.read(name)?.preview(limit));
+        return Ok(());
+    }
+    let mut bytes = 0i64;
+    for (name, e) in reader.entries() {
+        out!("{}", describe(name, e));
+        if all {
+            out!("  {}", reader.read(name)?.preview(limit));
+        }
+        bytes += e.size;
+    }
+    out!("{} tensors, {bytes} bytes of data ({})", reader.entries().len(), prefix.display());
     Ok(())
 }
 
@@ -530,5 +631,18 @@ fn demo(out_dir: &Path, mnist_steps: u64) -> Result<()> {
     }
 
     out!("\n== Seed 003: the article's MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
-    mnist(None, mnist_steps, 1, SessionOptions::default())
+    let prefix = out_dir.join("seed_003").join("model.ckpt");
+    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix))?;
+    let ckpt = r.checkpoint.expect("saved");
+    out!(
+        "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",
+        ckpt.display()
+    );
+    out!("   restore into a fresh session, run restored/accuracy:0 fed by names:");
+    let data = ferroflow::train::mnist::bundled_dir();
+    let acc = ferroflow::testing::seed_003::evaluate_restored(&ckpt, &data, "restored")
+        .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
+    out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
+    out!("test_accuracy={:.4}", r.test_accuracy);
+    Ok(())
 }

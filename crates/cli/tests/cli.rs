@@ -96,6 +96,80 @@ fn demo_runs() {
     let acc: f64 = s.lines().last().unwrap().strip_prefix("test_accuracy=").expect("last line").parse().unwrap();
     assert!(acc > 0.8, "{s}");
     assert!(s.contains("global_step = 100"), "{s}");
+    // ... saved, and restored from the .meta under an import scope with the same accuracy.
+    let restored = s.lines().find_map(|l| l.strip_prefix("restored_accuracy=")).expect("restored line");
+    assert!(restored.starts_with(&format!("{acc:.4} ")), "{s}");
+    for ext in ["index", "data-00000-of-00001", "meta"] {
+        assert!(dir.path().join(format!("seed_003/model.ckpt-100.{ext}")).exists());
+    }
+    assert!(std::fs::read_to_string(dir.path().join("seed_003/checkpoint")).unwrap().contains("model.ckpt-100"));
+}
+
+/// Seed 003's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run
+/// model.ckpt-200.meta --checkpoint DIR --inputs FEEDS.npz --fetch accuracy:0` gives
+/// TensorFlow's accuracy; `inspect-checkpoint` lists and prints its tensors.
+#[test]
+fn run_meta_with_checkpoint_and_inspect_checkpoint() {
+    let ckpt = fixtures().join("checkpoints/seed_003");
+    let dir = tempfile::tempdir().unwrap();
+    let m = ferroflow::train::mnist::load(&ferroflow::train::mnist::bundled_dir()).unwrap();
+    let feeds = dir.path().join("feeds.npz");
+    npy::write_npz(
+        &feeds,
+        &[
+            ("inputs:0".into(), m.test.images.clone()),
+            ("outputs:0".into(), m.test.one_hot(10).unwrap()),
+            ("is_training:0".into(), Tensor::scalar(false)),
+        ],
+    )
+    .unwrap();
+    let out = dir.path().join("out.npz");
+    let meta = ckpt.join("model.ckpt-200.meta");
+    let o = bin()
+        .arg("run")
+        .arg(&meta)
+        .arg("--checkpoint")
+        .arg(&ckpt)
+        .arg("--inputs")
+        .arg(&feeds)
+        .args(["--fetch", "accuracy:0", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("restored 21 variables"));
+    let want = npy::read_npz(&ckpt.join("expected.npz")).unwrap();
+    let got = npy::read_npz(&out).unwrap();
+    assert_eq!(got[0].1, want.iter().find(|(n, _)| n == "accuracy:0").unwrap().1);
+
+    let o = run(&["inspect-checkpoint", ckpt.join("model.ckpt-200").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("layer_0/kernel (float) [784, 256]") && s.contains("global_step (int64) []"), "{s}");
+    assert!(s.contains("21 tensors"), "{s}");
+    let o = run(&["inspect-checkpoint", ckpt.to_str().unwrap(), "--tensor", "global_step"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("200"), "{}", String::from_utf8_lossy(&o.stdout));
+    let e = error_of(&["inspect-checkpoint", ckpt.to_str().unwrap(), "--tensor", "nope"]);
+    assert!(e.contains("no tensor named 'nope'") && e.contains("layer_0/bias"), "{e}");
+    let e = error_of(&["inspect-checkpoint", "/no/such/ckpt"]);
+    assert!(e.contains("/no/such/ckpt.index"), "{e}");
+    // --checkpoint needs a meta graph; a corrupted checkpoint names file and tensor.
+    let e = error_of(&["run", fixtures().join("mlp.pb").to_str().unwrap(), "--checkpoint", "x", "--fetch", "a:0"]);
+    assert!(e.contains("--checkpoint needs a .meta graph"), "{e}");
+    let bad = dir.path().join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["model.ckpt-200.index", "model.ckpt-200.data-00000-of-00001"] {
+        std::fs::copy(ckpt.join(f), bad.join(f)).unwrap();
+    }
+    let data = bad.join("model.ckpt-200.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let n = bytes.len();
+    bytes[n - 100] ^= 0x20;
+    std::fs::write(&data, bytes).unwrap();
+    let prefix = bad.join("model.ckpt-200");
+    let e =
+        error_of(&["run", meta.to_str().unwrap(), "--checkpoint", prefix.to_str().unwrap(), "--fetch", "accuracy:0"]);
+    assert!(e.contains("data-00000-of-00001") && e.contains("CRC32C") && e.contains("tensor '"), "{e}");
 }
 
 #[test]

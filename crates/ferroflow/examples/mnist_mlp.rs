@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let options = SessionOptions { intra_op_threads: intra, ..Default::default() };
-    let r = seed_003::train(&data, steps, seed, options, 500)?;
+    let r = seed_003::train(&data, steps, seed, options, 500, None)?;
     eprintln!("MNIST from {}: {} training, {} test digits", data.display(), r.examples.0, r.examples.1);
     eprintln!("global_step = {}", r.global_step);
     println!("steps={} steps_per_sec={:.1}", r.steps, r.steps_per_sec);

@@ -227,9 +227,11 @@ pub mod seed_003 {
     use ferroflow_tensor::Tensor;
     use ferroflow_tensor::{DType, Shape};
     use ferroflow_train::layers::{dense, dropout, Activation};
+    use ferroflow_train::meta_graph::import_meta_graph_file;
     use ferroflow_train::mnist;
     use ferroflow_train::model::{FitOptions, Model};
     use ferroflow_train::optimizers::Optimizer;
+    use ferroflow_train::saver::{meta_path, Saver, SaverOptions};
     use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
 
     /// The article's `config`.
@@ -314,21 +316,26 @@ pub mod seed_003 {
         pub test_accuracy: f32,
         /// Training and test digits.
         pub examples: (usize, usize),
+        /// The checkpoint written after training (`PREFIX-STEP`), if one was asked for.
+        pub checkpoint: Option<std::path::PathBuf>,
     }
 
     /// Trains the seed's model on the MNIST IDX files in `data` for `steps` batches of 100
     /// (shuffled epochs; the loss printed every `log_every` steps as the article does), then
-    /// runs `accuracy:0` by name on the test split, as the article does after restoring.
+    /// runs `accuracy:0` by name on the test split. With `save`, a TF1 `Saver` then writes
+    /// `SAVE-STEP.{index,data-00000-of-00001,meta}` and the `checkpoint` file.
     pub fn train(
         data: &Path,
         steps: u64,
         seed: i64,
         options: SessionOptions,
         log_every: u64,
+        save: Option<&Path>,
     ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
         let m = mnist::load(data)?;
         let b = Builder::with_seed(seed);
         let roles = build(&b, &Config::default())?;
+        let mut saver = Saver::new(&b, None, SaverOptions::default())?;
         let model = Model::new(Session::new(b.graph(), options)?, roles, &[784]);
         model.initialize()?;
         let opts = FitOptions {
@@ -348,12 +355,37 @@ pub mod seed_003 {
             ("is_training:0", Tensor::scalar(false)),
         ];
         let acc = sess.run(&feeds, &["accuracy:0"], &[])?[0].scalar_value::<f32>()?;
+        let checkpoint = save.map(|prefix| saver.save(sess, prefix, Some(global_step))).transpose()?;
         Ok(Report {
             steps: hist.steps,
             steps_per_sec: hist.steps_per_sec,
             global_step,
             test_accuracy: acc,
             examples: (m.train.len(), m.test.len()),
+            checkpoint,
         })
+    }
+
+    /// The article's restore, without the model's code: imports `checkpoint.meta` into a new
+    /// graph under `import_scope`, restores `checkpoint` in a fresh session, and runs
+    /// `SCOPE/accuracy:0` on the test split of `data` fed by names.
+    pub fn evaluate_restored(
+        checkpoint: &Path,
+        data: &Path,
+        import_scope: &str,
+    ) -> std::result::Result<f32, Box<dyn std::error::Error>> {
+        let m = mnist::load(data)?;
+        let imported = import_meta_graph_file(&meta_path(checkpoint), None, import_scope)?;
+        let saver = imported.saver.as_ref().ok_or("the meta graph has no saver")?;
+        let sess = Session::new(imported.graph.clone(), SessionOptions::default())?;
+        saver.restore(&sess, checkpoint)?;
+        let name = |n: &str| if import_scope.is_empty() { n.to_string() } else { format!("{import_scope}/{n}") };
+        let (x, y, t, acc) = (name("inputs:0"), name("outputs:0"), name("is_training:0"), name("accuracy:0"));
+        let feeds = [
+            (x.as_str(), m.test.images.clone()),
+            (y.as_str(), m.test.one_hot(10)?),
+            (t.as_str(), Tensor::scalar(false)),
+        ];
+        Ok(sess.run(&feeds, &[&acc], &[])?[0].scalar_value::<f32>()?)
     }
 }
