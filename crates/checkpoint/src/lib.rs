@@ -235,6 +235,15 @@ impl BundleReader {
             path: index_path(&self.prefix).display().to_string(),
             name: name.into(),
         })?;
+        if e.shard_id < 0 || e.shard_id >= self.header.num_shards {
+            return Err(CheckpointError::Corrupt {
+                path: index_path(&self.prefix).display().to_string(),
+                reason: format!(
+                    "tensor '{name}': shard_id {} is not below num_shards {}",
+                    e.shard_id, self.header.num_shards
+                ),
+            });
+        }
         let path = data_path(&self.prefix, e.shard_id, self.header.num_shards);
         let p = path.display().to_string();
         let corrupt =
@@ -393,6 +402,49 @@ mod tests {
         assert!(BundleReader::open(&prefix).err().unwrap().to_string().contains("too short"));
         let e = BundleReader::open(&dir.join("nope")).err().unwrap().to_string();
         assert!(e.contains("nope.index"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Hostile but well-formed index entries (any dtype number, huge or negative shapes,
+    /// offsets and sizes, strings with lying lengths) read as errors naming the tensor, without
+    /// panics and without allocating what the entry claims.
+    #[test]
+    fn hostile_entries_are_errors_not_allocations() {
+        let dir = std::env::temp_dir().join(format!("ff_ckpt_hostile_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("h");
+        std::fs::write(data_path(&prefix, 0, 1), [7u8; 64]).unwrap();
+        let mut x = 0x853c_49e6_748f_ea9bu64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let pick = |r: u64, v: &[i64]| v[(r % v.len() as u64) as usize];
+        let sizes = [0i64, 1, 4, 8, 63, 64, 65, -1, i64::MAX, 1 << 40, i64::MIN];
+        let dims = [0i64, 1, 2, 16, -1, 1 << 31, 1 << 62, i64::MAX];
+        for _ in 0..3000 {
+            let header = BundleHeaderProto { num_shards: 1, endianness: 0, version: None };
+            let shape: Vec<Dim> =
+                (0..next() % 4).map(|_| Dim { size: pick(next(), &dims), name: String::new() }).collect();
+            let e = BundleEntryProto {
+                dtype: (next() % 24) as i32,
+                shape: Some(TensorShapeProto { dim: shape, unknown_rank: false }),
+                shard_id: pick(next(), &[0, 0, 0, 1, -1]) as i32,
+                offset: pick(next(), &sizes),
+                size: pick(next(), &sizes),
+                crc32c: next() as u32,
+                slices: vec![],
+            };
+            let rows = vec![(Vec::new(), header.encode_to_vec()), (b"t".to_vec(), e.encode_to_vec())];
+            std::fs::write(index_path(&prefix), table::build(&rows).unwrap()).unwrap();
+            let r = BundleReader::open(&prefix).unwrap();
+            if let Err(err) = r.read("t") {
+                let msg = err.to_string();
+                assert!(msg.contains("'t'") || msg.contains("data-0"), "{msg}");
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

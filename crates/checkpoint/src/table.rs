@@ -15,6 +15,9 @@ const TRAILER_LEN: usize = 5;
 const BLOCK_SIZE: usize = 256 * 1024;
 /// Keys written in full every this many entries (data blocks).
 const RESTART_INTERVAL: usize = 16;
+/// Reading never builds more key and value bytes than this many times the file's size (at
+/// least 1 MiB): prefix compression of real checkpoint names stays far below it.
+const MAX_EXPANSION: usize = 16;
 
 /// A malformed table (the caller adds the file name).
 #[derive(Debug, thiserror::Error)]
@@ -209,8 +212,10 @@ fn read_block<'a>(file: &'a [u8], (offset, size): (u64, u64), what: &str) -> Res
     Ok(block)
 }
 
-/// The entries of one block, in order.
-fn block_entries(block: &[u8], what: &str) -> Result<Rows, TableError> {
+/// The entries of one block, in order. Keys are prefix-compressed, so a hostile block could
+/// make each 3-byte entry repeat a long key; `budget` (bytes of keys and values still
+/// allowed, shared by the table's blocks) bounds what is built.
+fn block_entries(block: &[u8], what: &str, budget: &mut usize) -> Result<Rows, TableError> {
     if block.len() < 4 {
         return Err(bad(format!("{what} block is shorter than its restart count")));
     }
@@ -236,6 +241,9 @@ fn block_entries(block: &[u8], what: &str) -> Result<Rows, TableError> {
         };
         key.truncate(shared);
         key.extend_from_slice(&data[pos..pos + unshared]);
+        *budget = budget.checked_sub(key.len() + vlen).ok_or_else(|| {
+            bad(format!("{what} block: keys expand past {MAX_EXPANSION}x the file's size (a hostile table?)"))
+        })?;
         out.push((key.clone(), data[pos + unshared..end].to_vec()));
         pos = end;
     }
@@ -256,10 +264,11 @@ pub fn read(file: &[u8]) -> Result<Rows, TableError> {
     let _meta = (get_varint(footer, &mut pos, "metaindex offset")?, get_varint(footer, &mut pos, "metaindex size")?);
     let index = (get_varint(footer, &mut pos, "index offset")?, get_varint(footer, &mut pos, "index size")?);
     let mut out = Vec::new();
-    for (_, handle) in block_entries(read_block(file, index, "index")?, "index")? {
+    let mut budget = file.len().saturating_mul(MAX_EXPANSION).max(1 << 20);
+    for (_, handle) in block_entries(read_block(file, index, "index")?, "index", &mut budget)? {
         let mut p = 0;
         let h = (get_varint(&handle, &mut p, "block offset")?, get_varint(&handle, &mut p, "block size")?);
-        out.extend(block_entries(read_block(file, h, "data")?, "data")?);
+        out.extend(block_entries(read_block(file, h, "data")?, "data", &mut budget)?);
     }
     for w in out.windows(2) {
         if w[0].0 >= w[1].0 {
@@ -288,5 +297,116 @@ mod tests {
         let bytes = build(&entries).unwrap();
         assert!(bytes.len() > BLOCK_SIZE, "several data blocks");
         assert_eq!(read(&bytes).unwrap(), entries);
+    }
+
+    /// A small xorshift generator: deterministic "random" mutations.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Re-seals every block of `file` whose handle the valid layout `blocks` gives, so
+    /// mutations inside blocks get past the CRCs into the parsers.
+    fn reseal(file: &mut [u8], blocks: &[(usize, usize)]) {
+        for &(o, s) in blocks {
+            if o + s + TRAILER_LEN <= file.len() {
+                let crc = masked_crc32c(&file[o..o + s + 1]);
+                file[o + s + 1..o + s + 5].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+    }
+
+    /// Fuzz-style: 30,000 mutated tables (bit flips, byte writes, 0xff runs, truncations,
+    /// insertions; half of them with block CRCs recomputed so the block and entry parsers
+    /// see the damage) and 20,000 random blocks. Reading returns Ok or Err, never panics,
+    /// and builds nothing larger than MAX_EXPANSION x the input.
+    #[test]
+    fn mutated_tables_never_panic() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..60).map(|i| (format!("layer_{i:03}/kernel/Adam").into_bytes(), vec![i as u8; i % 7])).collect();
+        let good = build(&entries).unwrap();
+        // The valid layout: footer → index block → its one data block.
+        let footer = &good[good.len() - FOOTER_LEN..];
+        let mut pos = 0;
+        let mut h = || get_varint(footer, &mut pos, "").unwrap() as usize;
+        let (meta, index) = ((h(), h()), (h(), h()));
+        let mut budget = usize::MAX;
+        let idx = block_entries(read_block(&good, (index.0 as u64, index.1 as u64), "").unwrap(), "", &mut budget);
+        let mut blocks = vec![meta, index];
+        for (_, handle) in idx.unwrap() {
+            let mut p = 0;
+            blocks.push((
+                get_varint(&handle, &mut p, "").unwrap() as usize,
+                get_varint(&handle, &mut p, "").unwrap() as usize,
+            ));
+        }
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut ok, mut errs) = (0, 0);
+        for i in 0..30_000 {
+            let mut f = good.clone();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(f.len());
+                match rng.below(6) {
+                    0 => f[at] ^= 1 << rng.below(8),
+                    1 => f[at] = rng.next() as u8,
+                    2 => {
+                        let end = (at + 1 + rng.below(10)).min(f.len());
+                        f[at..end].fill(0xff)
+                    }
+                    3 => f.truncate(at),
+                    4 => {
+                        let junk: Vec<u8> = (0..1 + rng.below(20)).map(|_| rng.next() as u8).collect();
+                        f.splice(at..at, junk);
+                    }
+                    _ => f[at] = f[at].wrapping_add(1),
+                }
+                if f.is_empty() {
+                    break;
+                }
+            }
+            if i % 2 == 0 {
+                reseal(&mut f, &blocks);
+            }
+            match read(&f) {
+                Ok(rows) => {
+                    ok += 1;
+                    assert!(rows.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() <= (f.len() * 16).max(1 << 20));
+                }
+                Err(_) => errs += 1,
+            }
+        }
+        assert!(errs > 10_000 && ok > 0, "ok {ok}, errors {errs}");
+        for _ in 0..20_000 {
+            let block: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
+            let mut budget = 1 << 16;
+            let _ = block_entries(&block, "fuzz", &mut budget);
+        }
+    }
+
+    /// A hostile block whose 3-byte entries each repeat a 60 KiB key is refused, not expanded
+    /// into gigabytes.
+    #[test]
+    fn prefix_bombs_are_refused() {
+        let mut data = Vec::new();
+        put_varint(&mut data, 0);
+        put_varint(&mut data, 60_000);
+        put_varint(&mut data, 0);
+        data.extend(std::iter::repeat_n(b'k', 60_000));
+        for _ in 0..100_000 {
+            data.extend_from_slice(&[0xe0, 0xd4, 0x03][..]); // shared = 60000 (varint) ...
+            data.extend_from_slice(&[0, 0]); // ... no new key bytes, empty value
+        }
+        data.extend_from_slice(&0u32.to_le_bytes());
+        let mut budget = data.len() * MAX_EXPANSION;
+        let e = block_entries(&data, "data", &mut budget).unwrap_err();
+        assert!(e.0.contains("expand"), "{}", e.0);
     }
 }
