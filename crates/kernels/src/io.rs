@@ -58,12 +58,14 @@ struct RestoreV2 {
     dtypes: Vec<DType>,
 }
 impl OpKernel for RestoreV2 {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        use rayon::prelude::*;
         let node = &self.node;
         let (prefix, names) = names_and_prefix(node, inputs, self.dtypes.len())?;
         let err = |e: ferroflow_checkpoint::CheckpointError| invalid(format!("node '{node}': {e}"));
         let reader = BundleReader::open(Path::new(&prefix)).map_err(err)?;
-        for (name, &dtype) in names.iter().zip(&self.dtypes) {
+        // Tensors are read (and their CRCs checked) in parallel on the intra-op pool.
+        let read = |(name, &dtype): (&String, &DType)| -> KResult<Tensor> {
             let t = reader.read(name).map_err(err)?;
             if t.dtype() != dtype {
                 return Err(invalid(format!(
@@ -71,7 +73,11 @@ impl OpKernel for RestoreV2 {
                     t.dtype()
                 )));
             }
-            outputs.push(t);
+            Ok(t)
+        };
+        let tensors: Vec<KResult<Tensor>> = ctx.install(|| names.par_iter().zip(&self.dtypes).map(read).collect());
+        for t in tensors {
+            outputs.push(t?);
         }
         Ok(())
     }
