@@ -42,11 +42,12 @@ def peak_rss_mb():
     return float("nan")
 
 
-def tf_seed_003(tf, seed):
+def tf_seed_003(tf, seed, units=256, use_resource=True):
     """Seed 003's model in TensorFlow's tf.compat.v1 (graph mode must already be on):
     placeholders inputs/outputs/is_training, dropout 0.2 under tf.cond, layer_0/layer_1 dense+relu
     256 (truncated normal 0.1, resource variables), out_layer softmax, the article's loss,
-    accuracy, Adam(1e-3) with global_step, init. Returns (graph, dict of those tensors/ops)."""
+    accuracy, Adam(1e-3) with global_step, init. Returns (graph, dict of those tensors/ops).
+    `units` and `use_resource=False` (TF1's ref variables) make the fixtures' variants."""
     v1 = tf.compat.v1
     g = tf.Graph()
     with g.as_default():
@@ -62,13 +63,14 @@ def tf_seed_003(tf, seed):
         def dense(h, units, act, name):
             with v1.variable_scope(name):
                 k = v1.get_variable("kernel", [h.shape[1], units],
-                                    initializer=v1.truncated_normal_initializer(stddev=0.1), use_resource=True)
-                b = v1.get_variable("bias", [units], initializer=v1.zeros_initializer(), use_resource=True)
+                                    initializer=v1.truncated_normal_initializer(stddev=0.1),
+                                    use_resource=use_resource)
+                b = v1.get_variable("bias", [units], initializer=v1.zeros_initializer(), use_resource=use_resource)
                 return act(tf.nn.bias_add(tf.matmul(h, k), b))
 
         layer = dropout(x, "dropout")
         for l in range(2):
-            layer = dense(layer, 256, tf.nn.relu, f"layer_{l}")
+            layer = dense(layer, units, tf.nn.relu, f"layer_{l}")
             layer = dropout(layer, f"layer_dropout_{l}")
         out = dense(layer, 10, tf.nn.softmax, "out_layer")
         loss = tf.reduce_mean(-tf.reduce_sum(y * tf.math.log(out + 10e-8), 1))

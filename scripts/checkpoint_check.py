@@ -17,6 +17,8 @@ TensorFlow -> ferroflow:
 6. A TF1 Saver saves TensorFlow's seed-003 model (live, 100 steps); `ferroflow run MODEL.meta
    --checkpoint` computes TensorFlow's accuracy:0 exactly, and `ferroflow inspect-checkpoint`
    lists TensorFlow's tensors. (cargo test does the same on the committed fixture.)
+7. The same for the model built with TensorFlow 1's ref variables (VariableV2, Assign,
+   ApplyAdam; disable_resource_variables), which ferroflow runs as resource variables.
 
 Run:  .venv/bin/python scripts/checkpoint_check.py   (exit status 0 when every check passes)
 """
@@ -154,6 +156,33 @@ def main():
     listing = ferroflow("inspect-checkpoint", theirs)
     check("21 tensors" in listing and "layer_1/kernel/Adam_1 (float) [256, 256]" in listing,
           "ferroflow inspect-checkpoint lists TensorFlow's 21 tensors")
+
+    # 7. The same with TensorFlow 1's ref variables (VariableV2 / Assign / ApplyAdam).
+    refs = os.path.join(tmp, "refs")
+    os.makedirs(refs)
+    v1.disable_control_flow_v2()
+    v1.disable_resource_variables()
+    try:
+        g, t = tf_seed_003(tf, 6, use_resource=False)
+        with g.as_default():
+            saver = v1.train.Saver()
+    finally:
+        v1.enable_resource_variables()
+        v1.enable_control_flow_v2()
+    with v1.Session(graph=g) as sess:
+        sess.run(t["init"])
+        for _ in range(100):
+            idx = rng.choice(len(xtr), 100, replace=False)
+            sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
+        tp = saver.save(sess, os.path.join(refs, "model.ckpt"), global_step=t["global_step"])
+        tf_acc = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
+    ops = {n.op for n in g.as_graph_def().node}
+    out = os.path.join(tmp, "acc_refs.npz")
+    ferroflow("run", tp + ".meta", "--checkpoint", refs, "--inputs", feeds, "--fetch", "accuracy:0", "--output", out)
+    ff_acc = float(np.load(out)["accuracy:0"])
+    check(ff_acc == tf_acc and "VariableV2" in ops,
+          f"ferroflow restores a TF1 ref-variable model (VariableV2, ApplyAdam): accuracy:0 = {ff_acc} "
+          f"(TensorFlow {tf_acc})")
 
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0

@@ -650,6 +650,66 @@ def saver_seed_003():
     print(f"checkpoints/seed_003: {path}, accuracy {acc}, {len(g.as_graph_def().node)} nodes, ops {ops}")
 
 
+def saver_seed_003_ref():
+    """The same in TensorFlow 1's variable flavour: seed 003's model with 32 units per hidden
+    layer, every variable a ref variable (VariableV2 / Assign / ApplyAdam / AssignAdd, as
+    TensorFlow 1 and `disable_v2_behavior()` make them) and TF1 control flow, trained 50 steps
+    and saved by a TF1 Saver into fixtures/tf/checkpoints/seed_003_ref/. expected.npz holds
+    accuracy:0 after restoring from the .meta alone, then every variable after one more Adam
+    step on the first 100 training digits with is_training false (no dropout randomness)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_mnist
+    v1 = tf.compat.v1
+    out = os.path.join(OUT, "checkpoints", "seed_003_ref")
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(out):
+        os.remove(os.path.join(out, f))
+
+    def load(prefix):
+        (n, r, c), px = bench_mnist.read_idx(f"{prefix}-images-idx3-ubyte")
+        _, lb = bench_mnist.read_idx(f"{prefix}-labels-idx1-ubyte")
+        return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
+                np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
+
+    xtr, ytr = load("train")
+    xte, yte = load("t10k")
+    v1.disable_control_flow_v2()
+    v1.disable_resource_variables()
+    try:
+        g, t = bench_mnist.tf_seed_003(tf, 4, units=32, use_resource=False)
+        with g.as_default():
+            saver = v1.train.Saver()
+    finally:
+        v1.enable_resource_variables()
+        v1.enable_control_flow_v2()
+    ops = sorted({n.op for n in g.as_graph_def().node})
+    assert "VariableV2" in ops and "ApplyAdam" in ops and "VarHandleOp" not in ops, ops
+    r = np.random.default_rng(4)
+    cwd = os.getcwd()
+    os.chdir(out)
+    try:
+        with v1.Session(graph=g) as sess:
+            sess.run(t["init"])
+            for _ in range(50):
+                idx = r.choice(len(xtr), 100, replace=False)
+                sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
+            path = saver.save(sess, "model.ckpt", global_step=t["global_step"])
+    finally:
+        os.chdir(cwd)
+    g2 = tf.Graph()
+    with g2.as_default():
+        restorer = v1.train.import_meta_graph(os.path.join(out, path + ".meta"))
+        with v1.Session(graph=g2) as sess:
+            restorer.restore(sess, os.path.join(out, path))
+            expected = {"accuracy:0": np.float32(sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte,
+                                                                           "is_training:0": False}))}
+            sess.run("Adam", {"inputs:0": xtr[:100], "outputs:0": ytr[:100], "is_training:0": False})
+            for v in v1.global_variables():
+                expected[v.op.name] = sess.run(v)
+    np.savez(os.path.join(out, "expected.npz"), **expected)
+    print(f"checkpoints/seed_003_ref: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
+
+
 def grad_ops():
     """TensorFlow's gradient helper ops on fed inputs: BroadcastGradientArgs, BroadcastTo,
     DynamicStitch, ReluGrad, Relu6Grad, SigmoidGrad, TanhGrad, BiasAddGrad, UnsortedSegmentSum."""
@@ -814,6 +874,7 @@ def main():
     training()
     checkpoints()
     saver_seed_003()
+    saver_seed_003_ref()
     grad_ops()
     conv_grad_ops()
     losses()

@@ -188,6 +188,69 @@ fn restore_names_missing_and_unexpected_keys_and_can_be_partial() {
 }
 
 #[test]
+fn keep_checkpoint_every_n_hours_preserves_old_checkpoints() {
+    let dir = tmp("keep");
+    // Keep one checkpoint per 3.6 ms of training, beyond max_to_keep = 1.
+    let m = small(1);
+    let mut def = m.saver.def().clone();
+    def.keep_checkpoint_every_n_hours = 1e-6;
+    let mut saver = Saver::from_def(def, Default::default());
+    let sess = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &["init"]).unwrap();
+    for step in 1..=3 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        saver.save(&sess, dir.join("model.ckpt"), Some(step)).unwrap();
+    }
+    let st = read_checkpoint_state(&dir).unwrap().unwrap();
+    assert_eq!(st.all_model_checkpoint_paths.len(), 1);
+    for step in 1..=3 {
+        assert!(dir.join(format!("model.ckpt-{step}.index")).exists(), "step {step} was deleted");
+    }
+    // Without it, max_to_keep = 1 deletes them.
+    let mut m = small(1);
+    for step in 4..=6 {
+        m.saver.save(&sess, dir.join("other"), Some(step)).unwrap();
+    }
+    assert!(!dir.join("other-4.index").exists() && !dir.join("other-5.index").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn relative_paths_and_the_model_api() {
+    // A relative save path is recorded relative to the directory, as TensorFlow does.
+    let rel = PathBuf::from(format!("../../target/ff_ckpt_relative_{}", std::process::id()));
+    std::fs::create_dir_all(&rel).unwrap();
+    let mut m = small(3);
+    let sess = Session::new(m.graph.clone(), SessionOptions::default()).unwrap();
+    sess.run(&[], &[], &["init"]).unwrap();
+    let saved = m.saver.save(&sess, rel.join("model.ckpt"), Some(7)).unwrap();
+    assert_eq!(saved, rel.join("model.ckpt-7"));
+    assert_eq!(read_checkpoint_state(&rel).unwrap().unwrap().model_checkpoint_path, "model.ckpt-7");
+    assert_eq!(latest_checkpoint(&rel).unwrap().unwrap(), rel.join("model.ckpt-7"));
+    std::fs::remove_dir_all(&rel).unwrap();
+    let dir = tmp("model_api");
+    // Sequential models save and restore through their saver.
+    use ferroflow::train::model::{Layer, Loss, Sequential};
+    let model = Sequential::new(&[3])
+        .seed(3)
+        .push(Layer::dense(2, Activation::Softmax))
+        .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(0.1), SessionOptions::default())
+        .unwrap();
+    let saved = model.save(dir.join("seq")).unwrap();
+    assert_eq!(saved, dir.join("seq-0"));
+    let before = model.session().resources().snapshot();
+    let other = Sequential::new(&[3])
+        .seed(4)
+        .push(Layer::dense(2, Activation::Softmax))
+        .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(0.1), SessionOptions::default())
+        .unwrap();
+    assert_ne!(other.session().resources().snapshot(), before);
+    other.restore(&saved).unwrap();
+    assert_eq!(other.session().resources().snapshot(), before);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn meta_graph_files_that_are_not_meta_graphs_are_errors() {
     let dir = tmp("badmeta");
     let p = dir.join("x.meta");
@@ -352,8 +415,61 @@ fn killed_saves_leave_restorable_checkpoints() {
         }
     }
     println!("latest step after each kill: {restored_steps:?}");
+    // The next save clears the temporary files the killed processes left.
+    let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
+    let mut saver = crash_model().1;
+    saver.restore(&sess, latest_checkpoint(&dir).unwrap().unwrap()).unwrap();
+    saver.save(&sess, dir.join("model.ckpt"), Some(1_000_000)).unwrap();
+    let stray: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
     // The child got far enough to save in most rounds, and steps only go forward.
     assert!(restored_steps.len() >= 20, "{restored_steps:?}");
     assert!(restored_steps.windows(2).all(|w| w[0] <= w[1]), "{restored_steps:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// TensorFlow 1's ref variables (VariableV2, Assign, ApplyAdam, AssignAdd, `V/read`): a TF1
+/// Saver's `.meta` and checkpoint import (ref variables run as resource variables), restore,
+/// give TensorFlow's accuracy exactly, and one more Adam step gives TensorFlow's variables.
+#[test]
+fn tensorflows_ref_variable_model_restores_and_trains_like_tensorflow() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf/checkpoints/seed_003_ref");
+    let expected: std::collections::HashMap<String, Tensor> =
+        ferroflow::tensor::npy::read_npz(&dir.join("expected.npz")).unwrap().into_iter().collect();
+    let prefix = latest_checkpoint(&dir).unwrap().unwrap();
+    let raw = read_meta_graph(&meta_path(&prefix)).unwrap();
+    assert!(raw.graph_def.as_ref().unwrap().node.iter().any(|n| n.op == "VariableV2"));
+    let imported = import_meta_graph_file(&meta_path(&prefix), None, "").unwrap();
+    assert_eq!(imported.graph.node(imported.graph.find("layer_0/kernel").unwrap()).op, "VarHandleOp");
+    let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
+    let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
+    assert_eq!(report.restored.len(), 21);
+    let m = ferroflow::train::mnist::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")).unwrap();
+    let feeds = [
+        ("inputs:0", m.test.images.clone()),
+        ("outputs:0", m.test.one_hot(10).unwrap()),
+        ("is_training:0", Tensor::scalar(false)),
+    ];
+    let acc = sess.run(&feeds, &["accuracy:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap();
+    assert_eq!(acc, expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    let first = ferroflow::train::model::gather_rows(&m.train.images, &(0..100).collect::<Vec<_>>()).unwrap();
+    let labels =
+        ferroflow::train::model::gather_rows(&m.train.one_hot(10).unwrap(), &(0..100).collect::<Vec<_>>()).unwrap();
+    let step = [("inputs:0", first), ("outputs:0", labels), ("is_training:0", Tensor::scalar(false))];
+    sess.run(&step, &[], &["Adam"]).unwrap();
+    let now = sess.resources().snapshot();
+    let mut compared = 0;
+    for (name, want) in &expected {
+        if name == "accuracy:0" {
+            continue;
+        }
+        let got = &now[&format!("localhost/{name}")];
+        ferroflow::testing::compare(got, want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{name}: {e}"));
+        compared += 1;
+    }
+    assert_eq!(compared, 21);
 }

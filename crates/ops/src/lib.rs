@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 mod defs;
+pub mod ref_vars;
 mod registry;
 mod scope;
 pub mod shape_inference;
@@ -17,7 +18,12 @@ use ferroflow_tensor::DType;
 
 /// Imports a GraphDef against the global op registry and the GraphDef's own function
 /// library, validating it (see [`Graph::from_graph_def`]) and running shape inference.
+/// TensorFlow 1 ref variables (`VariableV2`, `Assign`, `ApplyAdam`, ...) are rewritten into
+/// resource variables first ([`ref_vars::lower_ref_variables`]).
 pub fn import_graph_def(def: &GraphDef) -> Result<Graph, GraphError> {
+    if ref_vars::has_ref_variables(def) {
+        return import_graph_def(&ref_vars::lower_ref_variables(def)?);
+    }
     let library = def.library.clone().unwrap_or_default();
     let g = Graph::from_graph_def(def, &LibraryOps { library: &library })?;
     infer_shapes(&g)?;

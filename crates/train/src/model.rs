@@ -211,8 +211,9 @@ impl Sequential {
             train_op: g.node(train).name.clone(),
             init: g.node(init).name.clone(),
         };
-        let session = Session::new(g, options)?;
-        let m = Model { session, roles, input_shape: self.input_shape.clone() };
+        let saver = crate::saver::Saver::new(&b, None, Default::default())?;
+        let session = Session::new(b.graph(), options)?;
+        let m = Model { session, roles, input_shape: self.input_shape.clone(), saver: Some(saver.into()) };
         m.initialize()?;
         Ok(m)
     }
@@ -259,6 +260,7 @@ pub struct Model {
     session: Session,
     roles: Roles,
     input_shape: Vec<usize>,
+    saver: Option<std::sync::Mutex<crate::saver::Saver>>,
 }
 
 /// Rows `idx` of a `[n, ...]` tensor, as a new tensor.
@@ -311,7 +313,30 @@ impl Model {
     /// A model over an existing session whose graph has these roles (e.g. seed 003's graph
     /// built by hand). `input_shape` excludes the batch dimension.
     pub fn new(session: Session, roles: Roles, input_shape: &[usize]) -> Model {
-        Model { session, roles, input_shape: input_shape.to_vec() }
+        Model { session, roles, input_shape: input_shape.to_vec(), saver: None }
+    }
+
+    /// The model with a saver for its session's graph (one made before the session).
+    pub fn with_saver(mut self, saver: crate::saver::Saver) -> Model {
+        self.saver = Some(saver.into());
+        self
+    }
+
+    fn saver(&self) -> Result<std::sync::MutexGuard<'_, crate::saver::Saver>> {
+        let s = self.saver.as_ref().ok_or_else(|| TrainError::Invalid("this model has no saver".into()))?;
+        Ok(s.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Saves every variable (and the `.meta`) as `PREFIX-STEP`, STEP being `global_step`, with
+    /// TensorFlow's Saver layout (see [`crate::saver::Saver::save`]); returns the checkpoint.
+    pub fn save(&self, prefix: impl AsRef<std::path::Path>) -> Result<std::path::PathBuf> {
+        let step = self.session.run(&[], &["global_step/Read/ReadVariableOp:0"], &[])?[0].scalar_value::<i64>()?;
+        self.saver()?.save(&self.session, prefix, Some(step))
+    }
+
+    /// Restores every variable from checkpoint `prefix`.
+    pub fn restore(&self, prefix: impl AsRef<std::path::Path>) -> Result<crate::saver::RestoreReport> {
+        self.saver()?.restore(&self.session, prefix)
     }
 
     /// The session.

@@ -239,6 +239,8 @@ impl Saver {
         }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
         if self.state_dir.as_deref() != Some(dir.as_path()) {
+            let base = prefix.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            remove_stale_temp_files(&dir, &base);
             self.last = match read_checkpoint_state(&dir) {
                 Ok(Some(st)) => {
                     let times = &st.all_model_checkpoint_timestamps;
@@ -349,6 +351,25 @@ impl Saver {
             sess.run(&feeds, &[], &targets)?;
         }
         Ok(report)
+    }
+}
+
+/// Deletes temporary files that processes killed while saving left in `dir`
+/// (`.BASE….tmpPID-N` and `.checkpoint.tmpPID-N`, whose process is gone). Linux only (it
+/// asks `/proc` whether the process lives); elsewhere nothing is deleted.
+fn remove_stale_temp_files(dir: &Path, base: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = (!base.is_empty() && name.starts_with(&format!(".{base}"))) || name.starts_with(".checkpoint.tmp");
+        let Some((_, tail)) = name.rsplit_once(".tmp") else { continue };
+        let Some(pid) = tail.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if ours && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
