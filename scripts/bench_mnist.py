@@ -34,6 +34,39 @@ def read_idx(name):
     return dims, raw[4 + 4 * rank:]
 
 
+def load_split(prefix):
+    """The bundled split's images (float32, [n, 784] in [0, 1]) and one-hot labels."""
+    import numpy as np
+    (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
+    _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
+    return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
+            np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
+
+
+def tf1_seed_003_with_saver(tf, seed, units=256, ref_variables=False):
+    """tf_seed_003 as TensorFlow 1 built it: tf.cond as Switch/Merge, optionally ref variables
+    (VariableV2), plus a TF1 Saver. Returns (graph, tensors, saver)."""
+    v1 = tf.compat.v1
+    v1.disable_control_flow_v2()
+    if ref_variables:
+        v1.disable_resource_variables()
+    try:
+        g, t = tf_seed_003(tf, seed, units=units, use_resource=not ref_variables)
+        with g.as_default():
+            saver = v1.train.Saver()
+    finally:
+        v1.enable_resource_variables()
+        v1.enable_control_flow_v2()
+    return g, t, saver
+
+
+def train_steps(sess, t, x, y, steps, rng):
+    """`steps` Adam steps on random batches of 100 with dropout on."""
+    for _ in range(steps):
+        idx = rng.choice(len(x), 100, replace=False)
+        sess.run(t["train_op"], {t["x"]: x[idx], t["y"]: y[idx], t["is_training"]: True})
+
+
 def peak_rss_mb():
     with open("/proc/self/status") as f:
         for line in f:
@@ -91,15 +124,8 @@ def run_tensorflow(steps, seed):
     v1 = tf.compat.v1
     v1.disable_eager_execution()
 
-    def load(prefix):
-        (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
-        _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
-        x = np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0
-        y = np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)]
-        return x, y
-
-    xtr, ytr = load("train")
-    xte, yte = load("t10k")
+    xtr, ytr = load_split("train")
+    xte, yte = load_split("t10k")
     g, t = tf_seed_003(tf, seed)
     x, y, is_training = t["x"], t["y"], t["is_training"]
     train_op, loss, init = t["train_op"], t["loss"], t["init"]

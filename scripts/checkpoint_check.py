@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_mnist import read_idx, tf_seed_003  # noqa: E402
+from bench_mnist import load_split, tf1_seed_003_with_saver, train_steps  # noqa: E402
 from tfcheck import ROOT, check, failures  # noqa: E402
 
 BIN = os.path.join(ROOT, "target", "release", "ferroflow")
@@ -46,16 +46,9 @@ def ferroflow(*args):
     return r.stdout
 
 
-def load(prefix):
-    (n, r, c), px = read_idx(f"{prefix}-images-idx3-ubyte")
-    _, lb = read_idx(f"{prefix}-labels-idx1-ubyte")
-    return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
-            np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
-
-
 def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
-    xte, yte = load("t10k")
+    xte, yte = load_split("t10k")
     tmp = tempfile.mkdtemp(prefix="ff_ckpt_check_")
     feeds = os.path.join(tmp, "feeds.npz")
     np.savez(feeds, **{"inputs:0": xte, "outputs:0": yte, "is_training:0": np.array(False)})
@@ -107,16 +100,10 @@ def main():
             step = sess.run("global_step/Read/ReadVariableOp:0")
     check(tf_acc == ff_acc and step == 300,
           f"TF import_meta_graph(ours) + restore: accuracy:0 = {tf_acc} (ferroflow {ff_acc}), global_step {step}")
-    v1.disable_control_flow_v2()
-    try:
-        g, t = tf_seed_003(tf, 1)
-    finally:
-        v1.enable_control_flow_v2()
-    with g.as_default():
-        saver = v1.train.Saver()
-        with v1.Session(graph=g) as sess:
-            saver.restore(sess, prefix)
-            acc2 = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
+    g, t, saver = tf1_seed_003_with_saver(tf, 1)
+    with v1.Session(graph=g) as sess:
+        saver.restore(sess, prefix)
+        acc2 = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
     check(acc2 == ff_acc, f"TensorFlow's own seed-003 graph restored from our checkpoint: accuracy {acc2}")
 
     # 5. Byte for byte: TensorFlow writes the same tensors in our order (sorted names).
@@ -129,60 +116,27 @@ def main():
         b = open(f"{tfp}.{ext}", "rb").read()
         check(a == b, f".{ext}: ferroflow's {len(a)} bytes equal TensorFlow's SaveV2 of the same tensors")
 
-    # 6. TensorFlow saves, ferroflow restores and evaluates.
-    theirs = os.path.join(tmp, "theirs")
-    os.makedirs(theirs)
-    xtr, ytr = load("train")
-    v1.disable_control_flow_v2()
-    try:
-        g, t = tf_seed_003(tf, 5)
-    finally:
-        v1.enable_control_flow_v2()
-    rng = np.random.default_rng(5)
-    with g.as_default():
-        saver = v1.train.Saver()
+    # 6-7. TensorFlow saves (resource variables, then TF1 ref variables), ferroflow restores.
+    xtr, ytr = load_split("train")
+    for label, seed, refs in [("", 5, False), (" with TF1 ref variables (VariableV2, ApplyAdam)", 6, True)]:
+        theirs = os.path.join(tmp, f"theirs{seed}")
+        os.makedirs(theirs)
+        g, t, saver = tf1_seed_003_with_saver(tf, seed, ref_variables=refs)
         with v1.Session(graph=g) as sess:
             sess.run(t["init"])
-            for _ in range(100):
-                idx = rng.choice(len(xtr), 100, replace=False)
-                sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
+            train_steps(sess, t, xtr, ytr, 100, np.random.default_rng(seed))
             tp = saver.save(sess, os.path.join(theirs, "model.ckpt"), global_step=t["global_step"])
             tf_acc = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
-    out = os.path.join(tmp, "acc_theirs.npz")
-    ferroflow("run", tp + ".meta", "--checkpoint", theirs, "--inputs", feeds, "--fetch", "accuracy:0", "--output", out)
-    ff_acc = float(np.load(out)["accuracy:0"])
-    check(ff_acc == tf_acc, f"ferroflow restores TensorFlow's live checkpoint {os.path.basename(tp)}: accuracy:0 = "
-          f"{ff_acc} (TensorFlow {tf_acc})")
-    listing = ferroflow("inspect-checkpoint", theirs)
-    check("21 tensors" in listing and "layer_1/kernel/Adam_1 (float) [256, 256]" in listing,
-          "ferroflow inspect-checkpoint lists TensorFlow's 21 tensors")
-
-    # 7. The same with TensorFlow 1's ref variables (VariableV2 / Assign / ApplyAdam).
-    refs = os.path.join(tmp, "refs")
-    os.makedirs(refs)
-    v1.disable_control_flow_v2()
-    v1.disable_resource_variables()
-    try:
-        g, t = tf_seed_003(tf, 6, use_resource=False)
-        with g.as_default():
-            saver = v1.train.Saver()
-    finally:
-        v1.enable_resource_variables()
-        v1.enable_control_flow_v2()
-    with v1.Session(graph=g) as sess:
-        sess.run(t["init"])
-        for _ in range(100):
-            idx = rng.choice(len(xtr), 100, replace=False)
-            sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
-        tp = saver.save(sess, os.path.join(refs, "model.ckpt"), global_step=t["global_step"])
-        tf_acc = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
-    ops = {n.op for n in g.as_graph_def().node}
-    out = os.path.join(tmp, "acc_refs.npz")
-    ferroflow("run", tp + ".meta", "--checkpoint", refs, "--inputs", feeds, "--fetch", "accuracy:0", "--output", out)
-    ff_acc = float(np.load(out)["accuracy:0"])
-    check(ff_acc == tf_acc and "VariableV2" in ops,
-          f"ferroflow restores a TF1 ref-variable model (VariableV2, ApplyAdam): accuracy:0 = {ff_acc} "
-          f"(TensorFlow {tf_acc})")
+        ops = {n.op for n in g.as_graph_def().node}
+        out = os.path.join(tmp, f"acc_theirs{seed}.npz")
+        ferroflow("run", tp + ".meta", "--checkpoint", theirs, "--inputs", feeds, "--fetch", "accuracy:0",
+                  "--output", out)
+        ff_acc = float(np.load(out)["accuracy:0"])
+        check(ff_acc == tf_acc and ("VariableV2" in ops) == refs,
+              f"ferroflow restores TensorFlow's live checkpoint{label}: accuracy:0 = {ff_acc} (TensorFlow {tf_acc})")
+        listing = ferroflow("inspect-checkpoint", theirs)
+        check("21 tensors" in listing and "layer_1/kernel/Adam_1 (float) [256, 256]" in listing,
+              "ferroflow inspect-checkpoint lists TensorFlow's 21 tensors")
 
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0

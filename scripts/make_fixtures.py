@@ -593,121 +593,71 @@ def checkpoints():
 
 def saver_seed_003():
     """Seed 003's second half in TensorFlow 2.21's TF1 API: the model of
-    scripts/bench_mnist.py::tf_seed_003 trained 200 steps (batch 100) on the bundled split,
-    saved by tf.compat.v1.train.Saver into fixtures/tf/checkpoints/seed_003/
-    (model.ckpt-200.{index,data-00000-of-00001,meta} + the `checkpoint` state file, relative
-    paths), and TensorFlow's accuracy:0 on the bundled test split after restoring from the .meta
-    alone (expected.npz). ferroflow imports that .meta, restores, and must compute the same.
-    Built with TF1 control flow (tf.cond as Switch/Merge, like TensorFlow 1)."""
+    scripts/bench_mnist.py::tf_seed_003 (TF1 control flow: tf.cond as Switch/Merge, as
+    TensorFlow 1 wrote it; TF 2.21's default cond_v2 makes training graphs whose If branches
+    return variant Optionals for the gradient, which ferroflow does not run yet) trained 200
+    steps (batch 100) on the bundled split, saved by tf.compat.v1.train.Saver into
+    fixtures/tf/checkpoints/seed_003/ (model.ckpt-200.{index,data-00000-of-00001,meta} + the
+    `checkpoint` state file, relative paths), and TensorFlow's accuracy:0 on the bundled test
+    split after restoring from the .meta alone (expected.npz). ferroflow imports that .meta,
+    restores, and must compute the same."""
+    expected, path, ops = _saver_fixture("seed_003", seed=3, steps=200, units=256, ref_variables=False,
+                                         keep=lambda sess: {"layer_0/kernel[:2]": sess.run(
+                                             "layer_0/kernel/Read/ReadVariableOp:0")[:2]})
+    print(f"checkpoints/seed_003: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
+
+
+def saver_seed_003_ref():
+    """The same in TensorFlow 1's variable flavour: seed 003's model with 32 units per hidden
+    layer, every variable a ref variable (VariableV2 / Assign / ApplyAdam / AssignAdd, as
+    TensorFlow 1 and `disable_v2_behavior()` make them), trained 50 steps and saved by a TF1
+    Saver into fixtures/tf/checkpoints/seed_003_ref/. expected.npz holds accuracy:0 after
+    restoring from the .meta alone, then every variable after one more Adam step on the first
+    100 training digits with is_training false (no dropout randomness)."""
+    def after_one_step(sess):
+        sess.run("Adam", {"inputs:0": xtr[:100], "outputs:0": ytr[:100], "is_training:0": False})
+        return {v.op.name: sess.run(v) for v in tf.compat.v1.global_variables()}
+
+    import bench_mnist
+    xtr, ytr = bench_mnist.load_split("train")
+    expected, path, ops = _saver_fixture("seed_003_ref", seed=4, steps=50, units=32, ref_variables=True,
+                                         keep=after_one_step)
+    assert "VariableV2" in ops and "ApplyAdam" in ops and "VarHandleOp" not in ops, ops
+    print(f"checkpoints/seed_003_ref: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
+
+
+def _saver_fixture(name, seed, steps, units, ref_variables, keep):
+    """Trains tf1_seed_003_with_saver for `steps`, saves it into checkpoints/NAME/ (relative
+    paths), restores it from the .meta alone in a new graph, and writes expected.npz:
+    accuracy:0 on the test split plus what `keep(sess)` returns."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_mnist
     v1 = tf.compat.v1
-    out = os.path.join(OUT, "checkpoints", "seed_003")
+    out = os.path.join(OUT, "checkpoints", name)
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(out):
         os.remove(os.path.join(out, f))
-
-    def load(prefix):
-        (n, r, c), px = bench_mnist.read_idx(f"{prefix}-images-idx3-ubyte")
-        _, lb = bench_mnist.read_idx(f"{prefix}-labels-idx1-ubyte")
-        return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
-                np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
-
-    xtr, ytr = load("train")
-    xte, yte = load("t10k")
-    # TF1's tf.cond (Switch/Merge), as the article's TensorFlow 1 wrote it. TF 2.21's default
-    # cond_v2 makes training graphs whose If branches return variant Optionals
-    # (OptionalFromValue) for the gradient, which ferroflow does not run yet.
-    v1.disable_control_flow_v2()
-    try:
-        g, t = bench_mnist.tf_seed_003(tf, 3)
-    finally:
-        v1.enable_control_flow_v2()
-    with g.as_default():
-        saver = v1.train.Saver()
-    r = np.random.default_rng(3)
+    xtr, ytr = bench_mnist.load_split("train")
+    xte, yte = bench_mnist.load_split("t10k")
+    g, t, saver = bench_mnist.tf1_seed_003_with_saver(tf, seed, units=units, ref_variables=ref_variables)
     cwd = os.getcwd()
     os.chdir(out)  # relative save path: the state file names the checkpoint relative to its dir
     try:
         with v1.Session(graph=g) as sess:
             sess.run(t["init"])
-            for _ in range(200):
-                idx = r.choice(len(xtr), 100, replace=False)
-                sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
+            bench_mnist.train_steps(sess, t, xtr, ytr, steps, np.random.default_rng(seed))
             path = saver.save(sess, "model.ckpt", global_step=t["global_step"])
     finally:
         os.chdir(cwd)
-    # Restore from the .meta alone into a new graph, as the article does, and evaluate.
     g2 = tf.Graph()
     with g2.as_default():
         restorer = v1.train.import_meta_graph(os.path.join(out, path + ".meta"))
         with v1.Session(graph=g2) as sess:
             restorer.restore(sess, os.path.join(out, path))
             acc = sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte, "is_training:0": False})
-            k = sess.run("layer_0/kernel/Read/ReadVariableOp:0")
-    np.savez(os.path.join(out, "expected.npz"), **{"accuracy:0": np.float32(acc), "layer_0/kernel[:2]": k[:2]})
-    ops = sorted({n.op for n in g.as_graph_def().node})
-    print(f"checkpoints/seed_003: {path}, accuracy {acc}, {len(g.as_graph_def().node)} nodes, ops {ops}")
-
-
-def saver_seed_003_ref():
-    """The same in TensorFlow 1's variable flavour: seed 003's model with 32 units per hidden
-    layer, every variable a ref variable (VariableV2 / Assign / ApplyAdam / AssignAdd, as
-    TensorFlow 1 and `disable_v2_behavior()` make them) and TF1 control flow, trained 50 steps
-    and saved by a TF1 Saver into fixtures/tf/checkpoints/seed_003_ref/. expected.npz holds
-    accuracy:0 after restoring from the .meta alone, then every variable after one more Adam
-    step on the first 100 training digits with is_training false (no dropout randomness)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_mnist
-    v1 = tf.compat.v1
-    out = os.path.join(OUT, "checkpoints", "seed_003_ref")
-    os.makedirs(out, exist_ok=True)
-    for f in os.listdir(out):
-        os.remove(os.path.join(out, f))
-
-    def load(prefix):
-        (n, r, c), px = bench_mnist.read_idx(f"{prefix}-images-idx3-ubyte")
-        _, lb = bench_mnist.read_idx(f"{prefix}-labels-idx1-ubyte")
-        return (np.frombuffer(px, np.uint8).reshape(n, r * c).astype(np.float32) / 255.0,
-                np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
-
-    xtr, ytr = load("train")
-    xte, yte = load("t10k")
-    v1.disable_control_flow_v2()
-    v1.disable_resource_variables()
-    try:
-        g, t = bench_mnist.tf_seed_003(tf, 4, units=32, use_resource=False)
-        with g.as_default():
-            saver = v1.train.Saver()
-    finally:
-        v1.enable_resource_variables()
-        v1.enable_control_flow_v2()
-    ops = sorted({n.op for n in g.as_graph_def().node})
-    assert "VariableV2" in ops and "ApplyAdam" in ops and "VarHandleOp" not in ops, ops
-    r = np.random.default_rng(4)
-    cwd = os.getcwd()
-    os.chdir(out)
-    try:
-        with v1.Session(graph=g) as sess:
-            sess.run(t["init"])
-            for _ in range(50):
-                idx = r.choice(len(xtr), 100, replace=False)
-                sess.run(t["train_op"], {t["x"]: xtr[idx], t["y"]: ytr[idx], t["is_training"]: True})
-            path = saver.save(sess, "model.ckpt", global_step=t["global_step"])
-    finally:
-        os.chdir(cwd)
-    g2 = tf.Graph()
-    with g2.as_default():
-        restorer = v1.train.import_meta_graph(os.path.join(out, path + ".meta"))
-        with v1.Session(graph=g2) as sess:
-            restorer.restore(sess, os.path.join(out, path))
-            expected = {"accuracy:0": np.float32(sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte,
-                                                                           "is_training:0": False}))}
-            sess.run("Adam", {"inputs:0": xtr[:100], "outputs:0": ytr[:100], "is_training:0": False})
-            for v in v1.global_variables():
-                expected[v.op.name] = sess.run(v)
+            expected = {"accuracy:0": np.float32(acc), **keep(sess)}
     np.savez(os.path.join(out, "expected.npz"), **expected)
-    print(f"checkpoints/seed_003_ref: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
+    return expected, path, sorted({n.op for n in g.as_graph_def().node})
 
 
 def grad_ops():

@@ -262,8 +262,40 @@ fn meta_graph_files_that_are_not_meta_graphs_are_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn seed_003_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf/checkpoints/seed_003")
+/// A TensorFlow Saver fixture (fixtures/tf/checkpoints/NAME): its latest checkpoint imported
+/// from the `.meta` alone and restored into a session, and TensorFlow's expected values.
+struct TfFixture {
+    prefix: PathBuf,
+    imported: ferroflow::train::meta_graph::Imported,
+    sess: Session,
+    expected: std::collections::HashMap<String, Tensor>,
+    mnist: ferroflow::train::mnist::Mnist,
+}
+
+fn restore_tf_fixture(name: &str) -> TfFixture {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = root.join("fixtures/tf/checkpoints").join(name);
+    let expected = ferroflow::tensor::npy::read_npz(&dir.join("expected.npz")).unwrap().into_iter().collect();
+    let prefix = latest_checkpoint(&dir).unwrap().expect("the checkpoint file names a checkpoint");
+    let imported = import_meta_graph_file(&meta_path(&prefix), None, "").unwrap();
+    let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
+    let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
+    assert_eq!(report.restored.len(), 21); // 6 variables + 12 Adam slots + beta powers + global_step
+    let mnist = ferroflow::train::mnist::load(&root.join("data/mnist")).unwrap();
+    TfFixture { prefix, imported, sess, expected, mnist }
+}
+
+impl TfFixture {
+    /// accuracy:0 on the test split, fed by names with is_training false.
+    fn accuracy(&self) -> f32 {
+        let m = &self.mnist;
+        let feeds = [
+            ("inputs:0", m.test.images.clone()),
+            ("outputs:0", m.test.one_hot(10).unwrap()),
+            ("is_training:0", Tensor::scalar(false)),
+        ];
+        self.sess.run(&feeds, &["accuracy:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap()
+    }
 }
 
 /// TensorFlow's TF1 Saver wrote the seed-003 model (cond_v2 dropout, Adam, global step) and
@@ -271,27 +303,14 @@ fn seed_003_dir() -> PathBuf {
 /// same files, without the model's code, and gets TensorFlow's accuracy exactly.
 #[test]
 fn tensorflows_seed_003_checkpoint_restores_and_gives_tensorflows_accuracy() {
-    let dir = seed_003_dir();
-    let expected: std::collections::HashMap<String, Tensor> =
-        ferroflow::tensor::npy::read_npz(&dir.join("expected.npz")).unwrap().into_iter().collect();
-    let prefix = latest_checkpoint(&dir).unwrap().expect("the checkpoint file names a checkpoint");
-    assert_eq!(prefix, dir.join("model.ckpt-200"));
-    let imported = import_meta_graph_file(&meta_path(&prefix), None, "").unwrap();
-    assert_eq!(imported.collection("train_op"), ["Adam"]);
-    let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
-    let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
-    assert_eq!(report.restored.len(), 21); // 6 variables + 12 Adam slots + beta powers + global_step
-    let kernel = sess.run(&[], &["layer_0/kernel/Read/ReadVariableOp:0"], &[]).unwrap();
+    let f = restore_tf_fixture("seed_003");
+    assert_eq!(f.prefix.file_name().unwrap(), "model.ckpt-200");
+    assert_eq!(f.imported.collection("train_op"), ["Adam"]);
+    let kernel = f.sess.run(&[], &["layer_0/kernel/Read/ReadVariableOp:0"], &[]).unwrap();
     let first_rows = kernel[0].as_slice::<f32>().unwrap()[..512].to_vec();
-    assert_eq!(first_rows, expected["layer_0/kernel[:2]"].as_slice::<f32>().unwrap());
-    let m = ferroflow::train::mnist::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")).unwrap();
-    let feeds = [
-        ("inputs:0", m.test.images.clone()),
-        ("outputs:0", m.test.one_hot(10).unwrap()),
-        ("is_training:0", Tensor::scalar(false)),
-    ];
-    let acc = sess.run(&feeds, &["accuracy:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap();
-    assert_eq!(acc, expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    assert_eq!(first_rows, f.expected["layer_0/kernel[:2]"].as_slice::<f32>().unwrap());
+    assert_eq!(f.accuracy(), f.expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    let TfFixture { prefix, imported, sess, mnist: m, .. } = f;
     // Training continues from TensorFlow's state with TensorFlow's update graph, and the
     // saver in TensorFlow's graph (its SaveV2) writes a checkpoint that restores.
     let batch = [
@@ -437,25 +456,12 @@ fn killed_saves_leave_restorable_checkpoints() {
 /// give TensorFlow's accuracy exactly, and one more Adam step gives TensorFlow's variables.
 #[test]
 fn tensorflows_ref_variable_model_restores_and_trains_like_tensorflow() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf/checkpoints/seed_003_ref");
-    let expected: std::collections::HashMap<String, Tensor> =
-        ferroflow::tensor::npy::read_npz(&dir.join("expected.npz")).unwrap().into_iter().collect();
-    let prefix = latest_checkpoint(&dir).unwrap().unwrap();
-    let raw = read_meta_graph(&meta_path(&prefix)).unwrap();
+    let f = restore_tf_fixture("seed_003_ref");
+    let raw = read_meta_graph(&meta_path(&f.prefix)).unwrap();
     assert!(raw.graph_def.as_ref().unwrap().node.iter().any(|n| n.op == "VariableV2"));
-    let imported = import_meta_graph_file(&meta_path(&prefix), None, "").unwrap();
-    assert_eq!(imported.graph.node(imported.graph.find("layer_0/kernel").unwrap()).op, "VarHandleOp");
-    let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
-    let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
-    assert_eq!(report.restored.len(), 21);
-    let m = ferroflow::train::mnist::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist")).unwrap();
-    let feeds = [
-        ("inputs:0", m.test.images.clone()),
-        ("outputs:0", m.test.one_hot(10).unwrap()),
-        ("is_training:0", Tensor::scalar(false)),
-    ];
-    let acc = sess.run(&feeds, &["accuracy:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap();
-    assert_eq!(acc, expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    assert_eq!(f.imported.graph.node(f.imported.graph.find("layer_0/kernel").unwrap()).op, "VarHandleOp");
+    assert_eq!(f.accuracy(), f.expected["accuracy:0"].scalar_value::<f32>().unwrap());
+    let TfFixture { sess, expected, mnist: m, .. } = f;
     let first = ferroflow::train::model::gather_rows(&m.train.images, &(0..100).collect::<Vec<_>>()).unwrap();
     let labels =
         ferroflow::train::model::gather_rows(&m.train.one_hot(10).unwrap(), &(0..100).collect::<Vec<_>>()).unwrap();
