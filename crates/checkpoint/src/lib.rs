@@ -194,8 +194,15 @@ impl BundleReader {
         let path = index_path(prefix);
         let p = path.display().to_string();
         let bytes = std::fs::read(&path).map_err(|source| CheckpointError::Io { path: p.clone(), source })?;
+        Self::from_index_bytes(prefix, &bytes)
+    }
+
+    /// Parses and checks the bytes of `PREFIX.index` (what [`BundleReader::open`] reads; the
+    /// entry point of the table reader's fuzz target, `fuzz/fuzz_targets/bundle_index.rs`).
+    pub fn from_index_bytes(prefix: &Path, bytes: &[u8]) -> Result<BundleReader> {
+        let p = index_path(prefix).display().to_string();
         let corrupt = |reason: String| CheckpointError::Corrupt { path: p.clone(), reason };
-        let rows = table::read(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        let rows = table::read(bytes).map_err(|e| corrupt(e.to_string()))?;
         let mut header = None;
         let mut entries = BTreeMap::new();
         for (k, v) in rows {
