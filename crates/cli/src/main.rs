@@ -170,7 +170,8 @@ enum Command {
     },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
-    /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps.
+    /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps, saved with a
+    /// Saver and restored from its .meta under an import_scope in a fresh session.
     Demo {
         /// Where the demo writes its files.
         #[arg(long, default_value = "ferroflow-demo")]
