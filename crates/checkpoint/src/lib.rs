@@ -291,13 +291,17 @@ impl BundleReader {
         if dtype.size().is_none() {
             return Err(corrupt(format!("{dtype} tensors cannot be restored")));
         }
-        Tensor::from_fill(dtype, &dims, |buf: &mut [u8]| -> Result<()> {
-            f.read_exact(buf).map_err(io)?;
-            if masked_crc32c(buf) != e.crc32c {
-                return Err(corrupt("data CRC32C mismatch (the file is corrupted)".into()));
-            }
-            Ok(())
-        })
+        let t = Tensor::read_at(&f, e.offset as u64, dtype, &dims).map_err(|err| match err {
+            ferroflow_tensor::TensorError::Io { source, .. } => CheckpointError::Io { path: p.clone(), source },
+            other => corrupt(other.to_string()),
+        })?;
+        let bytes = t.as_bytes()?;
+        // Bools were normalised to 0/1 on reading, as TensorFlow writes them; a stored bool
+        // byte other than 0/1 therefore fails the CRC (it is not a TensorFlow bundle).
+        if masked_crc32c(bytes) != e.crc32c {
+            return Err(corrupt("data CRC32C mismatch (the file is corrupted)".into()));
+        }
+        Ok(t)
     }
 }
 

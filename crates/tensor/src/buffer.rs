@@ -143,6 +143,56 @@ impl Buffer {
         unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
     }
 
+    /// A buffer of `len` bytes read from `file` at `offset` (positioned reads straight into
+    /// the new block: no zero fill, no intermediate copy). Fails if the file ends first.
+    pub fn read_at(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Buffer> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let mut result = Ok(());
+            // SAFETY: `fill` either initializes all `len` bytes (every pread succeeded) or
+            // records an error, in which case the buffer is dropped below without being read
+            // (dropping only returns the block).
+            let buf = unsafe {
+                Self::alloc_with(len, |p| {
+                    let mut done = 0usize;
+                    while done < len {
+                        // SAFETY: `p + done .. p + len` is inside the block just allocated.
+                        let n = libc::pread(
+                            file.as_raw_fd(),
+                            p.add(done) as *mut libc::c_void,
+                            len - done,
+                            (offset + done as u64) as libc::off_t,
+                        );
+                        if n < 0 {
+                            let e = std::io::Error::last_os_error();
+                            if e.kind() == std::io::ErrorKind::Interrupted {
+                                continue;
+                            }
+                            result = Err(e);
+                            return;
+                        }
+                        if n == 0 {
+                            result = Err(std::io::ErrorKind::UnexpectedEof.into());
+                            return;
+                        }
+                        done += n as usize;
+                    }
+                })
+            };
+            result.map(|_| buf)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut buf = Self::zeroed(len);
+            let mut f = file;
+            f.seek(SeekFrom::Start(offset))?;
+            f.read_exact(buf.make_mut())?;
+            Ok(buf)
+        }
+    }
+
     /// A zero-filled buffer of `len` bytes. Panics only if `len` overflows `isize`, which the
     /// callers rule out by checking sizes against their input first.
     pub fn zeroed(len: usize) -> Buffer {

@@ -87,23 +87,22 @@ impl Tensor {
         Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
     }
 
-    /// A dense tensor whose element bytes are written by `fill` (e.g. read straight from a
-    /// file, without a second copy). Bool bytes other than 0/1 are normalised to 1.
-    pub fn from_fill<E: From<TensorError>>(
-        dtype: DType,
-        dims: &[usize],
-        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
-    ) -> Result<Tensor, E> {
-        let mut t = Tensor::zeros(dtype, dims)?;
-        let Storage::Bytes(buf) = &mut t.storage else { return Err(TensorError::NotDense(dtype).into()) };
-        let bytes = buf.make_mut();
-        fill(bytes)?;
+    /// A dense tensor of `dtype` and `dims` whose bytes are read from `file` at `offset`
+    /// (straight into the tensor's buffer). Bool bytes other than 0/1 are normalised to 1.
+    pub fn read_at(file: &std::fs::File, offset: u64, dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
+        let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
+        let bytes = count(dims)?
+            .checked_mul(size)
+            .filter(|&b| b <= isize::MAX as usize / 2)
+            .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
+        let mut buf = Buffer::read_at(file, offset, bytes)
+            .map_err(|source| TensorError::Io { path: format!("byte {offset} of a file"), source })?;
         if dtype == DType::Bool {
-            for b in bytes {
+            for b in buf.make_mut() {
                 *b = (*b != 0) as u8;
             }
         }
-        Ok(t)
+        Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
     }
 
     /// A string tensor.
