@@ -7,7 +7,9 @@ global step (SaveV2 + .meta + `checkpoint` file, max_to_keep=1) and Saver.restor
 session (RestoreV2 + assignments). ferroflow runs examples/checkpoint_bench.rs. Processes
 alternate (TF, ferroflow, TF, ...) because this machine's speed drifts between minutes; the
 median and best MB/s of each side and the ratios are printed. Files go to --dir (default: the
-system temp directory, the same disk for both).
+system temp directory, the same disk for both). Before each process the script calls sync(), so
+neither side pays for the other's unwritten pages. ferroflow fsyncs what it saves (crash safety);
+TensorFlow's SaveV2 does not, so its save time excludes the disk writes.
 
 Run:  cargo build --release -p ferroflow --example checkpoint_bench
       .venv/bin/python scripts/bench_checkpoint.py [--params 100000000] [--vars 10] [--rounds 3]
@@ -82,6 +84,10 @@ def main():
                 cmd = [sys.executable, __file__, "--tf-child", "--dir", d, *common]
             else:
                 cmd = [exe, "--dir", os.path.join(d, "ff"), *common]
+            # Start each process with no dirty pages left by the other one (TensorFlow does not
+            # fsync, so its 400 MB would otherwise be written back during ferroflow's run).
+            os.sync()
+            time.sleep(1)
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             shutil.rmtree(d, ignore_errors=True)
             res[side].append(parse(out))
