@@ -43,11 +43,13 @@ def load_split(prefix):
             np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
 
 
-def tf1_seed_003_with_saver(tf, seed, units=256, ref_variables=False):
-    """tf_seed_003 as TensorFlow 1 built it: tf.cond as Switch/Merge, optionally ref variables
-    (VariableV2), plus a TF1 Saver. Returns (graph, tensors, saver)."""
+def tf1_seed_003_with_saver(tf, seed, units=256, ref_variables=False, cond_v2=False):
+    """tf_seed_003 as TensorFlow 1 built it: tf.cond as Switch/Merge (or TF 2.21's default
+    cond_v2, functional If, with `cond_v2`), optionally ref variables (VariableV2), plus a TF1
+    Saver. Returns (graph, tensors, saver)."""
     v1 = tf.compat.v1
-    v1.disable_control_flow_v2()
+    if not cond_v2:
+        v1.disable_control_flow_v2()
     if ref_variables:
         v1.disable_resource_variables()
     try:

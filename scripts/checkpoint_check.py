@@ -18,7 +18,8 @@ TensorFlow -> ferroflow:
    --checkpoint` computes TensorFlow's accuracy:0 exactly, and `ferroflow inspect-checkpoint`
    lists TensorFlow's tensors. (cargo test does the same on the committed fixture.)
 7. The same for the model built with TensorFlow 1's ref variables (VariableV2, Assign,
-   ApplyAdam; disable_resource_variables), which ferroflow runs as resource variables.
+   ApplyAdam; disable_resource_variables), which ferroflow runs as resource variables, and for
+   TF 2.21's default cond_v2 (functional If whose branches return variant Optionals).
 
 Run:  .venv/bin/python scripts/checkpoint_check.py   (exit status 0 when every check passes)
 """
@@ -118,10 +119,12 @@ def main():
 
     # 6-7. TensorFlow saves (resource variables, then TF1 ref variables), ferroflow restores.
     xtr, ytr = load_split("train")
-    for label, seed, refs in [("", 5, False), (" with TF1 ref variables (VariableV2, ApplyAdam)", 6, True)]:
+    cases = [("", 5, False, False), (" with TF1 ref variables (VariableV2, ApplyAdam)", 6, True, False),
+             (" with TF 2.21's default cond_v2 (If + Optionals)", 7, False, True)]
+    for label, seed, refs, v2 in cases:
         theirs = os.path.join(tmp, f"theirs{seed}")
         os.makedirs(theirs)
-        g, t, saver = tf1_seed_003_with_saver(tf, seed, ref_variables=refs)
+        g, t, saver = tf1_seed_003_with_saver(tf, seed, ref_variables=refs, cond_v2=v2)
         with v1.Session(graph=g) as sess:
             sess.run(t["init"])
             train_steps(sess, t, xtr, ytr, 100, np.random.default_rng(seed))
@@ -132,7 +135,7 @@ def main():
         ferroflow("run", tp + ".meta", "--checkpoint", theirs, "--inputs", feeds, "--fetch", "accuracy:0",
                   "--output", out)
         ff_acc = float(np.load(out)["accuracy:0"])
-        check(ff_acc == tf_acc and ("VariableV2" in ops) == refs,
+        check(ff_acc == tf_acc and ("VariableV2" in ops) == refs and ("If" in ops) == v2,
               f"ferroflow restores TensorFlow's live checkpoint{label}: accuracy:0 = {ff_acc} (TensorFlow {tf_acc})")
         listing = ferroflow("inspect-checkpoint", theirs)
         check("21 tensors" in listing and "layer_1/kernel/Adam_1 (float) [256, 256]" in listing,

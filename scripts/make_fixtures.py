@@ -626,7 +626,26 @@ def saver_seed_003_ref():
     print(f"checkpoints/seed_003_ref: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
 
 
-def _saver_fixture(name, seed, steps, units, ref_variables, keep):
+def saver_seed_003_cond_v2():
+    """Seed 003's model as TensorFlow 2.21 builds tf.compat.v1 code by default: dropout's
+    tf.cond is a functional If (cond_v2) whose branches return their intermediates as variant
+    Optionals (OptionalFromValue / OptionalNone) for the gradient's If (OptionalGetValue); 32
+    units, resource variables, 50 steps, a TF1 Saver (fixtures/tf/checkpoints/seed_003_v2/).
+    expected.npz: accuracy:0 after restoring from the .meta alone, then every variable after one
+    more Adam step on the first 100 training digits with is_training false."""
+    def after_one_step(sess):
+        sess.run("Adam", {"inputs:0": xtr[:100], "outputs:0": ytr[:100], "is_training:0": False})
+        return {v.op.name: sess.run(v) for v in tf.compat.v1.global_variables()}
+
+    import bench_mnist
+    xtr, ytr = bench_mnist.load_split("train")
+    expected, path, ops = _saver_fixture("seed_003_v2", seed=5, steps=50, units=32, ref_variables=False,
+                                         keep=after_one_step, cond_v2=True)
+    assert "If" in ops and "Switch" not in ops, ops
+    print(f"checkpoints/seed_003_v2: {path}, accuracy {expected['accuracy:0']}, ops {ops}")
+
+
+def _saver_fixture(name, seed, steps, units, ref_variables, keep, cond_v2=False):
     """Trains tf1_seed_003_with_saver for `steps`, saves it into checkpoints/NAME/ (relative
     paths), restores it from the .meta alone in a new graph, and writes expected.npz:
     accuracy:0 on the test split plus what `keep(sess)` returns."""
@@ -639,7 +658,8 @@ def _saver_fixture(name, seed, steps, units, ref_variables, keep):
         os.remove(os.path.join(out, f))
     xtr, ytr = bench_mnist.load_split("train")
     xte, yte = bench_mnist.load_split("t10k")
-    g, t, saver = bench_mnist.tf1_seed_003_with_saver(tf, seed, units=units, ref_variables=ref_variables)
+    g, t, saver = bench_mnist.tf1_seed_003_with_saver(tf, seed, units=units, ref_variables=ref_variables,
+                                                      cond_v2=cond_v2)
     cwd = os.getcwd()
     os.chdir(out)  # relative save path: the state file names the checkpoint relative to its dir
     try:
@@ -825,6 +845,7 @@ def main():
     checkpoints()
     saver_seed_003()
     saver_seed_003_ref()
+    saver_seed_003_cond_v2()
     grad_ops()
     conv_grad_ops()
     losses()

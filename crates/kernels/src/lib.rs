@@ -27,6 +27,7 @@ mod loss;
 mod math;
 mod matmul;
 mod numeric;
+mod optional;
 mod random;
 mod reduce;
 pub mod resource;
@@ -212,6 +213,7 @@ impl KernelRegistry {
             image::register(&mut r);
             indexing::register(&mut r);
             io::register(&mut r);
+            optional::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);
             select::register(&mut r);

@@ -697,7 +697,28 @@ pub fn all() -> Vec<OpDef> {
     v.extend(fused());
     v.extend(state_ops());
     v.extend(io_ops());
+    v.extend(optional_ops());
     v
+}
+
+/// TensorFlow's `Optional` variant (TF2 `cond` hands its gradient the branch intermediates
+/// as Optionals: `OptionalFromValue` in the taken branch, `OptionalNone` in the other).
+fn optional_ops() -> Vec<OpDef> {
+    vec![
+        op("OptionalFromValue")
+            .input("components: Toutput_types")
+            .output("optional: variant")
+            .attr("Toutput_types: list(type) >= 1")
+            .shape(s::scalar)
+            .build(),
+        op("OptionalNone").output("optional: variant").shape(s::scalar).build(),
+        op("OptionalGetValue")
+            .input("optional: variant")
+            .output("components: output_types")
+            .attr("output_types: list(type) >= 1")
+            .attr("output_shapes: list(shape) >= 1")
+            .build(),
+    ]
 }
 
 /// Checkpoint I/O: TensorFlow's V2 saver ops (a tensor bundle at `prefix`).

@@ -14,6 +14,9 @@ pub type Dims = SmallVec<[usize; 4]>;
 enum Storage {
     Bytes(Buffer),
     Strings(Arc<Vec<Vec<u8>>>),
+    /// `variant` elements; the kind ferroflow has is TensorFlow's `Optional` (a list of
+    /// tensors, or none), which TF2's `cond` uses to hand intermediates to its gradient.
+    Optionals(Arc<Vec<Option<Vec<Tensor>>>>),
 }
 
 /// A dense, row-major tensor. Cloning is cheap: the buffer is reference-counted and shared.
@@ -114,6 +117,20 @@ impl Tensor {
         Ok(Tensor { dtype: DType::String, dims: dims.into(), storage: Storage::Strings(Arc::new(strings)) })
     }
 
+    /// A scalar `variant` tensor holding an `Optional`: `Some(components)` or none
+    /// (TensorFlow's `OptionalFromValue` / `OptionalNone`).
+    pub fn optional(value: Option<Vec<Tensor>>) -> Tensor {
+        Tensor { dtype: DType::Variant, dims: Dims::new(), storage: Storage::Optionals(Arc::new(vec![value])) }
+    }
+
+    /// The `Optional` held by a scalar `variant` tensor.
+    pub fn as_optional(&self) -> Result<&Option<Vec<Tensor>>, TensorError> {
+        match &self.storage {
+            Storage::Optionals(v) if v.len() == 1 => Ok(&v[0]),
+            _ => Err(TensorError::WrongDType { expected: DType::Variant, got: self.dtype }),
+        }
+    }
+
     /// A scalar `resource` tensor: a handle naming a resource (a variable, a random
     /// generator's state) in a session's resource manager.
     pub fn resource_handle(key: &str) -> Tensor {
@@ -172,7 +189,7 @@ impl Tensor {
     pub fn as_bytes(&self) -> Result<&[u8], TensorError> {
         match &self.storage {
             Storage::Bytes(b) => Ok(b.as_slice()),
-            Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
+            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
         }
     }
 
@@ -180,7 +197,9 @@ impl Tensor {
     pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
         match &self.storage {
             Storage::Strings(s) => Ok(s),
-            Storage::Bytes(_) => Err(TensorError::WrongDType { expected: DType::String, got: self.dtype }),
+            Storage::Bytes(_) | Storage::Optionals(_) => {
+                Err(TensorError::WrongDType { expected: DType::String, got: self.dtype })
+            }
         }
     }
 
@@ -206,7 +225,7 @@ impl Tensor {
                 // SAFETY: as in as_slice; make_mut gave exclusive access.
                 Ok(unsafe { std::slice::from_raw_parts_mut(b.make_mut().as_mut_ptr() as *mut T, len) })
             }
-            Storage::Strings(_) => Err(TensorError::NotDense(self.dtype)),
+            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
         }
     }
 
@@ -222,7 +241,7 @@ impl Tensor {
                 // SAFETY: as in as_slice; get_mut proved exclusive access.
                 Some(unsafe { std::slice::from_raw_parts_mut(b.get_mut()?.as_mut_ptr() as *mut T, len) })
             }
-            Storage::Strings(_) => None,
+            Storage::Strings(_) | Storage::Optionals(_) => None,
         }
     }
 
@@ -263,6 +282,11 @@ impl Tensor {
                     self.as_strings().unwrap_or(&[]).iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
                 join(&v, max)
             }
+            DType::Variant => match self.as_optional() {
+                Ok(Some(v)) => format!("Optional({} tensors)", v.len()),
+                Ok(None) => "Optional(none)".into(),
+                Err(_) => "variant".into(),
+            },
             _ => format!("<{} bytes>", self.as_bytes().map(|b| b.len()).unwrap_or(0)),
         };
         format!("[{body}]")
@@ -277,6 +301,7 @@ impl PartialEq for Tensor {
             && match (&self.storage, &other.storage) {
                 (Storage::Bytes(a), Storage::Bytes(b)) => a.as_slice() == b.as_slice(),
                 (Storage::Strings(a), Storage::Strings(b)) => a == b,
+                (Storage::Optionals(a), Storage::Optionals(b)) => a == b,
                 _ => false,
             }
     }
