@@ -24,6 +24,7 @@ TensorFlow -> ferroflow:
 Run:  .venv/bin/python scripts/checkpoint_check.py   (exit status 0 when every check passes)
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,10 @@ def main():
               "ferroflow inspect-checkpoint lists TensorFlow's 21 tensors")
 
     print(f"\n{len(failures)} failure(s)")
+    if not failures:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"files kept for inspection in {tmp}")
     return 1 if failures else 0
 
 
