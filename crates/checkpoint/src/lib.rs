@@ -60,6 +60,13 @@ pub enum CheckpointError {
 
 type Result<T> = std::result::Result<T, CheckpointError>;
 
+/// An entry's dtype name (`type N` for a number that is no dtype) and dimensions as stored,
+/// for listings and messages.
+pub fn entry_signature(e: &BundleEntryProto) -> (String, Vec<i64>) {
+    let dtype = DType::from_tf(e.dtype).map(|d| d.to_string()).unwrap_or_else(|_| format!("type {}", e.dtype));
+    (dtype, e.shape.as_ref().map(|s| s.dim.iter().map(|d| d.size).collect()).unwrap_or_default())
+}
+
 /// `PREFIX.index`.
 pub fn index_path(prefix: &Path) -> PathBuf {
     PathBuf::from(format!("{}.index", prefix.display()))
@@ -425,13 +432,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let prefix = dir.join("h");
         std::fs::write(data_path(&prefix, 0, 1), [7u8; 64]).unwrap();
-        let mut x = 0x853c_49e6_748f_ea9bu64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = table::tests::Rng(0x853c_49e6_748f_ea9b);
+        let mut next = move || rng.next();
         let pick = |r: u64, v: &[i64]| v[(r % v.len() as u64) as usize];
         let sizes = [0i64, 1, 4, 8, 63, 64, 65, -1, i64::MAX, 1 << 40, i64::MIN];
         let dims = [0i64, 1, 2, 16, -1, 1 << 31, 1 << 62, i64::MAX];

@@ -279,7 +279,7 @@ pub fn read(file: &[u8]) -> Result<Rows, TableError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -299,10 +299,11 @@ mod tests {
         assert_eq!(read(&bytes).unwrap(), entries);
     }
 
-    /// A small xorshift generator: deterministic "random" mutations.
-    struct Rng(u64);
+    /// A small xorshift generator: deterministic "random" mutations (the crate's fuzz-style
+    /// tests share it).
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;

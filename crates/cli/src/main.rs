@@ -566,8 +566,7 @@ fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values
     let reader = ferroflow::checkpoint::BundleReader::open(&prefix)?;
     let limit = if max_values == 0 { usize::MAX } else { max_values };
     let describe = |name: &str, e: &ferroflow::proto::BundleEntryProto| -> String {
-        let dtype = DType::from_tf(e.dtype).map(|d| d.to_string()).unwrap_or_else(|_| format!("type {}", e.dtype));
-        let dims: Vec<i64> = e.shape.as_ref().map(|s| s.dim.iter().map(|d| d.size).collect()).unwrap_or_default();
+        let (dtype, dims) = ferroflow::checkpoint::entry_signature(e);
         format!("{name} ({dtype}) {dims:?}")
     };
     if let Some(name) = tensor {

@@ -21,10 +21,9 @@ use crate::{Builder, Result, TrainError, Variable};
 /// `trainable_variables` and `global_step` (serialized `VariableDef`s), and whatever node
 /// lists were added with [`Builder::add_to_collection`] (e.g. `train_op`).
 pub fn collections(b: &Builder) -> BTreeMap<String, CollectionDef> {
-    let graph = b.scope().graph();
     let defs = |vars: &[Variable]| CollectionDef {
         kind: Some(Kind::BytesList(collection_def::BytesList {
-            value: vars.iter().map(|v| variable_def(&graph, v).encode_to_vec()).collect(),
+            value: b.scope().with_graph(|g| vars.iter().map(|v| variable_def(g, v).encode_to_vec()).collect()),
         })),
     };
     let mut out = BTreeMap::new();

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ferroflow_checkpoint::{data_path, index_path, BundleReader};
+use ferroflow_checkpoint::{data_path, entry_signature, index_path, BundleReader};
 use ferroflow_graph::{Attrs, Graph, NodeId, Output};
 use ferroflow_proto::{
     attr_value::Value, saver_def::CheckpointFormatVersion, CheckpointState, CollectionDef, SaverDef,
@@ -174,11 +174,13 @@ impl Saver {
             )?);
         }
         let restore_all = root.with_name("restore_all").group(&assigns)?;
-        let graph = b.scope().graph();
+        let (filename_tensor_name, save_tensor_name, restore_op_name) = b.scope().with_graph(|g| {
+            (g.output_name(file), format!("{}:0", g.node(save_tensor).name), g.node(restore_all).name.clone())
+        });
         let def = SaverDef {
-            filename_tensor_name: graph.output_name(file),
-            save_tensor_name: format!("{}:0", graph.node(save_tensor).name),
-            restore_op_name: graph.node(restore_all).name.clone(),
+            filename_tensor_name,
+            save_tensor_name,
+            restore_op_name,
             max_to_keep: options.max_to_keep.min(i32::MAX as usize) as i32,
             sharded: false,
             keep_checkpoint_every_n_hours: options.keep_checkpoint_every_n_hours,
@@ -301,11 +303,8 @@ impl Saver {
                 report.missing.push(e.key.clone());
                 continue;
             };
-            let dims: Vec<i64> =
-                have.shape.as_ref().map(|s| s.dim.iter().map(|d| d.size).collect()).unwrap_or_default();
-            let dtype =
-                DType::from_tf(have.dtype).map(|d| d.to_string()).unwrap_or_else(|_| format!("type {}", have.dtype));
-            if dtype != e.dtype.to_string() || e.shape.as_ref().is_some_and(|s| *s != dims) {
+            let (dtype, dims) = entry_signature(have);
+            if DType::from_tf(have.dtype).ok() != Some(e.dtype) || e.shape.as_ref().is_some_and(|s| *s != dims) {
                 mismatched.push(format!(
                     "'{}': checkpoint has {dtype}{dims:?}, the graph wants {}{}",
                     e.key,
