@@ -741,6 +741,28 @@ def losses():
     save("losses", f, specs, [f32(4, 5, lo=-5.0, hi=5.0), labels, np.array([0, 4, 2, 1], np.int64)])
 
 
+def softsign():
+    """Softsign (f32 and f64, special values too), TensorFlow's SoftsignGrad, and the gradient
+    tf.GradientTape takes through Softsign (which TensorFlow builds with SoftsignGrad)."""
+    own = np.random.default_rng(20261201)
+
+    @tf.function
+    def f(x, y, g):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            s = tf.raw_ops.Softsign(features=x)
+        (dx,) = tape.gradient(s, [x], output_gradients=[g])
+        return (s, tf.raw_ops.Softsign(features=y), tf.raw_ops.SoftsignGrad(gradients=g, features=x),
+                tf.identity(dx))
+    x = np.concatenate([own.uniform(-4, 4, 10), [0.0, -0.0, 1e30, -1e30, np.inf, -np.inf, np.nan, 1e-30]])
+    x = x.astype(np.float32).reshape(3, 6)
+    y = own.uniform(-4, 4, (2, 5))
+    g = own.uniform(-1, 1, (3, 6)).astype(np.float32)
+    specs = [tf.TensorSpec([3, 6], tf.float32, name="x"), tf.TensorSpec([2, 5], tf.float64, name="y"),
+             tf.TensorSpec([3, 6], tf.float32, name="g")]
+    save("softsign", f, specs, [x, y, g], rtol=0.0, atol=0.0, note="bit-exact")
+
+
 def event_files():
     """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
@@ -820,9 +842,21 @@ def edge_cases():
 def main():
     os.makedirs(OUT, exist_ok=True)
     if len(sys.argv) > 1:
-        # Only the named fixture functions (MANIFEST is left as it is).
+        # Only the named fixture functions; their MANIFEST lines are replaced (or added).
         for name in sys.argv[1:]:
             globals()[name]()
+        path = os.path.join(OUT, "MANIFEST")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for entry in manifest:
+            key = entry.split()[0]
+            at = [i for i, line in enumerate(lines) if line.split()[:1] == [key]]
+            if at:
+                lines[at[0]] = entry
+            else:
+                lines.append(entry)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
         return
     mlp()
     elementwise(tf.float32, "elementwise_f32")
@@ -849,6 +883,7 @@ def main():
     grad_ops()
     conv_grad_ops()
     losses()
+    softsign()
     event_files()
     partitions()
     seed_000()

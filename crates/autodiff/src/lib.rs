@@ -1,91 +1,27 @@
 //! Symbolic differentiation: `gradients(ys, xs, grad_ys)` adds the nodes that compute
-//! `d(Σ ys·grad_ys)/d xs` to the graph being built, as TensorFlow's `tf.gradients` does: a
-//! gradient function per op (`registry`), gradients of a tensor used several times summed with
-//! `AddN`, `StopGradient` / `PreventGradient` stopping the flow, and `None` for an `x` that no
+//! `d(Σ ys·grad_ys)/d xs` to the graph being built, as TensorFlow's `tf.gradients` does: each
+//! op's gradient function (declared with the op, in `ferroflow-ops`' registry), gradients of a
+//! tensor used several times summed with `AddN`, no gradient through ops declared not
+//! differentiable (`StopGradient`, comparisons, shapes, ...), and `None` for an `x` that no
 //! `y` depends on. New nodes live under the name scope `gradients/<node>_grad/`.
 #![warn(missing_docs)]
 
-mod registry;
-
 use std::collections::{HashMap, HashSet};
 
-use ferroflow_graph::{Graph, GraphError, Node, NodeId, Output};
-use ferroflow_ops::{infer_shapes, BuildError, Scope};
-use ferroflow_tensor::Shape;
+use ferroflow_graph::{Graph, NodeId, Output};
+use ferroflow_ops::gradient::add_n;
+use ferroflow_ops::{infer_shapes, Gradient, OpRegistry, Scope};
 
-pub use registry::{has_gradient, ops_with_gradients};
+pub use ferroflow_ops::{GradCtx, GradError, GradFn};
 
-/// An error building gradients.
-#[derive(Debug, thiserror::Error)]
-pub enum GradError {
-    /// An op on the path from `xs` to `ys` has no gradient function.
-    #[error("no gradient is defined for op '{op}' (node '{node}'), which lies between the xs and the ys")]
-    NoGradient {
-        /// The op.
-        op: String,
-        /// The node.
-        node: String,
-    },
-    /// A gradient function cannot handle this node (an attr or shape it does not support).
-    #[error("gradient of node '{node}' ({op}): {reason}")]
-    Unsupported {
-        /// The node.
-        node: String,
-        /// The op.
-        op: String,
-        /// Why.
-        reason: String,
-    },
-    /// Bad arguments (`grad_ys` of the wrong length, non-float tensors).
-    #[error("gradients: {0}")]
-    BadArgument(String),
-    /// Building a node failed.
-    #[error(transparent)]
-    Build(#[from] BuildError),
-    /// The graph is invalid.
-    #[error(transparent)]
-    Graph(#[from] GraphError),
-}
-
-/// What a gradient function sees: the forward node, its outputs, static shapes, and a scope
-/// (`gradients/<node>_grad`) to add nodes in.
-pub struct GradCtx<'a> {
-    /// The scope new nodes go in.
-    pub scope: Scope,
-    /// The forward node.
-    pub node: &'a Node,
-    /// Its id.
-    pub id: NodeId,
-    /// Static shapes of the forward graph's outputs (by node, then output).
-    pub shapes: &'a [Vec<Shape>],
-}
-
-impl GradCtx<'_> {
-    /// Forward input `i`.
-    pub fn input(&self, i: usize) -> Output {
-        self.node.inputs[i]
-    }
-    /// Forward output `i`.
-    pub fn output(&self, i: usize) -> Output {
-        Output { node: self.id, index: i }
-    }
-    /// The static shape of a forward tensor.
-    pub fn shape(&self, o: Output) -> Shape {
-        self.shapes.get(o.node).and_then(|s| s.get(o.index)).cloned().unwrap_or_else(Shape::unknown)
-    }
-    /// An error about this node.
-    pub fn unsupported(&self, reason: impl Into<String>) -> GradError {
-        GradError::Unsupported { node: self.node.name.clone(), op: self.node.op.clone(), reason: reason.into() }
-    }
-}
-
-/// A gradient function: from the gradients of the node's outputs (`None` where no gradient
-/// flows) to the gradients of its inputs.
-pub type GradFn = fn(&GradCtx, &[Option<Output>]) -> Result<Vec<Option<Output>>, GradError>;
-
-/// Ops through which no gradient flows.
-fn stops_gradient(op: &str) -> bool {
-    matches!(op, "StopGradient" | "PreventGradient")
+/// Every op with a gradient function, sorted.
+pub fn ops_with_gradients() -> Vec<&'static str> {
+    OpRegistry::global()
+        .defs()
+        .into_iter()
+        .filter(|d| matches!(d.facts.gradient, Some(Gradient::Function(_))))
+        .map(|d| d.name.as_str())
+        .collect()
 }
 
 /// Adds the gradient of `Σ ys · grad_ys` (`grad_ys` default to ones) with respect to each of
@@ -153,15 +89,24 @@ pub fn gradients(
                 grads.insert(Output { node: id, index: i }, vec![*g]);
             }
         }
-        if out_grads.iter().all(Option::is_none) || stops_gradient(&node.op) {
+        if out_grads.iter().all(Option::is_none) {
             continue;
         }
         // Inputs that are xs themselves still need their gradient even if the node is an x.
         if node.inputs.iter().all(|o| !between.contains(&o.node) && !x_set.contains(o)) {
             continue;
         }
-        let f = registry::get(&node.op)
-            .ok_or_else(|| GradError::NoGradient { op: node.op.clone(), node: node.name.clone() })?;
+        let no_gradient = |reason: Option<&str>| GradError::NoGradient {
+            op: node.op.clone(),
+            node: node.name.clone(),
+            reason: reason.map(str::to_string),
+        };
+        let f = match OpRegistry::global().facts(&node.op).and_then(|f| f.gradient) {
+            Some(Gradient::Function(f)) => f,
+            Some(Gradient::NotDifferentiable(_)) => continue,
+            Some(Gradient::Unavailable(reason)) => return Err(no_gradient(Some(reason))),
+            None => return Err(no_gradient(None)),
+        };
         let ctx = GradCtx { scope: gscope.name_scope(&format!("{}_grad", node.name)), node, id, shapes: &shapes };
         let in_grads = f(&ctx, &out_grads)?;
         for (o, g) in node.inputs.iter().zip(in_grads) {
@@ -180,6 +125,6 @@ fn aggregate(scope: &Scope, name: &str, gs: Option<&Vec<Output>>) -> Result<Opti
     Ok(match gs.map(Vec::as_slice) {
         None | Some([]) => None,
         Some([g]) => Some(*g),
-        Some(many) => Some(registry::add_n(&scope.name_scope(&format!("{name}_grad_sum")), many)?),
+        Some(many) => Some(add_n(&scope.name_scope(&format!("{name}_grad_sum")), many)?),
     })
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use ferroflow::autodiff::{gradients, ops_with_gradients};
 use ferroflow::graph::Attrs;
 use ferroflow::prelude::*;
-use ferroflow::proto::{attr_value::Value, AttrValue};
+use ferroflow::proto::{attr, attr_value::Value, AttrValue};
 
 type Build = fn(&Scope, &[Output]) -> Output;
 
@@ -133,11 +133,126 @@ fn cases() -> Vec<Case> {
         c("MaxPool", vec![vec![1, 6, 6, 2]], (-2.0, 2.0), |s, x| window(s, "MaxPool", x, [1, 1], "VALID")),
         c("AvgPool", vec![vec![2, 5, 5, 3]], (-2.0, 2.0), |s, x| window(s, "AvgPool", x, [2, 2], "SAME")),
         c("AvgPool", vec![vec![1, 6, 6, 2]], (-2.0, 2.0), |s, x| window(s, "AvgPool", x, [2, 1], "VALID")),
+        c("Abs", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Abs", x[0]).unwrap()),
+        c("Rsqrt", vec![m23.clone()], (0.5, 2.0), |s, x| s.unary("Rsqrt", x[0]).unwrap()),
+        c("Elu", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Elu", x[0]).unwrap()),
+        c("Selu", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Selu", x[0]).unwrap()),
+        c("Softplus", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Softplus", x[0]).unwrap()),
+        c("Softsign", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Softsign", x[0]).unwrap()),
+        c("Erf", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Erf", x[0]).unwrap()),
+        c("Sign", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Sign", x[0]).unwrap()),
+        c("Reciprocal", vec![m23.clone()], (0.5, 2.0), |s, x| s.unary("Reciprocal", x[0]).unwrap()),
+        c("Log1p", vec![m23.clone()], (0.0, 2.0), |s, x| s.unary("Log1p", x[0]).unwrap()),
+        c("Expm1", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Expm1", x[0]).unwrap()),
+        c("Sin", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Sin", x[0]).unwrap()),
+        c("Cos", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Cos", x[0]).unwrap()),
+        c("Maximum", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.maximum(x[0], x[1]).unwrap()),
+        c("Minimum", vec![vec![3], m23.clone()], (-2.0, 2.0), |s, x| s.minimum(x[0], x[1]).unwrap()),
+        c("SquaredDifference", vec![m23.clone(), vec![2, 1]], (-2.0, 2.0), |s, x| {
+            op_with(s, "SquaredDifference", x, &[])
+        }),
+        c("Pow", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| op_with(s, "Pow", x, &[])),
+        c("FloorMod", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| op_with(s, "FloorMod", x, &[])),
+        c("LeakyRelu", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            op_with(s, "LeakyRelu", x, &[("alpha", attr::float(0.1))])
+        }),
+        c("PlaceholderWithDefault", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            let mut a = Attrs::new();
+            a.insert("dtype".into(), t64());
+            a.insert("shape".into(), attr::shape(&Shape::known(&[2, 3])));
+            let id = s.add_op("PlaceholderWithDefault", "default", &[x[0]], &[], a).unwrap();
+            s.unary("Square", Output { node: id, index: 0 }).unwrap()
+        }),
+        c("IdentityN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
+            let o = s.identity_n(&[x[0], x[1]]).unwrap();
+            s.mul(o[0], o[1]).unwrap()
+        }),
+        c("ExpandDims", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            let dim = s.scalar(1i32).unwrap();
+            op_with(s, "ExpandDims", &[x[0], dim], &[("Tdim", attr::dtype(DType::Int32))])
+        }),
+        c("Squeeze", vec![vec![2, 1, 3]], (-2.0, 2.0), |s, x| {
+            op_with(s, "Squeeze", &[x[0]], &[("squeeze_dims", attr::ints(&[1]))])
+        }),
+        c("Fill", vec![vec![]], (-2.0, 2.0), |s, x| {
+            let dims = s.constant_from(&[2], &[2i32, 3]).unwrap();
+            op_with(s, "Fill", &[dims, x[0]], &[("index_type", attr::dtype(DType::Int32))])
+        }),
+        c("Pack", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
+            op_with(s, "Pack", x, &[("N", attr::int(2)), ("axis", attr::int(1))])
+        }),
+        c("Unpack", vec![vec![3, 2]], (-2.0, 2.0), |s, x| {
+            let u = op_with(s, "Unpack", x, &[("num", attr::int(3)), ("axis", attr::int(0))]);
+            // Output 1 gets no gradient: it is given zeros.
+            s.mul(u, Output { node: u.node, index: 2 }).unwrap()
+        }),
+        c("Split", vec![vec![2, 4]], (-2.0, 2.0), |s, x| {
+            let axis = s.scalar(1i32).unwrap();
+            let mut a = Attrs::new();
+            a.insert("T".into(), t64());
+            a.insert("num_split".into(), attr::int(2));
+            let id = s.add_op("Split", "split", &[axis, x[0]], &[], a).unwrap();
+            s.mul(Output { node: id, index: 0 }, Output { node: id, index: 1 }).unwrap()
+        }),
+        c("SplitV", vec![vec![2, 5]], (-2.0, 2.0), |s, x| {
+            let sizes = s.constant_from(&[2], &[2i64, 3]).unwrap();
+            let axis = s.scalar(1i32).unwrap();
+            let id = op_with(s, "SplitV", &[x[0], sizes, axis], &[("num_split", attr::int(2))]).node;
+            s.unary("Square", Output { node: id, index: 1 }).unwrap()
+        }),
+        c("Pad", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            let p = s.constant_from(&[2, 2], &[1i32, 0, 0, 2]).unwrap();
+            op_with(s, "Pad", &[x[0], p], &[("Tpaddings", attr::dtype(DType::Int32))])
+        }),
+        c("PadV2", vec![m23.clone()], (-2.0, 2.0), |s, x| {
+            let p = s.constant_from(&[2, 2], &[0i64, 1, 2, 1]).unwrap();
+            let fill = s.scalar(0.5f64).unwrap();
+            op_with(s, "PadV2", &[x[0], p, fill], &[("Tpaddings", attr::dtype(DType::Int64))])
+        }),
+        c("Cumsum", vec![vec![2, 4]], (-2.0, 2.0), |s, x| {
+            let axis = s.scalar(1i32).unwrap();
+            op_with(s, "Cumsum", &[x[0], axis], &[("exclusive", attr::boolean(true))])
+        }),
+        c("Cumsum", vec![vec![3, 2]], (-2.0, 2.0), |s, x| {
+            let axis = s.scalar(0i32).unwrap();
+            op_with(s, "Cumsum", &[x[0], axis], &[("reverse", attr::boolean(true))])
+        }),
+        c("BatchMatMulV2", vec![vec![2, 2, 3], vec![2, 3, 4]], (-2.0, 2.0), |s, x| op_with(s, "BatchMatMulV2", x, &[])),
+        c("BatchMatMulV2", vec![vec![2, 3, 2], vec![2, 4, 3]], (-2.0, 2.0), |s, x| {
+            op_with(s, "BatchMatMulV2", x, &[("adj_x", attr::boolean(true)), ("adj_y", attr::boolean(true))])
+        }),
+        c("Min", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| s.reduce("Min", x[0], &[0, 2], true).unwrap()),
+        c("ReluGrad", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| op_with(s, "ReluGrad", x, &[])),
+        c("Relu6Grad", vec![m23.clone(), m23.clone()], (-1.0, 7.0), |s, x| op_with(s, "Relu6Grad", x, &[])),
+        c("SigmoidGrad", vec![m23.clone(), m23.clone()], (0.1, 0.9), |s, x| op_with(s, "SigmoidGrad", x, &[])),
+        c("TanhGrad", vec![m23.clone(), m23.clone()], (-0.9, 0.9), |s, x| op_with(s, "TanhGrad", x, &[])),
+        c("BiasAddGrad", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| op_with(s, "BiasAddGrad", x, &[])),
+        c("BroadcastTo", vec![vec![3]], (-2.0, 2.0), |s, x| {
+            let shape = s.constant_from(&[2], &[2i32, 3]).unwrap();
+            op_with(s, "BroadcastTo", &[x[0], shape], &[("Tidx", attr::dtype(DType::Int32))])
+        }),
+        c("OptionalFromValue", vec![m23.clone()], (-2.0, 2.0), |s, x| optional_round_trip(s, x[0])),
+        c("OptionalGetValue", vec![m23.clone()], (-2.0, 2.0), |s, x| optional_round_trip(s, x[0])),
         // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
         // the zeros guarded by its switch; both predicates.
         c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),
         c("Merge", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, false)),
     ]
+}
+
+/// `OptionalGetValue(OptionalFromValue(x))`.
+fn optional_round_trip(s: &Scope, x: Output) -> Output {
+    let mut a = Attrs::new();
+    a.insert("Toutput_types".into(), attr::dtypes(&[DType::Double]));
+    let opt = s.add_op("OptionalFromValue", "optional", &[x], &[], a).unwrap();
+    let mut a = Attrs::new();
+    a.insert("output_types".into(), attr::dtypes(&[DType::Double]));
+    let shapes = ferroflow::proto::attr_value::ListValue {
+        shape: vec![ferroflow::proto::convert::shape_to_proto(&Shape::known(&[2, 3]))],
+        ..Default::default()
+    };
+    a.insert("output_shapes".into(), attr::list(shapes));
+    Output { node: s.add_op("OptionalGetValue", "value", &[Output { node: opt, index: 0 }], &[], a).unwrap(), index: 0 }
 }
 
 /// A convolution (filter `x[1]`) or a 3×3 pool (`x[0]` only), NHWC.
@@ -196,7 +311,7 @@ fn check(case: &Case) {
     let r = s.constant(&Tensor::from_vec(&ydims, values(n, 99, (-1.0, 1.0))).unwrap()).unwrap();
     let axes: Vec<i32> = (0..ydims.len() as i32).collect();
     let loss = s.reduce("Sum", s.mul(y, r).unwrap(), &axes, false).unwrap();
-    let grads = gradients(&s, &[loss], &xs, None).unwrap();
+    let grads = gradients(&s, &[loss], &xs, None).unwrap_or_else(|e| panic!("{}: {e}", case.op));
     let g = s.graph();
     let sess = Session::new(g.clone(), SessionOptions::default()).unwrap();
     let names: Vec<String> = xs.iter().map(|x| g.output_name(*x)).collect();
@@ -242,6 +357,8 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     covered.extend(["Switch", "Merge"]);
     // Checked by `gradient_of_a_variable_read_flows_to_its_handle` below.
     covered.insert("ReadVariableOp");
+    // Its gradient is an error (TensorFlow's): `prevent_gradient_is_an_error_with_its_message`.
+    covered.insert("PreventGradient");
     let missing: Vec<&str> = ops_with_gradients().into_iter().filter(|op| !covered.contains(op)).collect();
     assert!(missing.is_empty(), "gradients without a finite-difference case: {missing:?}");
 }
@@ -269,12 +386,35 @@ fn unconnected_xs_get_none_and_stop_gradient_stops() {
 }
 
 #[test]
-fn ops_without_gradients_are_errors_naming_the_node() {
+fn ops_without_gradients_are_errors_naming_the_node_and_what_is_missing() {
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
-    let y = s.with_name("weird").unary("Erf", x).unwrap();
+    let y = s.with_name("weird").reduce("Prod", x, &[0], false).unwrap();
     let e = gradients(&s, &[y], &[x], None).unwrap_err().to_string();
-    assert!(e.contains("'Erf'") && e.contains("'weird'"), "{e}");
+    assert!(e.contains("'Prod'") && e.contains("'weird'") && e.contains("cumulative products"), "{e}");
+}
+
+#[test]
+fn prevent_gradient_is_an_error_with_its_message() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
+    let y = op_with(&s.with_name("guard"), "PreventGradient", &[x], &[("message", attr::string("second derivative"))]);
+    let e = gradients(&s, &[y], &[x], None).unwrap_err().to_string();
+    assert!(e.contains("'guard'") && e.contains("explicitly disabled") && e.contains("second derivative"), "{e}");
+}
+
+#[test]
+fn not_differentiable_ops_pass_no_gradient() {
+    // y = x² + Floor(x)·x: Floor is declared not differentiable, so only the paths around it
+    // count: d/dx = 2x + Floor(x).
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
+    let y = s.add(s.unary("Square", x).unwrap(), s.mul(s.unary("Floor", x).unwrap(), x).unwrap()).unwrap();
+    let g = gradients(&s, &[y], &[x], None).unwrap()[0].unwrap();
+    let graph = s.graph();
+    let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
+    let out = sess.run(&[("x:0", Tensor::from_vec(&[2], vec![1.5f64, -2.5]).unwrap())], &[&graph.output_name(g)], &[]);
+    assert_eq!(out.unwrap()[0].as_slice::<f64>().unwrap(), &[4.0, -8.0]);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Convolutions and friends, NHWC: `Conv2D` (im2col + the tuned GEMM, rows split across the
 //! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, `FusedBatchNormV3`
 //! (inference).
-use ferroflow_ops::shape_inference::conv_output_size;
+use ferroflow_ops::defs::conv::conv_output_size;
 use ferroflow_tensor::{DType, Tensor};
 use rayon::prelude::*;
 

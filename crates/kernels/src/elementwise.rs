@@ -1,4 +1,8 @@
-//! Elementwise kernels: unary maps and binary ops with NumPy broadcasting.
+//! Elementwise kernels: unary maps and binary ops with NumPy broadcasting, for every op the
+//! registry declares elementwise (`ferroflow_ops::UnaryFn` / `BinaryFn`). Each scalar function
+//! is named once, in [`scalar_fns!`]'s table below; the standalone kernels, the
+//! `_FusedElementwise` program steps and the fused contraction epilogues are all made from it.
+use ferroflow_ops::{BinaryFn, Elementwise, OpRegistry, UnaryFn};
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
 use rayon::prelude::*;
 
@@ -9,8 +13,6 @@ use DType::{Double, Float as F32, Int32, Int64};
 
 pub(crate) const FLOATS: &[DType] = &[F32, Double];
 pub(crate) const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
-pub(crate) const EQUALITY: &[DType] =
-    &[F32, Double, Int32, Int64, DType::Bool, DType::UInt8, DType::Int8, DType::Int16];
 
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
@@ -67,6 +69,9 @@ impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
     }
 }
 
+// The scalar functions. Fused kernels call these same functions, so fused and unfused
+// results are bit-identical.
+
 pub(crate) fn neg<T: Num>(x: T) -> T {
     x.neg()
 }
@@ -87,45 +92,228 @@ pub(crate) fn relu<T: Num>(x: T) -> T {
         x
     }
 }
-pub(crate) fn sqrt<T: Float>(x: T) -> T {
+pub(crate) fn sign<T: Num>(x: T) -> T {
+    if x.is_nan() {
+        x
+    } else if x > T::ZERO {
+        T::ONE
+    } else if x < T::ZERO {
+        T::ONE.neg()
+    } else {
+        T::ZERO
+    }
+}
+fn sqrt<T: Float>(x: T) -> T {
     x.sqrt()
 }
-pub(crate) fn rsqrt<T: Float>(x: T) -> T {
+fn rsqrt<T: Float>(x: T) -> T {
     T::ONE / x.sqrt()
 }
-pub(crate) fn exp<T: Float>(x: T) -> T {
+fn exp<T: Float>(x: T) -> T {
     x.exp()
 }
-pub(crate) fn log<T: Float>(x: T) -> T {
+fn log<T: Float>(x: T) -> T {
     x.ln()
 }
-pub(crate) fn tanh<T: Float>(x: T) -> T {
+fn tanh<T: Float>(x: T) -> T {
     x.tanh()
 }
-pub(crate) fn sigmoid<T: Float>(x: T) -> T {
+fn sigmoid<T: Float>(x: T) -> T {
     T::ONE / (T::ONE + (-x).exp())
 }
-
-macro_rules! unary_float {
-    ($($fname:ident => $f:ident),*) => {$(
-        fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-            dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
-        }
-    )*};
+fn relu6<T: Float>(x: T) -> T {
+    let six = T::from_f64(6.0);
+    if x < T::ZERO {
+        T::ZERO
+    } else if x > six {
+        six
+    } else {
+        x
+    }
 }
-unary_float!(k_sqrt => sqrt, k_rsqrt => rsqrt, k_exp => exp, k_log => log, k_tanh => tanh, k_sigmoid => sigmoid);
-
-macro_rules! unary_numeric {
-    ($($fname:ident => $f:ident),*) => {$(
-        fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-            dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
-        }
-    )*};
+fn elu<T: Float>(x: T) -> T {
+    if x < T::ZERO {
+        x.exp_m1()
+    } else {
+        x
+    }
 }
-unary_numeric!(k_abs => abs, k_neg => neg, k_square => square, k_relu => relu);
+fn selu<T: Float>(x: T) -> T {
+    let scale = T::from_f64(1.050_700_987_355_480_5);
+    let alpha = T::from_f64(1.673_263_242_354_377_3);
+    if x < T::ZERO {
+        scale * alpha * x.exp_m1()
+    } else {
+        scale * x
+    }
+}
+/// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x).
+fn softplus<T: Float>(x: T) -> T {
+    let eps = if T::DTYPE == DType::Float { f32::EPSILON as f64 } else { f64::EPSILON };
+    let threshold = T::from_f64(eps.ln() + 2.0);
+    if x > -threshold {
+        x
+    } else if x < threshold {
+        x.exp()
+    } else {
+        x.exp().ln_1p()
+    }
+}
+/// TensorFlow's softsign: `x / (|x| + 1)`.
+fn softsign<T: Float>(x: T) -> T {
+    x / (abs(x) + T::ONE)
+}
+fn erf<T: Float>(x: T) -> T {
+    x.erf()
+}
+fn floor<T: Float>(x: T) -> T {
+    x.floor()
+}
+fn ceil<T: Float>(x: T) -> T {
+    x.ceil()
+}
+fn round<T: Float>(x: T) -> T {
+    x.round_even()
+}
+fn reciprocal<T: Float>(x: T) -> T {
+    T::ONE / x
+}
+fn log1p<T: Float>(x: T) -> T {
+    x.ln_1p()
+}
+fn expm1<T: Float>(x: T) -> T {
+    x.exp_m1()
+}
+fn sin<T: Float>(x: T) -> T {
+    x.sin()
+}
+fn cos<T: Float>(x: T) -> T {
+    x.cos()
+}
 
+pub(crate) fn add<T: Num>(a: T, b: T) -> T {
+    a.add_w(b)
+}
+pub(crate) fn sub<T: Num>(a: T, b: T) -> T {
+    a.sub_w(b)
+}
+pub(crate) fn mul<T: Num>(a: T, b: T) -> T {
+    a.mul_w(b)
+}
+fn div<T: Num>(a: T, b: T) -> T {
+    a.div(b)
+}
+fn maximum<T: Num>(a: T, b: T) -> T {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() { a } else { b };
+    }
+    if a < b {
+        b
+    } else {
+        a
+    }
+}
+fn minimum<T: Num>(a: T, b: T) -> T {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() { a } else { b };
+    }
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+fn squared_difference<T: Num>(a: T, b: T) -> T {
+    let d = a.sub_w(b);
+    d.mul_w(d)
+}
+
+/// Something made from a unary scalar function, generic over which one (so each use is
+/// monomorphised per function and its loops inline and vectorise).
+pub(crate) trait UnaryVisitor<T> {
+    /// What is made.
+    type Out;
+    /// Makes it from `f`.
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> Self::Out;
+}
+
+/// Something made from a binary scalar function; see [`UnaryVisitor`].
+pub(crate) trait BinaryVisitor<T> {
+    /// What is made.
+    type Out;
+    /// Makes it from `f`.
+    fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> Self::Out;
+}
+
+/// The one table of elementwise scalar functions: for each `UnaryFn`/`BinaryFn` variant its
+/// function, grouped by the dtypes its kernel runs on (`numeric`: floats and integers;
+/// `float`: floats only). Generates the dtype lists and the visitor dispatch.
+macro_rules! scalar_fns {
+    (
+        unary numeric { $($un:ident => $uf:ident),* $(,)? }
+        unary float { $($ufv:ident => $uff:ident),* $(,)? }
+        binary numeric { $($bn:ident => $bf:ident),* $(,)? }
+        binary float { $($bfv:ident => $bff:ident),* $(,)? }
+    ) => {
+        /// The dtypes a unary elementwise op has kernels for.
+        pub(crate) fn unary_dtypes(f: UnaryFn) -> &'static [DType] {
+            match f {
+                $(UnaryFn::$un => NUMERIC,)*
+                $(UnaryFn::$ufv => FLOATS,)*
+            }
+        }
+        /// The dtypes a binary elementwise op has kernels for.
+        pub(crate) fn binary_dtypes(f: BinaryFn) -> &'static [DType] {
+            match f {
+                $(BinaryFn::$bn => NUMERIC,)*
+                $(BinaryFn::$bfv => FLOATS,)*
+            }
+        }
+        /// Calls `v` with the scalar function of `f` for a float type.
+        pub(crate) fn visit_unary<T: Float + Element, V: UnaryVisitor<T>>(f: UnaryFn, v: V) -> V::Out {
+            match f {
+                $(UnaryFn::$un => v.visit($uf::<T>),)*
+                $(UnaryFn::$ufv => v.visit($uff::<T>),)*
+            }
+        }
+        /// Calls `v` with the scalar function of `f` for an integer type, if `f` has one.
+        fn visit_unary_int<T: Num + Element, V: UnaryVisitor<T>>(f: UnaryFn, v: V) -> Option<V::Out> {
+            match f {
+                $(UnaryFn::$un => Some(v.visit($uf::<T>)),)*
+                _ => None,
+            }
+        }
+        /// Calls `v` with the scalar function of `f` for a float type.
+        pub(crate) fn visit_binary<T: Float + Element, V: BinaryVisitor<T>>(f: BinaryFn, v: V) -> V::Out {
+            match f {
+                $(BinaryFn::$bn => v.visit($bf::<T>),)*
+                $(BinaryFn::$bfv => v.visit($bff::<T>),)*
+            }
+        }
+        /// Calls `v` with the scalar function of `f` for an integer type, if `f` has one.
+        fn visit_binary_int<T: Num + Element, V: BinaryVisitor<T>>(f: BinaryFn, v: V) -> Option<V::Out> {
+            match f {
+                $(BinaryFn::$bn => Some(v.visit($bf::<T>)),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+scalar_fns! {
+    unary numeric { Abs => abs, Neg => neg, Square => square, Relu => relu, Sign => sign }
+    unary float {
+        Sqrt => sqrt, Rsqrt => rsqrt, Exp => exp, Log => log, Tanh => tanh, Sigmoid => sigmoid,
+        Relu6 => relu6, Elu => elu, Selu => selu, Softplus => softplus, Softsign => softsign, Erf => erf,
+        Floor => floor, Ceil => ceil, Round => round, Reciprocal => reciprocal, Log1p => log1p,
+        Expm1 => expm1, Sin => sin, Cos => cos,
+    }
+    binary numeric {
+        Add => add, Sub => sub, Mul => mul, Maximum => maximum, Minimum => minimum,
+        SquaredDifference => squared_difference,
+    }
+    binary float { RealDiv => div }
+}
 /// Strides of `dims` laid out in `out`'s (right-aligned) index space; 0 on broadcast axes.
 pub(crate) fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; out.len()];
@@ -282,131 +470,62 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
     }
 }
 
-pub(crate) fn add<T: Num>(a: T, b: T) -> T {
-    a.add_w(b)
-}
-pub(crate) fn sub<T: Num>(a: T, b: T) -> T {
-    a.sub_w(b)
-}
-pub(crate) fn mul<T: Num>(a: T, b: T) -> T {
-    a.mul_w(b)
-}
-pub(crate) fn div<T: Num>(a: T, b: T) -> T {
-    a.div(b)
-}
-pub(crate) fn maximum<T: Num>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() { a } else { b };
-    }
-    if a < b {
-        b
-    } else {
-        a
-    }
-}
-pub(crate) fn minimum<T: Num>(a: T, b: T) -> T {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() { a } else { b };
-    }
-    if b < a {
-        b
-    } else {
-        a
+/// Makes the standalone kernel of an elementwise op.
+struct MakeKernel;
+
+impl<T: Element> UnaryVisitor<T> for MakeKernel {
+    type Out = Box<dyn OpKernel>;
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> Box<dyn OpKernel> {
+        Box::new(Unary::<T, F>::new(f))
     }
 }
 
-macro_rules! binary_numeric {
-    ($($fname:ident => $f:ident),*) => {$(
-        fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-            dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-                |T| Ok(Box::new(Binary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
-        }
-    )*};
-}
-binary_numeric!(k_add => add, k_sub => sub, k_mul => mul, k_max => maximum, k_min => minimum);
-
-fn k_div(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64], |T| Ok(Box::new(Binary::<T, _>::new(div::<T>)) as Box<dyn OpKernel>))
-}
-
-/// An elementwise comparison with broadcasting, producing bools; `F` as in [`Unary`].
-pub(crate) struct Compare<T, F> {
-    f: F,
-    _t: std::marker::PhantomData<fn(T, T) -> bool>,
-}
-
-impl<T, F> Compare<T, F> {
-    pub(crate) fn new(f: F) -> Self {
-        Compare { f, _t: std::marker::PhantomData }
+impl<T: Element> BinaryVisitor<T> for MakeKernel {
+    type Out = Box<dyn OpKernel>;
+    fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> Box<dyn OpKernel> {
+        Box::new(Binary::<T, F>::new(f))
     }
 }
 
-impl<T: Element, F: Fn(T, T) -> bool + Send + Sync + Copy> OpKernel for Compare<T, F> {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let (a, b) = (&inputs[0], &inputs[1]);
-        let dims = out_dims(a, b)?;
-        let mut out = Tensor::zeros(DType::Bool, &dims)?;
-        broadcast_apply(
-            &dims,
-            (a.as_slice::<T>()?, a.dims()),
-            (b.as_slice::<T>()?, b.dims()),
-            out.as_mut_slice::<bool>()?,
-            self.f,
-        );
-        outputs.push(out);
-        Ok(())
+/// The kernel of any op the registry declares elementwise, for its `T`.
+fn elementwise_kernel(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let t = d.dtype("T")?;
+    let kernel = match d.def.facts.elementwise {
+        Some(Elementwise::Unary(f)) => match t {
+            DType::Float => Some(visit_unary::<f32, _>(f, MakeKernel)),
+            DType::Double => Some(visit_unary::<f64, _>(f, MakeKernel)),
+            DType::Int32 => visit_unary_int::<i32, _>(f, MakeKernel),
+            DType::Int64 => visit_unary_int::<i64, _>(f, MakeKernel),
+            _ => None,
+        },
+        Some(Elementwise::Binary(f)) => match t {
+            DType::Float => Some(visit_binary::<f32, _>(f, MakeKernel)),
+            DType::Double => Some(visit_binary::<f64, _>(f, MakeKernel)),
+            DType::Int32 => visit_binary_int::<i32, _>(f, MakeKernel),
+            DType::Int64 => visit_binary_int::<i64, _>(f, MakeKernel),
+            _ => None,
+        },
+        None => None,
+    };
+    kernel.ok_or_else(|| invalid(format!("no kernel for {} with T={t}", d.def.name)))
+}
+
+/// The dtypes an elementwise op has kernels for.
+pub(crate) fn dtypes(e: Elementwise) -> &'static [DType] {
+    match e {
+        Elementwise::Unary(f) => unary_dtypes(f),
+        Elementwise::Binary(f) => binary_dtypes(f),
     }
 }
 
-fn equal<T: PartialEq>(a: T, b: T) -> bool {
-    a == b
-}
-
-fn greater<T: PartialOrd>(a: T, b: T) -> bool {
-    a > b
-}
-
-fn k_greater(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Compare::<T, _>::new(greater::<T>)) as Box<dyn OpKernel>))
-}
-
-fn k_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name,
-        [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
-        |T| Ok(Box::new(Compare::<T, _>::new(equal::<T>)) as Box<dyn OpKernel>))
-}
-
+/// Registers a kernel for every elementwise op of the op registry.
 pub(crate) fn register(r: &mut KernelRegistry) {
-    for (op, f) in [
-        ("Sqrt", k_sqrt as crate::Factory),
-        ("Rsqrt", k_rsqrt),
-        ("Exp", k_exp),
-        ("Log", k_log),
-        ("Tanh", k_tanh),
-        ("Sigmoid", k_sigmoid),
-        ("RealDiv", k_div),
-    ] {
-        r.register(op, "T", FLOATS, f);
+    for def in OpRegistry::global().defs() {
+        if let Some(e) = def.facts.elementwise {
+            r.register(&def.name, "T", dtypes(e), elementwise_kernel);
+        }
     }
-    for (op, f) in [
-        ("Abs", k_abs as crate::Factory),
-        ("Neg", k_neg),
-        ("Square", k_square),
-        ("Relu", k_relu),
-        ("Add", k_add),
-        ("AddV2", k_add),
-        ("Sub", k_sub),
-        ("Mul", k_mul),
-        ("Maximum", k_max),
-        ("Minimum", k_min),
-    ] {
-        r.register(op, "T", NUMERIC, f);
-    }
-    r.register("Equal", "T", EQUALITY, k_equal);
-    r.register("Greater", "T", NUMERIC, k_greater);
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,12 +6,12 @@
 //! Every fused kernel computes bit-for-bit what the unfused ops compute: it calls the same
 //! scalar functions in the same order (`(x + bias)` then the activation; each elementwise
 //! op on the previous op's rounded result).
+use ferroflow_ops::{Elementwise, OpRegistry, UnaryFn};
 use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
 use rayon::prelude::*;
 
-use crate::elementwise as ew;
-use crate::math as m;
+use crate::elementwise::{visit_binary, visit_unary, BinaryVisitor, UnaryVisitor};
 use crate::numeric::Float;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
@@ -20,15 +20,14 @@ const PARALLEL_MIN: usize = 1 << 15;
 /// Elements per block of a fused elementwise program (fits L1 with a few registers).
 const BLOCK: usize = 1024;
 
+/// The activation after `+ bias`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Activation {
     None,
-    Relu,
-    Relu6,
-    Elu,
+    /// An elementwise op the registry declares a fusible activation.
+    Unary(UnaryFn),
+    /// `LeakyRelu` with `leakyrelu_alpha`.
     LeakyRelu(f64),
-    Tanh,
-    Sigmoid,
 }
 
 fn list_strings(d: &NodeDesc, name: &str) -> Vec<String> {
@@ -45,13 +44,22 @@ fn float_attr(d: &NodeDesc, name: &str, default: f64) -> f64 {
     }
 }
 
-/// Reads `fused_ops`: `[BiasAdd]` or `[BiasAdd, <activation>]`.
+/// Reads `fused_ops`: `[BiasAdd]` or `[BiasAdd, <activation>]`, the activation being an op
+/// the registry declares a fusible activation.
 fn epilogue(d: &NodeDesc) -> KResult<Activation> {
     let ops = list_strings(d, "fused_ops");
     let unsupported = || {
+        let activations: Vec<&str> = OpRegistry::global()
+            .defs()
+            .into_iter()
+            .filter(|def| def.facts.activation)
+            .map(|def| def.name.as_str())
+            .collect();
         invalid(format!(
-            "node '{}': {} with fused_ops {ops:?} is not supported (supported: [BiasAdd] optionally followed by Relu, Relu6, Elu, LeakyRelu, Tanh or Sigmoid)",
-            d.name, d.def.name
+            "node '{}': {} with fused_ops {ops:?} is not supported (supported: [BiasAdd] optionally followed by one of {})",
+            d.name,
+            d.def.name,
+            activations.join(", ")
         ))
     };
     if ops.first().map(String::as_str) != Some("BiasAdd") || ops.len() > 2 {
@@ -60,15 +68,13 @@ fn epilogue(d: &NodeDesc) -> KResult<Activation> {
     if d.int("num_args")? != 1 {
         return Err(invalid(format!("node '{}': {} with BiasAdd needs num_args=1", d.name, d.def.name)));
     }
-    Ok(match ops.get(1).map(String::as_str) {
-        None => Activation::None,
-        Some("Relu") => Activation::Relu,
-        Some("Relu6") => Activation::Relu6,
-        Some("Elu") => Activation::Elu,
-        Some("LeakyRelu") => Activation::LeakyRelu(float_attr(d, "leakyrelu_alpha", 0.2)),
-        Some("Tanh") => Activation::Tanh,
-        Some("Sigmoid") => Activation::Sigmoid,
-        Some(_) => return Err(unsupported()),
+    let Some(name) = ops.get(1) else { return Ok(Activation::None) };
+    let facts = OpRegistry::global().facts(name).filter(|f| f.activation).ok_or_else(unsupported)?;
+    Ok(match facts.elementwise {
+        Some(Elementwise::Unary(f)) => Activation::Unary(f),
+        // The one activation with an attr: `_FusedMatMul` carries it as `leakyrelu_alpha`.
+        _ if name == "LeakyRelu" => Activation::LeakyRelu(float_attr(d, "leakyrelu_alpha", 0.2)),
+        _ => return Err(unsupported()),
     })
 }
 
@@ -106,14 +112,24 @@ impl<T: Float + Element> OpKernel for FusedContraction<T> {
         // One monomorphic loop per activation (a function item), so it inlines and vectorises.
         match self.act {
             Activation::None => bias_act(ctx, v, b, |x: T| x),
-            Activation::Relu => bias_act(ctx, v, b, ew::relu::<T>),
-            Activation::Relu6 => bias_act(ctx, v, b, m::relu6::<T>),
-            Activation::Elu => bias_act(ctx, v, b, m::elu::<T>),
+            Activation::Unary(f) => visit_unary::<T, _>(f, BiasAct { ctx, v, b }),
             Activation::LeakyRelu(_) => bias_act(ctx, v, b, move |x: T| if x < T::ZERO { x * alpha } else { x }),
-            Activation::Tanh => bias_act(ctx, v, b, ew::tanh::<T>),
-            Activation::Sigmoid => bias_act(ctx, v, b, ew::sigmoid::<T>),
         }
         Ok(())
+    }
+}
+
+/// `bias_act` with a given activation.
+struct BiasAct<'a, T> {
+    ctx: &'a KernelContext<'a>,
+    v: &'a mut [T],
+    b: &'a [T],
+}
+
+impl<T: Float + Element> UnaryVisitor<T> for BiasAct<'_, T> {
+    type Out = ();
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) {
+        bias_act(self.ctx, self.v, self.b, f)
     }
 }
 
@@ -153,50 +169,70 @@ fn k_fused_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(FusedContraction::<T> { inner, act, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
-/// The elementwise ops a `_FusedElementwise` program may use (no attrs, float types).
-pub const FUSIBLE_UNARY: &[&str] = &[
-    "Neg",
-    "Abs",
-    "Square",
-    "Relu",
-    "Relu6",
-    "Elu",
-    "Selu",
-    "Sqrt",
-    "Rsqrt",
-    "Exp",
-    "Log",
-    "Tanh",
-    "Sigmoid",
-    "Softplus",
-    "Floor",
-    "Ceil",
-    "Reciprocal",
-    "Log1p",
-    "Expm1",
-    "Sin",
-    "Cos",
-    "Sign",
-];
-/// Binary ops a `_FusedElementwise` program may use.
-pub const FUSIBLE_BINARY: &[&str] =
-    &["Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference"];
-
 #[derive(Clone, Copy, Debug)]
 enum Src {
     Arg(usize),
     Reg(usize),
 }
 
-#[derive(Clone, Debug)]
-struct Instr {
+#[derive(Clone, Copy)]
+enum Operand<'a, T> {
+    Slice(&'a [T]),
+    Scalar(T),
+}
+
+/// One step of a program over a block: its scalar function applied to its operands.
+type UnaryStep<T> = Box<dyn for<'a> Fn(Operand<'a, T>, &mut [T]) + Send + Sync>;
+type BinaryStep<T> = Box<dyn for<'a> Fn(Operand<'a, T>, Operand<'a, T>, &mut [T]) + Send + Sync>;
+
+enum Step<T> {
+    Unary(UnaryStep<T>),
+    Binary(BinaryStep<T>),
+}
+
+/// Makes a program step from a scalar function (monomorphised per function).
+struct MakeStep;
+
+impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
+    type Out = UnaryStep<T>;
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> UnaryStep<T> {
+        Box::new(move |x: Operand<T>, dst: &mut [T]| match x {
+            Operand::Slice(s) => dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v)),
+            Operand::Scalar(v) => {
+                let r = f(v);
+                dst.iter_mut().for_each(|d| *d = r)
+            }
+        })
+    }
+}
+
+impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
+    type Out = BinaryStep<T>;
+    fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> BinaryStep<T> {
+        Box::new(move |a: Operand<T>, b: Operand<T>, dst: &mut [T]| match (a, b) {
+            (Operand::Slice(a), Operand::Slice(b)) => {
+                dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y))
+            }
+            (Operand::Slice(a), Operand::Scalar(y)) => dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)),
+            (Operand::Scalar(x), Operand::Slice(b)) => dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)),
+            (Operand::Scalar(x), Operand::Scalar(y)) => {
+                let r = f(x, y);
+                dst.iter_mut().for_each(|d| *d = r)
+            }
+        })
+    }
+}
+
+struct Instr<T> {
     op: String,
+    step: Step<T>,
     srcs: Vec<Src>,
 }
 
 /// Parses a program: one instruction per string, `"Op a0 r1"` (operands: argument `aK`,
-/// result of instruction `rK`); the last instruction's result is the output.
-fn parse_program(d: &NodeDesc, n_args: usize) -> KResult<Vec<Instr>> {
+/// result of instruction `rK`); the last instruction's result is the output. Each op must be
+/// one the registry declares elementwise.
+fn parse_program<T: Float + Element>(d: &NodeDesc, n_args: usize) -> KResult<Vec<Instr<T>>> {
     let lines = list_strings(d, "program");
     if lines.is_empty() {
         return Err(invalid(format!("node '{}': _FusedElementwise needs a non-empty 'program'", d.name)));
@@ -217,58 +253,26 @@ fn parse_program(d: &NodeDesc, n_args: usize) -> KResult<Vec<Instr>> {
                 }
             })
             .collect::<KResult<Vec<_>>>()?;
-        let arity = if FUSIBLE_UNARY.contains(&op.as_str()) {
-            1
-        } else if FUSIBLE_BINARY.contains(&op.as_str()) {
-            2
-        } else {
-            return Err(bad(format!("'{op}' is not a fusible elementwise op")));
-        };
-        if srcs.len() != arity {
-            return Err(bad(format!("'{op}' takes {arity} operand(s)")));
+        let e = OpRegistry::global()
+            .facts(&op)
+            .and_then(|f| f.elementwise)
+            .ok_or_else(|| bad(format!("'{op}' is not a fusible elementwise op")))?;
+        if srcs.len() != e.arity() {
+            return Err(bad(format!("'{op}' takes {} operand(s)", e.arity())));
         }
-        out.push(Instr { op, srcs });
+        let step = match e {
+            Elementwise::Unary(f) => Step::Unary(visit_unary::<T, _>(f, MakeStep)),
+            Elementwise::Binary(f) => Step::Binary(visit_binary::<T, _>(f, MakeStep)),
+        };
+        out.push(Instr { op, step, srcs });
     }
     Ok(out)
 }
 
 struct FusedElementwise<T> {
-    program: Vec<Instr>,
+    program: Vec<Instr<T>>,
     /// The unfused kernels, for inputs whose shapes need general broadcasting.
     kernels: Vec<Box<dyn OpKernel>>,
-    _t: std::marker::PhantomData<T>,
-}
-
-#[derive(Clone, Copy)]
-enum Operand<'a, T> {
-    Slice(&'a [T]),
-    Scalar(T),
-}
-
-macro_rules! unary_arm {
-    ($op:expr, $x:expr, $dst:expr, [$($name:literal => $f:path),*]) => {
-        match $op {
-            $($name => match $x {
-                Operand::Slice(s) => $dst.iter_mut().zip(s).for_each(|(d, v)| *d = $f(*v)),
-                Operand::Scalar(v) => { let r = $f(v); $dst.iter_mut().for_each(|d| *d = r) }
-            },)*
-            _ => unreachable!("checked when the program was parsed"),
-        }
-    };
-}
-
-macro_rules! binary_arm {
-    ($op:expr, $a:expr, $b:expr, $dst:expr, [$($name:literal => $f:path),*]) => {
-        match $op {
-            $($name => match ($a, $b) {
-                (Operand::Slice(a), Operand::Slice(b)) => $dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = $f(*x, *y)),
-                (Operand::Slice(a), Operand::Scalar(y)) => $dst.iter_mut().zip(a).for_each(|(d, x)| *d = $f(*x, y)),
-                (Operand::Scalar(x), Operand::Slice(b)) => $dst.iter_mut().zip(b).for_each(|(d, y)| *d = $f(x, *y)),
-                (Operand::Scalar(x), Operand::Scalar(y)) => { let r = $f(x, y); $dst.iter_mut().for_each(|d| *d = r) }
-            },)*
-            _ => unreachable!("checked when the program was parsed"),
-        }
-    };
 }
 
 impl<T: Float + Element> FusedElementwise<T> {
@@ -294,22 +298,9 @@ impl<T: Float + Element> FusedElementwise<T> {
                     Src::Reg(k) => Operand::Slice(&done[k * stride..k * stride + len]),
                 }
             };
-            if ins.srcs.len() == 1 {
-                let x = operand(ins.srcs[0]);
-                unary_arm!(ins.op.as_str(), x, dst, [
-                    "Neg" => ew::neg, "Abs" => ew::abs, "Square" => ew::square, "Relu" => ew::relu,
-                    "Relu6" => m::relu6, "Elu" => m::elu, "Selu" => m::selu, "Sqrt" => ew::sqrt,
-                    "Rsqrt" => ew::rsqrt, "Exp" => ew::exp, "Log" => ew::log, "Tanh" => ew::tanh,
-                    "Sigmoid" => ew::sigmoid, "Softplus" => m::softplus, "Floor" => m::floor, "Ceil" => m::ceil,
-                    "Reciprocal" => m::reciprocal, "Log1p" => m::log1p, "Expm1" => m::expm1, "Sin" => m::sin,
-                    "Cos" => m::cos, "Sign" => m::sign
-                ]);
-            } else {
-                let (a, b) = (operand(ins.srcs[0]), operand(ins.srcs[1]));
-                binary_arm!(ins.op.as_str(), a, b, dst, [
-                    "Add" => ew::add, "AddV2" => ew::add, "Sub" => ew::sub, "Mul" => ew::mul, "RealDiv" => ew::div,
-                    "Maximum" => ew::maximum, "Minimum" => ew::minimum, "SquaredDifference" => m::squared_difference
-                ]);
+            match &ins.step {
+                Step::Unary(f) => f(operand(ins.srcs[0]), dst),
+                Step::Binary(f) => f(operand(ins.srcs[0]), operand(ins.srcs[1]), dst),
             }
         }
     }
@@ -382,21 +373,26 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
     }
 }
 
-fn k_fused_elementwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let n_args = d.types.inputs.len();
-    let program = parse_program(d, n_args)?;
-    let t = d.dtype("T")?;
+fn fused_elementwise<T: Float + Element>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let program = parse_program::<T>(d, d.types.inputs.len())?;
     let mut attrs = ferroflow_graph::Attrs::new();
-    attrs.insert("T".into(), ferroflow_proto::AttrValue { value: Some(Value::Type(t.to_tf())) });
-    let reg = ferroflow_ops::OpRegistry::global();
+    attrs.insert("T".into(), ferroflow_proto::attr::dtype(T::DTYPE));
+    let reg = OpRegistry::global();
     let mut kernels = Vec::with_capacity(program.len());
     for ins in &program {
         let def = reg.get(&ins.op).ok_or_else(|| invalid(format!("unknown op '{}'", ins.op)))?;
         let types = def.resolve_types(&attrs).map_err(|e| invalid(format!("node '{}': {}: {e}", d.name, ins.op)))?;
         kernels.push(KernelRegistry::global().create(&NodeDesc { name: d.name, def, attrs: &attrs, types: &types })?);
     }
-    dispatch!(t, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedElementwise::<T> { program, kernels, _t: Default::default() }) as Box<dyn OpKernel>))
+    Ok(Box::new(FusedElementwise::<T> { program, kernels }))
+}
+
+fn k_fused_elementwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    match d.dtype("T")? {
+        DType::Float => fused_elementwise::<f32>(d),
+        DType::Double => fused_elementwise::<f64>(d),
+        t => Err(invalid(format!("no kernel for {} with T={t}", d.def.name))),
+    }
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {

@@ -1,5 +1,6 @@
-//! Kernels of TensorFlow's gradient helper ops: `ReluGrad`, `SigmoidGrad`, `TanhGrad`,
-//! `BiasAddGrad`, `BroadcastGradientArgs`, `BroadcastTo`.
+//! Kernels of TensorFlow's gradient helper ops: `ReluGrad`, `Relu6Grad`, `SoftsignGrad`,
+//! `SigmoidGrad`, `TanhGrad`, `BiasAddGrad`, `BroadcastGradientArgs`, `BroadcastTo`,
+//! `UnsortedSegmentSum`, `DynamicStitch`.
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
 
 use crate::elementwise::{broadcast_apply, FLOATS};
@@ -9,7 +10,7 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 /// `out = f(a, b)` elementwise over two same-shaped inputs.
 struct Zip<T, F> {
     f: F,
-    what: &'static str,
+    what: String,
     _t: std::marker::PhantomData<T>,
 }
 
@@ -54,22 +55,23 @@ fn tanh_grad<T: Float>(y: T, dy: T) -> T {
     dy * (T::ONE - y * y)
 }
 
+/// TensorFlow's `SoftsignGrad`: `g / (1 + |x|)²`.
+fn softsign_grad<T: Float>(g: T, x: T) -> T {
+    let d = crate::elementwise::abs(x) + T::ONE;
+    g / (d * d)
+}
+
 macro_rules! zip_factory {
     ($($name:ident => $f:ident),*) => {$(
         fn $name(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-            let what = d.def.name.as_str();
-            let what: &'static str = match what {
-                "ReluGrad" => "ReluGrad",
-                "Relu6Grad" => "Relu6Grad",
-                "SigmoidGrad" => "SigmoidGrad",
-                _ => "TanhGrad",
-            };
+            let what = d.def.name.clone();
             dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
                 |T| Ok(Box::new(Zip::<T, _> { f: $f::<T>, what, _t: Default::default() }) as Box<dyn OpKernel>))
         }
     )*};
 }
-zip_factory!(k_relu_grad => relu_grad, k_relu6_grad => relu6_grad, k_sigmoid_grad => sigmoid_grad, k_tanh_grad => tanh_grad);
+zip_factory!(k_relu_grad => relu_grad, k_relu6_grad => relu6_grad, k_sigmoid_grad => sigmoid_grad,
+    k_tanh_grad => tanh_grad, k_softsign_grad => softsign_grad);
 
 /// `BiasAddGrad`: the sum of the gradient over every axis but the channel axis.
 struct BiasAddGrad<T> {
@@ -296,6 +298,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("DynamicStitch", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_dynamic_stitch);
     r.register("ReluGrad", "T", FLOATS, k_relu_grad);
     r.register("Relu6Grad", "T", FLOATS, k_relu6_grad);
+    r.register("SoftsignGrad", "T", FLOATS, k_softsign_grad);
     r.register("SigmoidGrad", "T", FLOATS, k_sigmoid_grad);
     r.register("TanhGrad", "T", FLOATS, k_tanh_grad);
     r.register("BiasAddGrad", "T", FLOATS, k_bias_add_grad);

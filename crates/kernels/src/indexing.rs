@@ -1,10 +1,9 @@
 //! Kernels that move elements without arithmetic: `Transpose`, `Slice`, `StridedSlice`,
 //! `Tile`, `Pad`, `PadV2`, `MirrorPad`, `Unpack`, `Split`, `SplitV`, `GatherV2`, `GatherNd`,
-//! `OneHot`, `Where`; plus `Range`, `Cumsum`, `TopKV2`, `BatchMatMulV2`. All of them work on
+//! `OneHot`, `Where`; plus `Range`, `Cumsum`, `TopKV2`. All of them work on
 //! any dtype (element bytes, or strings) unless they compute with the values.
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::matmul::{product, GemmElement};
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -42,7 +41,7 @@ fn gather_elements(
 }
 
 /// Row-major strides of `dims`.
-fn strides_of(dims: &[usize]) -> Vec<usize> {
+pub(crate) fn strides_of(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];
@@ -666,61 +665,6 @@ impl<T: Num> OpKernel for TopK<T> {
     }
 }
 
-struct BatchMatMul<T> {
-    adj_x: bool,
-    adj_y: bool,
-    _t: std::marker::PhantomData<T>,
-}
-impl<T: GemmElement> OpKernel for BatchMatMul<T> {
-    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let (a, b) = (&inputs[0], &inputs[1]);
-        if a.rank() < 2 || b.rank() < 2 {
-            return Err(invalid(format!("In[0] and In[1] must have rank >= 2, got {:?} and {:?}", a.dims(), b.dims())));
-        }
-        let (ad, bd) = (a.dims(), b.dims());
-        let (ab, bb) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
-        let batch = ferroflow_tensor::broadcast_dims(ab, bb).ok_or_else(|| {
-            invalid(format!("In[0] and In[1] must have compatible batch dimensions: {ad:?} vs. {bd:?}"))
-        })?;
-        let (ar, ac) = (ad[ad.len() - 2], ad[ad.len() - 1]);
-        let (br, bc) = (bd[bd.len() - 2], bd[bd.len() - 1]);
-        let (m, k) = if self.adj_x { (ac, ar) } else { (ar, ac) };
-        let (k2, n) = if self.adj_y { (bc, br) } else { (br, bc) };
-        if k != k2 {
-            return Err(invalid(format!("Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?}")));
-        }
-        let mut dims = batch.clone();
-        dims.extend([m, n]);
-        let mut out = Tensor::zeros(T::DTYPE, &dims)?;
-        let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
-        let o = out.as_mut_slice::<T>()?;
-        let (sa, sb) = (strides_of(ab), strides_of(bb));
-        let nb: usize = batch.iter().product();
-        let bst = strides_of(&batch);
-        for i in 0..nb {
-            let coord: Vec<usize> = bst.iter().zip(&batch).map(|(&s, &d)| (i / s) % d).collect();
-            let pick = |dims: &[usize], st: &[usize]| -> usize {
-                dims.iter()
-                    .enumerate()
-                    .map(|(j, &d)| (if d == 1 { 0 } else { coord[coord.len() - dims.len() + j] }) * st[j])
-                    .sum()
-            };
-            let (ia, ib) = (pick(ab, &sa), pick(bb, &sb));
-            let (a_rs, a_cs) = if self.adj_x { (1, ac) } else { (ac, 1) };
-            let (b_rs, b_cs) = if self.adj_y { (1, bc) } else { (bc, 1) };
-            product(
-                ctx,
-                (m, n, k),
-                (&x[ia * ar * ac..(ia + 1) * ar * ac], a_rs, a_cs),
-                (&y[ib * br * bc..(ib + 1) * br * bc], b_rs, b_cs),
-                &mut o[i * m * n..(i + 1) * m * n],
-            );
-        }
-        outputs.push(out);
-        Ok(())
-    }
-}
-
 fn k_cumsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let (exclusive, reverse) = (d.bool("exclusive")?, d.bool("reverse")?);
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
@@ -733,12 +677,6 @@ fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     }
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
         |T| Ok(Box::new(TopK::<T>(Default::default())) as Box<dyn OpKernel>))
-}
-
-fn k_batch_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let (adj_x, adj_y) = (d.bool("adj_x")?, d.bool("adj_y")?);
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(BatchMatMul::<T> { adj_x, adj_y, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
@@ -777,5 +715,4 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Range", "Tidx", &[DType::Int32, DType::Int64, DType::Float, DType::Double], |_| Ok(Box::new(Range)));
     r.register("Cumsum", "T", NUM, k_cumsum);
     r.register("TopKV2", "T", NUM, k_topk);
-    r.register("BatchMatMulV2", "T", NUM, k_batch_matmul);
 }

@@ -15,6 +15,7 @@ macro_rules! dispatch {
 
 mod array;
 mod cast;
+mod compare;
 mod conv;
 mod einsum;
 mod elementwise;
@@ -204,6 +205,7 @@ impl KernelRegistry {
             let mut r = KernelRegistry { by_op: HashMap::new() };
             array::register(&mut r);
             cast::register(&mut r);
+            compare::register(&mut r);
             conv::register(&mut r);
             einsum::register(&mut r);
             fused::register(&mut r);

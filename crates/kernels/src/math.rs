@@ -1,104 +1,11 @@
-//! More elementwise math: activations (Relu6, Elu, Selu, Softplus, LeakyRelu), rounding,
-//! Erf, trigonometry, Pow, floor division and modulo, comparisons and logical ops.
+//! Elementwise math that is not a plain scalar function: `Pow`, `FloorDiv` and `FloorMod`
+//! (their integer kernels check the right operand first, as TensorFlow's do) and `LeakyRelu`
+//! (an attr).
 use ferroflow_tensor::DType;
 
-use crate::elementwise::{Binary, Compare, Unary, EQUALITY, FLOATS, NUMERIC};
-use crate::numeric::{Erf, Float, Num};
-use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
-
-pub(crate) fn relu6<T: Float>(x: T) -> T {
-    let six = T::from_f64(6.0);
-    if x < T::ZERO {
-        T::ZERO
-    } else if x > six {
-        six
-    } else {
-        x
-    }
-}
-pub(crate) fn elu<T: Float>(x: T) -> T {
-    if x < T::ZERO {
-        x.exp_m1()
-    } else {
-        x
-    }
-}
-pub(crate) fn selu<T: Float>(x: T) -> T {
-    let scale = T::from_f64(1.050_700_987_355_480_5);
-    let alpha = T::from_f64(1.673_263_242_354_377_3);
-    if x < T::ZERO {
-        scale * alpha * x.exp_m1()
-    } else {
-        scale * x
-    }
-}
-/// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x).
-pub(crate) fn softplus<T: Float>(x: T) -> T {
-    let eps = if T::DTYPE == DType::Float { f32::EPSILON as f64 } else { f64::EPSILON };
-    let threshold = T::from_f64(eps.ln() + 2.0);
-    if x > -threshold {
-        x
-    } else if x < threshold {
-        x.exp()
-    } else {
-        x.exp().ln_1p()
-    }
-}
-fn erf<T: Float + Erf>(x: T) -> T {
-    x.erf()
-}
-pub(crate) fn sign<T: Num>(x: T) -> T {
-    if x.is_nan() {
-        x
-    } else if x > T::ZERO {
-        T::ONE
-    } else if x < T::ZERO {
-        T::ONE.neg()
-    } else {
-        T::ZERO
-    }
-}
-pub(crate) fn floor<T: Float>(x: T) -> T {
-    x.floor()
-}
-pub(crate) fn ceil<T: Float>(x: T) -> T {
-    x.ceil()
-}
-fn round<T: Float>(x: T) -> T {
-    x.round_even()
-}
-pub(crate) fn reciprocal<T: Float>(x: T) -> T {
-    T::ONE / x
-}
-pub(crate) fn log1p<T: Float>(x: T) -> T {
-    x.ln_1p()
-}
-pub(crate) fn expm1<T: Float>(x: T) -> T {
-    x.exp_m1()
-}
-pub(crate) fn sin<T: Float>(x: T) -> T {
-    x.sin()
-}
-pub(crate) fn cos<T: Float>(x: T) -> T {
-    x.cos()
-}
-
-macro_rules! float_unary {
-    ($($fname:ident => $f:ident),*) => {$(
-        fn $fname(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-            dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-                |T| Ok(Box::new(Unary::<T, _>::new($f::<T>)) as Box<dyn OpKernel>))
-        }
-    )*};
-}
-float_unary!(k_relu6 => relu6, k_elu => elu, k_selu => selu, k_softplus => softplus, k_erf => erf,
-    k_floor => floor, k_ceil => ceil, k_round => round, k_reciprocal => reciprocal, k_log1p => log1p,
-    k_expm1 => expm1, k_sin => sin, k_cos => cos);
-
-fn k_sign(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Unary::<T, _>::new(sign::<T>)) as Box<dyn OpKernel>))
-}
+use crate::elementwise::{Binary, FLOATS, NUMERIC};
+use crate::numeric::{Float, Num};
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 struct LeakyRelu<T> {
     alpha: T,
@@ -125,10 +32,6 @@ fn k_leaky_relu(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(LeakyRelu::<T> { alpha: T::from_f64(alpha) }) as Box<dyn OpKernel>))
 }
 
-pub(crate) fn squared_difference<T: Num>(a: T, b: T) -> T {
-    let d = a.sub_w(b);
-    d.mul_w(d)
-}
 fn pow_f<T: Float>(a: T, b: T) -> T {
     a.powf(b)
 }
@@ -239,88 +142,9 @@ fn int_checked<T: IntOps>(kind: IntKind) -> Box<dyn OpKernel> {
 
 const DIV_ZERO: &str = "Integer division by zero";
 
-fn k_squared_difference(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Binary::<T, _>::new(squared_difference::<T>)) as Box<dyn OpKernel>))
-}
-
-fn ge<T: PartialOrd>(a: T, b: T) -> bool {
-    a >= b
-}
-fn lt<T: PartialOrd>(a: T, b: T) -> bool {
-    a < b
-}
-fn le<T: PartialOrd>(a: T, b: T) -> bool {
-    a <= b
-}
-fn ne<T: PartialEq>(a: T, b: T) -> bool {
-    a != b
-}
-
-/// A comparison kernel per dtype; `f` is generic (not a fn pointer) so the loop inlines and
-/// vectorizes.
-macro_rules! compare_kernel {
-    ($d:expr, $f:ident) => {
-        match $d.dtype("T")? {
-            DType::Float => Ok(Box::new(Compare::new($f::<f32>)) as Box<dyn OpKernel>),
-            DType::Double => Ok(Box::new(Compare::new($f::<f64>)) as Box<dyn OpKernel>),
-            DType::Int32 => Ok(Box::new(Compare::new($f::<i32>)) as Box<dyn OpKernel>),
-            DType::Int64 => Ok(Box::new(Compare::new($f::<i64>)) as Box<dyn OpKernel>),
-            t => Err(invalid(format!("no comparison kernel for {t}"))),
-        }
-    };
-}
-
-fn k_not_equal(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    dispatch!(d.dtype("T")?, d.def.name,
-        [Float => f32, Double => f64, Int32 => i32, Int64 => i64, Bool => bool, UInt8 => u8, Int8 => i8, Int16 => i16],
-        |T| Ok(Box::new(Compare::<T, _>::new(ne::<T>)) as Box<dyn OpKernel>))
-}
-
-fn and(a: bool, b: bool) -> bool {
-    a && b
-}
-fn or(a: bool, b: bool) -> bool {
-    a || b
-}
-fn not(a: bool) -> bool {
-    !a
-}
-
 pub(crate) fn register(r: &mut KernelRegistry) {
-    let floats: [(&'static str, Factory); 13] = [
-        ("Relu6", k_relu6),
-        ("Elu", k_elu),
-        ("Selu", k_selu),
-        ("Softplus", k_softplus),
-        ("Erf", k_erf),
-        ("Floor", k_floor),
-        ("Ceil", k_ceil),
-        ("Round", k_round),
-        ("Reciprocal", k_reciprocal),
-        ("Log1p", k_log1p),
-        ("Expm1", k_expm1),
-        ("Sin", k_sin),
-        ("Cos", k_cos),
-    ];
-    for (op, f) in floats {
-        r.register(op, "T", FLOATS, f);
-    }
     r.register("LeakyRelu", "T", FLOATS, k_leaky_relu);
-    for (op, f) in [
-        ("Sign", k_sign as Factory),
-        ("SquaredDifference", k_squared_difference),
-        ("FloorDiv", |d| k_int_checked_binary(d, IntKind::FloorDiv)),
-        ("FloorMod", |d| k_int_checked_binary(d, IntKind::FloorMod)),
-        ("Pow", |d| k_int_checked_binary(d, IntKind::Pow)),
-    ] {
-        r.register(op, "T", NUMERIC, f);
-    }
-    r.register("GreaterEqual", "T", NUMERIC, |d| compare_kernel!(d, ge));
-    r.register("Less", "T", NUMERIC, |d| compare_kernel!(d, lt));
-    r.register("LessEqual", "T", NUMERIC, |d| compare_kernel!(d, le));
-    r.register("NotEqual", "T", EQUALITY, k_not_equal);
-    r.register("LogicalAnd", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(and))));
-    r.register("LogicalOr", "", &[], |_| Ok(Box::new(Binary::<bool, _>::new(or))));
-    r.register("LogicalNot", "", &[], |_| Ok(Box::new(Unary::<bool, _>::new(not))));
+    r.register("FloorDiv", "T", NUMERIC, |d| k_int_checked_binary(d, IntKind::FloorDiv));
+    r.register("FloorMod", "T", NUMERIC, |d| k_int_checked_binary(d, IntKind::FloorMod));
+    r.register("Pow", "T", NUMERIC, |d| k_int_checked_binary(d, IntKind::Pow));
 }

@@ -1,6 +1,8 @@
-//! `MatMul` through the `gemm` crate (runtime-dispatched SIMD; transposes via strides).
+//! `MatMul` and `BatchMatMulV2` through the `gemm` crate (runtime-dispatched SIMD;
+//! transposes via strides).
 use ferroflow_tensor::{DType, Tensor};
 
+use crate::indexing::strides_of;
 use crate::numeric::Num;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
@@ -179,7 +181,69 @@ pub(crate) fn k_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     }
 }
 
+struct BatchMatMul<T> {
+    adj_x: bool,
+    adj_y: bool,
+    _t: std::marker::PhantomData<T>,
+}
+impl<T: GemmElement> OpKernel for BatchMatMul<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if a.rank() < 2 || b.rank() < 2 {
+            return Err(invalid(format!("In[0] and In[1] must have rank >= 2, got {:?} and {:?}", a.dims(), b.dims())));
+        }
+        let (ad, bd) = (a.dims(), b.dims());
+        let (ab, bb) = (&ad[..ad.len() - 2], &bd[..bd.len() - 2]);
+        let batch = ferroflow_tensor::broadcast_dims(ab, bb).ok_or_else(|| {
+            invalid(format!("In[0] and In[1] must have compatible batch dimensions: {ad:?} vs. {bd:?}"))
+        })?;
+        let (ar, ac) = (ad[ad.len() - 2], ad[ad.len() - 1]);
+        let (br, bc) = (bd[bd.len() - 2], bd[bd.len() - 1]);
+        let (m, k) = if self.adj_x { (ac, ar) } else { (ar, ac) };
+        let (k2, n) = if self.adj_y { (bc, br) } else { (br, bc) };
+        if k != k2 {
+            return Err(invalid(format!("Matrix size-incompatible: In[0]: {ad:?}, In[1]: {bd:?}")));
+        }
+        let mut dims = batch.clone();
+        dims.extend([m, n]);
+        let mut out = Tensor::zeros(T::DTYPE, &dims)?;
+        let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+        let o = out.as_mut_slice::<T>()?;
+        let (sa, sb) = (strides_of(ab), strides_of(bb));
+        let nb: usize = batch.iter().product();
+        let bst = strides_of(&batch);
+        for i in 0..nb {
+            let coord: Vec<usize> = bst.iter().zip(&batch).map(|(&s, &d)| (i / s) % d).collect();
+            let pick = |dims: &[usize], st: &[usize]| -> usize {
+                dims.iter()
+                    .enumerate()
+                    .map(|(j, &d)| (if d == 1 { 0 } else { coord[coord.len() - dims.len() + j] }) * st[j])
+                    .sum()
+            };
+            let (ia, ib) = (pick(ab, &sa), pick(bb, &sb));
+            let (a_rs, a_cs) = if self.adj_x { (1, ac) } else { (ac, 1) };
+            let (b_rs, b_cs) = if self.adj_y { (1, bc) } else { (bc, 1) };
+            product(
+                ctx,
+                (m, n, k),
+                (&x[ia * ar * ac..(ia + 1) * ar * ac], a_rs, a_cs),
+                (&y[ib * br * bc..(ib + 1) * br * bc], b_rs, b_cs),
+                &mut o[i * m * n..(i + 1) * m * n],
+            );
+        }
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+fn k_batch_matmul(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let (adj_x, adj_y) = (d.bool("adj_x")?, d.bool("adj_y")?);
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(BatchMatMul::<T> { adj_x, adj_y, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("MatMul", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_matmul);
     r.register("_MklMatMul", "T", &[DType::Float, DType::Double], k_matmul);
+    r.register("BatchMatMulV2", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_batch_matmul);
 }

@@ -79,14 +79,14 @@ macro_rules! float_num {
             fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
             fn rem(self, o: Self) -> Self { self % o }
             fn from_f64(v: f64) -> Self { v as $t }
+            fn erf(self) -> Self { <$t as Erf>::erf(self) }
         }
     )*};
 }
 float_num!(f32, f64);
 
-/// The error function, per float type.
-pub trait Erf {
-    /// erf(x).
+/// libm's error function per float type (what [`Float::erf`] calls).
+trait Erf {
     fn erf(self) -> Self;
 }
 impl Erf for f32 {
@@ -128,6 +128,8 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn powf(self, e: Self) -> Self;
     /// C `fmod`.
     fn rem(self, o: Self) -> Self;
+    /// The error function (libm's, accurate to an ulp or two).
+    fn erf(self) -> Self;
     /// From an f64 constant.
     fn from_f64(v: f64) -> Self;
 }

@@ -1,16 +1,25 @@
-//! Op definitions for ferroflow: one registry where each op is defined once (signature,
-//! attrs with defaults, shape inference), and the TensorFlow-1-style graph builder [`Scope`].
+//! Op definitions for ferroflow: one registry where each op is defined once — signature,
+//! attrs with defaults, shape inference, gradient, and its facts (side effects, control-flow
+//! role, fusion, algebra) — by family in [`defs`], and the TensorFlow-1-style graph builder
+//! [`Scope`].
 #![warn(missing_docs)]
 
-mod defs;
+pub mod defs;
+pub mod facts;
+pub mod gradient;
 pub mod ref_vars;
 mod registry;
 mod scope;
 pub mod shape_inference;
 
+pub use facts::{
+    BinaryFn, CallKind, ControlFlow, Elementwise, Execution, Gradient, Involution, Neutral, OpFacts, Side, Transfer,
+    UnaryFn,
+};
+pub use gradient::{GradCtx, GradError, GradFn};
 pub use registry::{op, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry};
 pub use scope::{BuildError, Scope};
-pub use shape_inference::{infer_shapes, InferCtx, ShapeFn};
+pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn};
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeTypes, OpSignatures};
 use ferroflow_proto::{attr_value, FunctionDef, FunctionDefLibrary, GraphDef};

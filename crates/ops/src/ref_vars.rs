@@ -22,25 +22,22 @@ use std::collections::{HashMap, HashSet};
 use ferroflow_graph::GraphError;
 use ferroflow_proto::{attr_value::Value, AttrValue, GraphDef, NodeDef};
 
-/// Ops with ref inputs: (TF1 op, resource op, how many leading inputs are refs).
-const REF_OPS: &[(&str, &str, usize)] = &[
-    ("Assign", "AssignVariableOp", 1),
-    ("AssignAdd", "AssignAddVariableOp", 1),
-    ("AssignSub", "AssignSubVariableOp", 1),
-    ("ApplyGradientDescent", "ResourceApplyGradientDescent", 1),
-    ("ApplyMomentum", "ResourceApplyMomentum", 2),
-    ("ApplyAdam", "ResourceApplyAdam", 3),
-    ("ApplyRMSProp", "ResourceApplyRMSProp", 3),
-    ("ApplyAdagrad", "ResourceApplyAdagrad", 2),
-    ("ApplyAdagradV2", "ResourceApplyAdagradV2", 2),
-    ("IsVariableInitialized", "VarIsInitializedOp", 1),
-];
+use crate::OpRegistry;
 
-const VARIABLE_OPS: &[&str] = &["VariableV2", "Variable"];
+/// True for TensorFlow 1's variable ops (the ref forms of `VarHandleOp`).
+fn is_variable(op: &str) -> bool {
+    OpRegistry::global().ref_form(op).is_some_and(|(resource_op, _)| resource_op == "VarHandleOp")
+}
+
+/// For an op with ref inputs (`Assign`, `ApplyAdam`, ...): the resource op that runs it and
+/// how many leading inputs are refs.
+fn ref_inputs(op: &str) -> Option<(&'static str, usize)> {
+    OpRegistry::global().ref_form(op).filter(|&(_, refs)| refs > 0)
+}
 
 /// True when the graph has TF1 ref variables that [`lower_ref_variables`] would rewrite.
 pub fn has_ref_variables(def: &GraphDef) -> bool {
-    def.node.iter().any(|n| VARIABLE_OPS.contains(&n.op.as_str()))
+    def.node.iter().any(|n| is_variable(&n.op))
 }
 
 /// Where a ref tensor points: the handle tensor of its variable, the variable's dtype (a
@@ -73,7 +70,7 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
     // Which tensors are refs, found to a fixpoint (an Assign's output is a ref if its input is).
     let mut refs: HashMap<String, RefTo> = HashMap::new();
     for n in &def.node {
-        if VARIABLE_OPS.contains(&n.op.as_str()) {
+        if is_variable(&n.op) {
             let dtype = match n.attr.get("dtype").and_then(|a| a.value.as_ref()) {
                 Some(Value::Type(t)) => *t,
                 _ => return Err(bad(n, "a variable needs a 'dtype' attr".into())),
@@ -84,9 +81,11 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
     loop {
         let mut grew = false;
         for n in &def.node {
-            let Some(&(_, _, k)) = REF_OPS.iter().find(|(op, _, _)| *op == n.op) else { continue };
+            // An update's output is a ref to the variable it updated (when it has an output).
+            let Some((resource_op, _)) = ref_inputs(&n.op) else { continue };
             let out = format!("{}:0", n.name);
-            if k == 0 || n.op == "IsVariableInitialized" || refs.contains_key(&out) {
+            let updates = OpRegistry::global().get(resource_op).is_some_and(|d| d.outputs.is_empty());
+            if !updates || refs.contains_key(&out) {
                 continue;
             }
             if let Some(r) = n.input.first().and_then(|i| refs.get(&tensor_key(i))) {
@@ -103,7 +102,7 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
     let mut out = GraphDef { node: Vec::with_capacity(def.node.len()), ..def.clone() };
     for n in &def.node {
         let mut n = n.clone();
-        if VARIABLE_OPS.contains(&n.op.as_str()) {
+        if is_variable(&n.op) {
             n.op = "VarHandleOp".into();
             n.attr.retain(|k, _| {
                 matches!(k.as_str(), "dtype" | "shape" | "container" | "shared_name") || k.starts_with('_')
@@ -119,9 +118,9 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
                 ));
             }
         }
-        let ref_inputs = REF_OPS.iter().find(|(op, _, _)| *op == n.op).map(|&(op, res, k)| (op, res, k));
+        let ref_form = ref_inputs(&n.op);
         let control: Vec<String> = n.input.iter().filter(|i| i.starts_with('^')).cloned().collect();
-        if let Some((op, resource_op, k)) = ref_inputs {
+        if let Some((resource_op, k)) = ref_form {
             for i in 0..k {
                 let Some(r) = n.input.get(i).and_then(|s| refs.get(&tensor_key(s))).cloned() else {
                     return Err(bad(&n, format!("input {i} must be a ref variable (a VariableV2 output)")));
@@ -131,18 +130,15 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
                     n.input.push(format!("^{a}"));
                 }
             }
-            n.op = resource_op.into();
-            match op {
-                "Assign" | "AssignAdd" | "AssignSub" => {
-                    let t = n.attr.remove("T");
-                    n.attr.retain(|k, _| k.starts_with('_'));
-                    if let Some(t) = t {
-                        n.attr.insert("dtype".into(), t);
-                    }
+            // The resource op's attrs: a ref op's `T` is the variable's `dtype` there.
+            let def = OpRegistry::global().get(resource_op).expect("ref forms name registered ops");
+            if def.attr_def("dtype").is_some() && def.attr_def("T").is_none() {
+                if let Some(t) = n.attr.remove("T") {
+                    n.attr.insert("dtype".into(), t);
                 }
-                "IsVariableInitialized" => n.attr.retain(|k, _| k.starts_with('_')),
-                _ => {}
             }
+            n.attr.retain(|k, _| k.starts_with('_') || def.attr_def(k).is_some());
+            n.op = resource_op.into();
         } else if n.op == "Identity" && n.input.first().is_some_and(|i| refs.contains_key(&tensor_key(i))) {
             // `V/read`: the read itself.
             let r = refs[&tensor_key(&n.input[0])].clone();
@@ -157,7 +153,7 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
             continue;
         }
         // Any other data input that is a ref: read it where the consumer runs.
-        let first_value = ref_inputs.map_or(0, |(_, _, k)| k);
+        let first_value = ref_form.map_or(0, |(_, k)| k);
         let mut reads = Vec::new();
         for idx in first_value..n.input.len() {
             let input = n.input[idx].clone();

@@ -1,6 +1,7 @@
 //! The op registry: each op is defined once, from a signature written as TensorFlow writes
 //! its `REGISTER_OP` (`"a: T"`, `"values: N * T"`, `"transpose_a: bool = false"`,
-//! `"T: {float, double}"`), plus a shape function.
+//! `"T: {float, double}"`), a shape function, its gradient, and its facts ([`OpFacts`]).
+//! The definitions live by family in [`crate::defs`].
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -8,7 +9,11 @@ use ferroflow_graph::{Attrs, NodeTypes, OpSignatures};
 use ferroflow_proto::{attr_value, AttrValue, TensorShapeProto};
 use ferroflow_tensor::DType;
 
-use crate::shape_inference::ShapeFn;
+use crate::facts::{
+    CallKind, ControlFlow, Elementwise, Execution, Gradient, Involution, Neutral, OpFacts, RefForm, Side, Transfer,
+};
+use crate::gradient::GradFn;
+use crate::shape_inference::{KnownFn, ShapeFn};
 
 /// Where an argument's dtype(s) come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,6 +55,8 @@ pub struct AttrDef {
     pub allowed_types: Vec<DType>,
     /// For `int` and list attrs: the minimum value or length.
     pub minimum: Option<i64>,
+    /// For `string` attrs: the allowed values (empty = any).
+    pub allowed_strings: Vec<String>,
 }
 
 /// An op definition.
@@ -57,6 +64,9 @@ pub struct AttrDef {
 pub struct OpDef {
     /// Op type name, e.g. `MatMul`.
     pub name: String,
+    /// The family it is defined in (`crate::defs::<family>`; its kernels are in
+    /// `ferroflow-kernels`' file of the same name).
+    pub family: &'static str,
     /// Inputs in order.
     pub inputs: Vec<ArgDef>,
     /// Outputs in order.
@@ -65,11 +75,13 @@ pub struct OpDef {
     pub attrs: Vec<AttrDef>,
     /// Output-shape function.
     pub shape_fn: ShapeFn,
-    /// True for ops with side effects (never pruned by CSE or folded).
-    pub stateful: bool,
+    /// What shape inference learns about the value of output 0 (constants, shapes, handles).
+    pub known_fn: Option<KnownFn>,
+    /// What the op is: side effects, control flow, fusion, algebra, gradient.
+    pub facts: OpFacts,
 }
 
-/// Builds an [`OpDef`] from TensorFlow-style signature strings.
+/// Builds an [`OpDef`] from TensorFlow-style signature strings and declared facts.
 pub struct OpBuilder {
     def: OpDef,
 }
@@ -79,11 +91,13 @@ pub fn op(name: &str) -> OpBuilder {
     OpBuilder {
         def: OpDef {
             name: name.to_string(),
+            family: "",
             inputs: vec![],
             outputs: vec![],
             attrs: vec![],
             shape_fn: crate::shape_inference::unknown,
-            stateful: false,
+            known_fn: None,
+            facts: OpFacts::default(),
         },
     }
 }
@@ -104,11 +118,6 @@ impl OpBuilder {
         self.def.attrs.push(parse_attr(spec));
         self
     }
-    /// Sets the shape function.
-    pub fn shape(mut self, f: ShapeFn) -> Self {
-        self.def.shape_fn = f;
-        self
-    }
     /// Adds several attrs (specs as for [`OpBuilder::attr`]).
     pub fn attrs(mut self, specs: &[&str]) -> Self {
         for s in specs {
@@ -116,9 +125,105 @@ impl OpBuilder {
         }
         self
     }
-    /// Marks the op stateful.
+    /// Sets the shape function.
+    pub fn shape(mut self, f: ShapeFn) -> Self {
+        self.def.shape_fn = f;
+        self
+    }
+    /// Sets what shape inference learns about output 0's value.
+    pub fn known(mut self, f: KnownFn) -> Self {
+        self.def.known_fn = Some(f);
+        self
+    }
+    /// Declares the op stateful (see [`OpFacts::stateful`]).
     pub fn stateful(mut self) -> Self {
-        self.def.stateful = true;
+        self.def.facts.stateful = true;
+        self
+    }
+    /// Declares the op a placeholder (see [`OpFacts::placeholder`]).
+    pub fn placeholder(mut self) -> Self {
+        self.def.facts.placeholder = true;
+        self
+    }
+    /// Declares a TensorFlow 1 control-flow op, run by the executor itself.
+    pub fn control_flow(mut self, role: ControlFlow) -> Self {
+        self.def.facts.execution = Execution::ControlFlow(role);
+        self
+    }
+    /// Declares a function-calling op, run by the runtime.
+    pub fn call(mut self, kind: CallKind) -> Self {
+        self.def.facts.execution = Execution::Call(kind);
+        self
+    }
+    /// Declares an end of a cross-device transfer, run by the rendezvous.
+    pub fn transfer(mut self, end: Transfer) -> Self {
+        self.def.facts.execution = Execution::Transfer(end);
+        self
+    }
+    /// Declares that output `i` is input `i` (see [`OpFacts::forwards_input`]).
+    pub fn forwards_input(mut self) -> Self {
+        self.def.facts.forwards_input = true;
+        self
+    }
+    /// Declares that with a single input the output is that input.
+    pub fn forwards_single_input(mut self) -> Self {
+        self.def.facts.forwards_single_input = true;
+        self
+    }
+    /// Declares that the output depends only on the input's shape (see [`OpFacts::shape_only`]).
+    pub fn shape_only(mut self) -> Self {
+        self.def.facts.shape_only = true;
+        self
+    }
+    /// Declares that the output can be much larger than the inputs.
+    pub fn grows(mut self) -> Self {
+        self.def.facts.grows = true;
+        self
+    }
+    /// Declares an elementwise op with its scalar function.
+    pub fn elementwise(mut self, e: Elementwise) -> Self {
+        self.def.facts.elementwise = Some(e);
+        self
+    }
+    /// Declares the op a fusible activation of `_FusedMatMul` / `_FusedConv2D`.
+    pub fn activation(mut self) -> Self {
+        self.def.facts.activation = true;
+        self
+    }
+    /// Declares the op commutative.
+    pub fn commutative(mut self) -> Self {
+        self.def.facts.commutative = true;
+        self
+    }
+    /// Declares an exact identity element.
+    pub fn neutral(mut self, value: Neutral, side: Side) -> Self {
+        self.def.facts.neutral = Some((value, side));
+        self
+    }
+    /// Declares that applying the op twice gives the input back.
+    pub fn involution(mut self, kind: Involution) -> Self {
+        self.def.facts.involution = Some(kind);
+        self
+    }
+    /// Sets the gradient function.
+    pub fn gradient(mut self, f: GradFn) -> Self {
+        self.def.facts.gradient = Some(Gradient::Function(f));
+        self
+    }
+    /// Declares that no gradient flows through the op, and why.
+    pub fn not_differentiable(mut self, reason: &'static str) -> Self {
+        self.def.facts.gradient = Some(Gradient::NotDifferentiable(reason));
+        self
+    }
+    /// Declares that TensorFlow differentiates the op but ferroflow has no gradient for it
+    /// yet, and what is missing.
+    pub fn gradient_unavailable(mut self, reason: &'static str) -> Self {
+        self.def.facts.gradient = Some(Gradient::Unavailable(reason));
+        self
+    }
+    /// Declares a TensorFlow 1 ref-variable op that is this op with `refs` leading ref inputs.
+    pub fn ref_form(mut self, op: &'static str, refs: usize) -> Self {
+        self.def.facts.ref_forms.push(RefForm { op, refs });
         self
     }
     /// Finishes the definition; `TypeAttr` args naming a `list(type)` attr become `TypeList`.
@@ -165,21 +270,22 @@ fn parse_attr(spec: &str) -> AttrDef {
         Some((t, m)) => (t.trim(), Some(m.trim().parse().expect("attr minimum"))),
         None => (ty_part, None),
     };
-    let (ty, allowed_types) = if ty_part.starts_with('{') {
+    let (ty, allowed_types, allowed_strings) = if ty_part.starts_with('{') {
         let items: Vec<&str> = ty_part.trim_matches(|c| c == '{' || c == '}').split(',').map(str::trim).collect();
         if items.iter().all(|i| i.starts_with('\'')) {
-            ("string".to_string(), vec![])
+            ("string".to_string(), vec![], items.iter().map(|i| i.trim_matches('\'').to_string()).collect())
         } else {
             (
                 "type".to_string(),
                 items.iter().map(|i| type_from_name(i).unwrap_or_else(|| panic!("bad type '{i}'"))).collect(),
+                vec![],
             )
         }
     } else {
-        (ty_part.to_string(), vec![])
+        (ty_part.to_string(), vec![], vec![])
     };
     let default = default.map(|d| parse_default(&ty, d));
-    AttrDef { name: name.trim().to_string(), ty, default, allowed_types, minimum }
+    AttrDef { name: name.trim().to_string(), ty, default, allowed_types, minimum, allowed_strings }
 }
 
 fn parse_default(ty: &str, d: &str) -> AttrValue {
@@ -297,24 +403,58 @@ impl OpDef {
 /// The set of known ops.
 pub struct OpRegistry {
     ops: HashMap<String, OpDef>,
+    /// TF1 ref-variable ops by name: (the op ferroflow runs instead, the ref count).
+    ref_forms: HashMap<&'static str, (String, usize)>,
 }
 
 impl OpRegistry {
     /// The process-wide registry of every op ferroflow defines.
     pub fn global() -> &'static OpRegistry {
         static REG: OnceLock<OpRegistry> = OnceLock::new();
-        REG.get_or_init(|| {
-            let mut ops = HashMap::new();
-            for def in crate::defs::all() {
-                ops.insert(def.name.clone(), def);
+        REG.get_or_init(|| OpRegistry::new(crate::defs::all()))
+    }
+
+    fn new(defs: Vec<OpDef>) -> OpRegistry {
+        let mut ops = HashMap::with_capacity(defs.len());
+        let mut ref_forms = HashMap::new();
+        for def in defs {
+            for r in &def.facts.ref_forms {
+                ref_forms.insert(r.op, (def.name.clone(), r.refs));
             }
-            OpRegistry { ops }
-        })
+            let name = def.name.clone();
+            assert!(ops.insert(name.clone(), def).is_none(), "op '{name}' is defined twice");
+        }
+        OpRegistry { ops, ref_forms }
     }
 
     /// The definition of `op`.
     pub fn get(&self, op: &str) -> Option<&OpDef> {
         self.ops.get(op)
+    }
+
+    /// The facts of `op` (`None` for ops the registry does not define, such as a library
+    /// function's name).
+    pub fn facts(&self, op: &str) -> Option<&OpFacts> {
+        self.ops.get(op).map(|d| &d.facts)
+    }
+
+    /// True for TensorFlow 1 control-flow ops (`Switch`, `Merge`, `Enter`, `Exit`,
+    /// `NextIteration`, `LoopCond`): frames and dead tokens, run by the executor itself.
+    pub fn is_control_flow(&self, op: &str) -> bool {
+        self.facts(op).is_some_and(|f| f.control_flow().is_some())
+    }
+
+    /// For a TensorFlow 1 ref-variable op (`ApplyAdam`, `VariableV2`): the op ferroflow runs
+    /// instead and how many leading inputs are refs.
+    pub fn ref_form(&self, tf1_op: &str) -> Option<(&str, usize)> {
+        self.ref_forms.get(tf1_op).map(|(op, refs)| (op.as_str(), *refs))
+    }
+
+    /// Every definition, sorted by op name.
+    pub fn defs(&self) -> Vec<&OpDef> {
+        let mut v: Vec<&OpDef> = self.ops.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
     }
 
     /// All op names, sorted.

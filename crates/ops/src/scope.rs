@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeSpec, Output};
-use ferroflow_proto::{attr_value::ListValue, attr_value::Value, convert, AttrValue};
+use ferroflow_proto::{attr, convert};
 use ferroflow_tensor::{DType, Element, Shape, Tensor, TensorError};
 
 use crate::OpRegistry;
@@ -53,14 +53,6 @@ impl Default for Scope {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn attr(v: Value) -> AttrValue {
-    AttrValue { value: Some(v) }
-}
-
-fn type_attr(d: DType) -> AttrValue {
-    attr(Value::Type(d.to_tf()))
 }
 
 impl Scope {
@@ -170,7 +162,7 @@ impl Scope {
 
     fn op1(&self, op: &str, name: &str, inputs: &[Output], mut attrs: Attrs) -> Result<Output> {
         if let Some(first) = inputs.first() {
-            attrs.entry("T".into()).or_insert_with(|| type_attr(self.dtype(*first)));
+            attrs.entry("T".into()).or_insert_with(|| attr::dtype(self.dtype(*first)));
         }
         Ok(Output { node: self.add_op(op, name, inputs, &[], attrs)?, index: 0 })
     }
@@ -178,8 +170,8 @@ impl Scope {
     /// A constant tensor.
     pub fn constant(&self, value: &Tensor) -> Result<Output> {
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(value.dtype()));
-        a.insert("value".into(), attr(Value::Tensor(Box::new(convert::tensor_to_proto(value)))));
+        a.insert("dtype".into(), attr::dtype(value.dtype()));
+        a.insert("value".into(), attr::tensor(convert::tensor_to_proto(value)));
         Ok(Output { node: self.add_op("Const", "Const", &[], &[], a)?, index: 0 })
     }
 
@@ -196,8 +188,8 @@ impl Scope {
     /// A placeholder to be fed at run time.
     pub fn placeholder(&self, dtype: DType, shape: &Shape) -> Result<Output> {
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(dtype));
-        a.insert("shape".into(), attr(Value::Shape(Box::new(convert::shape_to_proto(shape)))));
+        a.insert("dtype".into(), attr::dtype(dtype));
+        a.insert("shape".into(), attr::shape(shape));
         Ok(Output { node: self.add_op("Placeholder", "Placeholder", &[], &[], a)?, index: 0 })
     }
 
@@ -244,8 +236,8 @@ impl Scope {
     /// Matrix product with optional transposes.
     pub fn matmul(&self, a: Output, b: Output, transpose_a: bool, transpose_b: bool) -> Result<Output> {
         let mut at = Attrs::new();
-        at.insert("transpose_a".into(), attr(Value::B(transpose_a)));
-        at.insert("transpose_b".into(), attr(Value::B(transpose_b)));
+        at.insert("transpose_a".into(), attr::boolean(transpose_a));
+        at.insert("transpose_b".into(), attr::boolean(transpose_b));
         self.op1("MatMul", "MatMul", &[a, b], at)
     }
     /// Adds a bias vector along the last axis.
@@ -256,29 +248,29 @@ impl Scope {
     pub fn reduce(&self, op: &str, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
         let ax = self.name_scope_free().constant_from(&[axes.len()], axes)?;
         let mut at = Attrs::new();
-        at.insert("keep_dims".into(), attr(Value::B(keep_dims)));
-        at.insert("Tidx".into(), type_attr(DType::Int32));
+        at.insert("keep_dims".into(), attr::boolean(keep_dims));
+        at.insert("Tidx".into(), attr::dtype(DType::Int32));
         self.op1(op, op, &[x, ax], at)
     }
     /// Casts to `dtype`.
     pub fn cast(&self, x: Output, dtype: DType) -> Result<Output> {
         let mut at = Attrs::new();
-        at.insert("SrcT".into(), type_attr(self.dtype(x)));
-        at.insert("DstT".into(), type_attr(dtype));
+        at.insert("SrcT".into(), attr::dtype(self.dtype(x)));
+        at.insert("DstT".into(), attr::dtype(dtype));
         Ok(Output { node: self.add_op("Cast", "Cast", &[x], &[], at)?, index: 0 })
     }
     /// Reshapes to `dims` (one may be -1).
     pub fn reshape(&self, x: Output, dims: &[i32]) -> Result<Output> {
         let s = self.name_scope_free().constant_from(&[dims.len()], dims)?;
         let mut at = Attrs::new();
-        at.insert("Tshape".into(), type_attr(DType::Int32));
+        at.insert("Tshape".into(), attr::dtype(DType::Int32));
         self.op1("Reshape", "Reshape", &[x, s], at)
     }
     /// Stacks tensors of equal shape along a new `axis`.
     pub fn pack(&self, values: &[Output], axis: i64) -> Result<Output> {
         let mut at = Attrs::new();
-        at.insert("N".into(), attr(Value::I(values.len() as i64)));
-        at.insert("axis".into(), attr(Value::I(axis)));
+        at.insert("N".into(), attr::int(values.len() as i64));
+        at.insert("axis".into(), attr::int(axis));
         self.op1("Pack", "stack", values, at)
     }
     /// Joins tensors along `axis`.
@@ -287,15 +279,15 @@ impl Scope {
         let mut inputs = values.to_vec();
         inputs.push(ax);
         let mut at = Attrs::new();
-        at.insert("N".into(), attr(Value::I(values.len() as i64)));
-        at.insert("Tidx".into(), type_attr(DType::Int32));
+        at.insert("N".into(), attr::int(values.len() as i64));
+        at.insert("Tidx".into(), attr::dtype(DType::Int32));
         self.op1("ConcatV2", "concat", &inputs, at)
     }
     /// `IdentityN` over several tensors.
     pub fn identity_n(&self, values: &[Output]) -> Result<Vec<Output>> {
-        let types = values.iter().map(|v| self.dtype(*v).to_tf()).collect();
+        let types: Vec<DType> = values.iter().map(|v| self.dtype(*v)).collect();
         let mut at = Attrs::new();
-        at.insert("T".into(), attr(Value::List(Box::new(ListValue { r#type: types, ..Default::default() }))));
+        at.insert("T".into(), attr::dtypes(&types));
         let node = self.add_op("IdentityN", "IdentityN", values, &[], at)?;
         Ok((0..values.len()).map(|index| Output { node, index }).collect())
     }
@@ -307,7 +299,7 @@ impl Scope {
     /// `Switch(data, pred)`: (output_false, output_true).
     pub fn switch(&self, data: Output, pred: Output) -> Result<(Output, Output)> {
         let mut at = Attrs::new();
-        at.insert("T".into(), type_attr(self.dtype(data)));
+        at.insert("T".into(), attr::dtype(self.dtype(data)));
         let n = self.add_op("Switch", "Switch", &[data, pred], &[], at)?;
         Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
     }
@@ -315,8 +307,8 @@ impl Scope {
     /// `Merge(values)`: (output, value_index).
     pub fn merge(&self, values: &[Output]) -> Result<(Output, Output)> {
         let mut at = Attrs::new();
-        at.insert("T".into(), type_attr(self.dtype(values[0])));
-        at.insert("N".into(), attr(Value::I(values.len() as i64)));
+        at.insert("T".into(), attr::dtype(self.dtype(values[0])));
+        at.insert("N".into(), attr::int(values.len() as i64));
         let n = self.add_op("Merge", "Merge", values, &[], at)?;
         Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
     }

@@ -17,6 +17,10 @@
 //! | `Select(c, t, e)` with constant `c` all true (false) → `t` (`e`), shapes known equal | selection of whole operands |
 //! | inference `FusedBatchNorm*` with constant statistics → `x * m + a` (`Mul`, `AddV2`), `m`, `a` folded | the kernel computes `x * m + a` with the same `m = scale / sqrt(var + eps)`, `a = offset - mean * m`, rounding after each step |
 //!
+//! The first five rules are not written per op: they come from the registry's facts, each
+//! op's exact neutral element and the side it may stand on (`Mul`: 1, either side; `AddV2`:
+//! -0, either side; `Sub`: +0, right; `RealDiv`: 1, right) and whether it is an involution.
+//!
 //! The (x's shape) conditions make sure the output shape is the shape of the operand kept
 //! (`x * ones([1, 1])` can broadcast `x` up a rank; such nodes are left alone). Nodes with
 //! control inputs, and constants with control inputs, are left alone (ordering and frames).
@@ -27,11 +31,11 @@
 use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, NodeId, NodeSpec, Output};
-use ferroflow_ops::{infer_shapes, OpRegistry};
-use ferroflow_proto::attr_value;
+use ferroflow_ops::{infer_shapes, Involution, Neutral, OpRegistry, Side};
+use ferroflow_proto::{attr, attr_value};
 use ferroflow_tensor::{DType, Shape, Tensor};
 
-use crate::util::{const_value, make_identity, remove_orphans, type_attr};
+use crate::util::{const_value, make_identity, remove_orphans};
 use crate::{OptimizeError, Pass, PassContext};
 
 /// The arithmetic simplification pass.
@@ -130,9 +134,9 @@ impl View<'_> {
 
 enum Rewrite {
     /// The node's output is this tensor.
-    Forward(Output, &'static str),
+    Forward(Output, String),
     /// Replace input `slot` by this tensor.
-    Input(usize, Output, &'static str),
+    Input(usize, Output, String),
 }
 
 fn norm_axis(a: i64, rank: usize) -> Option<usize> {
@@ -150,56 +154,41 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
         let p = graph.node(o.node);
         (p.control_inputs.is_empty() && o.index == 0).then_some(p)
     };
+    let facts = OpRegistry::global().facts(&n.op)?;
+    if let (Some((neutral, side)), true) = (facts.neutral, real) {
+        // Integer zero is both +0 and -0.
+        let (want, shown) = match neutral {
+            Neutral::One => (Uniform::One, "1"),
+            Neutral::NegZero if dtype.is_float() => (Uniform::NegZero, "-0"),
+            Neutral::PosZero if dtype.is_float() => (Uniform::PosZero, "+0"),
+            Neutral::NegZero | Neutral::PosZero => (Uniform::PosZero, "0"),
+        };
+        let sides: &[(usize, usize)] = match side {
+            Side::Both => &[(1, 0), (0, 1)],
+            Side::Right => &[(1, 0)],
+        };
+        for &(c, x) in sides {
+            if let Some(t) = v.constant(graph, input(c)) {
+                if uniform(&t) == Some(want) && v.absorbed_by(&t, input(x)) {
+                    let written =
+                        if c == 1 { format!("{}(x, {shown})", n.op) } else { format!("{}({shown}, x)", n.op) };
+                    return Some(Rewrite::Forward(input(x), format!("{written} -> x")));
+                }
+            }
+        }
+    }
+    if let Some(kind) = facts.involution {
+        let p = producer(input(0))?;
+        if p.op == n.op && (kind == Involution::Exact || v.ctx.options.inexact_float_rewrites) {
+            let inexact = if kind == Involution::Exact { "" } else { "INEXACT: " };
+            return Some(Rewrite::Forward(p.inputs[0], format!("{inexact}{op}({op}(x)) -> x", op = n.op)));
+        }
+    }
     match n.op.as_str() {
-        "Mul" if real => {
-            for (c, x) in [(1, 0), (0, 1)] {
-                if let Some(t) = v.constant(graph, input(c)) {
-                    if uniform(&t) == Some(Uniform::One) && v.absorbed_by(&t, input(x)) {
-                        return Some(Rewrite::Forward(input(x), "x * 1 -> x"));
-                    }
-                }
-            }
-        }
-        "RealDiv" | "Div" if real => {
-            if let Some(t) = v.constant(graph, input(1)) {
-                if uniform(&t) == Some(Uniform::One) && v.absorbed_by(&t, input(0)) {
-                    return Some(Rewrite::Forward(input(0), "x / 1 -> x"));
-                }
-            }
-        }
-        "Add" | "AddV2" if real => {
-            let zero = if dtype.is_float() { Uniform::NegZero } else { Uniform::PosZero };
-            for (c, x) in [(1, 0), (0, 1)] {
-                if let Some(t) = v.constant(graph, input(c)) {
-                    if uniform(&t) == Some(zero) && v.absorbed_by(&t, input(x)) {
-                        return Some(Rewrite::Forward(input(x), "x + (-0) -> x"));
-                    }
-                }
-            }
-        }
-        "Sub" if real => {
-            if let Some(t) = v.constant(graph, input(1)) {
-                if uniform(&t) == Some(Uniform::PosZero) && v.absorbed_by(&t, input(0)) {
-                    return Some(Rewrite::Forward(input(0), "x - (+0) -> x"));
-                }
-            }
-        }
-        "Neg" | "LogicalNot" => {
-            let p = producer(input(0))?;
-            if p.op == n.op {
-                return Some(Rewrite::Forward(p.inputs[0], "involution f(f(x)) -> x"));
-            }
-        }
-        "Reciprocal" | "Inv" if v.ctx.options.inexact_float_rewrites => {
-            let p = producer(input(0))?;
-            if p.op == n.op {
-                return Some(Rewrite::Forward(p.inputs[0], "INEXACT: Reciprocal(Reciprocal(x)) -> x"));
-            }
-        }
         "Transpose" => {
             let perm = ints(&v.constant(graph, input(1))?)?;
             if perm.iter().enumerate().all(|(i, &p)| p == i as i64) && v.rank(input(0)) == Some(perm.len()) {
-                return Some(Rewrite::Forward(input(0), "identity Transpose -> x"));
+                return Some(Rewrite::Forward(input(0), "identity Transpose -> x".into()));
             }
             let p = producer(input(0))?;
             if p.op == "Transpose" {
@@ -210,7 +199,7 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
                         .enumerate()
                         .all(|(i, &q)| usize::try_from(q).ok().and_then(|q| inner.get(q)) == Some(&(i as i64)))
                 {
-                    return Some(Rewrite::Forward(p.inputs[0], "Transpose(Transpose(x, p), inverse of p) -> x"));
+                    return Some(Rewrite::Forward(p.inputs[0], "Transpose(Transpose(x, p), inverse of p) -> x".into()));
                 }
             }
         }
@@ -219,16 +208,16 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
             let xs = v.shape(x).as_known();
             if let (Some(xs), Some(out)) = (&xs, v.shape(Output { node: id, index: 0 }).as_known()) {
                 if *xs == out {
-                    return Some(Rewrite::Forward(x, "Reshape to the same shape -> x"));
+                    return Some(Rewrite::Forward(x, "Reshape to the same shape -> x".into()));
                 }
             }
             let p = producer(x)?;
             if p.op == "Reshape" && v.shape(p.inputs[0]).as_known().is_some() {
-                return Some(Rewrite::Input(0, p.inputs[0], "Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)"));
+                return Some(Rewrite::Input(0, p.inputs[0], "Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)".into()));
             }
         }
         "Cast" if graph.output_type(input(0)) == dtype => {
-            return Some(Rewrite::Forward(input(0), "Cast to the same type -> x"));
+            return Some(Rewrite::Forward(input(0), "Cast to the same type -> x".into()));
         }
         "Squeeze" => {
             let dims = match n.attrs.get("squeeze_dims").and_then(|a| a.value.as_ref()) {
@@ -240,7 +229,7 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
                 let r = v.rank(input(0))?;
                 let a = ints(&v.constant(graph, p.inputs[1])?)?;
                 if a.len() == 1 && norm_axis(a[0], r).is_some() && norm_axis(a[0], r) == norm_axis(dims[0], r) {
-                    return Some(Rewrite::Forward(p.inputs[0], "Squeeze(ExpandDims(x, a), [a]) -> x"));
+                    return Some(Rewrite::Forward(p.inputs[0], "Squeeze(ExpandDims(x, a), [a]) -> x".into()));
                 }
             }
         }
@@ -258,7 +247,7 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
                     && norm_axis(dims[0], r).is_some()
                     && norm_axis(dims[0], r) == norm_axis(a[0], r)
                 {
-                    return Some(Rewrite::Forward(p.inputs[0], "ExpandDims(Squeeze(x, [a]), a) -> x"));
+                    return Some(Rewrite::Forward(p.inputs[0], "ExpandDims(Squeeze(x, [a]), a) -> x".into()));
                 }
             }
         }
@@ -270,8 +259,8 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
                 return None;
             }
             match uniform(&c)? {
-                Uniform::True => return Some(Rewrite::Forward(input(1), "Select(true, t, e) -> t")),
-                Uniform::False => return Some(Rewrite::Forward(input(2), "Select(false, t, e) -> e")),
+                Uniform::True => return Some(Rewrite::Forward(input(1), "Select(true, t, e) -> t".into())),
+                Uniform::False => return Some(Rewrite::Forward(input(2), "Select(false, t, e) -> e".into())),
                 _ => {}
             }
         }
@@ -303,7 +292,7 @@ impl Pass for ArithmeticSimplifier {
                     }
                 }
                 let n = graph.node(id);
-                if !n.control_inputs.is_empty() || crate::util::has_side_effects(&n.op) || n.inputs.is_empty() {
+                if !n.control_inputs.is_empty() || crate::util::has_side_effects(graph, &n.op) || n.inputs.is_empty() {
                     continue;
                 }
                 if view.ctx.options.inexact_float_rewrites && n.op == "RealDiv" && n.types.outputs[0].is_float() {
@@ -328,7 +317,7 @@ impl Pass for ArithmeticSimplifier {
         // Forwarded nodes become Identity(x) (removed below unless protected or ordering);
         // nodes whose input was rewired stay as they are.
         for (id, forward, why) in rewrites {
-            ctx.report.rewritten.push((graph.node(id).name.clone(), why.to_string()));
+            ctx.report.rewritten.push((graph.node(id).name.clone(), why));
             if let Some(x) = forward {
                 make_identity(graph, id, x);
             }
@@ -363,7 +352,7 @@ fn reciprocal_multiply(graph: &mut Graph, id: NodeId, c: &Tensor, ctx: &mut Pass
         device: graph.node(id).device.clone(),
         ..Default::default()
     };
-    spec.attrs.insert("dtype".into(), type_attr(r.dtype()));
+    spec.attrs.insert("dtype".into(), attr::dtype(r.dtype()));
     spec.attrs.insert("value".into(), crate::util::tensor_attr(&r));
     let rc = graph.add_node(spec, OpRegistry::global())?;
     let n = graph.node_mut(id);
@@ -374,7 +363,7 @@ fn reciprocal_multiply(graph: &mut Graph, id: NodeId, c: &Tensor, ctx: &mut Pass
     Ok(())
 }
 
-/// Inference-mode `FusedBatchNorm*` (NHWC, float, constant statistics, only `y` used) into
+/// Inference-mode `FusedBatchNormV3` (NHWC, float, constant statistics, only `y` used) into
 /// `AddV2(Mul(x, m), a)` with `m` and `a` computed exactly as the kernel computes them. The
 /// node keeps its name (it becomes the `AddV2`).
 fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
@@ -382,7 +371,7 @@ fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(),
     let data = crate::util::data_consumers(graph);
     for (id, consumers) in data.iter().enumerate() {
         let n = graph.node(id);
-        if !matches!(n.op.as_str(), "FusedBatchNorm" | "FusedBatchNormV2" | "FusedBatchNormV3")
+        if n.op != "FusedBatchNormV3"
             || !n.control_inputs.is_empty()
             || ctx.is_protected(graph, id)
             || consumers.iter().any(|&(c, slot)| graph.node(c).inputs[slot].index != 0)
@@ -429,7 +418,7 @@ fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(),
             let nm = graph.unique_name(&format!("{name}/{suffix}"));
             let mut spec =
                 NodeSpec { name: nm.clone(), op: "Const".into(), device: device.clone(), ..Default::default() };
-            spec.attrs.insert("dtype".into(), type_attr(DType::Float));
+            spec.attrs.insert("dtype".into(), attr::dtype(DType::Float));
             spec.attrs.insert("value".into(), crate::util::tensor_attr(&t));
             let id = graph.add_node(spec, OpRegistry::global())?;
             ctx.report.added.push(nm);
@@ -445,14 +434,14 @@ fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(),
             device: device.clone(),
             ..Default::default()
         };
-        spec.attrs.insert("T".into(), type_attr(DType::Float));
+        spec.attrs.insert("T".into(), attr::dtype(DType::Float));
         let mul_id = graph.add_node(spec, OpRegistry::global())?;
         ctx.report.added.push(mul_name);
         let node = graph.node_mut(id);
         node.op = "AddV2".into();
         node.inputs = vec![Output { node: mul_id, index: 0 }, a];
         let mut attrs = ferroflow_graph::Attrs::new();
-        attrs.insert("T".into(), type_attr(DType::Float));
+        attrs.insert("T".into(), attr::dtype(DType::Float));
         node.attrs = attrs;
         node.types = ferroflow_graph::NodeTypes { inputs: vec![DType::Float; 2], outputs: vec![DType::Float] };
         node.experimental_type = None;

@@ -2,15 +2,16 @@
 //! and device compute the same value; all but the first are removed and their consumers
 //! read the first.
 //!
-//! Exact: a node without side effects is a function of its inputs and attrs. Input order is
-//! kept as written (commutative ops are not reordered: `a+b` and `b+a` can differ in the NaN
-//! payload they return).
+//! Exact: a node without side effects is a function of its inputs and attrs. The inputs of
+//! the registry's commutative ops are compared as a set only when no input is a float (`a+b`
+//! and `b+a` can differ in the NaN payload they return; integer and boolean results cannot).
 use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, NodeId, Output};
+use ferroflow_ops::OpRegistry;
 use prost::Message;
 
-use crate::util::{is_control_flow, remove};
+use crate::util::remove;
 use crate::{OptimizeError, Pass, PassContext};
 
 /// The CSE pass.
@@ -23,7 +24,18 @@ fn key(graph: &Graph, id: NodeId, buf: &mut Vec<u8>) {
     buf.push(0);
     buf.extend_from_slice(n.device.as_bytes());
     buf.push(0);
-    for o in &n.inputs {
+    let commutative = n.types.inputs.iter().all(|t| !t.is_float())
+        && OpRegistry::global().facts(&n.op).is_some_and(|f| f.commutative);
+    let sorted;
+    let inputs: &[Output] = if commutative {
+        let mut v = n.inputs.clone();
+        v.sort_unstable();
+        sorted = v;
+        &sorted
+    } else {
+        &n.inputs
+    };
+    for o in inputs {
         buf.extend_from_slice(&(o.node as u64).to_le_bytes());
         buf.extend_from_slice(&(o.index as u32).to_le_bytes());
     }
@@ -83,7 +95,7 @@ impl Pass for CommonSubexpressionElimination {
             }
             let n = graph.node(id);
             let protected = ctx.is_protected(graph, id);
-            if is_control_flow(&n.op) || ctx.is_fed(graph, id) || (protected && n.op != "Const") {
+            if OpRegistry::global().is_control_flow(&n.op) || ctx.is_fed(graph, id) || (protected && n.op != "Const") {
                 continue;
             }
             if protected {

@@ -9,9 +9,15 @@
 use std::collections::HashSet;
 
 use ferroflow_graph::{Graph, NodeId};
+use ferroflow_ops::{ControlFlow, OpRegistry};
 
 use crate::util::{control_consumers, data_consumers, has_control_flow, remove_orphans};
 use crate::{OptimizeError, Pass, PassContext};
+
+/// The TensorFlow 1 control-flow role of `op`.
+fn role(op: &str) -> Option<ControlFlow> {
+    OpRegistry::global().facts(op).and_then(|f| f.control_flow())
+}
 
 /// The dependency-optimizer pass.
 pub struct DependencyOptimizer;
@@ -40,7 +46,7 @@ impl Pass for DependencyOptimizer {
                     n.inputs.iter().map(|o| o.node).chain(n.control_inputs.iter().copied()).collect();
                 for p in direct {
                     let pn = graph.node(p);
-                    if pn.op == "Merge" || pn.op == "RefMerge" {
+                    if role(&pn.op) == Some(ControlFlow::Merge) {
                         continue;
                     }
                     implied.extend(pn.inputs.iter().map(|o| o.node));
@@ -69,9 +75,9 @@ impl Pass for DependencyOptimizer {
                 }
                 // In TensorFlow 1 control flow a Switch output must be anchored by an Identity
                 // and a Merge fires on any input: neither is rewired through.
-                let op = |i: &NodeId| graph.node(*i).op.as_str();
-                if n.control_inputs.iter().any(|i| matches!(op(i), "Switch" | "RefSwitch"))
-                    || ctrl[id].iter().any(|i| matches!(op(i), "Merge" | "RefMerge"))
+                let role_of = |i: &NodeId| role(&graph.node(*i).op);
+                if n.control_inputs.iter().any(|i| role_of(i) == Some(ControlFlow::Switch))
+                    || ctrl[id].iter().any(|i| role_of(i) == Some(ControlFlow::Merge))
                 {
                     continue;
                 }

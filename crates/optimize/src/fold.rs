@@ -1,6 +1,7 @@
 //! Constant folding: nodes whose data inputs are all constant are evaluated once, with the
-//! same CPU kernels the executor runs, and replaced by `Const` nodes. `Shape`, `Size` and
-//! `Rank` of statically known shapes become constants too.
+//! same CPU kernels the executor runs, and replaced by `Const` nodes. Ops whose value depends
+//! only on their input's shape (`Shape`, `Size`, `Rank`, ...) fold when that shape is
+//! statically known.
 //!
 //! Exact: the folded value is what the kernel would compute at run time (same kernel, same
 //! inputs; kernels do not depend on the thread count for their results).
@@ -13,109 +14,41 @@ use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, NodeId, NodeSpec, Output};
 use ferroflow_kernels::{run_op, KernelContext, KernelRegistry};
-use ferroflow_ops::{infer_shapes, OpRegistry};
+use ferroflow_ops::{infer_node, infer_shapes, InferCtx, Known, OpRegistry};
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::util::{const_value, has_control_flow, is_call, is_control_flow, make_const, remove_orphans, rewire};
+use crate::util::{const_value, has_control_flow, is_call, make_const, remove_orphans, rewire};
 use crate::{OptimizeError, Pass, PassContext};
 
 /// The constant-folding pass.
 pub struct ConstantFolding;
 
-/// Ops whose output can be much larger than their inputs.
-const GROWING: &[&str] = &[
-    "Fill",
-    "Tile",
-    "Range",
-    "BroadcastTo",
-    "Pad",
-    "PadV2",
-    "MirrorPad",
-    "OneHot",
-    "ZerosLike",
-    "OnesLike",
-    "ResizeBilinear",
-    "ResizeNearestNeighbor",
-    "MatMul",
-    "BatchMatMulV2",
-    "Einsum",
-    "Conv2D",
-    "Gather",
-    "GatherV2",
-    "GatherNd",
-];
-
-fn shape_value(op: &str, dims: &[usize], out: DType) -> Option<Tensor> {
-    let as_ints = |v: Vec<i64>, shape: &[usize]| -> Option<Tensor> {
-        match out {
-            DType::Int32 => {
-                let v: Vec<i32> = v.into_iter().map(i32::try_from).collect::<Result<_, _>>().ok()?;
-                Tensor::from_vec(shape, v).ok()
+/// A statically known value as the tensor an op of output dtype `out` would produce.
+fn known_tensor(known: Known, out: DType) -> Option<Tensor> {
+    match known {
+        Known::Value(t) => (t.dtype() == out).then_some(t),
+        Known::Shape(s) => {
+            let dims = s.as_known()?;
+            match out {
+                DType::Int32 => {
+                    let v: Vec<i32> = dims.into_iter().map(i32::try_from).collect::<Result<_, _>>().ok()?;
+                    Tensor::from_vec(&[v.len()], v).ok()
+                }
+                DType::Int64 => {
+                    let v: Vec<i64> = dims.into_iter().map(|d| d as i64).collect();
+                    Tensor::from_vec(&[v.len()], v).ok()
+                }
+                _ => None,
             }
-            DType::Int64 => Tensor::from_vec(shape, v).ok(),
-            _ => None,
         }
-    };
-    match op {
-        "Shape" => as_ints(dims.iter().map(|&d| d as i64).collect(), &[dims.len()]),
-        "Size" => as_ints(vec![dims.iter().product::<usize>() as i64], &[]),
-        _ => None,
+        Known::Handle(_) => None,
     }
 }
 
-/// An integer tensor's values.
-fn int_values(t: &Tensor) -> Option<Vec<i64>> {
-    match t.dtype() {
-        DType::Int32 => Some(t.as_slice::<i32>().ok()?.iter().map(|&v| v as i64).collect()),
-        DType::Int64 => Some(t.as_slice::<i64>().ok()?.to_vec()),
-        _ => None,
-    }
-}
-
-/// A scalar's value as f64.
-fn scalar_f64(t: &Tensor) -> Option<f64> {
-    Some(match t.dtype() {
-        DType::Int32 => t.scalar_value::<i32>().ok()? as f64,
-        DType::Int64 => t.scalar_value::<i64>().ok()? as f64,
-        DType::Float => t.scalar_value::<f32>().ok()? as f64,
-        DType::Double => t.scalar_value::<f64>().ok()?,
-        _ => return None,
-    })
-}
-
-/// The number of elements a growing op would produce from these constant inputs, when it can
-/// be told without running it (saturating, so absurd requests come out huge, not wrapped).
-fn grown_elements(op: &str, inputs: &[Tensor]) -> Option<usize> {
-    let product = |v: &[i64]| v.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?));
-    let big = usize::MAX;
-    match op {
-        "Range" => {
-            let (start, limit, delta) = (scalar_f64(&inputs[0])?, scalar_f64(&inputs[1])?, scalar_f64(&inputs[2])?);
-            let n = ((limit - start) / delta).ceil();
-            Some(if n.is_finite() { n.clamp(0.0, 1e18) as usize } else { big })
-        }
-        "Fill" | "BroadcastTo" => Some(product(&int_values(&inputs[if op == "Fill" { 0 } else { 1 }])?).unwrap_or(big)),
-        "Tile" => Some(product(&int_values(&inputs[1])?).and_then(|m| m.checked_mul(inputs[0].len())).unwrap_or(big)),
-        "Pad" | "PadV2" | "MirrorPad" => {
-            let p = int_values(&inputs[1])?;
-            let dims = inputs[0].dims();
-            if p.len() != dims.len() * 2 {
-                return None;
-            }
-            let grown: Vec<i64> = dims.iter().enumerate().map(|(i, &d)| d as i64 + p[2 * i] + p[2 * i + 1]).collect();
-            Some(product(&grown).unwrap_or(big))
-        }
-        "OneHot" => {
-            let depth = usize::try_from(scalar_f64(&inputs[1])? as i64).ok()?;
-            Some(inputs[0].len().checked_mul(depth).unwrap_or(big))
-        }
-        "ZerosLike" | "OnesLike" => Some(inputs[0].len()),
-        _ => None,
-    }
-}
-
-/// The value of a shape-only node (`Shape`, `Size`, `Rank`, `ZerosLike`, `OnesLike`) whose
-/// input is not constant but has a statically known shape.
+/// The value of a node whose output depends only on its input's shape (the registry's
+/// `shape_only` ops: `Shape`, `Size`, `Rank`, `ZerosLike`, ...) when that input is not
+/// constant but has a statically known shape: from what inference knows of the output, or
+/// by running the kernel on zeros of that shape when the result fits the folding cap.
 fn static_value(
     graph: &Graph,
     id: NodeId,
@@ -124,28 +57,36 @@ fn static_value(
     kctx: &KernelContext,
 ) -> Option<Tensor> {
     let n = graph.node(id);
-    if !matches!(n.op.as_str(), "Shape" | "Size" | "Rank" | "ZerosLike" | "OnesLike") {
-        return None;
-    }
+    let reg = OpRegistry::global();
+    let def = reg.get(&n.op).filter(|d| d.facts.shape_only)?;
     let src = n.inputs[0];
     let producer = graph.node(src.node);
-    if (producer.op == "Const" && !ctx.is_fed(graph, src.node)) || is_control_flow(&producer.op) {
+    if (producer.op == "Const" && !ctx.is_fed(graph, src.node)) || reg.is_control_flow(&producer.op) {
         return None; // plain folding handles constants; frames are left alone
     }
     let shape = shapes?.get(src.node)?.get(src.index)?;
     let out = n.types.outputs[0];
-    match n.op.as_str() {
-        "Rank" => Some(Tensor::scalar(shape.rank()? as i32)),
-        "Shape" | "Size" => shape_value(&n.op, &shape.as_known()?, out),
-        _ => {
-            let dims = shape.as_known()?;
-            if dims.iter().product::<usize>() * out.size().unwrap_or(8) > ctx.options.max_folded_constant_bytes {
-                return None;
-            }
-            let zeros = Tensor::zeros(out, &dims).ok()?;
-            run_op(&n.op, &n.attrs, vec![zeros], kctx).ok()?.into_iter().next()
-        }
+    let inputs = [shape.clone()];
+    let icx = InferCtx { def, attrs: &n.attrs, inputs: &inputs, known: &[None], num_outputs: 1 };
+    if let Some(known) = def.known_fn.and_then(|f| f(&icx)) {
+        return known_tensor(known, out);
     }
+    let dims = shape.as_known()?;
+    if shape.num_elements()?.saturating_mul(out.size().unwrap_or(8)) > ctx.options.max_folded_constant_bytes {
+        return None;
+    }
+    let zeros = Tensor::zeros(n.types.inputs[0], &dims).ok()?;
+    run_op(&n.op, &n.attrs, vec![zeros], kctx).ok()?.into_iter().next()
+}
+
+/// The output shapes of a node whose inputs are these constants, by its shape function.
+fn output_shapes(graph: &Graph, id: NodeId, inputs: &[Tensor]) -> Option<Vec<ferroflow_tensor::Shape>> {
+    let n = graph.node(id);
+    let def = OpRegistry::global().get(&n.op)?;
+    let shapes: Vec<ferroflow_tensor::Shape> =
+        inputs.iter().map(|t| ferroflow_tensor::Shape::known(t.dims())).collect();
+    let known: Vec<Option<Known>> = inputs.iter().map(|t| Some(Known::Value(t.clone()))).collect();
+    infer_node(def, &n.attrs, &shapes, &known).ok()
 }
 
 impl Pass for ConstantFolding {
@@ -169,13 +110,13 @@ impl Pass for ConstantFolding {
             if n.op == "Const" || n.inputs.is_empty() || n.num_outputs() == 0 {
                 continue;
             }
-            if is_control_flow(&n.op) || is_call(graph, &n.op) || ctx.is_fed(graph, id) {
+            if OpRegistry::global().is_control_flow(&n.op) || is_call(graph, &n.op) || ctx.is_fed(graph, id) {
                 continue;
             }
             if ctx.is_protected(graph, id) && !(ctx.is_named_in_item(&n.name) && n.num_outputs() == 1) {
                 continue;
             }
-            if crate::util::has_side_effects(&n.op) {
+            if crate::util::has_side_effects(graph, &n.op) {
                 continue;
             }
             // Values that depend only on a statically known shape (Shape, Size, Rank,
@@ -231,23 +172,20 @@ impl Pass for ConstantFolding {
             if !all_const || !kernels.has_op(&n.op) {
                 continue;
             }
-            // Never allocate a result over the size cap: check the static output sizes first
-            // (ops that can grow their input are only folded when those sizes are known).
+            // Never allocate a result over the size cap: check the output sizes first, from
+            // the op's shape function on these constants (ops that can grow their input are
+            // only folded when those sizes are known).
             let cap = ctx.options.max_folded_constant_bytes;
-            let sizes: Option<Vec<usize>> = shapes.as_ref().and_then(|s| {
-                s.get(id)?
-                    .iter()
+            let sizes: Option<Vec<usize>> = output_shapes(graph, id, &inputs).and_then(|s| {
+                s.iter()
                     .zip(&n.types.outputs)
-                    .map(|(sh, d)| Some(sh.num_elements()? * d.size().unwrap_or(8)))
+                    .map(|(sh, d)| Some(sh.num_elements()?.saturating_mul(d.size().unwrap_or(8))))
                     .collect()
             });
-            let sizes = sizes.or_else(|| {
-                let e = grown_elements(&n.op, &inputs)?;
-                Some(vec![e.saturating_mul(n.types.outputs.first()?.size().unwrap_or(8))])
-            });
+            let grows = OpRegistry::global().facts(&n.op).is_some_and(|f| f.grows);
             match sizes {
-                Some(sizes) if sizes.iter().sum::<usize>() > cap => continue,
-                None if GROWING.contains(&n.op.as_str()) => continue,
+                Some(sizes) if sizes.iter().fold(0usize, |a, &b| a.saturating_add(b)) > cap => continue,
+                None if grows => continue,
                 _ => {}
             }
             // A kernel error here is left for run time to report, with the node's name.
@@ -291,7 +229,7 @@ impl Pass for ConstantFolding {
 }
 
 fn spec_with_value(mut spec: NodeSpec, v: &Tensor) -> NodeSpec {
-    spec.attrs.insert("dtype".into(), crate::util::type_attr(v.dtype()));
+    spec.attrs.insert("dtype".into(), ferroflow_proto::attr::dtype(v.dtype()));
     spec.attrs.insert("value".into(), crate::util::tensor_attr(v));
     spec
 }

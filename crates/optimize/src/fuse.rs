@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 
 use ferroflow_graph::{Attrs, Graph, NodeId, NodeTypes, Output};
-use ferroflow_kernels::fused::{FUSIBLE_BINARY, FUSIBLE_UNARY};
-use ferroflow_proto::{attr_value, attr_value::ListValue, AttrValue};
+use ferroflow_ops::{BinaryFn, Elementwise, OpRegistry};
+use ferroflow_proto::{attr, attr_value};
 use ferroflow_tensor::DType;
 
-use crate::util::{control_consumers, data_consumers, remove_orphans, type_attr};
+use crate::util::{control_consumers, data_consumers, remove_orphans};
 use crate::{OptimizeError, Pass, PassContext};
 
 /// MatMul/Conv2D + BiasAdd (+ activation) fusion.
@@ -22,15 +22,9 @@ pub struct ContractionFusion;
 /// Elementwise chain fusion.
 pub struct ElementwiseFusion;
 
-const ACTIVATIONS: &[&str] = &["Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"];
-
-fn strings(v: &[&str]) -> AttrValue {
-    AttrValue {
-        value: Some(attr_value::Value::List(Box::new(ListValue {
-            s: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
-            ..Default::default()
-        }))),
-    }
+/// The registry's elementwise facts of `op`.
+fn elementwise(op: &str) -> Option<Elementwise> {
+    OpRegistry::global().facts(op).and_then(|f| f.elementwise)
 }
 
 fn string_attr(attrs: &Attrs, name: &str) -> Option<String> {
@@ -78,10 +72,12 @@ impl Pass for ContractionFusion {
                 "BiasAdd" => string_attr(&b.attrs, "data_format").is_none_or(|f| f == "NHWC"),
                 // `x + b` with b a vector as long as x's last axis is BiasAdd (same additions,
                 // same operand order); TensorFlow's remapper fuses it too.
-                "Add" | "AddV2" => match (shape(b.inputs[0]), shape(b.inputs[1])) {
-                    (Some(x), Some(v)) => v.len() == 1 && v[0].is_some() && x.len() >= 2 && x.last() == v.first(),
-                    _ => false,
-                },
+                op if elementwise(op) == Some(Elementwise::Binary(BinaryFn::Add)) => {
+                    match (shape(b.inputs[0]), shape(b.inputs[1])) {
+                        (Some(x), Some(v)) => v.len() == 1 && v[0].is_some() && x.len() >= 2 && x.last() == v.first(),
+                        _ => false,
+                    }
+                }
                 _ => false,
             };
             if !is_bias {
@@ -108,7 +104,7 @@ impl Pass for ContractionFusion {
             let mut activation = None;
             if let [(a, 0)] = edges.data[bias_id].as_slice() {
                 let an = graph.node(*a);
-                if ACTIVATIONS.contains(&an.op.as_str())
+                if OpRegistry::global().facts(&an.op).is_some_and(|f| f.activation)
                     && edges.absorbable(graph, ctx, bias_id, &an.device)
                     && an.control_inputs.is_empty()
                 {
@@ -126,9 +122,9 @@ impl Pass for ContractionFusion {
             if let Some(a) = &activation {
                 ops.push(a.as_str());
             }
-            attrs.insert("fused_ops".into(), strings(&ops));
-            attrs.insert("num_args".into(), AttrValue { value: Some(attr_value::Value::I(1)) });
-            attrs.insert("epsilon".into(), AttrValue { value: Some(attr_value::Value::F(0.0001)) });
+            attrs.insert("fused_ops".into(), attr::strings(&ops));
+            attrs.insert("num_args".into(), attr::int(1));
+            attrs.insert("epsilon".into(), attr::float(0.0001));
             let alpha = match activation.as_deref() {
                 Some("LeakyRelu") => match graph.node(root).attrs.get("alpha").and_then(|a| a.value.as_ref()) {
                     Some(attr_value::Value::F(f)) => *f,
@@ -136,18 +132,10 @@ impl Pass for ContractionFusion {
                 },
                 _ => 0.2,
             };
-            attrs.insert("leakyrelu_alpha".into(), AttrValue { value: Some(attr_value::Value::F(alpha)) });
+            attrs.insert("leakyrelu_alpha".into(), attr::float(alpha));
             if fused_op == "_FusedConv2D" {
-                attrs.insert(
-                    "TArgs".into(),
-                    AttrValue {
-                        value: Some(attr_value::Value::List(Box::new(ListValue {
-                            r#type: vec![dtype.to_tf()],
-                            ..Default::default()
-                        }))),
-                    },
-                );
-                attrs.insert("num_host_args".into(), AttrValue { value: Some(attr_value::Value::I(0)) });
+                attrs.insert("TArgs".into(), attr::dtypes(&[dtype]));
+                attrs.insert("num_host_args".into(), attr::int(0));
             }
             let mut absorbed = vec![c.name.clone()];
             if root != bias_id {
@@ -181,13 +169,7 @@ fn program(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
         && lines.iter().enumerate().all(|(i, line)| {
             let mut parts = line.split_whitespace();
             let op = parts.next().unwrap_or_default();
-            let arity = if FUSIBLE_UNARY.contains(&op) {
-                1
-            } else if FUSIBLE_BINARY.contains(&op) {
-                2
-            } else {
-                return false;
-            };
+            let Some(arity) = elementwise(op).map(Elementwise::arity) else { return false };
             let operands: Vec<&str> = parts.collect();
             operands.len() == arity
                 && operands.iter().all(|p| {
@@ -205,7 +187,7 @@ fn program(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
 fn is_fusible(graph: &Graph, id: NodeId) -> bool {
     let n = graph.node(id);
     let op = n.op.as_str();
-    (FUSIBLE_UNARY.contains(&op) || FUSIBLE_BINARY.contains(&op) || (op == "_FusedElementwise" && program(n).is_some()))
+    (elementwise(op).is_some() || (op == "_FusedElementwise" && program(n).is_some()))
         && n.types.outputs.len() == 1
         && matches!(n.types.outputs[0], DType::Float | DType::Double)
         && n.types.inputs.iter().all(|&t| t == n.types.outputs[0])
@@ -314,10 +296,9 @@ impl Pass for ElementwiseFusion {
         for (id, cl) in rewrites {
             let dtype = graph.node(id).types.outputs[0];
             let mut attrs = Attrs::new();
-            attrs.insert("T".into(), type_attr(dtype));
-            attrs.insert("N".into(), AttrValue { value: Some(attr_value::Value::I(cl.args.len() as i64)) });
-            let prog: Vec<&str> = cl.program.iter().map(String::as_str).collect();
-            attrs.insert("program".into(), strings(&prog));
+            attrs.insert("T".into(), attr::dtype(dtype));
+            attrs.insert("N".into(), attr::int(cl.args.len() as i64));
+            attrs.insert("program".into(), attr::strings(&cl.program));
             let n = graph.node_mut(id);
             n.op = "_FusedElementwise".into();
             n.types = NodeTypes { inputs: vec![dtype; cl.args.len()], outputs: vec![dtype] };

@@ -125,7 +125,7 @@ impl PassContext<'_> {
     /// nodes, and nodes with side effects).
     pub fn is_protected(&self, graph: &Graph, node: NodeId) -> bool {
         let n = graph.node(node);
-        self.protected.contains(&n.name) || util::has_side_effects(&n.op)
+        self.protected.contains(&n.name) || util::has_side_effects(graph, &n.op)
     }
 
     /// True if `node` is named in the item (feed, fetch, target or keep).

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, Output};
+use ferroflow_ops::{ControlFlow, OpRegistry};
 
 use crate::util::{control_consumers, data_consumers, remove, rewire};
 use crate::{OptimizeError, Pass, PassContext};
@@ -10,15 +11,16 @@ use crate::{OptimizeError, Pass, PassContext};
 /// The pruning pass.
 pub struct Pruning;
 
-/// Ops that forward their (single) input unchanged.
+/// Nodes whose outputs are their inputs, unchanged (the registry's forwarding ops).
 fn is_forwarding(graph: &Graph, id: usize) -> bool {
     let n = graph.node(id);
-    match n.op.as_str() {
-        "Identity" | "Snapshot" | "StopGradient" => true,
-        "IdentityN" => true,
-        "AddN" => n.inputs.len() == 1,
-        _ => false,
-    }
+    OpRegistry::global()
+        .facts(&n.op)
+        .is_some_and(|f| f.forwards_input || (f.forwards_single_input && n.inputs.len() == 1))
+}
+
+fn is_merge(graph: &Graph, id: usize) -> bool {
+    OpRegistry::global().facts(&graph.node(id).op).and_then(|f| f.control_flow()) == Some(ControlFlow::Merge)
 }
 
 impl Pass for Pruning {
@@ -52,7 +54,7 @@ impl Pass for Pruning {
             let controls = n.control_inputs.clone();
             if !controls.is_empty() {
                 let (i, o) = (1 + controls.len(), data[id].len());
-                if i * o > i + o || data[id].iter().any(|&(c, _)| graph.node(c).op.contains("Merge")) {
+                if i * o > i + o || data[id].iter().any(|&(c, _)| is_merge(graph, c)) {
                     continue;
                 }
                 for &(c, _) in &data[id] {

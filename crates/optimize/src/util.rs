@@ -3,75 +3,50 @@ use std::collections::HashMap;
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeTypes, Output};
 use ferroflow_ops::OpRegistry;
-use ferroflow_proto::{attr_value, convert, AttrValue};
+use ferroflow_proto::{attr, attr_value, convert, AttrValue};
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::PassContext;
 
 /// Ops whose running matters beyond their outputs, or whose outputs are not a function of
-/// their inputs: never removed, merged or folded.
-pub(crate) fn has_side_effects(op: &str) -> bool {
-    if OpRegistry::global().get(op).is_some_and(|d| d.stateful) {
-        return true;
+/// their inputs: the registry's stateful ops and placeholders, and direct calls of library
+/// functions whose bodies hold such ops. Never removed, merged or folded.
+pub(crate) fn has_side_effects(graph: &Graph, op: &str) -> bool {
+    match OpRegistry::global().facts(op) {
+        Some(f) => f.has_side_effects(),
+        None => function_has_side_effects(graph, op, &mut Vec::new()),
     }
-    matches!(
-        op,
-        "Assert"
-            | "Print"
-            | "PrintV2"
-            | "StatefulPartitionedCall"
-            | "_Send"
-            | "_Recv"
-            | "_HostSend"
-            | "_HostRecv"
-            | "_Arg"
-            | "_Retval"
-            | "Placeholder"
-            | "PlaceholderV2"
-            | "PlaceholderWithDefault"
-    ) || op.starts_with("Random")
-        || op.starts_with("Stateful")
-        || op.contains("Variable")
-        || op.starts_with("Assign")
-        || op.starts_with("Save")
-        || op.starts_with("Restore")
-        || op.contains("Reader")
-        || op.contains("Queue")
-        || op.contains("Iterator")
-        || op.starts_with("Apply")
-        || op.starts_with("ResourceApply")
-        || op == "VarHandleOp"
-        || op == "TruncatedNormal"
 }
 
-/// TensorFlow 1 control-flow ops (frames and dead tokens): passes leave them alone.
-pub(crate) fn is_control_flow(op: &str) -> bool {
-    matches!(
-        op,
-        "Switch"
-            | "RefSwitch"
-            | "Merge"
-            | "RefMerge"
-            | "Enter"
-            | "RefEnter"
-            | "Exit"
-            | "RefExit"
-            | "NextIteration"
-            | "RefNextIteration"
-            | "LoopCond"
-            | "ControlTrigger"
-    )
+/// True if library function `name` runs an op with side effects (through nested calls too).
+fn function_has_side_effects<'a>(graph: &'a Graph, name: &'a str, visiting: &mut Vec<&'a str>) -> bool {
+    let Some(f) = graph.library.function.iter().find(|f| f.signature.as_ref().is_some_and(|s| s.name == name)) else {
+        return false;
+    };
+    if visiting.contains(&name) {
+        return false;
+    }
+    visiting.push(name);
+    let reg = OpRegistry::global();
+    f.node_def.iter().any(|n| match reg.facts(&n.op) {
+        Some(facts) => facts.has_side_effects(),
+        None => function_has_side_effects(graph, &n.op, visiting),
+    })
 }
 
 /// True if the graph has TensorFlow 1 control flow anywhere.
 pub(crate) fn has_control_flow(graph: &Graph) -> bool {
-    graph.nodes().iter().any(|n| is_control_flow(&n.op))
+    let reg = OpRegistry::global();
+    graph.nodes().iter().any(|n| reg.is_control_flow(&n.op))
 }
 
-/// Function-call ops: their bodies are opaque to the passes.
+/// Function-call ops (the registry's calls, and ops naming a library function): their bodies
+/// are opaque to the passes.
 pub(crate) fn is_call(graph: &Graph, op: &str) -> bool {
-    matches!(op, "PartitionedCall" | "StatefulPartitionedCall" | "If" | "StatelessIf" | "While" | "StatelessWhile")
-        || graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == op))
+    match OpRegistry::global().facts(op) {
+        Some(f) => f.call().is_some(),
+        None => graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == op)),
+    }
 }
 
 /// For each node, its data consumers as (consumer, input slot).
@@ -197,11 +172,6 @@ pub(crate) fn tensor_attr(t: &Tensor) -> AttrValue {
     AttrValue { value: Some(attr_value::Value::Tensor(Box::new(p))) }
 }
 
-/// An attr holding a dtype.
-pub(crate) fn type_attr(d: DType) -> AttrValue {
-    AttrValue { value: Some(attr_value::Value::Type(d.to_tf())) }
-}
-
 /// Rewrites node `id` in place into a `Const` holding `value`, with `controls` as its control
 /// inputs; name and device stay.
 pub(crate) fn make_const(graph: &mut Graph, id: NodeId, value: &Tensor, controls: Vec<NodeId>) {
@@ -210,7 +180,7 @@ pub(crate) fn make_const(graph: &mut Graph, id: NodeId, value: &Tensor, controls
     n.inputs.clear();
     n.control_inputs = controls;
     let mut attrs = Attrs::new();
-    attrs.insert("dtype".into(), type_attr(value.dtype()));
+    attrs.insert("dtype".into(), attr::dtype(value.dtype()));
     attrs.insert("value".into(), tensor_attr(value));
     n.attrs = attrs;
     n.types = NodeTypes { inputs: vec![], outputs: vec![value.dtype()] };
@@ -224,7 +194,7 @@ pub(crate) fn make_identity(graph: &mut Graph, id: NodeId, input: Output) {
     n.op = "Identity".into();
     n.inputs = vec![input];
     let mut attrs = Attrs::new();
-    attrs.insert("T".into(), type_attr(dtype));
+    attrs.insert("T".into(), attr::dtype(dtype));
     n.attrs = attrs;
     n.types = NodeTypes { inputs: vec![dtype], outputs: vec![dtype] };
     n.experimental_type = None;

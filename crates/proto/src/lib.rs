@@ -6,6 +6,7 @@
 //! diff cleanly against the ones TensorFlow writes.
 #![warn(missing_docs)]
 
+pub mod attr;
 pub mod convert;
 pub mod text;
 

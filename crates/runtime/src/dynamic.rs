@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 
 use ferroflow_graph::{Graph, NodeId};
 use ferroflow_kernels::{KernelContext, KernelError};
+use ferroflow_ops::ControlFlow;
 use ferroflow_tensor::Tensor;
 
 use crate::plan::{ExecutionPlan, Source};
@@ -42,34 +43,14 @@ struct Pending {
     dead_arrivals: usize,
 }
 
-/// Loop ops: plans with these run on this executor; plans with only `Switch`/`Merge`
-/// (conditionals) run on the parallel executor, which propagates dead values too.
-pub(crate) fn is_loop_op(op: &str) -> bool {
-    matches!(op, "Enter" | "Exit" | "NextIteration" | "LoopCond" | "RefEnter" | "RefExit" | "RefNextIteration")
-}
-
-pub(crate) fn is_control_flow(op: &str) -> bool {
-    matches!(
-        op,
-        "Switch"
-            | "Merge"
-            | "Enter"
-            | "Exit"
-            | "NextIteration"
-            | "LoopCond"
-            | "RefSwitch"
-            | "RefMerge"
-            | "RefEnter"
-            | "RefExit"
-            | "RefNextIteration"
-    )
-}
-
 struct Interpreter<'a> {
     plan: &'a ExecutionPlan,
     graph: &'a Graph,
     /// For each plan node: consumers as (plan node, input slot or None for control).
     consumers: Vec<Vec<(usize, Option<usize>)>>,
+    /// For each plan node: its data inputs that come along a loop back edge (from
+    /// `NextIteration`).
+    back_edges: Vec<usize>,
     frames: Vec<FrameInstance>,
     frame_ids: HashMap<(Ctx, String), usize>,
     pending: HashMap<(usize, Ctx), Pending>,
@@ -94,15 +75,6 @@ impl Interpreter<'_> {
     fn data_inputs(&self, p: usize) -> &[Source] {
         let (a, b) = self.plan.nodes[p].inputs;
         &self.plan.input_sources[a as usize..b as usize]
-    }
-
-    /// Inputs of `p` that come along a loop back edge (from `NextIteration`).
-    fn back_edges(&self, p: usize) -> usize {
-        self.node(p)
-            .inputs
-            .iter()
-            .filter(|o| matches!(self.graph.node(o.node).op.as_str(), "NextIteration" | "RefNextIteration"))
-            .count()
     }
 
     /// Delivers output `index` of `p` (or its control signal) in `ctx` to its consumers.
@@ -133,9 +105,8 @@ impl Interpreter<'_> {
     fn deliver(&mut self, c: usize, slot: Option<usize>, ctx: Ctx, token: Token) -> Result<(), RuntimeError> {
         let n_data = self.data_inputs(c).len();
         let n_ctrl = self.node(c).control_inputs.len();
-        let op = self.node(c).op.clone();
-        let is_merge = matches!(op.as_str(), "Merge" | "RefMerge");
-        let back = if is_merge { self.back_edges(c) } else { 0 };
+        let is_merge = self.plan.nodes[c].role == Some(ControlFlow::Merge);
+        let back = self.back_edges[c];
         // Feeds count as already arrived.
         let fed = self.data_inputs(c).iter().filter(|s| matches!(s, Source::Feed(_))).count();
         let entry =
@@ -213,15 +184,14 @@ impl Interpreter<'_> {
                     inputs[i] = Token::Live(feeds[f].clone());
                 }
             }
-            let op = self.node(p).op.clone();
             let n_out = self.plan.nodes[p].output_types.len();
-            match op.as_str() {
-                "Merge" | "RefMerge" => {
+            match self.plan.nodes[p].role {
+                Some(ControlFlow::Merge) => {
                     self.emit(p, Some(0), c, inputs[0].clone())?;
                     self.emit(p, Some(1), c, inputs[1].clone())?;
                     self.emit(p, None, c, if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) })?;
                 }
-                "Switch" | "RefSwitch" => {
+                Some(ControlFlow::Switch) => {
                     let (t_false, t_true) = match (&inputs[0], &inputs[1], dead) {
                         (Token::Live(d), Token::Live(pred), false) => {
                             let pred = pred
@@ -239,7 +209,7 @@ impl Interpreter<'_> {
                     self.emit(p, Some(1), c, t_true)?;
                     self.emit(p, None, c, if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) })?;
                 }
-                "Enter" | "RefEnter" => {
+                Some(ControlFlow::Enter) => {
                     let name = match self.node(p).attrs.get("frame_name").and_then(|v| v.value.as_ref()) {
                         Some(ferroflow_proto::attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
                         _ => return Err(error(self.graph, self.plan, p, "Enter needs a frame_name".into())),
@@ -259,7 +229,7 @@ impl Interpreter<'_> {
                         self.emit(p, Some(0), (f, 0), token)?;
                     }
                 }
-                "Exit" | "RefExit" => {
+                Some(ControlFlow::Exit) => {
                     if c.0 == 0 {
                         return Err(error(self.graph, self.plan, p, "Exit outside of any loop frame".into()));
                     }
@@ -269,7 +239,7 @@ impl Interpreter<'_> {
                         self.emit(p, None, parent, Token::Live(Tensor::scalar(0i32)))?;
                     }
                 }
-                "NextIteration" | "RefNextIteration" => {
+                Some(ControlFlow::NextIteration) => {
                     if c.0 == 0 {
                         return Err(error(
                             self.graph,
@@ -298,19 +268,19 @@ impl Interpreter<'_> {
                         self.emit(p, Some(0), (f, next), inputs[0].clone())?;
                     }
                 }
-                "LoopCond" => {
+                Some(ControlFlow::LoopCond) => {
                     let t = if dead { Token::Dead } else { inputs[0].clone() };
                     let signal = if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) };
                     self.emit(p, Some(0), c, t)?;
                     self.emit(p, None, c, signal)?;
                 }
-                _ if dead => {
+                None if dead => {
                     for i in 0..n_out {
                         self.emit(p, Some(i), c, Token::Dead)?;
                     }
                     self.emit(p, None, c, Token::Dead)?;
                 }
-                _ => {
+                None => {
                     scratch_in.clear();
                     for t in inputs {
                         match t {
@@ -373,10 +343,26 @@ pub(crate) fn execute(
             }
         }
     }
+    let back_edges = plan
+        .nodes
+        .iter()
+        .map(|n| {
+            let inputs = &graph.node(n.graph_id as usize).inputs;
+            let from_next = |o: &&ferroflow_graph::Output| {
+                plan_index.get(&o.node).is_some_and(|&q| plan.nodes[q].role == Some(ControlFlow::NextIteration))
+            };
+            if n.role == Some(ControlFlow::Merge) {
+                inputs.iter().filter(from_next).count()
+            } else {
+                0
+            }
+        })
+        .collect();
     let mut it = Interpreter {
         plan,
         graph,
         consumers,
+        back_edges,
         frames: vec![FrameInstance { parent: (0, 0), constants: Vec::new(), iterations: 0 }],
         frame_ids: HashMap::new(),
         pending: HashMap::new(),

@@ -8,39 +8,13 @@ use std::sync::Arc;
 
 use ferroflow_graph::{Attrs, Graph, Node};
 use ferroflow_kernels::{Inputs, KResult, KernelContext, KernelError, OpKernel, Outputs};
-use ferroflow_ops::{LibraryOps, OpRegistry};
+use ferroflow_ops::{CallKind, LibraryOps, OpRegistry};
 use ferroflow_proto::{attr_value::Value, AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, NodeDef};
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::plan::ExecutionPlan;
 use crate::session::{RuntimeEnv, Session};
 use crate::RuntimeError;
-
-/// How a node calls functions.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum CallKind {
-    /// `PartitionedCall`-style or a direct call: run one function.
-    Call,
-    /// `If`/`StatelessIf`.
-    If,
-    /// `While`/`StatelessWhile`.
-    While,
-}
-
-/// Whether `node` calls a function, and how.
-pub(crate) fn call_kind(graph: &Graph, node: &Node) -> Option<CallKind> {
-    match node.op.as_str() {
-        "PartitionedCall" | "StatefulPartitionedCall" => Some(CallKind::Call),
-        "If" | "StatelessIf" => Some(CallKind::If),
-        "While" | "StatelessWhile" => Some(CallKind::While),
-        op if OpRegistry::global().get(op).is_none()
-            && (LibraryOps { library: &graph.library }).function(op).is_some() =>
-        {
-            Some(CallKind::Call)
-        }
-        _ => None,
-    }
-}
 
 fn err(node: &Node, msg: impl Into<String>) -> RuntimeError {
     RuntimeError::Kernel {

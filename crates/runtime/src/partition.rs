@@ -31,7 +31,7 @@ fn ty(v: i32) -> AttrValue {
 
 /// The partitions of a placed graph: (device name, its GraphDef), in device order.
 pub fn partition(graph: &Graph, devices: &DeviceSet) -> Result<Vec<(String, GraphDef)>, String> {
-    if let Some(n) = graph.nodes().iter().find(|n| crate::dynamic::is_control_flow(&n.op)) {
+    if let Some(n) = graph.nodes().iter().find(|n| ferroflow_ops::OpRegistry::global().is_control_flow(&n.op)) {
         return Err(format!(
             "node '{}' ({}): graphs with TensorFlow 1 control flow cannot be partitioned across devices yet",
             n.name, n.op

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::{Graph, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
-use ferroflow_ops::OpRegistry;
+use ferroflow_ops::{CallKind, ControlFlow, Execution, OpRegistry, Transfer};
 use ferroflow_tensor::{DType, Shape};
 use smallvec::SmallVec;
 
@@ -61,6 +61,8 @@ pub(crate) struct PlanNode {
     pub pending: u32,
     /// The dtype the op declares for each output (checked against what the kernel returns).
     pub output_types: SmallVec<[DType; 2]>,
+    /// Its TensorFlow 1 control-flow role, if it has one.
+    pub role: Option<ControlFlow>,
 }
 
 /// How the parallel executor treats a node of a plan with conditionals.
@@ -210,9 +212,10 @@ impl ExecutionPlan {
         // Constants without control inputs are evaluated once, here, and read by their
         // consumers as plan constants: no kernel call, no scheduling per step. (Not in plans
         // with TensorFlow 1 control flow, whose executor tracks frames per node.)
-        let control_flow = (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_loop_op(&graph.node(id).op));
-        let has_cond = !control_flow
-            && (0..graph.len()).any(|id| needed[id] && crate::dynamic::is_control_flow(&graph.node(id).op));
+        let ops = OpRegistry::global();
+        let role = |id: NodeId| ops.facts(&graph.node(id).op).and_then(|f| f.control_flow());
+        let control_flow = (0..graph.len()).any(|id| needed[id] && role(id).is_some_and(ControlFlow::is_loop));
+        let has_cond = !control_flow && (0..graph.len()).any(|id| needed[id] && role(id).is_some());
         let mut const_source: HashMap<NodeId, usize> = HashMap::new();
         let mut constants = Vec::new();
         if !control_flow {
@@ -247,33 +250,32 @@ impl ExecutionPlan {
             plan_index[id] = p;
         }
 
-        let ops = OpRegistry::global();
         let kernels = KernelRegistry::global();
         let mut nodes = Vec::with_capacity(order.len());
         let mut first_slots = Vec::with_capacity(order.len());
         let mut num_slots = 0;
         for &id in &order {
             let n = graph.node(id);
-            let kernel = match functional::call_kind(graph, n) {
-                Some(kind) => functional::create(graph, n, kind, env)?,
-                None if crate::dynamic::is_control_flow(&n.op) => Box::new(ControlFlowOp),
-                None if n.op == "_Send" => Box::new(crate::rendezvous::Send),
-                None if n.op == "_Recv" => Box::new(crate::rendezvous::Recv),
+            let kernel_error =
+                |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) };
+            let kernel: Box<dyn OpKernel> = match ops.get(&n.op) {
+                Some(def) => match def.facts.execution {
+                    Execution::Kernel => kernels
+                        .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
+                        .map_err(kernel_error)?,
+                    Execution::Call(kind) => functional::create(graph, n, kind, env)?,
+                    Execution::ControlFlow(_) => Box::new(ControlFlowOp),
+                    Execution::Transfer(Transfer::Send) => Box::new(crate::rendezvous::Send),
+                    Execution::Transfer(Transfer::Recv) => Box::new(crate::rendezvous::Recv),
+                },
+                // A node whose op is a library function calls it.
+                None if graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == n.op)) => {
+                    functional::create(graph, n, CallKind::Call, env)?
+                }
                 None => {
-                    let def = ops.get(&n.op).ok_or_else(|| RuntimeError::Kernel {
-                        node: n.name.clone(),
-                        op: n.op.clone(),
-                        source: Box::new(ferroflow_kernels::KernelError::InvalidArgument(
-                            "op is not registered".into(),
-                        )),
-                    })?;
-                    kernels.create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types }).map_err(
-                        |source| RuntimeError::Kernel {
-                            node: n.name.clone(),
-                            op: n.op.clone(),
-                            source: Box::new(source),
-                        },
-                    )?
+                    return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
+                        "op is not registered".into(),
+                    )))
                 }
             };
             nodes.push(PlanNode {
@@ -284,6 +286,7 @@ impl ExecutionPlan {
                 successors: (0, 0),
                 pending: 0,
                 output_types: n.types.outputs.iter().copied().collect(),
+                role: role(id),
             });
             first_slots.push(num_slots);
             num_slots += n.num_outputs();
@@ -365,9 +368,9 @@ impl ExecutionPlan {
             cond_kinds: if has_cond {
                 order
                     .iter()
-                    .map(|&id| match graph.node(id).op.as_str() {
-                        "Switch" | "RefSwitch" => CondKind::Switch,
-                        "Merge" | "RefMerge" => CondKind::Merge,
+                    .map(|&id| match role(id) {
+                        Some(ControlFlow::Switch) => CondKind::Switch,
+                        Some(ControlFlow::Merge) => CondKind::Merge,
                         _ => CondKind::Normal,
                     })
                     .collect()

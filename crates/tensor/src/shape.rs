@@ -50,9 +50,10 @@ impl Shape {
         self.dims.as_ref()?.iter().copied().collect()
     }
 
-    /// The number of elements, if the shape is fully known.
+    /// The number of elements, if the shape is fully known (`usize::MAX` when the product
+    /// overflows: such a tensor could never be allocated).
     pub fn num_elements(&self) -> Option<usize> {
-        self.as_known().map(|d| d.iter().product())
+        self.as_known().map(|d| d.iter().try_fold(1usize, |n, &x| n.checked_mul(x)).unwrap_or(usize::MAX))
     }
 
     /// True when a tensor of concrete shape `dims` fits this (partial) shape.

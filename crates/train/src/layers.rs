@@ -3,10 +3,10 @@
 //! `layer_0/BiasAdd`, `layer_0/Relu`.
 use ferroflow_graph::{Attrs, Output};
 use ferroflow_ops::{infer_shapes, Scope};
-use ferroflow_proto::attr_value::{ListValue, Value};
+use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
 
-use crate::{attr, type_attr, Builder, Initializer, Result, TrainError};
+use crate::{Builder, Initializer, Result, TrainError};
 
 /// An activation applied after a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub fn dropout_always(b: &Builder, s: &Scope, x: Output, rate: f64, seed: Option
     let r = b.random(&d.name_scope("random_uniform"), "RandomUniform", shape, dtype, seed)?;
     let rate_c = Builder::scalar(&d.with_name("rate"), dtype, rate)?;
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(dtype));
+    a.insert("T".into(), attr::dtype(dtype));
     let keep = Output { node: d.add_op("GreaterEqual", "GreaterEqual", &[r, rate_c], &[], a)?, index: 0 };
     let scaled = d.mul(x, Builder::scalar(&d.with_name("Const"), dtype, 1.0 / (1.0 - rate))?)?;
     let mask = d.cast(keep, dtype)?;
@@ -114,10 +114,6 @@ pub fn flatten(b: &Builder, x: Output, name: &str) -> Result<Output> {
     Ok(s.reshape(x, &[-1, n as i32])?)
 }
 
-fn ints(v: &[i64]) -> ferroflow_proto::AttrValue {
-    attr(Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() })))
-}
-
 /// Padding of convolutions and pools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Padding {
@@ -129,7 +125,7 @@ pub enum Padding {
 
 impl Padding {
     fn attr(self) -> ferroflow_proto::AttrValue {
-        attr(Value::S(if self == Padding::Same { b"SAME".to_vec() } else { b"VALID".to_vec() }))
+        attr::string(if self == Padding::Same { "SAME" } else { "VALID" })
     }
 }
 
@@ -152,8 +148,8 @@ pub fn conv2d(
     let k = b.variable(&s, "kernel", &[kernel[0], kernel[1], channels, filters], dtype, kernel_init, true)?;
     let bias = b.variable(&s, "bias", &[filters], dtype, &Initializer::Zeros, true)?;
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(dtype));
-    a.insert("strides".into(), ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("T".into(), attr::dtype(dtype));
+    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
     a.insert("padding".into(), padding.attr());
     let y = Output { node: s.add_op("Conv2D", "Conv2D", &[x, k.value], &[], a)?, index: 0 };
     let y = s.bias_add(y, bias.value)?;
@@ -171,9 +167,9 @@ pub fn max_pool2d(
 ) -> Result<Output> {
     let s = b.scope().name_scope(name);
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(s.dtype(x)));
-    a.insert("ksize".into(), ints(&[1, pool[0] as i64, pool[1] as i64, 1]));
-    a.insert("strides".into(), ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("T".into(), attr::dtype(s.dtype(x)));
+    a.insert("ksize".into(), attr::ints(&[1, pool[0] as i64, pool[1] as i64, 1]));
+    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
     a.insert("padding".into(), padding.attr());
     Ok(Output { node: s.add_op("MaxPool", "MaxPool", &[x], &[], a)?, index: 0 })
 }

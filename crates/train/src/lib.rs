@@ -23,7 +23,7 @@ use std::rc::Rc;
 
 use ferroflow_graph::{Attrs, Graph, NodeId, Output};
 use ferroflow_ops::{BuildError, Scope};
-use ferroflow_proto::{attr_value::Value, convert, AttrValue};
+use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 /// TensorFlow's `DEFAULT_GRAPH_SEED`, used when only an op seed is given.
@@ -75,13 +75,6 @@ pub enum TrainError {
 
 /// Shorthand for results in this crate.
 pub type Result<T> = std::result::Result<T, TrainError>;
-
-pub(crate) fn attr(v: Value) -> AttrValue {
-    AttrValue { value: Some(v) }
-}
-pub(crate) fn type_attr(d: DType) -> AttrValue {
-    attr(Value::Type(d.to_tf()))
-}
 
 /// How a variable gets its first value.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,10 +193,10 @@ impl Builder {
     pub fn random(&self, scope: &Scope, op: &str, shape: Output, dtype: DType, seed: Option<i64>) -> Result<Output> {
         let (s1, s2) = self.seeds(seed);
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(dtype));
-        a.insert("T".into(), type_attr(scope.dtype(shape)));
-        a.insert("seed".into(), attr(Value::I(s1)));
-        a.insert("seed2".into(), attr(Value::I(s2)));
+        a.insert("dtype".into(), attr::dtype(dtype));
+        a.insert("T".into(), attr::dtype(scope.dtype(shape)));
+        a.insert("seed".into(), attr::int(s1));
+        a.insert("seed2".into(), attr::int(s2));
         Ok(Output { node: scope.add_op(op, op, &[shape], &[], a)?, index: 0 })
     }
 
@@ -224,8 +217,8 @@ impl Builder {
             let sh = scope.with_name("shape_as_tensor").constant_from(&[dims.len()], &dims)?;
             let c = Self::scalar(&scope.with_name("Const"), dtype, v)?;
             let mut a = Attrs::new();
-            a.insert("T".into(), type_attr(dtype));
-            a.insert("index_type".into(), type_attr(DType::Int32));
+            a.insert("T".into(), attr::dtype(dtype));
+            a.insert("index_type".into(), attr::dtype(DType::Int32));
             Ok(Output { node: scope.add_op("Fill", "zeros", &[sh, c], &[], a)?, index: 0 })
         };
         let affine = |op: &str, name: &str, scale: f64, shift: f64, seed: Option<i64>| -> Result<Output> {
@@ -272,19 +265,19 @@ impl Builder {
             return Err(TrainError::Invalid(format!("variable '{full}' already exists")));
         }
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(dtype));
+        a.insert("dtype".into(), attr::dtype(dtype));
         let sh = Shape::new(shape.iter().map(|&d| Some(d)).collect());
-        a.insert("shape".into(), attr(Value::Shape(Box::new(convert::shape_to_proto(&sh)))));
-        a.insert("shared_name".into(), attr(Value::S(full.clone().into_bytes())));
-        a.insert("container".into(), attr(Value::S(Vec::new())));
+        a.insert("shape".into(), attr::shape(&sh));
+        a.insert("shared_name".into(), attr::string(&full));
+        a.insert("container".into(), attr::string(""));
         let handle = Output { node: scope.with_name(name).add_op("VarHandleOp", name, &[], &[], a)?, index: 0 };
         let inner = scope.reenter(&full);
         let value = self.initial_value(&inner.name_scope("Initializer"), init, shape, dtype)?;
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(dtype));
+        a.insert("dtype".into(), attr::dtype(dtype));
         let initializer = inner.add_op("AssignVariableOp", "Assign", &[handle, value], &[], a)?;
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(dtype));
+        a.insert("dtype".into(), attr::dtype(dtype));
         let read = inner.name_scope("Read").add_op("ReadVariableOp", "ReadVariableOp", &[handle], &[], a)?;
         let v = Variable {
             name: full,
@@ -302,7 +295,7 @@ impl Builder {
     /// A new read of `v` (`ReadVariableOp`) in `scope`: a value read at this point of the step.
     pub fn read(&self, scope: &Scope, v: &Variable) -> Result<Output> {
         let mut a = Attrs::new();
-        a.insert("dtype".into(), type_attr(v.dtype));
+        a.insert("dtype".into(), attr::dtype(v.dtype));
         Ok(Output { node: scope.add_op("ReadVariableOp", "ReadVariableOp", &[v.handle], &[], a)?, index: 0 })
     }
 

@@ -3,14 +3,16 @@ use ferroflow_graph::{Attrs, Output};
 use ferroflow_ops::Scope;
 use ferroflow_tensor::DType;
 
-use crate::{type_attr, Result};
+use ferroflow_proto::attr;
+
+use crate::Result;
 
 /// Mean over the batch of softmax cross-entropy between one-hot (or soft) `labels` and
 /// `logits` (`SoftmaxCrossEntropyWithLogits`: numerically stable, max subtracted).
 pub fn softmax_cross_entropy(s: &Scope, labels: Output, logits: Output) -> Result<Output> {
     let s = s.name_scope("softmax_cross_entropy_loss");
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(s.dtype(logits)));
+    a.insert("T".into(), attr::dtype(s.dtype(logits)));
     let xent = s.add_op("SoftmaxCrossEntropyWithLogits", "xentropy", &[logits, labels], &[], a)?;
     Ok(s.with_name("value").reduce("Mean", Output { node: xent, index: 0 }, &[0], false)?)
 }
@@ -20,8 +22,8 @@ pub fn softmax_cross_entropy(s: &Scope, labels: Output, logits: Output) -> Resul
 pub fn sparse_softmax_cross_entropy(s: &Scope, labels: Output, logits: Output) -> Result<Output> {
     let s = s.name_scope("sparse_softmax_cross_entropy_loss");
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(s.dtype(logits)));
-    a.insert("Tlabels".into(), type_attr(s.dtype(labels)));
+    a.insert("T".into(), attr::dtype(s.dtype(logits)));
+    a.insert("Tlabels".into(), attr::dtype(s.dtype(labels)));
     let xent = s.add_op("SparseSoftmaxCrossEntropyWithLogits", "xentropy", &[logits, labels], &[], a)?;
     Ok(s.with_name("value").reduce("Mean", Output { node: xent, index: 0 }, &[0], false)?)
 }
@@ -42,9 +44,9 @@ pub fn mean_squared_error(s: &Scope, labels: Output, predictions: Output) -> Res
 fn arg_max(s: &Scope, x: Output) -> Result<Output> {
     let axis = s.scalar(1i32)?;
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(s.dtype(x)));
-    a.insert("Tidx".into(), type_attr(DType::Int32));
-    a.insert("output_type".into(), type_attr(DType::Int64));
+    a.insert("T".into(), attr::dtype(s.dtype(x)));
+    a.insert("Tidx".into(), attr::dtype(DType::Int32));
+    a.insert("output_type".into(), attr::dtype(DType::Int64));
     Ok(Output { node: s.add_op("ArgMax", "ArgMax", &[x, axis], &[], a)?, index: 0 })
 }
 
@@ -59,7 +61,7 @@ pub fn accuracy(s: &Scope, labels: Output, predictions: Output, name: &str) -> R
 /// `mean(cast(equal(y, p), float))` over int64 class indices, named `name`.
 fn fraction_equal(s: &Scope, y: Output, p: Output, name: &str) -> Result<Output> {
     let mut a = Attrs::new();
-    a.insert("T".into(), type_attr(DType::Int64));
+    a.insert("T".into(), attr::dtype(DType::Int64));
     let eq = Output { node: s.add_op("Equal", "Equal", &[y, p], &[], a)?, index: 0 };
     let f = s.cast(eq, DType::Float)?;
     Ok(s.with_name(name).reduce("Mean", f, &[0], false)?)

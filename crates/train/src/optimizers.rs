@@ -5,10 +5,10 @@
 //! incremented after all of them.
 use ferroflow_autodiff::gradients;
 use ferroflow_graph::{Attrs, NodeId, Output};
-use ferroflow_proto::attr_value::Value;
+use ferroflow_proto::attr;
 use ferroflow_tensor::DType;
 
-use crate::{attr, type_attr, Builder, Initializer, Result, TrainError, Variable};
+use crate::{Builder, Initializer, Result, TrainError, Variable};
 
 /// An update op's name, slot variables, hyper-parameter and gradient inputs, bool attrs.
 type UpdateSpec<'a> = (&'a str, Vec<Variable>, Vec<Output>, Vec<(&'a str, bool)>);
@@ -208,10 +208,10 @@ impl Optimizer {
             inputs.extend(slots.iter().map(|s| s.handle));
             inputs.append(&mut args);
             let mut a = Attrs::new();
-            a.insert("T".into(), type_attr(dtype));
-            a.insert("use_locking".into(), attr(Value::B(false)));
+            a.insert("T".into(), attr::dtype(dtype));
+            a.insert("use_locking".into(), attr::boolean(false));
             for (k, val) in extra.drain(..) {
-                a.insert(k.into(), attr(Value::B(val)));
+                a.insert(k.into(), attr::boolean(val));
             }
             let up = scope.name_scope(&format!("update_{}", v.name));
             updates.push(up.add_op(op, op, &inputs, &[], a)?);
@@ -221,7 +221,7 @@ impl Optimizer {
             for (p, k) in [(p1, 3usize), (p2, 4)] {
                 let next = scope.mul(hyper[k - 3], hyper[k])?;
                 let mut a = Attrs::new();
-                a.insert("dtype".into(), type_attr(dtype));
+                a.insert("dtype".into(), attr::dtype(dtype));
                 finish.push(scope.add_op("AssignVariableOp", "AssignVariableOp", &[p.handle, next], &updates, a)?);
             }
             updates.extend(finish);
@@ -231,7 +231,7 @@ impl Optimizer {
             Some(gs) => {
                 let one = scope.with_name("Const").scalar(1i64)?;
                 let mut a = Attrs::new();
-                a.insert("dtype".into(), type_attr(DType::Int64));
+                a.insert("dtype".into(), attr::dtype(DType::Int64));
                 scope.add_op("AssignAddVariableOp", "AssignAddVariableOp", &[gs.handle, one], &[update], a)?
             }
             None => update,

@@ -14,13 +14,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferroflow_checkpoint::{data_path, entry_signature, index_path, BundleReader};
 use ferroflow_graph::{Attrs, Graph, NodeId, Output};
 use ferroflow_proto::{
-    attr_value::Value, saver_def::CheckpointFormatVersion, CheckpointState, CollectionDef, SaverDef,
+    attr, attr_value::Value, saver_def::CheckpointFormatVersion, CheckpointState, CollectionDef, SaverDef,
 };
 use ferroflow_runtime::Session;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::meta_graph::{export_meta_graph, write_meta_graph};
-use crate::{attr, type_attr, Builder, Result, TrainError, Variable};
+use crate::{Builder, Result, TrainError, Variable};
 
 /// How a [`Saver`] keeps checkpoints.
 #[derive(Clone, Debug)]
@@ -108,7 +108,7 @@ impl Saver {
         let prefix = root.prefix().trim_end_matches('/').to_string();
         let string_attrs = || {
             let mut a = Attrs::new();
-            a.insert("dtype".into(), type_attr(DType::String));
+            a.insert("dtype".into(), attr::dtype(DType::String));
             a
         };
         let input = root
@@ -116,10 +116,7 @@ impl Saver {
             .with_name("input")
             .constant(&strings(&[], &["model".into()])?)?;
         let mut a = string_attrs();
-        a.insert(
-            "shape".into(),
-            attr(Value::Shape(Box::new(ferroflow_proto::convert::shape_to_proto(&Shape::scalar())))),
-        );
+        a.insert("shape".into(), attr::shape(&Shape::scalar()));
         let filename =
             root.with_name("filename").add_op("PlaceholderWithDefault", "filename", &[input], &[], a.clone())?;
         let filename = Output { node: filename, index: 0 };
@@ -129,12 +126,7 @@ impl Saver {
         };
         let keys: Vec<String> = vars.iter().map(|v| v.name.clone()).collect();
         let blanks = vec![String::new(); keys.len()];
-        let dtypes = || {
-            attr(Value::List(Box::new(ferroflow_proto::attr_value::ListValue {
-                r#type: vars.iter().map(|v| v.dtype.to_tf()).collect(),
-                ..Default::default()
-            })))
-        };
+        let dtypes = || attr::dtypes(&vars.iter().map(|v| v.dtype).collect::<Vec<_>>());
         let save_scope = root.reenter(&format!("{prefix}/SaveV2"));
         let names = save_scope.with_name("tensor_names").constant(&strings(&[keys.len()], &keys)?)?;
         let slices = save_scope.with_name("shape_and_slices").constant(&strings(&[keys.len()], &blanks)?)?;
@@ -144,14 +136,8 @@ impl Saver {
         a.insert("dtypes".into(), dtypes());
         let save = root.with_name("SaveV2").add_op("SaveV2", "SaveV2", &inputs, &[], a)?;
         let mut a = Attrs::new();
-        a.insert("T".into(), type_attr(DType::String));
-        a.insert(
-            "_class".into(),
-            attr(Value::List(Box::new(ferroflow_proto::attr_value::ListValue {
-                s: vec![format!("loc:@{prefix}/Const").into_bytes()],
-                ..Default::default()
-            }))),
-        );
+        a.insert("T".into(), attr::dtype(DType::String));
+        a.insert("_class".into(), attr::strings(&[format!("loc:@{prefix}/Const")]));
         let save_tensor = root.with_name("control_dependency").add_op("Identity", "Identity", &[file], &[save], a)?;
         let restore_scope = root.reenter(&format!("{prefix}/RestoreV2"));
         let names = restore_scope.with_name("tensor_names").constant(&strings(&[keys.len()], &keys)?)?;
@@ -163,8 +149,8 @@ impl Saver {
         for (i, v) in vars.iter().enumerate() {
             let value = root.with_name("Identity").identity(Output { node: restore, index: i })?;
             let mut a = Attrs::new();
-            a.insert("dtype".into(), type_attr(v.dtype));
-            a.insert("validate_shape".into(), attr(Value::B(false)));
+            a.insert("dtype".into(), attr::dtype(v.dtype));
+            a.insert("validate_shape".into(), attr::boolean(false));
             assigns.push(root.with_name("AssignVariableOp").add_op(
                 "AssignVariableOp",
                 "AssignVariableOp",

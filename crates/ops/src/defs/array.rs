@@ -1,0 +1,427 @@
+//! Sources, identities, shapes and reshapes, stacking and joining, and `BiasAdd`.
+use ferroflow_graph::Output;
+use ferroflow_proto::{attr, attr_value::Value, convert};
+use ferroflow_tensor::{DType, Shape, Tensor};
+
+use crate::gradient::{build, g0, GradCtx, GradResult};
+use crate::registry::{op, OpDef};
+use crate::shape_inference::{self as s, norm_axis, InferCtx, Known};
+
+/// Constants up to this many elements are read as values during inference (shapes, axes);
+/// big ones are never materialised there.
+const MAX_KNOWN_CONSTANT_ELEMENTS: usize = 64;
+
+const SHAPE_ONLY: &str = "its value depends only on the input's shape";
+
+/// The array ops.
+pub fn defs() -> Vec<OpDef> {
+    vec![
+        op("Const")
+            .output("output: dtype")
+            .attr("value: tensor")
+            .attr("dtype: type")
+            .shape(const_shape)
+            .known(const_value)
+            .not_differentiable("a constant: it has no inputs")
+            .build(),
+        op("Placeholder")
+            .output("output: dtype")
+            .attr("dtype: type")
+            .attr("shape: shape = ?")
+            .shape(s::shape_attr)
+            .placeholder()
+            .not_differentiable("a fed value: it has no inputs")
+            .build(),
+        op("PlaceholderWithDefault")
+            .input("input: dtype")
+            .output("output: dtype")
+            .attr("dtype: type")
+            .attr("shape: shape")
+            .shape(s::shape_attr)
+            .placeholder()
+            .gradient(crate::gradient::identity)
+            .build(),
+        op("Identity")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .forwards_input()
+            .gradient(crate::gradient::identity)
+            .build(),
+        op("IdentityN")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: list(type) >= 1")
+            .shape(s::pass_through)
+            .forwards_input()
+            .gradient(crate::gradient::pass_through)
+            .build(),
+        op("Snapshot")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .forwards_input()
+            .gradient(crate::gradient::identity)
+            .build(),
+        op("StopGradient")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .forwards_input()
+            .not_differentiable("it stops gradients by definition")
+            .build(),
+        op("PreventGradient")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("message: string = ''")
+            .shape(s::unchanged)
+            .gradient(prevent_gradient_grad)
+            .build(),
+        op("NoOp").shape(s::no_outputs).not_differentiable("it has no data inputs or outputs").build(),
+        op("BiasAdd")
+            .input("value: T")
+            .input("bias: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .shape(s::unchanged)
+            .gradient(bias_add_grad)
+            .build(),
+        op("Rank")
+            .input("input: T")
+            .output("output: int32")
+            .attr("T: type")
+            .shape(s::scalar)
+            .known(|c| Some(Known::Value(Tensor::scalar(c.inputs[0].rank()? as i32))))
+            .shape_only()
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
+        op("Size")
+            .input("input: T")
+            .output("output: out_type")
+            .attr("T: type")
+            .attr("out_type: {int32, int64} = DT_INT32")
+            .shape(s::scalar)
+            .known(size_value)
+            .shape_only()
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
+        op("Shape")
+            .input("input: T")
+            .output("output: out_type")
+            .attr("T: type")
+            .attr("out_type: {int32, int64} = DT_INT32")
+            .shape(shape_of_input)
+            .known(|c| Some(Known::Shape(c.inputs[0].clone())))
+            .shape_only()
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
+        op("Reshape")
+            .input("tensor: T")
+            .input("shape: Tshape")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tshape: {int32, int64} = DT_INT32")
+            .shape(reshape)
+            .gradient(reshape_grad)
+            .build(),
+        op("ExpandDims")
+            .input("input: T")
+            .input("dim: Tdim")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tdim: {int32, int64} = DT_INT32")
+            .shape(expand_dims)
+            .gradient(reshape_grad)
+            .build(),
+        op("Squeeze")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("squeeze_dims: list(int) >= 0 = []")
+            .shape(squeeze)
+            .gradient(reshape_grad)
+            .build(),
+        op("Fill")
+            .input("dims: index_type")
+            .input("value: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("index_type: {int32, int64} = DT_INT32")
+            .shape(fill)
+            .grows()
+            .gradient(fill_grad)
+            .build(),
+        op("ZerosLike")
+            .input("x: T")
+            .output("y: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .shape_only()
+            .grows()
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
+        op("OnesLike")
+            .input("x: T")
+            .output("y: T")
+            .attr("T: type")
+            .shape(s::unchanged)
+            .shape_only()
+            .grows()
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
+        op("Pack")
+            .input("values: N * T")
+            .output("output: T")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .attr("axis: int = 0")
+            .shape(pack)
+            .gradient(pack_grad)
+            .build(),
+        op("ConcatV2")
+            .input("values: N * T")
+            .input("axis: Tidx")
+            .output("output: T")
+            .attr("N: int >= 2")
+            .attr("T: type")
+            .attr("Tidx: {int32, int64} = DT_INT32")
+            .shape(concat)
+            .gradient(concat_grad)
+            .build(),
+    ]
+}
+
+/// The shape of the `value` attr tensor.
+fn const_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    match c.def.attr(c.attrs, "value").and_then(|v| v.value.as_ref()) {
+        Some(Value::Tensor(t)) => Ok(vec![convert::shape_from_proto(&t.tensor_shape.clone().unwrap_or_default())]),
+        _ => Err("attr 'value' must be a tensor".into()),
+    }
+}
+
+/// A small constant's value.
+fn const_value(c: &InferCtx) -> Option<Known> {
+    let Some(Value::Tensor(t)) = c.def.attr(c.attrs, "value").and_then(|v| v.value.as_ref()) else { return None };
+    let small = convert::shape_from_proto(&t.tensor_shape.clone().unwrap_or_default())
+        .num_elements()
+        .is_some_and(|n| n <= MAX_KNOWN_CONSTANT_ELEMENTS);
+    small.then(|| convert::tensor_from_proto(t).ok()).flatten().map(Known::Value)
+}
+
+/// `Size` of a statically known shape, in `out_type`.
+fn size_value(c: &InferCtx) -> Option<Known> {
+    let n = c.inputs[0].num_elements()?;
+    let t = match c.def.attr(c.attrs, "out_type").and_then(|v| v.value.as_ref()) {
+        Some(Value::Type(t)) if *t == DType::Int64.to_tf() => Tensor::scalar(i64::try_from(n).ok()?),
+        _ => Tensor::scalar(i32::try_from(n).ok()?),
+    };
+    Some(Known::Value(t))
+}
+
+/// `Shape`: a vector of the input's rank.
+fn shape_of_input(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    Ok(vec![Shape::new(vec![c.inputs[0].rank()])])
+}
+
+/// `Reshape`: the constant shape input, with one `-1` inferred when the input is known.
+fn reshape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(target) = c.const_ints(1) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let mut out: Vec<Option<usize>> = target.iter().map(|&d| usize::try_from(d).ok()).collect();
+    let known: usize = out.iter().flatten().product();
+    if let Some(n) = c.inputs[0].num_elements() {
+        let unknowns = target.iter().filter(|&&d| d == -1).count();
+        if unknowns == 0 && known != n {
+            return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
+        }
+        if unknowns == 1 {
+            if known == 0 || !n.is_multiple_of(known) {
+                return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
+            }
+            let i = target.iter().position(|&d| d == -1).expect("one -1");
+            out[i] = Some(n / known);
+        }
+    }
+    Ok(vec![Shape::new(out)])
+}
+
+/// `ExpandDims`: inserts a 1 at the constant axis.
+fn expand_dims(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (Some(dims), Some(axis)) = (c.inputs[0].dims(), c.const_ints(1)) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let a = *axis.first().ok_or("dim must be a scalar")?;
+    let r = dims.len() as i64 + 1;
+    if a < -r || a >= r {
+        return Err(format!("axis {a} is out of range for rank {}", dims.len()));
+    }
+    let a = if a < 0 { a + r } else { a } as usize;
+    let mut out = dims.to_vec();
+    out.insert(a, Some(1));
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Squeeze`: removes the listed size-1 axes, or every size-1 axis.
+fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(dims) = c.inputs[0].dims() else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let axes = c.ints("squeeze_dims");
+    let mut keep = vec![true; dims.len()];
+    if axes.is_empty() {
+        if dims.iter().any(Option::is_none) {
+            return Ok(vec![Shape::unknown()]);
+        }
+        for (k, d) in keep.iter_mut().zip(dims) {
+            *k = *d != Some(1);
+        }
+    } else {
+        for a in axes {
+            let i = norm_axis(a, dims.len())?;
+            if dims[i].is_some_and(|d| d != 1) {
+                return Err(format!("cannot squeeze dimension {i} of size {}", dims[i].unwrap_or(0)));
+            }
+            keep[i] = false;
+        }
+    }
+    Ok(vec![Shape::new(dims.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| *d).collect())])
+}
+
+/// `Fill`: the shape held by the dims input (its length at least, when not known).
+fn fill(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let held = c.shape_value(0);
+    if held.rank().is_some() {
+        return Ok(vec![held]);
+    }
+    Ok(vec![Shape::new(vec![None; c.inputs[0].dims().and_then(|d| d[0]).unwrap_or(0)])])
+}
+
+/// `Pack`: N equal shapes stacked along `axis`.
+fn pack(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let n = c.inputs.len();
+    let Some(first) = c.inputs.iter().find_map(|s| s.dims()) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    for s in c.inputs {
+        if s.rank().is_some_and(|r| r != first.len()) {
+            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
+        }
+    }
+    let axis = c.int("axis").unwrap_or(0);
+    let r = first.len() as i64 + 1;
+    if axis < -r || axis >= r {
+        return Err(format!("axis {axis} is out of range for rank {}", first.len()));
+    }
+    let a = if axis < 0 { axis + r } else { axis } as usize;
+    let mut out = first.to_vec();
+    out.insert(a, Some(n));
+    Ok(vec![Shape::new(out)])
+}
+
+/// `ConcatV2`: inputs joined along the constant last input.
+fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let n = c.inputs.len() - 1;
+    let (Some(axis), Some(first)) = (c.const_ints(n), c.inputs[..n].iter().find_map(|s| s.dims())) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let a = norm_axis(*axis.first().ok_or("axis must be a scalar")?, first.len())?;
+    let mut out = first.to_vec();
+    let mut total = Some(0);
+    for s in &c.inputs[..n] {
+        let Some(d) = s.dims() else {
+            return Ok(vec![Shape::unknown()]);
+        };
+        if d.len() != first.len() {
+            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
+        }
+        total = match (total, d[a]) {
+            (Some(t), Some(x)) => Some(t + x),
+            _ => None,
+        };
+    }
+    out[a] = total;
+    Ok(vec![Shape::new(out)])
+}
+
+/// TensorFlow's `_PreventGradientGrad`: differentiating through it is an error.
+fn prevent_gradient_grad(ctx: &GradCtx, _: &[Option<Output>]) -> GradResult {
+    let message = match ctx.node.attrs.get("message").and_then(|a| a.value.as_ref()) {
+        Some(Value::S(m)) => String::from_utf8_lossy(m).into_owned(),
+        _ => String::new(),
+    };
+    Err(ctx.unsupported(format!("gradient explicitly disabled; reason: {message}")))
+}
+
+fn bias_add_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    Ok(vec![Some(g), Some(build(&ctx.scope, "BiasAddGrad", &[g], &ctx.attrs_of(&["data_format"]))?)])
+}
+
+/// `Reshape`, `ExpandDims`, `Squeeze`: the gradient reshaped to the input's shape.
+fn reshape_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let rest = ctx.node.inputs.len() - 1;
+    let Some(g) = g0(gs) else { return Ok(vec![None; rest + 1]) };
+    let s = &ctx.scope;
+    let shape = s.unary("Shape", ctx.input(0))?;
+    let mut out = vec![Some(build(s, "Reshape", &[g, shape], &[("Tshape", attr::dtype(DType::Int32))])?)];
+    out.extend(std::iter::repeat_n(None, rest));
+    Ok(out)
+}
+
+/// `Fill`: the value's gradient is the sum of the output's.
+fn fill_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let rank = ctx.shape(ctx.output(0)).rank().ok_or_else(|| ctx.unsupported("the output's rank must be known"))?;
+    let axes: Vec<i32> = (0..rank as i32).collect();
+    Ok(vec![None, Some(ctx.scope.reduce("Sum", g, &axes, false)?)])
+}
+
+fn attr_int(ctx: &GradCtx, name: &str) -> Option<i64> {
+    match ctx.node.attrs.get(name).and_then(|a| a.value.as_ref()) {
+        Some(Value::I(i)) => Some(*i),
+        _ => None,
+    }
+}
+
+/// `Pack`: the gradient unstacked along the same axis.
+fn pack_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let n = ctx.node.inputs.len();
+    let Some(g) = g0(gs) else { return Ok(vec![None; n]) };
+    let axis = attr_int(ctx, "axis").unwrap_or(0);
+    let unpacked = build(&ctx.scope, "Unpack", &[g], &[("num", attr::int(n as i64)), ("axis", attr::int(axis))])?;
+    Ok((0..n).map(|i| Some(Output { node: unpacked.node, index: i })).collect())
+}
+
+fn concat_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let n = ctx.node.inputs.len() - 1;
+    let Some(g) = g0(gs) else { return Ok(vec![None; n + 1]) };
+    let axis = ctx
+        .const_ints(ctx.input(n))
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| ctx.unsupported("the axis must be a constant"))?;
+    let rank = ctx.shape(ctx.input(0)).rank().ok_or_else(|| ctx.unsupported("the inputs' rank must be known"))? as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    let mut sizes = Vec::with_capacity(n);
+    for i in 0..n {
+        let d = ctx.shape(ctx.input(i)).dims().and_then(|d| d.get(axis as usize).copied().flatten());
+        sizes.push(d.ok_or_else(|| ctx.unsupported("sizes along the concat axis must be known"))? as i64);
+    }
+    let s = &ctx.scope;
+    let sizes = s.constant_from(&[n], &sizes)?;
+    let ax = s.scalar(axis as i32)?;
+    let split = build(
+        s,
+        "SplitV",
+        &[g, sizes, ax],
+        &[("num_split", attr::int(n as i64)), ("Tlen", attr::dtype(DType::Int64))],
+    )?;
+    let mut out: Vec<Option<Output>> = (0..n).map(|i| Some(Output { node: split.node, index: i })).collect();
+    out.push(None);
+    Ok(out)
+}

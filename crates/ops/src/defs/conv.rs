@@ -1,0 +1,285 @@
+//! Convolutions, pools, their backprops, and `FusedBatchNormV3` (NHWC).
+use ferroflow_graph::Output;
+use ferroflow_tensor::Shape;
+
+use crate::gradient::{build, g0, GradCtx, GradResult};
+use crate::registry::{op, OpDef};
+use crate::shape_inference::{self as s, InferCtx};
+
+/// The attrs `Conv2D` and its backprop ops share.
+const CONV2D_ATTRS: &[&str] = &[
+    "strides: list(int)",
+    "use_cudnn_on_gpu: bool = true",
+    "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+    "explicit_paddings: list(int) = []",
+    "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
+    "dilations: list(int) = [1, 1, 1, 1]",
+];
+
+const SECOND_ORDER: &str = "second-order gradients of convolutions and pools are not implemented yet";
+
+/// The convolution, pooling and batch-normalization ops.
+pub fn defs() -> Vec<OpDef> {
+    let mut v = vec![
+        op("Conv2D")
+            .input("input: T")
+            .input("filter: T")
+            .output("output: T")
+            .attr("T: type")
+            .attrs(CONV2D_ATTRS)
+            .shape(conv2d)
+            .grows()
+            .gradient(conv2d_grad)
+            .build(),
+        op("DepthwiseConv2dNative")
+            .input("input: T")
+            .input("filter: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("strides: list(int)")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .shape(depthwise_conv2d)
+            .gradient_unavailable(
+                "TensorFlow differentiates it with DepthwiseConv2dNativeBackpropInput/Filter, which ferroflow does not have yet",
+            )
+            .build(),
+    ];
+    for (name, input, grad) in
+        [("MaxPool", "input: T", max_pool_grad as crate::gradient::GradFn), ("AvgPool", "value: T", avg_pool_grad)]
+    {
+        v.push(
+            op(name)
+                .input(input)
+                .output("output: T")
+                .attr("T: type")
+                .attr("ksize: list(int) >= 4")
+                .attr("strides: list(int) >= 4")
+                .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+                .attr("explicit_paddings: list(int) = []")
+                .attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+                .shape(pool)
+                .gradient(grad)
+                .build(),
+        );
+    }
+    v.push(
+        op("Conv2DBackpropInput")
+            .input("input_sizes: int32")
+            .input("filter: T")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attr("T: {half, bfloat16, float, double, int32}")
+            .attrs(CONV2D_ATTRS)
+            .shape(s::shape_of_input0_value)
+            .gradient_unavailable(SECOND_ORDER)
+            .build(),
+    );
+    v.push(
+        op("Conv2DBackpropFilter")
+            .input("input: T")
+            .input("filter_sizes: int32")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attr("T: {half, bfloat16, float, double, int32}")
+            .attrs(CONV2D_ATTRS)
+            .shape(|c| Ok(vec![c.shape_value(1)]))
+            .gradient_unavailable(SECOND_ORDER)
+            .build(),
+    );
+    v.push(
+        op("MaxPoolGrad")
+            .input("orig_input: T")
+            .input("orig_output: T")
+            .input("grad: T")
+            .output("output: T")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("T: {half, bfloat16, float, double, int32, int64} = DT_FLOAT")
+            .shape(s::unchanged)
+            .gradient_unavailable(SECOND_ORDER)
+            .build(),
+    );
+    v.push(
+        op("AvgPoolGrad")
+            .input("orig_input_shape: int32")
+            .input("grad: T")
+            .output("output: T")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID'}")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(s::shape_of_input0_value)
+            .gradient_unavailable(SECOND_ORDER)
+            .build(),
+    );
+    v.push(
+        op("FusedBatchNormV3")
+            .input("x: T")
+            .input("scale: U")
+            .input("offset: U")
+            .input("mean: U")
+            .input("variance: U")
+            .output("y: T")
+            .output("batch_mean: U")
+            .output("batch_variance: U")
+            .output("reserve_space_1: U")
+            .output("reserve_space_2: U")
+            .output("reserve_space_3: U")
+            .attr("T: type")
+            .attr("U: type")
+            .attr("epsilon: float = 0.0001")
+            .attr("exponential_avg_factor: float = 1.0")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .attr("is_training: bool = true")
+            .shape(fused_batch_norm)
+            .gradient_unavailable(
+                "TensorFlow differentiates it with FusedBatchNormGradV3, which ferroflow does not have yet",
+            )
+            .build(),
+    );
+    v
+}
+
+/// Output size of one spatial dimension of a convolution or pool, TensorFlow's rule.
+pub fn conv_output_size(
+    input: usize,
+    k: usize,
+    stride: usize,
+    dilation: usize,
+    padding: &str,
+    pads: (usize, usize),
+) -> Result<usize, String> {
+    if stride == 0 || dilation == 0 || k == 0 {
+        return Err("strides, dilations and window sizes must be positive".into());
+    }
+    let eff = (k - 1) * dilation + 1;
+    Ok(match padding {
+        "VALID" => {
+            if input < eff {
+                return Err(format!(
+                    "window of effective size {eff} does not fit input size {input} with VALID padding"
+                ));
+            }
+            (input - eff) / stride + 1
+        }
+        "SAME" => input.div_ceil(stride),
+        "EXPLICIT" => {
+            let padded = input + pads.0 + pads.1;
+            if padded < eff {
+                return Err(format!("window of effective size {eff} does not fit padded input size {padded}"));
+            }
+            (padded - eff) / stride + 1
+        }
+        p => return Err(format!("unknown padding '{p}'")),
+    })
+}
+
+fn spatial(c: &InferCtx, window: [Option<usize>; 2], channels: Option<usize>) -> Result<Vec<Shape>, String> {
+    let Some(x) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    if x.len() != 4 {
+        return Err(format!("input must be 4-dimensional, got shape {}", c.inputs[0]));
+    }
+    if c.string("data_format") == "NCHW" {
+        return Ok(vec![Shape::new(vec![None; 4])]);
+    }
+    let strides = c.ints("strides");
+    let dil = c.ints("dilations");
+    if strides.len() != 4 {
+        return Err(format!("strides must have 4 elements, got {strides:?}"));
+    }
+    let pads = c.ints("explicit_paddings");
+    let padding = c.string("padding");
+    let mut out = vec![x[0], None, None, channels];
+    for i in 0..2 {
+        let (Some(inp), Some(k)) = (x[1 + i], window[i]) else { continue };
+        let d = dil.get(1 + i).copied().unwrap_or(1).max(0) as usize;
+        let p = (
+            pads.get(2 + 2 * i).copied().unwrap_or(0).max(0) as usize,
+            pads.get(3 + 2 * i).copied().unwrap_or(0).max(0) as usize,
+        );
+        out[1 + i] = Some(conv_output_size(inp, k, strides[1 + i].max(0) as usize, d.max(1), &padding, p)?);
+    }
+    Ok(vec![Shape::new(out)])
+}
+
+/// The filter's dims, checked to be 4-D.
+fn filter_dims(c: &InferCtx) -> Result<Option<Vec<Option<usize>>>, String> {
+    match c.inputs[1].dims() {
+        Some(f) if f.len() == 4 => Ok(Some(f.to_vec())),
+        Some(f) => Err(format!("filter must be 4-dimensional, got {}", Shape::new(f.to_vec()))),
+        None => Ok(None),
+    }
+}
+
+/// `Conv2D` (NHWC): output channels are the filter's last dimension.
+pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    match filter_dims(c)? {
+        Some(f) => spatial(c, [f[0], f[1]], f[3]),
+        None => spatial(c, [None, None], None),
+    }
+}
+
+/// `DepthwiseConv2dNative` (NHWC): input channels times the channel multiplier.
+fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    match filter_dims(c)? {
+        Some(f) => spatial(c, [f[0], f[1]], f[2].zip(f[3]).map(|(a, b)| a * b)),
+        None => spatial(c, [None, None], None),
+    }
+}
+
+/// `MaxPool`, `AvgPool` (NHWC).
+fn pool(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let k = c.ints("ksize");
+    if k.len() != 4 {
+        return Err(format!("ksize must have 4 elements, got {k:?}"));
+    }
+    let ch = c.inputs[0].dims().and_then(|d| d.get(3).copied().flatten());
+    let mut r = spatial(c, [Some(k[1].max(0) as usize), Some(k[2].max(0) as usize)], ch)?;
+    if let (Some(d), Some(x)) = (r[0].dims().map(|d| d.to_vec()), c.inputs[0].dims()) {
+        if x.len() == 4 {
+            r[0] = Shape::new(vec![d[0], d[1], d[2], x[3]]);
+        }
+    }
+    Ok(r)
+}
+
+/// `FusedBatchNormV3`: y has x's shape; the statistics are vectors over channels.
+fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let ch = c.inputs[1].dims().and_then(|d| d.first().copied().flatten());
+    let v = Shape::new(vec![ch]);
+    Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::unknown()])
+}
+
+/// `Conv2D`: TensorFlow's `Conv2DBackpropInput` and `Conv2DBackpropFilter`.
+fn conv2d_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, f) = (ctx.input(0), ctx.input(1));
+    let a =
+        ctx.attrs_of(&["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"]);
+    let dx = build(s, "Conv2DBackpropInput", &[s.unary("Shape", x)?, f, g], &a)?;
+    let df = build(s, "Conv2DBackpropFilter", &[x, s.unary("Shape", f)?, g], &a)?;
+    Ok(vec![Some(dx), Some(df)])
+}
+
+/// `MaxPool`: `MaxPoolGrad` (to the first maximum of each window).
+fn max_pool_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let a = ctx.attrs_of(&["T", "ksize", "strides", "padding", "explicit_paddings", "data_format"]);
+    Ok(vec![Some(build(&ctx.scope, "MaxPoolGrad", &[ctx.input(0), ctx.output(0), g], &a)?)])
+}
+
+/// `AvgPool`: `AvgPoolGrad`.
+fn avg_pool_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let a = ctx.attrs_of(&["T", "ksize", "strides", "padding", "data_format"]);
+    Ok(vec![Some(build(s, "AvgPoolGrad", &[s.unary("Shape", ctx.input(0))?, g], &a)?)])
+}

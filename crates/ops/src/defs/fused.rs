@@ -1,0 +1,61 @@
+//! Ops the optimizer's fusion passes create: TensorFlow's `_FusedMatMul` and `_FusedConv2D`
+//! (same signatures, so TensorFlow's own optimized graphs import), and ferroflow's
+//! `_FusedElementwise` (a program of elementwise ops over N inputs).
+use crate::registry::{op, OpDef};
+use crate::shape_inference as s;
+
+const AFTER_GRADIENTS: &str =
+    "made by the optimizer after gradients are built (TensorFlow registers no gradient either): differentiate the unfused ops";
+
+/// The fused ops.
+pub fn defs() -> Vec<OpDef> {
+    vec![
+        op("_FusedMatMul")
+            .input("a: T")
+            .input("b: T")
+            .input("args: num_args * T")
+            .output("product: T")
+            .attr("transpose_a: bool = false")
+            .attr("transpose_b: bool = false")
+            .attr("T: {bfloat16, half, float, double}")
+            .attr("num_args: int >= 0")
+            .attr("fused_ops: list(string) = []")
+            .attr("epsilon: float = 0.0001")
+            .attr("leakyrelu_alpha: float = 0.2")
+            .shape(super::matmul::matmul)
+            .gradient_unavailable(AFTER_GRADIENTS)
+            .build(),
+        op("_FusedConv2D")
+            .input("input: T")
+            .input("filter: T")
+            .input("args: TArgs")
+            .input("host_args: num_host_args * float")
+            .output("output: T")
+            .attr("T: {half, float, double, int8}")
+            .attr("TArgs: list(type) >= 1")
+            .attr("num_args: int >= 0")
+            .attr("num_host_args: int >= 0 = 0")
+            .attr("strides: list(int)")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+            .attr("filter_format: {'HWIO', 'OIHW', 'OIHW_VECT_I'} = 'HWIO'")
+            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .attr("use_cudnn_on_gpu: bool = true")
+            .attr("fused_ops: list(string) = []")
+            .attr("epsilon: float = 0.0001")
+            .attr("leakyrelu_alpha: float = 0.2")
+            .shape(super::conv::conv2d)
+            .gradient_unavailable(AFTER_GRADIENTS)
+            .build(),
+        op("_FusedElementwise")
+            .input("args: N * T")
+            .output("y: T")
+            .attr("T: {float, double}")
+            .attr("N: int >= 1")
+            .attr("program: list(string)")
+            .shape(s::broadcast_all)
+            .gradient_unavailable(AFTER_GRADIENTS)
+            .build(),
+    ]
+}

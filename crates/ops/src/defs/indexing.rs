@@ -1,0 +1,519 @@
+//! Moving data by index: transposes, slices, tiles, pads, unstacking and splits, gathers,
+//! one-hot, `Where`, `Range`, `Cumsum`, `TopKV2`.
+use ferroflow_graph::Output;
+use ferroflow_proto::{attr, attr_value::Value};
+use ferroflow_tensor::{DType, Shape, Tensor};
+
+use crate::gradient::{build, g0, GradCtx, GradResult};
+use crate::registry::{op, OpBuilder, OpDef};
+use crate::shape_inference::{self as s, norm_axis, InferCtx};
+
+fn index_attr(name: &str) -> String {
+    format!("{name}: {{int32, int64}} = DT_INT32")
+}
+
+fn pad_op(name: &str) -> OpBuilder {
+    op(name).input("input: T").input("paddings: Tpaddings")
+}
+
+/// The indexing ops.
+pub fn defs() -> Vec<OpDef> {
+    vec![
+        op("Transpose")
+            .input("x: T")
+            .input("perm: Tperm")
+            .output("y: T")
+            .attr("T: type")
+            .attr(&index_attr("Tperm"))
+            .shape(transpose)
+            .gradient(transpose_grad)
+            .build(),
+        op("Slice")
+            .input("input: T")
+            .input("begin: Index")
+            .input("size: Index")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Index: {int32, int64}")
+            .shape(slice)
+            .gradient(slice_grad)
+            .build(),
+        op("StridedSlice")
+            .input("input: T")
+            .input("begin: Index")
+            .input("end: Index")
+            .input("strides: Index")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Index: {int16, int32, int64}")
+            .attr("begin_mask: int = 0")
+            .attr("end_mask: int = 0")
+            .attr("ellipsis_mask: int = 0")
+            .attr("new_axis_mask: int = 0")
+            .attr("shrink_axis_mask: int = 0")
+            .gradient_unavailable("TensorFlow differentiates it with StridedSliceGrad, which ferroflow does not have yet")
+            .build(),
+        op("Tile")
+            .input("input: T")
+            .input("multiples: Tmultiples")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tmultiples"))
+            .shape(tile)
+            .grows()
+            .gradient_unavailable("TensorFlow's gradient sums the tiles back through a reshape; not implemented yet")
+            .build(),
+        pad_op("Pad")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tpaddings"))
+            .shape(pad)
+            .grows()
+            .gradient(pad_grad)
+            .build(),
+        pad_op("PadV2")
+            .input("constant_values: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tpaddings"))
+            .shape(pad)
+            .grows()
+            .gradient(pad_grad)
+            .build(),
+        pad_op("MirrorPad")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tpaddings"))
+            .attr("mode: {'REFLECT', 'SYMMETRIC'}")
+            .shape(pad)
+            .grows()
+            .gradient_unavailable("TensorFlow differentiates it with MirrorPadGrad, which ferroflow does not have yet")
+            .build(),
+        op("Range")
+            .input("start: Tidx")
+            .input("limit: Tidx")
+            .input("delta: Tidx")
+            .output("output: Tidx")
+            .attr("Tidx: {bfloat16, half, float, double, int8, int16, int32, int64, uint16, uint32} = DT_INT32")
+            .shape(range)
+            .grows()
+            .not_differentiable("its output is a sequence of numbers, not a function of values to differentiate (TensorFlow's gradient is None)")
+            .build(),
+        op("Unpack")
+            .input("value: T")
+            .output("output: num * T")
+            .attr("num: int >= 0")
+            .attr("T: type")
+            .attr("axis: int = 0")
+            .shape(unpack)
+            .gradient(unpack_grad)
+            .build(),
+        op("Split")
+            .input("axis: int32")
+            .input("value: T")
+            .output("output: num_split * T")
+            .attr("num_split: int >= 1")
+            .attr("T: type")
+            .shape(split)
+            .gradient(split_grad)
+            .build(),
+        op("SplitV")
+            .input("value: T")
+            .input("size_splits: Tlen")
+            .input("axis: int32")
+            .output("output: num_split * T")
+            .attr("num_split: int >= 1")
+            .attr("T: type")
+            .attr("Tlen: {int8, int32, int64} = DT_INT64")
+            .shape(split_v)
+            .gradient(split_v_grad)
+            .build(),
+        op("GatherV2")
+            .input("params: Tparams")
+            .input("indices: Tindices")
+            .input("axis: Taxis")
+            .output("output: Tparams")
+            .attr("batch_dims: int = 0")
+            .attr("Tparams: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("Taxis: {int32, int64}")
+            .shape(gather_v2)
+            .grows()
+            .gradient(gather_grad)
+            .build(),
+        op("GatherNd")
+            .input("params: Tparams")
+            .input("indices: Tindices")
+            .output("output: Tparams")
+            .attr("Tparams: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("bad_indices_policy: string = ''")
+            .grows()
+            .gradient_unavailable("TensorFlow differentiates it with ScatterNd, which ferroflow does not have yet")
+            .build(),
+        op("OneHot")
+            .input("indices: TI")
+            .input("depth: int32")
+            .input("on_value: T")
+            .input("off_value: T")
+            .output("output: T")
+            .attr("axis: int = -1")
+            .attr("T: type")
+            .attr("TI: {uint8, int8, int32, int64} = DT_INT64")
+            .shape(one_hot)
+            .grows()
+            .not_differentiable("TensorFlow's gradient is None")
+            .build(),
+        op("Cumsum")
+            .input("x: T")
+            .input("axis: Tidx")
+            .output("out: T")
+            .attr("exclusive: bool = false")
+            .attr("reverse: bool = false")
+            .attr("T: type")
+            .attr(&index_attr("Tidx"))
+            .shape(s::unchanged)
+            .gradient(cumsum_grad)
+            .build(),
+        op("Where")
+            .input("input: T")
+            .output("index: int64")
+            .attr("T: type = DT_BOOL")
+            .not_differentiable("its output is integer indices")
+            .build(),
+        op("TopKV2")
+            .input("input: T")
+            .input("k: Tk")
+            .output("values: T")
+            .output("indices: index_type")
+            .attr("sorted: bool = true")
+            .attr("T: type")
+            .attr(&index_attr("Tk"))
+            .attr("index_type: {int16, int32, int64} = DT_INT32")
+            .gradient_unavailable("TensorFlow differentiates it with ScatterNd, which ferroflow does not have yet")
+            .build(),
+    ]
+}
+
+/// `Transpose` with a constant permutation.
+fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (Some(perm), Some(dims)) = (c.const_ints(1), c.inputs[0].dims()) else { return Ok(vec![Shape::unknown()]) };
+    if perm.len() != dims.len() {
+        return Err(format!("permutation {perm:?} does not match rank {}", dims.len()));
+    }
+    let out = perm
+        .iter()
+        .map(|&p| {
+            usize::try_from(p)
+                .ok()
+                .and_then(|p| dims.get(p).copied())
+                .ok_or_else(|| format!("bad permutation {perm:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Slice` with constant begin and size (`-1` = to the end).
+fn slice(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let (Some(begin), Some(size), Some(dims)) = (c.const_ints(1), c.const_ints(2), c.inputs[0].dims()) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    if begin.len() != dims.len() || size.len() != dims.len() {
+        return Err(format!("begin {begin:?} and size {size:?} must have the input's rank {}", dims.len()));
+    }
+    let out = (0..dims.len())
+        .map(|i| match size[i] {
+            -1 => dims[i].and_then(|d| usize::try_from(d as i64 - begin[i]).ok()),
+            n => usize::try_from(n).ok(),
+        })
+        .collect();
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Unpack`: `num` outputs, the input's shape without `axis`.
+fn unpack(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown(); c.num_outputs]) };
+    let axis = norm_axis(c.int("axis").unwrap_or(0), dims.len())?;
+    if let Some(n) = dims[axis] {
+        if n != c.num_outputs {
+            return Err(format!("dimension {axis} has size {n}, but num is {}", c.num_outputs));
+        }
+    }
+    let mut out = dims.to_vec();
+    out.remove(axis);
+    Ok(vec![Shape::new(out); c.num_outputs])
+}
+
+/// The input's shape with `axis` resized to each of `sizes` (`None` = unknown).
+fn split_shapes(dims: &[Option<usize>], axis: usize, sizes: Vec<Option<usize>>) -> Vec<Shape> {
+    sizes
+        .into_iter()
+        .map(|n| {
+            let mut d = dims.to_vec();
+            d[axis] = n;
+            Shape::new(d)
+        })
+        .collect()
+}
+
+/// `Split`: `num_split` equal parts along the constant axis (input 0).
+fn split(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let n = c.num_outputs;
+    let (Some(dims), Some(axis)) = (c.inputs[1].dims(), c.const_ints(0)) else { return Ok(vec![Shape::unknown(); n]) };
+    let axis = norm_axis(*axis.first().ok_or("axis must be a scalar")?, dims.len())?;
+    let part = match dims[axis] {
+        Some(d) if n > 0 && d % n != 0 => return Err(format!("dimension {axis} of size {d} does not split into {n}")),
+        Some(d) => Some(d / n.max(1)),
+        None => None,
+    };
+    Ok(split_shapes(dims, axis, vec![part; n]))
+}
+
+/// `SplitV`: parts of the constant sizes (one may be -1) along the constant axis (input 2).
+fn split_v(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let n = c.num_outputs;
+    let (Some(dims), Some(axis), Some(sizes)) = (c.inputs[0].dims(), c.const_ints(2), c.const_ints(1)) else {
+        return Ok(vec![Shape::unknown(); n]);
+    };
+    let axis = norm_axis(*axis.first().ok_or("axis must be a scalar")?, dims.len())?;
+    if sizes.len() != n {
+        return Err(format!("size_splits has {} values for num_split {n}", sizes.len()));
+    }
+    let known: i64 = sizes.iter().filter(|&&s| s >= 0).sum();
+    let mut out: Vec<Option<usize>> = sizes.iter().map(|&s| usize::try_from(s).ok()).collect();
+    if let (Some(total), Some(i)) = (dims[axis], sizes.iter().position(|&s| s == -1)) {
+        out[i] = usize::try_from(total as i64 - known).ok();
+    }
+    Ok(split_shapes(dims, axis, out))
+}
+
+/// `Tile`: each dimension times its constant multiple.
+fn tile(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    let Some(m) = c.const_ints(1) else { return Ok(vec![Shape::new(vec![None; dims.len()])]) };
+    if m.len() != dims.len() {
+        return Err(format!("multiples {m:?} must have the input's rank {}", dims.len()));
+    }
+    let out =
+        dims.iter().zip(&m).map(|(d, &k)| d.zip(usize::try_from(k).ok()).map(|(d, k)| d.saturating_mul(k))).collect();
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Pad`, `PadV2`, `MirrorPad`: each dimension grown by its constant paddings.
+fn pad(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    let Some(p) = c.const_ints(1) else { return Ok(vec![Shape::new(vec![None; dims.len()])]) };
+    if p.len() != 2 * dims.len() {
+        return Err(format!("paddings must be a [{}, 2] matrix, got {} values", dims.len(), p.len()));
+    }
+    let out = dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let grown = d.map(|d| d as i64).and_then(|d| d.checked_add(p[2 * i])?.checked_add(p[2 * i + 1]));
+            grown.and_then(|g| usize::try_from(g).ok())
+        })
+        .collect();
+    Ok(vec![Shape::new(out)])
+}
+
+fn scalar_f64(t: &Tensor) -> Option<f64> {
+    Some(match t.dtype() {
+        DType::Int32 => t.scalar_value::<i32>().ok()? as f64,
+        DType::Int64 => t.scalar_value::<i64>().ok()? as f64,
+        DType::Float => t.scalar_value::<f32>().ok()? as f64,
+        DType::Double => t.scalar_value::<f64>().ok()?,
+        _ => return None,
+    })
+}
+
+/// `Range` with constant bounds: `ceil((limit - start) / delta)` elements, TensorFlow's size.
+fn range(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let bounds = (|| Some((scalar_f64(c.constant(0)?)?, scalar_f64(c.constant(1)?)?, scalar_f64(c.constant(2)?)?)))();
+    let Some((start, limit, delta)) = bounds else { return Ok(vec![Shape::new(vec![None])]) };
+    let n = ((limit - start) / delta).abs().ceil();
+    let consistent = delta != 0.0 && (limit - start == 0.0 || (limit > start) == (delta > 0.0));
+    Ok(vec![Shape::new(vec![(consistent && n.is_finite()).then(|| n.min(usize::MAX as f64) as usize)])])
+}
+
+/// `OneHot`: the indices' shape with `depth` inserted at `axis`.
+fn one_hot(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    let depth = c.const_ints(1).and_then(|d| d.first().copied()).and_then(|d| usize::try_from(d).ok());
+    let axis = c.int("axis").unwrap_or(-1);
+    let at = if axis == -1 { dims.len() } else { norm_axis(axis, dims.len() + 1)? };
+    let mut out = dims.to_vec();
+    out.insert(at, depth);
+    Ok(vec![Shape::new(out)])
+}
+
+/// `GatherV2` with a constant axis and `batch_dims` 0: params[:axis] + indices + params[axis+1:].
+fn gather_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let batch_dims = c.int("batch_dims").unwrap_or(0);
+    let (Some(axis), Some(p), Some(idx)) = (c.const_ints(2), c.inputs[0].dims(), c.inputs[1].dims()) else {
+        return Ok(vec![Shape::unknown()]);
+    };
+    let Some(&axis) = axis.first() else { return Ok(vec![Shape::unknown()]) };
+    let axis = if axis < 0 { axis + p.len() as i64 } else { axis };
+    if batch_dims != 0 || axis < 0 || axis as usize >= p.len() {
+        return Ok(vec![Shape::unknown()]);
+    }
+    let a = axis as usize;
+    let mut out = p[..a].to_vec();
+    out.extend_from_slice(idx);
+    out.extend_from_slice(&p[a + 1..]);
+    Ok(vec![Shape::new(out)])
+}
+
+fn transpose_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let perm = ctx.const_ints(ctx.input(1)).ok_or_else(|| ctx.unsupported("the permutation must be a constant"))?;
+    let mut inv = vec![0i32; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        let p =
+            usize::try_from(p).ok().filter(|&p| p < perm.len()).ok_or_else(|| ctx.unsupported("bad permutation"))?;
+        inv[p] = i as i32;
+    }
+    let s = &ctx.scope;
+    let inv = s.constant_from(&[inv.len()], &inv)?;
+    Ok(vec![Some(build(s, "Transpose", &[g, inv], &[("Tperm", attr::dtype(DType::Int32))])?), None])
+}
+
+/// `Shape(t)` with the given index type.
+fn shape_as(ctx: &GradCtx, t: Output, int: DType) -> Result<Output, crate::BuildError> {
+    build(&ctx.scope, "Shape", &[t], &[("out_type", attr::dtype(int))])
+}
+
+fn slice_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    // Pad the gradient back: before = begin, after = shape(x) - shape(y) - begin.
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, begin) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(begin);
+    let after = s.sub(s.sub(shape_as(ctx, x, int)?, shape_as(ctx, ctx.output(0), int)?)?, begin)?;
+    let paddings = s.pack(&[begin, after], 1)?;
+    Ok(vec![Some(build(s, "Pad", &[g, paddings], &[("Tpaddings", attr::dtype(int))])?), None, None])
+}
+
+/// `Pad`, `PadV2`: the gradient sliced back to the input (from each dimension's padding
+/// before); none to the paddings or the constant.
+fn pad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let rest = ctx.node.inputs.len() - 1;
+    let Some(g) = g0(gs) else { return Ok(vec![None; rest + 1]) };
+    let s = &ctx.scope;
+    let (x, paddings) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(paddings);
+    let rank = ctx.shape(x).rank().ok_or_else(|| ctx.unsupported("the input's rank must be known"))?;
+    let index = |v: Vec<i64>| -> Result<Output, crate::BuildError> {
+        match int {
+            DType::Int64 => s.constant_from(&[v.len()], &v),
+            _ => s.constant_from(&[v.len()], &v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+        }
+    };
+    let before = build(
+        s,
+        "Slice",
+        &[paddings, index(vec![0, 0])?, index(vec![rank as i64, 1])?],
+        &[("Index", attr::dtype(int))],
+    )?;
+    let begin = build(s, "Reshape", &[before, index(vec![-1])?], &[("Tshape", attr::dtype(int))])?;
+    let sliced = build(s, "Slice", &[g, begin, shape_as(ctx, x, int)?], &[("Index", attr::dtype(int))])?;
+    let mut out = vec![Some(sliced)];
+    out.extend(std::iter::repeat_n(None, rest));
+    Ok(out)
+}
+
+fn attr_int(ctx: &GradCtx, name: &str) -> Option<i64> {
+    match ctx.node.attrs.get(name).and_then(|a| a.value.as_ref()) {
+        Some(Value::I(i)) => Some(*i),
+        _ => None,
+    }
+}
+
+/// The gradients of a node's outputs, zeros for those that got none (to be joined).
+fn dense_grads(ctx: &GradCtx, gs: &[Option<Output>]) -> Result<Vec<Output>, crate::BuildError> {
+    (0..ctx.node.num_outputs())
+        .map(|i| match gs.get(i).copied().flatten() {
+            Some(g) => Ok(g),
+            None => ctx.scope.unary("ZerosLike", ctx.output(i)),
+        })
+        .collect()
+}
+
+/// `Unpack`: the outputs' gradients stacked back along the axis.
+fn unpack_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    if gs.iter().all(Option::is_none) {
+        return Ok(vec![None]);
+    }
+    let grads = dense_grads(ctx, gs)?;
+    Ok(vec![Some(ctx.scope.pack(&grads, attr_int(ctx, "axis").unwrap_or(0))?)])
+}
+
+/// The outputs' gradients joined along the split axis.
+fn join(ctx: &GradCtx, gs: &[Option<Output>], axis: Output) -> Result<Output, crate::BuildError> {
+    let mut inputs = dense_grads(ctx, gs)?;
+    let n = inputs.len();
+    inputs.push(axis);
+    let s = &ctx.scope;
+    if n == 1 {
+        return Ok(inputs[0]);
+    }
+    build(s, "ConcatV2", &inputs, &[("N", attr::int(n as i64)), ("Tidx", attr::dtype(s.dtype(axis)))])
+}
+
+fn split_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    if gs.iter().all(Option::is_none) {
+        return Ok(vec![None, None]);
+    }
+    Ok(vec![None, Some(join(ctx, gs, ctx.input(0))?)])
+}
+
+fn split_v_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    if gs.iter().all(Option::is_none) {
+        return Ok(vec![None, None, None]);
+    }
+    Ok(vec![Some(join(ctx, gs, ctx.input(2))?), None, None])
+}
+
+/// `Cumsum`: the cumulative sum of the gradient in the other direction.
+fn cumsum_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let axis = ctx.input(1);
+    let a = [
+        ("exclusive", attr::boolean(ctx.attr_bool("exclusive"))),
+        ("reverse", attr::boolean(!ctx.attr_bool("reverse"))),
+        ("Tidx", attr::dtype(s.dtype(axis))),
+    ];
+    Ok(vec![Some(build(s, "Cumsum", &[g, axis], &a)?), None])
+}
+
+fn gather_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    // Axis 0, batch_dims 0: the gradient rows go back to the gathered rows, summed where an
+    // index repeats (TensorFlow's IndexedSlices made dense).
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let axis = ctx.const_ints(ctx.input(2)).and_then(|v| v.first().copied());
+    if axis != Some(0) || attr_int(ctx, "batch_dims").unwrap_or(0) != 0 {
+        return Err(ctx.unsupported("only gathers along a constant axis 0 with batch_dims 0 are differentiable yet"));
+    }
+    let s = &ctx.scope;
+    let (params, indices) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(indices);
+    let shape = shape_as(ctx, params, DType::Int32)?;
+    let zero = s.constant_from(&[1], &[0i32])?;
+    let one = s.constant_from(&[1], &[1i32])?;
+    let rows = build(
+        s,
+        "Slice",
+        &[shape, zero, one],
+        &[("T", attr::dtype(DType::Int32)), ("Index", attr::dtype(DType::Int32))],
+    )?;
+    let rows = s.reshape(rows, &[])?;
+    let seg = build(
+        s,
+        "UnsortedSegmentSum",
+        &[g, indices, rows],
+        &[("Tindices", attr::dtype(int)), ("Tnumsegments", attr::dtype(DType::Int32))],
+    )?;
+    Ok(vec![Some(seg), None, None])
+}
