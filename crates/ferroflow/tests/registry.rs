@@ -4,7 +4,7 @@
 //! its kernel computes; every declared activation fuses into `_FusedMatMul` bit-identically.
 use ferroflow::graph::Attrs;
 use ferroflow::kernels::KernelRegistry;
-use ferroflow::ops::{Elementwise, Execution, OpRegistry};
+use ferroflow::ops::{Execution, OpRegistry};
 use ferroflow::optimize::{Item, MetaOptimizer, OptimizerOptions};
 use ferroflow::prelude::*;
 use ferroflow::proto::attr;
