@@ -14,6 +14,8 @@ macro_rules! out {
     }};
 }
 
+mod ops;
+
 #[derive(Parser)]
 #[command(name = "ferroflow", version, about = "A TensorFlow-class dataflow system in Rust")]
 struct Cli {
@@ -168,6 +170,15 @@ enum Command {
         #[arg(long, value_name = "PREFIX")]
         save: Option<PathBuf>,
     },
+    /// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
+    /// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
+    Ops {
+        /// One op, e.g. `Relu6`.
+        op: Option<String>,
+        /// Print JSON (one object for an OP, an array for all).
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
     /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps, saved with a
@@ -244,6 +255,7 @@ fn main() {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
             mnist(data.as_deref(), steps, seed, options, save.as_deref()).map(|_| ())
         }
+        Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Demo { out, mnist_steps } => demo(&out, mnist_steps),
     };
     if let Err(e) = result {

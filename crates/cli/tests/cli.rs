@@ -437,3 +437,59 @@ fn merge_partitions_of_tensorflows_partition_graphs_runs() {
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("_Recv 'h/_1'") && err.contains("no _Send"), "{err}");
 }
+
+#[test]
+fn ops_lists_the_registry_as_json_and_one_op_readably() {
+    let o = run(&["ops", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ops = doc.as_array().unwrap();
+    let names: Vec<&str> = ops.iter().map(|op| op["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ferroflow::ops::OpRegistry::global().names(), "every registered op, sorted");
+    for op in ops {
+        for field in ["inputs", "outputs", "attrs", "cpu_kernels", "run_by", "gradient", "flags", "family"] {
+            assert!(op.get(field).is_some(), "{}: no '{field}'", op["name"]);
+        }
+        let g = op["gradient"].as_str().unwrap();
+        assert!(["yes", "not_differentiable", "not_implemented"].contains(&g), "{}: gradient {g}", op["name"]);
+        if g != "yes" {
+            assert!(op["gradient_reason"].as_str().is_some_and(|r| !r.is_empty()), "{}", op["name"]);
+        }
+        if op["run_by"] == "kernel" {
+            assert!(!op["cpu_kernels"].as_array().unwrap().is_empty(), "{}: no kernels", op["name"]);
+        }
+    }
+    let relu6 = ops.iter().find(|op| op["name"] == "Relu6").unwrap();
+    assert_eq!(relu6["inputs"][0]["name"], "features");
+    assert_eq!(relu6["cpu_kernels"][0]["dtypes"], serde_json::json!(["float", "double"]));
+    assert_eq!(relu6["flags"]["activation"], true);
+    let floor = ops.iter().find(|op| op["name"] == "Floor").unwrap();
+    assert_eq!(floor["gradient"], "not_differentiable");
+
+    let o = run(&["ops", "Relu6"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for line in [
+        "crates/ops/src/defs/elementwise.rs",
+        "inputs       features: T",
+        "outputs      activations: T",
+        "CPU kernels  T in {float, double}",
+        "gradient     yes",
+        "fusible activation",
+    ] {
+        assert!(text.contains(line), "missing '{line}' in\n{text}");
+    }
+    let o = run(&["ops", "Conv2D"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("padding: {'SAME', 'VALID', 'EXPLICIT'}") && text.contains("dilations: list(int) = [1, 1, 1, 1]"),
+        "{text}"
+    );
+
+    let o = run(&["ops", "relu6x"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no op named 'relu6x'"), "{err}");
+    let o = run(&["ops", "relu"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean Relu"), "case-insensitive suggestions");
+}

@@ -234,6 +234,12 @@ impl KernelRegistry {
         v
     }
 
+    /// The kernels registered for `op`: each one's constraining type attr (empty for a kernel
+    /// that takes every dtype) and the dtypes it runs.
+    pub fn registrations(&self, op: &str) -> Vec<(&'static str, &'static [DType])> {
+        self.by_op.get(op).into_iter().flatten().map(|r| (r.attr, r.dtypes)).collect()
+    }
+
     /// True if some kernel is registered for `op`.
     pub fn has_op(&self, op: &str) -> bool {
         self.by_op.contains_key(op)
