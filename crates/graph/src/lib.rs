@@ -359,7 +359,9 @@ impl Graph {
     }
 }
 
-/// Ops whose outgoing edges close a loop (TensorFlow's v1 `while_loop` frames).
+/// Edges out of `NextIteration` close a loop (TensorFlow's v1 `while_loop` frames): the one
+/// op whose role this layer needs, for GraphDef's own rule that cycles pass through it (the
+/// op registry, which knows every op's control-flow role, sits above this crate).
 fn is_back_edge_source(op: &str) -> bool {
-    matches!(op, "NextIteration" | "RefNextIteration")
+    op == "NextIteration"
 }

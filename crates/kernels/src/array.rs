@@ -5,7 +5,7 @@ use ferroflow_tensor::{bf16, f16, DType, Tensor};
 
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
-use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 struct Const(Tensor);
 impl OpKernel for Const {
@@ -421,9 +421,14 @@ impl OpKernel for Concat {
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Const", "", &[], k_const);
     r.register("Placeholder", "", &[], k_placeholder);
-    for op in ["Identity", "IdentityN", "PlaceholderWithDefault", "Snapshot", "StopGradient", "PreventGradient"] {
-        r.register(op, "", &[], |_| Ok(Box::new(Forward)));
-    }
+    // Ops whose outputs are their inputs (at run time: their gradients differ).
+    let forward: Factory = |_| Ok(Box::new(Forward));
+    r.register("Identity", "", &[], forward);
+    r.register("IdentityN", "", &[], forward);
+    r.register("PlaceholderWithDefault", "", &[], forward);
+    r.register("Snapshot", "", &[], forward);
+    r.register("StopGradient", "", &[], forward);
+    r.register("PreventGradient", "", &[], forward);
     r.register("NoOp", "", &[], |_| Ok(Box::new(NoOp)));
     r.register("BiasAdd", "T", &[DType::Float, DType::Double, DType::Int32, DType::Int64], k_bias_add);
     r.register("Reshape", "", &[], |_| Ok(Box::new(Reshape)));

@@ -57,13 +57,18 @@ pub enum CallKind {
     While,
 }
 
-/// The two ends of a transfer between devices.
+/// The ends of a transfer: between the partitions of a step, and between a partition and the
+/// client (how TensorFlow's partition graphs show feeds and fetches).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transfer {
     /// `_Send`: hands a tensor to the rendezvous.
     Send,
     /// `_Recv`: takes it out on the receiving device.
     Recv,
+    /// `_Arg`: a feed entering a partition.
+    Arg,
+    /// `_Retval`: a fetch leaving a partition.
+    Retval,
 }
 
 /// An elementwise op: one output element from the elements at the same (broadcast) index of
@@ -180,6 +185,9 @@ pub struct OpFacts {
     pub gradient: Option<Gradient>,
     /// TF1 ref-variable ops that are this op with refs.
     pub ref_forms: Vec<RefForm>,
+    /// Its `shared_name` attr names session state (a variable): importing a graph under a
+    /// scope moves that name under the scope too.
+    pub owns_shared_state: bool,
 }
 
 impl Default for OpFacts {
@@ -199,6 +207,7 @@ impl Default for OpFacts {
             involution: None,
             gradient: None,
             ref_forms: Vec::new(),
+            owns_shared_state: false,
         }
     }
 }
@@ -214,6 +223,14 @@ impl OpFacts {
     pub fn control_flow(&self) -> Option<ControlFlow> {
         match self.execution {
             Execution::ControlFlow(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Its end of a transfer, if it is one.
+    pub fn transfer(&self) -> Option<Transfer> {
+        match self.execution {
+            Execution::Transfer(t) => Some(t),
             _ => None,
         }
     }

@@ -226,6 +226,11 @@ impl OpBuilder {
         self.def.facts.ref_forms.push(RefForm { op, refs });
         self
     }
+    /// Declares that its `shared_name` names session state (see [`OpFacts::owns_shared_state`]).
+    pub fn owns_shared_state(mut self) -> Self {
+        self.def.facts.owns_shared_state = true;
+        self
+    }
     /// Finishes the definition; `TypeAttr` args naming a `list(type)` attr become `TypeList`.
     pub fn build(mut self) -> OpDef {
         let lists: Vec<String> =

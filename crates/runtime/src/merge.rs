@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ferroflow_graph::{format_output, parse_output_name};
+use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::{attr_value, AttrValue, GraphDef, NodeDef};
 
 /// A problem with a set of partition graphs.
@@ -93,12 +94,18 @@ fn placeholder(name: &str, from: &NodeDef, dtype_attr: &str) -> Result<NodeDef, 
     })
 }
 
+/// The op's end of a transfer (the registry's `_Send`, `_HostSend`, `_Recv`, `_HostRecv`,
+/// `_Arg`, `_Retval`).
+fn transfer(op: &str) -> Option<Transfer> {
+    OpRegistry::global().facts(op).and_then(|f| f.transfer())
+}
+
 /// Merges partition graphs into one GraphDef.
 pub fn merge_partitions(parts: &[GraphDef]) -> Result<GraphDef, MergeError> {
     // Every _Send, by tensor name: what it sends (its data input).
     let mut sends: HashMap<String, (String, String)> = HashMap::new();
     for p in parts {
-        for n in p.node.iter().filter(|n| n.op == "_Send" || n.op == "_HostSend") {
+        for n in p.node.iter().filter(|n| transfer(&n.op) == Some(Transfer::Send)) {
             let tensor = attr_s(n, "tensor_name").ok_or_else(|| MergeError::BadNode {
                 node: n.name.clone(),
                 reason: "a _Send needs a 'tensor_name' attr".into(),
@@ -119,8 +126,8 @@ pub fn merge_partitions(parts: &[GraphDef]) -> Result<GraphDef, MergeError> {
     let mut added: Vec<NodeDef> = Vec::new();
     for (pi, p) in parts.iter().enumerate() {
         for n in &p.node {
-            match n.op.as_str() {
-                "_Recv" | "_HostRecv" => {
+            match transfer(&n.op) {
+                Some(Transfer::Recv) => {
                     let tensor = attr_s(n, "tensor_name").unwrap_or_default();
                     if attr_b(n, "client_terminated") {
                         // Older TensorFlow's feed: the tensor name is the feed ("x:0").
@@ -146,10 +153,10 @@ pub fn merge_partitions(parts: &[GraphDef]) -> Result<GraphDef, MergeError> {
                     }
                     dropped.insert(n.name.clone());
                 }
-                "_Send" | "_HostSend" | "_Retval" => {
+                Some(Transfer::Send | Transfer::Retval) => {
                     dropped.insert(n.name.clone());
                 }
-                "_Arg" => {
+                Some(Transfer::Arg) => {
                     let (node, index) = arg_feed(&n.name).ok_or_else(|| MergeError::BadNode {
                         node: n.name.clone(),
                         reason: "an _Arg feed is named _arg_<node>_<output>_<index>".into(),

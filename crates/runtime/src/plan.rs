@@ -267,6 +267,11 @@ impl ExecutionPlan {
                     Execution::ControlFlow(_) => Box::new(ControlFlowOp),
                     Execution::Transfer(Transfer::Send) => Box::new(crate::rendezvous::Send),
                     Execution::Transfer(Transfer::Recv) => Box::new(crate::rendezvous::Recv),
+                    Execution::Transfer(Transfer::Arg | Transfer::Retval) => {
+                        return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
+                            "feeds and fetches of a reported partition graph do not run: merge the partitions first (ferroflow merge-partitions)".into(),
+                        )))
+                    }
                 },
                 // A node whose op is a library function calls it.
                 None if graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == n.op)) => {

@@ -7,9 +7,15 @@ use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, NodeId, Output};
 use ferroflow_kernels::{Inputs, KResult, KernelContext, OpKernel, Outputs};
+use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::attr_value;
 
 use crate::RuntimeError;
+
+/// The node's end of a transfer, if it is one.
+pub(crate) fn transfer(graph: &Graph, id: NodeId) -> Option<Transfer> {
+    OpRegistry::global().facts(&graph.node(id).op).and_then(|f| f.transfer())
+}
 
 /// A node's `tensor_name` attr.
 pub(crate) fn tensor_name(graph: &Graph, id: NodeId) -> String {
@@ -23,7 +29,7 @@ pub(crate) fn tensor_name(graph: &Graph, id: NodeId) -> String {
 pub(crate) fn sent_tensors(graph: &Graph) -> Result<HashMap<String, (NodeId, Output)>, RuntimeError> {
     let mut sent: HashMap<String, (NodeId, Output)> = HashMap::new();
     for (id, n) in graph.nodes().iter().enumerate() {
-        if n.op != "_Send" {
+        if transfer(graph, id) != Some(Transfer::Send) {
             continue;
         }
         let name = tensor_name(graph, id);
@@ -44,7 +50,7 @@ pub(crate) fn recv_source(
     id: NodeId,
     sent: &HashMap<String, (NodeId, Output)>,
 ) -> Result<Option<Output>, RuntimeError> {
-    if graph.node(id).op != "_Recv" {
+    if transfer(graph, id) != Some(Transfer::Recv) {
         return Ok(None);
     }
     let name = tensor_name(graph, id);

@@ -10,6 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use std::fmt::Write;
 
 use ferroflow_graph::{Graph, NodeId};
+use ferroflow_ops::Transfer;
 use ferroflow_proto::{
     convert, AllocationDescription, AllocatorMemoryUsed, DeviceStepStats, NodeExecStats, NodeOutput, StepStats,
     TensorDescription,
@@ -164,9 +165,13 @@ fn label(graph: &Graph, n: &ferroflow_graph::Node) -> String {
         Some(ferroflow_proto::attr_value::Value::S(v)) => String::from_utf8_lossy(v).into_owned(),
         _ => String::new(),
     };
-    match n.op.as_str() {
-        "_Send" => return format!("{} = _Send({} @{})", n.name, attr("tensor_name"), attr("recv_device")),
-        "_Recv" => return format!("{} = _Recv({} @{})", n.name, attr("tensor_name"), attr("send_device")),
+    match ferroflow_ops::OpRegistry::global().facts(&n.op).and_then(|f| f.transfer()) {
+        Some(Transfer::Send) => {
+            return format!("{} = {}({} @{})", n.name, n.op, attr("tensor_name"), attr("recv_device"))
+        }
+        Some(Transfer::Recv) => {
+            return format!("{} = {}({} @{})", n.name, n.op, attr("tensor_name"), attr("send_device"))
+        }
         _ => {}
     }
     let mut label =

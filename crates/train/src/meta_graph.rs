@@ -217,6 +217,14 @@ fn scoped(scope: &str, name: &str) -> String {
     }
 }
 
+/// True for ops whose `shared_name` names session state: the registry's (`VarHandleOp`) and
+/// the TensorFlow 1 ops it runs as (`VariableV2`).
+fn owns_shared_state(op: &str) -> bool {
+    let reg = ferroflow_ops::OpRegistry::global();
+    let op = reg.ref_form(op).map_or(op, |(runs_as, _)| runs_as);
+    reg.facts(op).is_some_and(|f| f.owns_shared_state)
+}
+
 /// Moves every node of `def` under `scope/`: names, inputs, colocation attrs (`_class`:
 /// `loc:@NAME`) and the `shared_name` of variables that use their node's name.
 fn scope_graph_def(def: &mut GraphDef, scope: &str) {
@@ -234,7 +242,7 @@ fn scope_graph_def(def: &mut GraphDef, scope: &str) {
                 }
             }
         }
-        if matches!(n.op.as_str(), "VarHandleOp" | "VariableV2" | "MutableHashTableV2" | "HashTableV2") {
+        if owns_shared_state(&n.op) {
             if let Some(Value::S(s)) = n.attr.get_mut("shared_name").and_then(|a| a.value.as_mut()) {
                 if !s.is_empty() {
                     *s = format!("{scope}/{}", String::from_utf8_lossy(s)).into_bytes();

@@ -30,6 +30,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("shape: shape")
             .attr("allowed_devices: list(string) = []")
             .stateful()
+            .owns_shared_state()
             .shape(s::scalar)
             .known(|c| match c.def.attr(c.attrs, "shape").and_then(|v| v.value.as_ref()) {
                 Some(Value::Shape(p)) => Some(Known::Handle(ferroflow_proto::convert::shape_from_proto(p))),
