@@ -79,13 +79,18 @@ pub enum GraphError {
     /// A tensor name that is not `name` or `name:N`.
     #[error("malformed tensor name '{0}' (expected 'name' or 'name:N')")]
     BadTensorName(String),
-    /// A tensor name that does not exist in the graph.
-    #[error("tensor '{tensor}' does not exist: {reason}")]
-    NoSuchTensor {
-        /// The tensor name.
-        tensor: String,
-        /// Why.
-        reason: String,
+    /// A node name the graph does not have.
+    #[error("the graph has no node named '{0}'")]
+    NoSuchNode(String),
+    /// An output index past a node's outputs.
+    #[error("node '{node}' ({op}) has {outputs} output(s)")]
+    NoSuchOutput {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// How many outputs it has.
+        outputs: usize,
     },
     /// A GraphDef version this build cannot consume.
     #[error("GraphDef versions: {0}")]

@@ -154,15 +154,13 @@ impl Graph {
     /// Resolves a tensor name (`x`, `x:1`) to an output of a node in this graph.
     pub fn output_by_name(&self, tensor: &str) -> Result<Output, GraphError> {
         let (name, index) = parse_output_name(tensor).ok_or_else(|| GraphError::BadTensorName(tensor.to_string()))?;
-        let node = self.find(name).ok_or_else(|| GraphError::NoSuchTensor {
-            tensor: tensor.to_string(),
-            reason: format!("the graph has no node named '{name}'"),
-        })?;
+        let node = self.find(name).ok_or_else(|| GraphError::NoSuchNode(name.to_string()))?;
         let n = self.nodes[node].num_outputs();
         if index >= n {
-            return Err(GraphError::NoSuchTensor {
-                tensor: tensor.to_string(),
-                reason: format!("node '{name}' ({}) has {n} output(s)", self.nodes[node].op),
+            return Err(GraphError::NoSuchOutput {
+                node: name.to_string(),
+                op: self.nodes[node].op.clone(),
+                outputs: n,
             });
         }
         Ok(Output { node, index })

@@ -73,6 +73,10 @@ pub enum KernelError {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// A step of a function body (a call, a branch, a loop's condition or body) failed; the
+    /// runtime's error, kept whole.
+    #[error(transparent)]
+    Function(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Shorthand for kernel results.

@@ -84,14 +84,14 @@ impl Default for OptimizerOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum OptimizeError {
     /// The item names a tensor or node the graph lacks.
-    #[error("{what} '{name}': {reason}")]
+    #[error("{what} '{name}': {source}")]
     BadItem {
         /// `feed`, `fetch`, `target` or `keep`.
         what: &'static str,
         /// The name.
         name: String,
         /// Why it does not resolve.
-        reason: String,
+        source: Box<GraphError>,
     },
     /// A pass failed (only returned with `fail_on_pass_error`).
     #[error("optimizer pass '{pass}' failed: {reason}")]
@@ -286,7 +286,7 @@ fn resolve_item(graph: &Graph, item: &Item) -> Result<(HashSet<String>, HashSet<
         let o = graph.output_by_name(t).map_err(|e| OptimizeError::BadItem {
             what,
             name: t.to_string(),
-            reason: e.to_string(),
+            source: Box::new(e),
         })?;
         Ok(graph.node(o.node).name.clone())
     };
@@ -306,7 +306,7 @@ fn resolve_item(graph: &Graph, item: &Item) -> Result<(HashSet<String>, HashSet<
                 return Err(OptimizeError::BadItem {
                     what,
                     name: t.clone(),
-                    reason: format!("the graph has no node named '{name}'"),
+                    source: Box::new(GraphError::NoSuchNode(name.to_string())),
                 });
             }
             protected.insert(name.to_string());

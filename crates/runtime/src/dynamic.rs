@@ -62,9 +62,22 @@ struct Interpreter<'a> {
     tracer: Option<&'a crate::trace::Tracer>,
 }
 
-fn error(graph: &Graph, plan: &ExecutionPlan, p: usize, msg: String) -> RuntimeError {
+/// The name and op of plan node `p`.
+fn who(graph: &Graph, plan: &ExecutionPlan, p: usize) -> (String, String) {
     let n = graph.node(plan.nodes[p].graph_id as usize);
-    RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(KernelError::InvalidArgument(msg)) }
+    (n.name.clone(), n.op.clone())
+}
+
+/// A control-flow node used wrongly.
+fn error(graph: &Graph, plan: &ExecutionPlan, p: usize, reason: String) -> RuntimeError {
+    let (node, op) = who(graph, plan, p);
+    RuntimeError::ControlFlow { node, op, reason }
+}
+
+/// A kernel's error, with its node.
+fn kernel_error(graph: &Graph, plan: &ExecutionPlan, p: usize, e: KernelError) -> RuntimeError {
+    let (node, op) = who(graph, plan, p);
+    RuntimeError::Kernel { node, op, source: Box::new(e) }
 }
 
 impl Interpreter<'_> {
@@ -194,9 +207,9 @@ impl Interpreter<'_> {
                 Some(ControlFlow::Switch) => {
                     let (t_false, t_true) = match (&inputs[0], &inputs[1], dead) {
                         (Token::Live(d), Token::Live(pred), false) => {
-                            let pred = pred
-                                .scalar_value::<bool>()
-                                .map_err(|e| error(self.graph, self.plan, p, e.to_string()))?;
+                            let pred = pred.scalar_value::<bool>().map_err(|e| {
+                                error(self.graph, self.plan, p, format!("pred must be a scalar bool: {e}"))
+                            })?;
                             if pred {
                                 (Token::Dead, Token::Live(d.clone()))
                             } else {
@@ -251,12 +264,8 @@ impl Interpreter<'_> {
                     if !dead {
                         let next = c.1 + 1;
                         if self.limit > 0 && next > self.limit {
-                            return Err(error(
-                                self.graph,
-                                self.plan,
-                                p,
-                                format!("the loop ran {} iterations, the limit set by max_loop_iterations", self.limit),
-                            ));
+                            let (node, op) = who(self.graph, self.plan, p);
+                            return Err(RuntimeError::LoopLimit { node, op, limit: self.limit });
                         }
                         let f = c.0;
                         if next > self.frames[f].iterations {
@@ -292,19 +301,17 @@ impl Interpreter<'_> {
                     let start = self.tracer.map(|t| t.now());
                     node.kernel
                         .compute(ctx, &mut scratch_in, &mut scratch_out)
-                        .map_err(|e| error(self.graph, self.plan, p, e.to_string()))?;
+                        .map_err(|e| kernel_error(self.graph, self.plan, p, e))?;
                     if let (Some(t), Some(start)) = (self.tracer, start) {
                         let end = t.now();
                         let timing = crate::trace::Timing { start, op_start: start, op_end: end, end };
                         t.record(node.graph_id as usize, timing, &scratch_out);
                     }
-                    if scratch_out.len() != n_out {
-                        return Err(error(
-                            self.graph,
-                            self.plan,
-                            p,
-                            format!("kernel produced {} outputs, the op has {n_out}", scratch_out.len()),
-                        ));
+                    let types = &self.plan.nodes[p].output_types;
+                    if scratch_out.len() != n_out || scratch_out.iter().zip(types).any(|(t, d)| t.dtype() != *d) {
+                        let (node, op) = who(self.graph, self.plan, p);
+                        let got = scratch_out.drain(..).map(|t| t.dtype()).collect();
+                        return Err(RuntimeError::KernelOutputs { node, op, expected: types.to_vec(), got });
                     }
                     for (i, t) in scratch_out.drain(..).enumerate() {
                         self.emit(p, Some(i), c, Token::Live(t))?;
@@ -385,8 +392,7 @@ pub(crate) fn execute(
     it.run(feeds, ctx)?;
     plan.fetches
         .iter()
-        .enumerate()
-        .map(|(k, src)| match *src {
+        .map(|src| match *src {
             Source::Feed(f) => Ok(feeds[f].clone()),
             Source::Const(c) => Ok(plan.constants[c].clone()),
             Source::Slot(s) => {
@@ -394,10 +400,7 @@ pub(crate) fn execute(
                 let index = s - plan.nodes[p].first_slot as usize;
                 it.results.get(&(p, index)).cloned().ok_or_else(|| {
                     let n = graph.node(plan.nodes[p].graph_id as usize);
-                    RuntimeError::Fetch {
-                        tensor: format!("{}:{index}", n.name),
-                        reason: format!("fetch {k} was never computed: its branch was not taken, or a Merge never received a live input"),
-                    }
+                    RuntimeError::DeadFetch { tensor: format!("{}:{index}", n.name) }
                 })
             }
         })

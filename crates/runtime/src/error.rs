@@ -1,27 +1,81 @@
+use std::path::PathBuf;
+
+use ferroflow_graph::io::GraphFileError;
 use ferroflow_graph::GraphError;
 use ferroflow_kernels::KernelError;
+use ferroflow_optimize::OptimizeError;
+use ferroflow_tensor::{DType, Shape};
 
-/// An error building a plan or running a step. Each variant names the tensor or node at fault.
+use crate::partition::PartitionError;
+use crate::placer::PlacementError;
+
+/// An error building a plan or running a step. Each variant names the tensor, node or file at
+/// fault and carries what was expected as typed fields.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// The graph is invalid.
+    /// The graph is invalid (including shape inference: the node and op whose shapes do not
+    /// fit).
     #[error(transparent)]
     Graph(#[from] GraphError),
-    /// A feed that does not fit its tensor.
-    #[error("feed '{tensor}': {reason}")]
-    Feed {
-        /// The fed tensor name.
-        tensor: String,
-        /// What is wrong.
-        reason: String,
+    /// A feed, fetch or target names a tensor or node the graph does not have.
+    #[error("{what} '{name}': {source}")]
+    NoSuchTensor {
+        /// `feed`, `fetch` or `target`.
+        what: &'static str,
+        /// The name as given.
+        name: String,
+        /// Why it does not resolve.
+        source: Box<GraphError>,
     },
-    /// A fetch or target that does not exist.
-    #[error("fetch '{tensor}': {reason}")]
-    Fetch {
-        /// The fetched tensor or target name.
+    /// A tensor fed twice in one step.
+    #[error("feed '{tensor}': fed more than once")]
+    FedTwice {
+        /// The fed tensor.
         tensor: String,
-        /// What is wrong.
-        reason: String,
+    },
+    /// A feed of the wrong dtype.
+    #[error("feed '{tensor}': expected a {expected} tensor, got {got}")]
+    FeedDType {
+        /// The fed tensor.
+        tensor: String,
+        /// The tensor's dtype in the graph.
+        expected: DType,
+        /// The fed value's.
+        got: DType,
+    },
+    /// A feed of a shape the tensor cannot have.
+    #[error("feed '{tensor}': expected shape {expected}, got {got:?}")]
+    FeedShape {
+        /// The fed tensor.
+        tensor: String,
+        /// The tensor's (partially known) shape in the graph.
+        expected: Shape,
+        /// The fed value's.
+        got: Vec<usize>,
+    },
+    /// A plan run with the wrong number of feeds.
+    #[error("feed '<all>': the plan takes {expected} feeds, got {got}")]
+    FeedCount {
+        /// Feeds the plan was compiled for.
+        expected: usize,
+        /// Feeds given.
+        got: usize,
+    },
+    /// A fetched tensor that no live path computed (an untaken branch).
+    #[error(
+        "fetch '{tensor}': it was never computed: its branch was not taken, or a Merge never received a live input"
+    )]
+    DeadFetch {
+        /// The tensor.
+        tensor: String,
+    },
+    /// A plan with more nodes than the executor can index.
+    #[error("fetch '{fetches}': a plan of {nodes} nodes is too large")]
+    PlanTooLarge {
+        /// The fetches of the signature.
+        fetches: String,
+        /// Its node count.
+        nodes: usize,
     },
     /// A kernel could not be created or failed while running.
     #[error("node '{node}' ({op}): {source}")]
@@ -33,19 +87,95 @@ pub enum RuntimeError {
         /// The kernel's error.
         source: Box<KernelError>,
     },
+    /// A kernel returned outputs that do not match its op's signature.
+    #[error("node '{node}' ({op}): kernel produced outputs of types {got:?}, the op declares {expected:?}")]
+    KernelOutputs {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The dtypes the op declares.
+        expected: Vec<DType>,
+        /// The dtypes the kernel returned.
+        got: Vec<DType>,
+    },
+    /// A TensorFlow 1 loop ran past `SessionOptions::max_loop_iterations`.
+    #[error("node '{node}' ({op}): the loop ran {limit} iterations, the limit set by max_loop_iterations")]
+    LoopLimit {
+        /// The node that would start the next iteration.
+        node: String,
+        /// Its op.
+        op: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// A TensorFlow 1 control-flow node used outside its frame, or with bad inputs.
+    #[error("node '{node}' ({op}): {reason}")]
+    ControlFlow {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A function-calling node whose function cannot be instantiated.
+    #[error("node '{node}' ({op}): {reason}")]
+    Function {
+        /// The calling node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What is wrong (the function is named in it).
+        reason: String,
+    },
     /// The graph optimizer failed (with `fail_on_pass_error`).
     #[error("optimizer: {0}")]
-    Optimizer(String),
+    Optimizer(#[from] OptimizeError),
+    /// A node cannot be placed on the session's devices.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// A placed graph cannot be partitioned.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
     /// `_Send`/`_Recv` pairs that do not match.
-    #[error("rendezvous: {0}")]
-    Rendezvous(String),
-    /// Placement or partitioning failed.
-    #[error("{0}")]
-    Placement(String),
+    #[error(transparent)]
+    Rendezvous(#[from] RendezvousError),
     /// A file could not be written.
-    #[error("{0}")]
-    Io(String),
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A graph file could not be written.
+    #[error(transparent)]
+    GraphFile(#[from] GraphFileError),
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]
-    ThreadPool(String),
+    ThreadPool(#[from] rayon::ThreadPoolBuildError),
+}
+
+/// `_Send`/`_Recv` pairs that do not match.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RendezvousError {
+    /// Two `_Send`s of one tensor name.
+    #[error("rendezvous: tensor_name '{tensor}' is sent twice: by '{first}' and by '{second}'")]
+    SentTwice {
+        /// The tensor name.
+        tensor: String,
+        /// One `_Send`.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A `_Recv` whose tensor no `_Send` sends.
+    #[error("rendezvous: _Recv '{recv}' waits for tensor_name '{tensor}', which no _Send sends")]
+    NoSend {
+        /// The `_Recv`.
+        recv: String,
+        /// The tensor name it waits for.
+        tensor: String,
+    },
 }

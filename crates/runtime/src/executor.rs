@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use ferroflow_graph::Graph;
 use ferroflow_kernels::{KernelContext, KernelError};
-use ferroflow_tensor::{DType, Tensor};
+use ferroflow_tensor::Tensor;
 
 use crate::plan::{CondKind, ExecutionPlan, Source, SINGLE_EDGE};
 use crate::RuntimeError;
@@ -280,11 +280,15 @@ impl RunState<'_> {
             return Err(self.kernel_error(p, e));
         }
         let types = &node.output_types;
-        let produced: Vec<DType>;
         if scratch.outputs.len() != types.len() || scratch.outputs.iter().zip(types).any(|(t, d)| t.dtype() != *d) {
-            produced = scratch.outputs.drain(..).map(|t| t.dtype()).collect();
-            let msg = format!("kernel produced outputs of types {produced:?}, the op declares {:?}", types.as_slice());
-            return Err(self.kernel_error(p, KernelError::InvalidArgument(msg)));
+            let n = self.graph.node(node.graph_id as usize);
+            let got = scratch.outputs.drain(..).map(|t| t.dtype()).collect();
+            return Err(RuntimeError::KernelOutputs {
+                node: n.name.clone(),
+                op: n.op.clone(),
+                expected: types.to_vec(),
+                got,
+            });
         }
         for (i, t) in scratch.outputs.drain(..).enumerate() {
             let slot = node.first_slot as usize + i;
@@ -360,9 +364,8 @@ pub(crate) fn execute(
                 None if dead.get_mut(s).is_some_and(|d| *d.get_mut()) => {
                     let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot has a node");
                     let n = graph.node(plan.nodes[p].graph_id as usize);
-                    Err(RuntimeError::Fetch {
+                    Err(RuntimeError::DeadFetch {
                         tensor: format!("{}:{}", n.name, s - plan.nodes[p].first_slot as usize),
-                        reason: "it was never computed: its branch was not taken, or a Merge never received a live input".into(),
                     })
                 }
                 None => unreachable!("every fetched node ran"),

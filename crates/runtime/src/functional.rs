@@ -12,16 +12,13 @@ use ferroflow_ops::{CallKind, LibraryOps, OpRegistry};
 use ferroflow_proto::{attr_value::Value, AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, NodeDef};
 use ferroflow_tensor::{DType, Tensor};
 
+use crate::env::RuntimeEnv;
 use crate::plan::ExecutionPlan;
-use crate::session::{RuntimeEnv, Session};
+use crate::session::Session;
 use crate::RuntimeError;
 
-fn err(node: &Node, msg: impl Into<String>) -> RuntimeError {
-    RuntimeError::Kernel {
-        node: node.name.clone(),
-        op: node.op.clone(),
-        source: Box::new(KernelError::InvalidArgument(msg.into())),
-    }
+fn err(node: &Node, reason: impl Into<String>) -> RuntimeError {
+    RuntimeError::Function { node: node.name.clone(), op: node.op.clone(), reason: reason.into() }
 }
 
 /// A function instantiated for one call site: its session and compiled plan.
@@ -32,7 +29,7 @@ struct Body {
 
 impl Body {
     fn run(&self, args: &[Tensor]) -> KResult<Vec<Tensor>> {
-        self.session.run_plan(&self.plan, args).map_err(|e| KernelError::InvalidArgument(e.to_string()))
+        self.session.run_plan(&self.plan, args).map_err(|e| KernelError::Function(Box::new(e)))
     }
 }
 

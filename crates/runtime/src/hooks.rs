@@ -147,14 +147,12 @@ impl SessionRunHook for PartitionGraphHook {
             return Ok(());
         }
         let dir = self.dir.join(format!("global_step_{step}"));
-        let io = |e: std::io::Error| RuntimeError::Io(format!("{}: {e}", dir.display()));
-        std::fs::create_dir_all(&dir).map_err(io)?;
+        std::fs::create_dir_all(&dir).map_err(|source| RuntimeError::Io { path: dir.clone(), source })?;
         for (i, g) in values.run_metadata.partition_graphs.iter().enumerate() {
             let device = g.node.first().map(|n| n.device.clone()).filter(|d| !d.is_empty());
             let name = device.map_or_else(|| format!("partition_{i}"), |d| device_file_name(&d));
             let path = dir.join(format!("{name}.pbtxt"));
-            ferroflow_graph::io::write_graph_def(&path, g)
-                .map_err(|e| RuntimeError::Io(format!("{}: {e}", path.display())))?;
+            ferroflow_graph::io::write_graph_def(&path, g)?;
             self.written.push(path);
         }
         Ok(())

@@ -4,6 +4,7 @@
 
 pub mod device;
 mod dynamic;
+mod env;
 mod error;
 mod executor;
 mod functional;
@@ -16,7 +17,8 @@ mod rendezvous;
 mod session;
 mod trace;
 
-pub use error::RuntimeError;
+pub use error::{RendezvousError, RuntimeError};
 pub use merge::{merge_partitions, MergeError};
+pub use partition::{PartitionError, Partitions};
 pub use plan::ExecutionPlan;
 pub use session::{Session, SessionOptions};

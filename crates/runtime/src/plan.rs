@@ -3,15 +3,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ferroflow_graph::{Graph, NodeId, Output};
+use ferroflow_graph::{Graph, GraphError, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
-use ferroflow_ops::{CallKind, ControlFlow, Execution, OpRegistry, Transfer};
-use ferroflow_tensor::{DType, Shape};
+use ferroflow_ops::{CallKind, ControlFlow, Execution, LibraryOps, OpRegistry, Transfer};
+use ferroflow_tensor::{DType, Shape, Tensor};
 use smallvec::SmallVec;
 
+use crate::env::RuntimeEnv;
 use crate::executor::RunBuffers;
 use crate::functional;
-use crate::session::RuntimeEnv;
+use crate::rendezvous::Transfers;
 use crate::RuntimeError;
 
 /// Where a plan node reads one input from.
@@ -139,176 +140,292 @@ impl ExecutionPlan {
         self.optimizer_report.as_ref()
     }
 
-    /// Compiles a plan. `feeds`, `fetches` are tensor names; `targets` node names.
+    /// Compiles a plan for `sig` (resolved against `graph`), in phases: prune to what the
+    /// fetches and targets need, evaluate constants once, instantiate kernels, lay out the
+    /// flat input/successor arrays and slot lifetimes.
     pub(crate) fn build(
         graph_arc: Arc<Graph>,
         shapes: &[Vec<Shape>],
-        feeds: &[&str],
-        fetches: &[&str],
-        targets: &[&str],
+        sig: &Signature,
         env: &RuntimeEnv,
     ) -> Result<ExecutionPlan, RuntimeError> {
         let graph: &Graph = &graph_arc;
-        let mut fed: HashMap<Output, usize> = HashMap::new();
-        let mut feed_specs = Vec::with_capacity(feeds.len());
-        for (i, name) in feeds.iter().enumerate() {
-            let o = graph
-                .output_by_name(name)
-                .map_err(|e| RuntimeError::Feed { tensor: name.to_string(), reason: e.to_string() })?;
-            if fed.insert(o, i).is_some() {
-                return Err(RuntimeError::Feed { tensor: name.to_string(), reason: "fed more than once".into() });
-            }
-            let shape = shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown);
-            feed_specs.push((name.to_string(), graph.output_type(o), shape));
-        }
-        let mut fetch_outputs = Vec::with_capacity(fetches.len());
-        for name in fetches {
-            let o = graph
-                .output_by_name(name)
-                .map_err(|e| RuntimeError::Fetch { tensor: name.to_string(), reason: e.to_string() })?;
-            fetch_outputs.push(o);
-        }
-        let mut target_ids = Vec::with_capacity(targets.len());
-        for name in targets {
-            let t = name.strip_prefix('^').unwrap_or(name);
-            let id = graph.find(t).ok_or_else(|| RuntimeError::Fetch {
-                tensor: name.to_string(),
-                reason: format!("the graph has no node named '{t}'"),
-            })?;
-            target_ids.push(id);
-        }
-
-        // Prune: walk back from fetches and targets, stopping at fed tensors. A node whose
-        // outputs are all fed does not run; control edges from it are satisfied (as when
-        // TensorFlow feeds a placeholder that a constant depends on).
-        let mut fed_outputs = vec![0usize; graph.len()];
-        for o in fed.keys() {
-            fed_outputs[o.node] += 1;
-        }
-        let fully_fed = |id: NodeId| fed_outputs[id] > 0 && fed_outputs[id] == graph.node(id).num_outputs();
-        // The in-process rendezvous: a `_Recv` reads the tensor its `_Send` (same tensor_name)
-        // sends, as if it were a data input, so it runs once that tensor exists.
-        let sent = crate::rendezvous::sent_tensors(graph)?;
-        let recv_input =
-            |id: NodeId| -> Result<Option<Output>, RuntimeError> { crate::rendezvous::recv_source(graph, id, &sent) };
-        let mut needed = vec![false; graph.len()];
-        let mut stack: Vec<NodeId> = fetch_outputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node).collect();
-        stack.extend(&target_ids);
-        while let Some(id) = stack.pop() {
-            if std::mem::replace(&mut needed[id], true) {
-                continue;
-            }
-            let node = graph.node(id);
-            stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
-            stack.extend(node.control_inputs.iter().copied().filter(|&c| !fully_fed(c)));
-            if let Some(o) = recv_input(id)? {
-                // Run the _Send too (it marks the transfer in step stats) and what it sends.
-                stack.push(sent[&crate::rendezvous::tensor_name(graph, id)].0);
-                if !fed.contains_key(&o) {
-                    stack.push(o.node);
-                }
-            }
-        }
-        // Constants without control inputs are evaluated once, here, and read by their
-        // consumers as plan constants: no kernel call, no scheduling per step. (Not in plans
-        // with TensorFlow 1 control flow, whose executor tracks frames per node.)
-        let ops = OpRegistry::global();
-        let role = |id: NodeId| ops.facts(&graph.node(id).op).and_then(|f| f.control_flow());
-        let control_flow = (0..graph.len()).any(|id| needed[id] && role(id).is_some_and(ControlFlow::is_loop));
-        let has_cond = !control_flow && (0..graph.len()).any(|id| needed[id] && role(id).is_some());
-        let mut const_source: HashMap<NodeId, usize> = HashMap::new();
-        let mut constants = Vec::new();
-        if !control_flow {
-            let kernels = KernelRegistry::global();
-            let def = OpRegistry::global().get("Const").expect("Const is registered");
-            for id in 0..graph.len() {
-                let n = graph.node(id);
-                if !needed[id] || n.op != "Const" || !n.control_inputs.is_empty() || fed_outputs[id] > 0 {
-                    continue;
-                }
-                let kernel_error =
-                    |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) };
-                let kernel = kernels
-                    .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
-                    .map_err(kernel_error)?;
-                let mut out = Vec::with_capacity(1);
-                kernel
-                    .compute(
-                        &ferroflow_kernels::KernelContext { intra_op: None, resources: None },
-                        &mut Vec::new(),
-                        &mut out,
-                    )
-                    .map_err(kernel_error)?;
-                const_source.insert(id, constants.len());
-                constants.extend(out.into_iter().take(1));
-                needed[id] = false;
-            }
-        }
+        let feed_specs = sig
+            .feeds
+            .iter()
+            .map(|(name, o)| {
+                let shape = shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown);
+                (name.clone(), graph.output_type(*o), shape)
+            })
+            .collect();
+        let fed: HashMap<Output, usize> = sig.feeds.iter().enumerate().map(|(i, (_, o))| (*o, i)).collect();
+        let transfers = Transfers::of(graph)?;
+        let mut needed = prune(graph, sig, &fed, &transfers);
+        let roles: Vec<Option<ControlFlow>> =
+            graph.nodes().iter().map(|n| OpRegistry::global().facts(&n.op).and_then(|f| f.control_flow())).collect();
+        // Plans with TensorFlow 1 loops run on the frame-aware executor; plans with only
+        // conditionals on the parallel one, with dead values.
+        let control_flow = (0..graph.len()).any(|id| needed[id] && roles[id].is_some_and(ControlFlow::is_loop));
+        let has_cond = !control_flow && (0..graph.len()).any(|id| needed[id] && roles[id].is_some());
+        let (constants, const_source) =
+            if control_flow { (Vec::new(), HashMap::new()) } else { evaluate_constants(graph, &mut needed, &fed)? };
         let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
+        let mut nodes = instantiate(graph, &order, &roles, env)?;
+        if nodes.len() >= SINGLE_EDGE as usize {
+            let fetches = sig.fetches.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(",");
+            return Err(RuntimeError::PlanTooLarge { fetches, nodes: nodes.len() });
+        }
+        let layout = Layout::wire(graph, &order, &mut nodes, &fed, &const_source, &transfers);
+        let mut fetched = vec![false; layout.num_slots];
+        let fetches = sig
+            .fetches
+            .iter()
+            .map(|(_, o)| match (fed.get(o), const_source.get(&o.node)) {
+                (Some(&f), _) => Source::Feed(f),
+                (None, Some(&c)) => Source::Const(c),
+                (None, None) => {
+                    let slot = layout.first_slots[layout.plan_index[o.node]] + o.index;
+                    fetched[slot] = true;
+                    Source::Slot(slot)
+                }
+            })
+            .collect();
+        let roots = (0..nodes.len()).filter(|&p| nodes[p].pending == 0).collect();
+        let cond_kinds = if has_cond {
+            order
+                .iter()
+                .map(|&id| match roles[id] {
+                    Some(ControlFlow::Switch) => CondKind::Switch,
+                    Some(ControlFlow::Merge) => CondKind::Merge,
+                    _ => CondKind::Normal,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(ExecutionPlan {
+            nodes,
+            input_sources: layout.input_sources,
+            successor_list: layout.successor_list,
+            roots,
+            num_slots: layout.num_slots,
+            readers: layout.readers,
+            fetched,
+            fetches,
+            feed_specs,
+            spare_buffers: Mutex::new(Vec::new()),
+            control_flow,
+            cond_kinds,
+            constants,
+            graph: graph_arc.clone(),
+            optimizer_report: None,
+            partitions: Vec::new(),
+        })
+    }
+}
+
+/// A step's feeds, fetches and targets, resolved against the graph a plan runs.
+pub(crate) struct Signature {
+    /// Fed tensors, by name as given and as outputs.
+    pub feeds: Vec<(String, Output)>,
+    /// Fetched tensors.
+    pub fetches: Vec<(String, Output)>,
+    /// Nodes run as targets.
+    pub targets: Vec<NodeId>,
+}
+
+impl Signature {
+    /// Resolves tensor names (`x:0`) and target node names (`train`, `^train`) in `graph`.
+    pub(crate) fn resolve(
+        graph: &Graph,
+        feeds: &[&str],
+        fetches: &[&str],
+        targets: &[&str],
+    ) -> Result<Signature, RuntimeError> {
+        let tensor = |what: &'static str, name: &str| {
+            graph.output_by_name(name).map(|o| (name.to_string(), o)).map_err(|e| RuntimeError::NoSuchTensor {
+                what,
+                name: name.to_string(),
+                source: Box::new(e),
+            })
+        };
+        let feeds = feeds.iter().map(|f| tensor("feed", f)).collect::<Result<Vec<_>, _>>()?;
+        for (i, (name, o)) in feeds.iter().enumerate() {
+            if feeds[..i].iter().any(|(_, p)| p == o) {
+                return Err(RuntimeError::FedTwice { tensor: name.clone() });
+            }
+        }
+        let fetches = fetches.iter().map(|f| tensor("fetch", f)).collect::<Result<Vec<_>, _>>()?;
+        let targets = targets
+            .iter()
+            .map(|name| {
+                let t = name.strip_prefix('^').unwrap_or(name);
+                graph.find(t).ok_or_else(|| RuntimeError::NoSuchTensor {
+                    what: "target",
+                    name: name.to_string(),
+                    source: Box::new(GraphError::NoSuchNode(t.to_string())),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Signature { feeds, fetches, targets })
+    }
+}
+
+/// The nodes the fetches and targets need: walking back from them, stopping at fed tensors.
+/// A node whose outputs are all fed does not run; control edges from it are satisfied (as when
+/// TensorFlow feeds a placeholder that a constant depends on). A `_Recv` needs its `_Send` and
+/// what that sends.
+fn prune(graph: &Graph, sig: &Signature, fed: &HashMap<Output, usize>, transfers: &Transfers) -> Vec<bool> {
+    let mut fed_outputs = vec![0usize; graph.len()];
+    for o in fed.keys() {
+        fed_outputs[o.node] += 1;
+    }
+    let fully_fed = |id: NodeId| fed_outputs[id] > 0 && fed_outputs[id] == graph.node(id).num_outputs();
+    let mut needed = vec![false; graph.len()];
+    let mut stack: Vec<NodeId> =
+        sig.fetches.iter().filter(|(_, o)| !fed.contains_key(o)).map(|(_, o)| o.node).collect();
+    stack.extend(&sig.targets);
+    while let Some(id) = stack.pop() {
+        if std::mem::replace(&mut needed[id], true) {
+            continue;
+        }
+        let node = graph.node(id);
+        stack.extend(node.inputs.iter().filter(|o| !fed.contains_key(o)).map(|o| o.node));
+        stack.extend(node.control_inputs.iter().copied().filter(|&c| !fully_fed(c)));
+        if let Some((send, o)) = transfers.of_recv(id) {
+            // Run the _Send too (it marks the transfer in step stats) and what it sends.
+            stack.push(send);
+            if !fed.contains_key(&o) {
+                stack.push(o.node);
+            }
+        }
+    }
+    needed
+}
+
+/// Evaluates the needed `Const` nodes without control inputs once, into plan constants that
+/// their consumers read (no kernel call, no scheduling per step); they leave `needed`.
+fn evaluate_constants(
+    graph: &Graph,
+    needed: &mut [bool],
+    fed: &HashMap<Output, usize>,
+) -> Result<(Vec<Tensor>, HashMap<NodeId, usize>), RuntimeError> {
+    let kernels = KernelRegistry::global();
+    let def = OpRegistry::global().get("Const").expect("Const is registered");
+    let ctx = ferroflow_kernels::KernelContext { intra_op: None, resources: None };
+    let mut constants = Vec::new();
+    let mut source = HashMap::new();
+    for (id, n) in graph.nodes().iter().enumerate() {
+        if !needed[id]
+            || n.op != "Const"
+            || !n.control_inputs.is_empty()
+            || fed.contains_key(&Output { node: id, index: 0 })
+        {
+            continue;
+        }
+        let kernel_error = |e| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(e) };
+        let kernel =
+            kernels.create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types }).map_err(kernel_error)?;
+        let mut out = Vec::with_capacity(1);
+        kernel.compute(&ctx, &mut Vec::new(), &mut out).map_err(kernel_error)?;
+        source.insert(id, constants.len());
+        constants.extend(out.into_iter().take(1));
+        needed[id] = false;
+    }
+    Ok((constants, source))
+}
+
+/// Creates each plan node's kernel: a CPU kernel, a function call, or the executor's or the
+/// rendezvous' own handling, as the registry declares the op's execution.
+fn instantiate(
+    graph: &Graph,
+    order: &[NodeId],
+    roles: &[Option<ControlFlow>],
+    env: &RuntimeEnv,
+) -> Result<Vec<PlanNode>, RuntimeError> {
+    let ops = OpRegistry::global();
+    let kernels = KernelRegistry::global();
+    let mut nodes = Vec::with_capacity(order.len());
+    let mut first_slot = 0;
+    for &id in order {
+        let n = graph.node(id);
+        let kernel_error =
+            |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) };
+        let kernel: Box<dyn OpKernel> = match ops.get(&n.op) {
+            Some(def) => match def.facts.execution {
+                Execution::Kernel => kernels
+                    .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
+                    .map_err(kernel_error)?,
+                Execution::Call(kind) => functional::create(graph, n, kind, env)?,
+                Execution::ControlFlow(_) => Box::new(ControlFlowOp),
+                Execution::Transfer(Transfer::Send) => Box::new(crate::rendezvous::Send),
+                Execution::Transfer(Transfer::Recv) => Box::new(crate::rendezvous::Recv),
+                Execution::Transfer(Transfer::Arg | Transfer::Retval) => {
+                    return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
+                        "feeds and fetches of a reported partition graph do not run: merge the partitions first (ferroflow merge-partitions)".into(),
+                    )))
+                }
+            },
+            // A node whose op is a library function calls it.
+            None if LibraryOps { library: &graph.library }.function(&n.op).is_some() => {
+                functional::create(graph, n, CallKind::Call, env)?
+            }
+            None => {
+                return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument("op is not registered".into())))
+            }
+        };
+        nodes.push(PlanNode {
+            kernel,
+            graph_id: id as u32,
+            first_slot: first_slot as u32,
+            inputs: (0, 0),
+            successors: (0, 0),
+            pending: 0,
+            output_types: n.types.outputs.iter().copied().collect(),
+            role: roles[id],
+        });
+        first_slot += n.num_outputs();
+    }
+    Ok(nodes)
+}
+
+/// Where every plan node reads its inputs from and whom it notifies: the flat arrays the
+/// executor walks.
+struct Layout {
+    input_sources: Vec<Source>,
+    successor_list: Vec<u32>,
+    readers: Vec<u32>,
+    num_slots: usize,
+    /// Each plan node's first output slot.
+    first_slots: Vec<usize>,
+    /// Each graph node's plan index (`usize::MAX` when it does not run).
+    plan_index: Vec<usize>,
+}
+
+impl Layout {
+    /// Lays out inputs, successors (one entry per edge; those with a single incoming edge
+    /// marked), pending counts and slot readers.
+    fn wire(
+        graph: &Graph,
+        order: &[NodeId],
+        nodes: &mut [PlanNode],
+        fed: &HashMap<Output, usize>,
+        const_source: &HashMap<NodeId, usize>,
+        transfers: &Transfers,
+    ) -> Layout {
         let mut plan_index = vec![usize::MAX; graph.len()];
         for (p, &id) in order.iter().enumerate() {
             plan_index[id] = p;
         }
-
-        let kernels = KernelRegistry::global();
-        let mut nodes = Vec::with_capacity(order.len());
-        let mut first_slots = Vec::with_capacity(order.len());
-        let mut num_slots = 0;
-        for &id in &order {
-            let n = graph.node(id);
-            let kernel_error =
-                |source| RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(source) };
-            let kernel: Box<dyn OpKernel> = match ops.get(&n.op) {
-                Some(def) => match def.facts.execution {
-                    Execution::Kernel => kernels
-                        .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
-                        .map_err(kernel_error)?,
-                    Execution::Call(kind) => functional::create(graph, n, kind, env)?,
-                    Execution::ControlFlow(_) => Box::new(ControlFlowOp),
-                    Execution::Transfer(Transfer::Send) => Box::new(crate::rendezvous::Send),
-                    Execution::Transfer(Transfer::Recv) => Box::new(crate::rendezvous::Recv),
-                    Execution::Transfer(Transfer::Arg | Transfer::Retval) => {
-                        return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
-                            "feeds and fetches of a reported partition graph do not run: merge the partitions first (ferroflow merge-partitions)".into(),
-                        )))
-                    }
-                },
-                // A node whose op is a library function calls it.
-                None if graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == n.op)) => {
-                    functional::create(graph, n, CallKind::Call, env)?
-                }
-                None => {
-                    return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
-                        "op is not registered".into(),
-                    )))
-                }
-            };
-            nodes.push(PlanNode {
-                kernel,
-                graph_id: id as u32,
-                first_slot: num_slots as u32,
-                inputs: (0, 0),
-                successors: (0, 0),
-                pending: 0,
-                output_types: n.types.outputs.iter().copied().collect(),
-                role: role(id),
-            });
-            first_slots.push(num_slots);
-            num_slots += n.num_outputs();
-        }
+        let first_slots: Vec<usize> = nodes.iter().map(|n| n.first_slot as usize).collect();
+        let num_slots = nodes.last().map_or(0, |n| n.first_slot as usize + n.output_types.len());
         let mut readers = vec![0u32; num_slots];
-        if nodes.len() >= SINGLE_EDGE as usize {
-            return Err(RuntimeError::Fetch {
-                tensor: fetches.join(","),
-                reason: format!("a plan of {} nodes is too large", nodes.len()),
-            });
-        }
         let mut input_sources = Vec::new();
         let mut successors: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
         for (p, &id) in order.iter().enumerate() {
             let n = graph.node(id);
             let start = input_sources.len() as u32;
-            let received = recv_input(id)?;
+            let received = transfers.of_recv(id).map(|(_, o)| o);
             for o in n.inputs.iter().chain(received.as_ref()) {
                 let src = match (fed.get(o), const_source.get(&o.node)) {
                     (Some(&f), _) => Source::Feed(f),
@@ -344,48 +461,6 @@ impl ExecutionPlan {
             }
             nodes[p].successors = (start, successor_list.len() as u32);
         }
-        let mut fetched = vec![false; num_slots];
-        let fetches = fetch_outputs
-            .iter()
-            .map(|o| match (fed.get(o), const_source.get(&o.node)) {
-                (Some(&f), _) => Source::Feed(f),
-                (None, Some(&c)) => Source::Const(c),
-                (None, None) => {
-                    let slot = first_slots[plan_index[o.node]] + o.index;
-                    fetched[slot] = true;
-                    Source::Slot(slot)
-                }
-            })
-            .collect();
-        let roots = (0..nodes.len()).filter(|&p| nodes[p].pending == 0).collect();
-        Ok(ExecutionPlan {
-            nodes,
-            input_sources,
-            successor_list,
-            roots,
-            num_slots,
-            readers,
-            fetched,
-            fetches,
-            feed_specs,
-            spare_buffers: Mutex::new(Vec::new()),
-            control_flow,
-            cond_kinds: if has_cond {
-                order
-                    .iter()
-                    .map(|&id| match role(id) {
-                        Some(ControlFlow::Switch) => CondKind::Switch,
-                        Some(ControlFlow::Merge) => CondKind::Merge,
-                        _ => CondKind::Normal,
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            constants,
-            graph: graph_arc.clone(),
-            optimizer_report: None,
-            partitions: Vec::new(),
-        })
+        Layout { input_sources, successor_list, readers, num_slots, first_slots, plan_index }
     }
 }

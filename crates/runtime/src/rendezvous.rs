@@ -5,61 +5,62 @@
 //! blocks a thread, and an error anywhere aborts the whole step.
 use std::collections::HashMap;
 
-use ferroflow_graph::{Graph, NodeId, Output};
+use ferroflow_graph::{Graph, Node, NodeId, Output};
 use ferroflow_kernels::{Inputs, KResult, KernelContext, OpKernel, Outputs};
 use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::attr_value;
 
-use crate::RuntimeError;
+use crate::error::RendezvousError;
 
-/// The node's end of a transfer, if it is one.
-pub(crate) fn transfer(graph: &Graph, id: NodeId) -> Option<Transfer> {
-    OpRegistry::global().facts(&graph.node(id).op).and_then(|f| f.transfer())
+/// The transfers of a graph, resolved once: for each `_Recv`, its `_Send` (same
+/// `tensor_name`) and the tensor that `_Send` sends.
+pub(crate) struct Transfers {
+    by_recv: HashMap<NodeId, (NodeId, Output)>,
 }
 
-/// A node's `tensor_name` attr.
-pub(crate) fn tensor_name(graph: &Graph, id: NodeId) -> String {
-    match graph.node(id).attrs.get("tensor_name").and_then(|a| a.value.as_ref()) {
+fn tensor_name(n: &Node) -> String {
+    match n.attrs.get("tensor_name").and_then(|a| a.value.as_ref()) {
         Some(attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
         _ => String::new(),
     }
 }
 
-/// Every `_Send` of the graph by tensor name: (the send node, the tensor it sends).
-pub(crate) fn sent_tensors(graph: &Graph) -> Result<HashMap<String, (NodeId, Output)>, RuntimeError> {
-    let mut sent: HashMap<String, (NodeId, Output)> = HashMap::new();
-    for (id, n) in graph.nodes().iter().enumerate() {
-        if transfer(graph, id) != Some(Transfer::Send) {
-            continue;
+impl Transfers {
+    /// Pairs every `_Recv` of `graph` with its `_Send`.
+    pub(crate) fn of(graph: &Graph) -> Result<Transfers, RendezvousError> {
+        let reg = OpRegistry::global();
+        let end = |n: &Node| reg.facts(&n.op).and_then(|f| f.transfer());
+        let mut sent: HashMap<String, (NodeId, Output)> = HashMap::new();
+        for (id, n) in graph.nodes().iter().enumerate() {
+            if end(n) != Some(Transfer::Send) {
+                continue;
+            }
+            let tensor = tensor_name(n);
+            if let Some((other, _)) = sent.insert(tensor.clone(), (id, n.inputs[0])) {
+                return Err(RendezvousError::SentTwice {
+                    tensor,
+                    first: graph.node(other).name.clone(),
+                    second: n.name.clone(),
+                });
+            }
         }
-        let name = tensor_name(graph, id);
-        if let Some((other, _)) = sent.insert(name.clone(), (id, n.inputs[0])) {
-            return Err(RuntimeError::Rendezvous(format!(
-                "tensor_name '{name}' is sent twice: by '{}' and by '{}'",
-                graph.node(other).name,
-                n.name
-            )));
+        let mut by_recv = HashMap::new();
+        for (id, n) in graph.nodes().iter().enumerate() {
+            if end(n) != Some(Transfer::Recv) {
+                continue;
+            }
+            let tensor = tensor_name(n);
+            match sent.get(&tensor) {
+                Some(&pair) => by_recv.insert(id, pair),
+                None => return Err(RendezvousError::NoSend { recv: n.name.clone(), tensor }),
+            };
         }
+        Ok(Transfers { by_recv })
     }
-    Ok(sent)
-}
 
-/// For a `_Recv`, the tensor it receives; `None` for other nodes.
-pub(crate) fn recv_source(
-    graph: &Graph,
-    id: NodeId,
-    sent: &HashMap<String, (NodeId, Output)>,
-) -> Result<Option<Output>, RuntimeError> {
-    if transfer(graph, id) != Some(Transfer::Recv) {
-        return Ok(None);
-    }
-    let name = tensor_name(graph, id);
-    match sent.get(&name) {
-        Some(&(_, o)) => Ok(Some(o)),
-        None => Err(RuntimeError::Rendezvous(format!(
-            "_Recv '{}' waits for tensor_name '{name}', which no _Send sends",
-            graph.node(id).name
-        ))),
+    /// For a `_Recv`: its `_Send` and the tensor sent.
+    pub(crate) fn of_recv(&self, id: NodeId) -> Option<(NodeId, Output)> {
+        self.by_recv.get(&id).copied()
     }
 }
 

@@ -1,5 +1,6 @@
 //! `Session`: runs a graph by tensor names, with plans cached per signature.
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::Graph;
@@ -9,7 +10,8 @@ use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
 use ferroflow_proto::{run_options, RunMetadata, RunOptions};
 use ferroflow_tensor::{Shape, Tensor};
 
-use crate::plan::ExecutionPlan;
+use crate::env::RuntimeEnv;
+use crate::plan::{ExecutionPlan, Signature};
 use crate::{executor, RuntimeError};
 
 /// Session configuration.
@@ -34,73 +36,69 @@ pub struct SessionOptions {
     pub placement: crate::placer::PlacementOptions,
 }
 
-/// What a session shares with the sessions of the functions it calls: thread pools,
-/// options, and the chain of functions being instantiated (to reject recursion).
-#[derive(Clone)]
-pub(crate) struct RuntimeEnv {
-    pub inter_op: Arc<rayon::ThreadPool>,
-    pub intra_op: Option<Arc<rayon::ThreadPool>>,
-    pub options: SessionOptions,
-    pub call_stack: Vec<String>,
-    /// Variables and random states: one manager per top-level session, shared with the
-    /// functions it calls.
-    pub resources: Arc<ResourceMgr>,
+/// The plan cache's key: a signature's names, as given.
+struct PlanKey {
+    feeds: Vec<String>,
+    fetches: Vec<String>,
+    targets: Vec<String>,
 }
 
-type PlanKey = (Vec<String>, Vec<String>, Vec<String>);
+impl PlanKey {
+    fn new(feeds: &[&str], fetches: &[&str], targets: &[&str]) -> PlanKey {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        PlanKey { feeds: own(feeds), fetches: own(fetches), targets: own(targets) }
+    }
 
-/// The one device a session runs on today.
+    fn is(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> bool {
+        let same = |a: &[String], b: &[&str]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+        same(&self.feeds, feeds) && same(&self.fetches, fetches) && same(&self.targets, targets)
+    }
+}
+
+/// Compiled plans by the hash of their signature (a few share a hash at most).
+type PlanCache = HashMap<u64, Vec<(PlanKey, Arc<ExecutionPlan>)>>;
+
+/// A hash of a signature's names, computed without allocating.
+fn signature_hash(feeds: &[&str], fetches: &[&str], targets: &[&str]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    for list in [feeds, fetches, targets] {
+        list.len().hash(&mut h);
+        for s in list {
+            s.hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// The one device a session runs on without partitioning.
 const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
     devices: crate::device::DeviceSet,
     graph: Arc<Graph>,
-    shapes: Vec<Vec<Shape>>,
+    /// The graph's static shapes (what plans of the graph as written use).
+    shapes: Arc<Vec<Vec<Shape>>>,
     env: RuntimeEnv,
-    plans: Mutex<HashMap<PlanKey, Arc<ExecutionPlan>>>,
-}
-
-fn threads(n: usize) -> usize {
-    if n == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        n
-    }
+    /// Compiled plans by signature hash (a lookup allocates nothing).
+    plans: Mutex<PlanCache>,
 }
 
 impl Session {
     /// Creates a session over `graph` (validated: shapes are inferred once here).
     pub fn new(graph: Graph, options: SessionOptions) -> Result<Session, RuntimeError> {
-        let shapes = infer_shapes(&graph)?;
-        let pool = |n: usize, name: &'static str| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .thread_name(move |i| format!("ferroflow-{name}-{i}"))
-                .build()
-                .map_err(|e| RuntimeError::ThreadPool(e.to_string()))
-        };
-        let inter = threads(options.inter_op_threads);
-        let inter_op = Arc::new(pool(inter, "inter")?);
-        let intra = threads(options.intra_op_threads);
-        // With as many intra-op as inter-op threads, kernels split their work on the inter-op
-        // pool itself (rayon's work stealing): a second pool would put twice as many threads
-        // on the cores, and their spinning and wake-ups cost more than they give.
-        let intra_op = match intra {
-            0 | 1 => None,
-            n if n == inter => Some(inter_op.clone()),
-            n => Some(Arc::new(pool(n, "intra")?)),
-        };
         let devices = crate::device::DeviceSet::cpus(options.cpu_devices.max(1));
-        let env = RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new(), resources: Arc::default() };
-        Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
+        Session::with_env(graph, devices, RuntimeEnv::new(options)?)
     }
 
-    /// A session for a function body, sharing its caller's pools and options.
+    /// A session for a function body, sharing its caller's pools and options (it runs on the
+    /// caller's device).
     pub(crate) fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
-        let shapes = infer_shapes(&graph)?;
-        // Function bodies run on the caller's device.
-        let devices = crate::device::DeviceSet::cpus(1);
+        Session::with_env(graph, crate::device::DeviceSet::cpus(1), env)
+    }
+
+    fn with_env(graph: Graph, devices: crate::device::DeviceSet, env: RuntimeEnv) -> Result<Session, RuntimeError> {
+        let shapes = Arc::new(infer_shapes(&graph)?);
         Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
     }
 
@@ -116,54 +114,55 @@ impl Session {
 
     /// The plan for this signature, compiled on first use and cached.
     pub fn plan(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<Arc<ExecutionPlan>, RuntimeError> {
-        let key: PlanKey = (
-            feeds.iter().map(|s| s.to_string()).collect(),
-            fetches.iter().map(|s| s.to_string()).collect(),
-            targets.iter().map(|s| s.to_string()).collect(),
-        );
-        if let Some(p) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(p.clone());
+        let hash = signature_hash(feeds, fetches, targets);
+        let cached = |plans: &PlanCache| {
+            plans.get(&hash)?.iter().find(|(k, _)| k.is(feeds, fetches, targets)).map(|(_, p)| p.clone())
+        };
+        if let Some(p) = cached(&self.plans.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(p);
         }
         let plan = Arc::new(self.compile(feeds, fetches, targets)?);
-        self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(key, plan.clone());
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cached(&plans) {
+            return Ok(p); // compiled meanwhile by another thread
+        }
+        plans.entry(hash).or_default().push((PlanKey::new(feeds, fetches, targets), plan.clone()));
         Ok(plan)
     }
 
+    /// Optimizes the graph for the signature, places and partitions it when the session has
+    /// several devices, infers its shapes once, and builds the plan.
     fn compile(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<ExecutionPlan, RuntimeError> {
         let opts = &self.env.options.optimizer;
         let (graph, report) = if opts.enabled {
-            let item = Item {
-                feeds: feeds.iter().map(|s| s.to_string()).collect(),
-                fetches: fetches.iter().map(|s| s.to_string()).collect(),
-                targets: targets.iter().map(|s| s.to_string()).collect(),
-                keep: vec![],
-            };
+            let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+            let item = Item { feeds: own(feeds), fetches: own(fetches), targets: own(targets), keep: vec![] };
             let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
-                OptimizeError::BadItem { what: "feed", name, reason } => RuntimeError::Feed { tensor: name, reason },
-                OptimizeError::BadItem { name, reason, .. } => RuntimeError::Fetch { tensor: name, reason },
+                OptimizeError::BadItem { what, name, source } => RuntimeError::NoSuchTensor { what, name, source },
                 OptimizeError::Graph(g) => RuntimeError::Graph(g),
-                other => RuntimeError::Optimizer(other.to_string()),
+                other => RuntimeError::Optimizer(other),
             })?;
             (Arc::new(optimized.graph), Some(optimized.report))
         } else {
             (self.graph.clone(), None)
         };
+        // Shapes once per plan: the optimized graph's, or the session's for the graph as written.
+        let shapes = if report.is_some() { Arc::new(infer_shapes(&graph)?) } else { self.shapes.clone() };
         if self.devices.devices().len() > 1 {
             // Place, partition per device, and run the partitions' union as one plan.
             let mut placed = (*graph).clone();
-            crate::placer::place(&mut placed, &self.devices, &self.env.options.placement)
-                .map_err(|e| RuntimeError::Placement(e.to_string()))?;
-            let parts = crate::partition::partition(&placed, &self.devices).map_err(RuntimeError::Placement)?;
-            let union = ferroflow_ops::import_graph_def(&crate::partition::union(&parts))?;
-            let shapes = infer_shapes(&union)?;
-            let reported = crate::partition::with_client_plumbing(&parts, &union, feeds, fetches);
-            let mut plan = ExecutionPlan::build(Arc::new(union), &shapes, feeds, fetches, targets, &self.env)?;
+            crate::placer::place(&mut placed, &self.devices, &self.env.options.placement)?;
+            let parts = crate::partition::partition(placed, (*shapes).clone(), &self.devices)?;
+            let union = Arc::new(parts.graph.clone());
+            let sig = Signature::resolve(&union, feeds, fetches, targets)?;
+            let reported = crate::partition::with_client_plumbing(&parts.graph_defs(), &union, feeds, fetches);
+            let mut plan = ExecutionPlan::build(union, &parts.shapes, &sig, &self.env)?;
             plan.optimizer_report = report;
             plan.partitions = reported;
             return Ok(plan);
         }
-        let shapes = if report.is_some() { infer_shapes(&graph)? } else { self.shapes.clone() };
-        let mut plan = ExecutionPlan::build(graph, &shapes, feeds, fetches, targets, &self.env)?;
+        let sig = Signature::resolve(&graph, feeds, fetches, targets)?;
+        let mut plan = ExecutionPlan::build(graph, &shapes, &sig, &self.env)?;
         plan.optimizer_report = report;
         Ok(plan)
     }
@@ -241,30 +240,22 @@ impl Session {
         tracer: Option<&crate::trace::Tracer>,
     ) -> Result<Vec<Tensor>, RuntimeError> {
         if feeds.len() != plan.feed_specs.len() {
-            return Err(RuntimeError::Feed {
-                tensor: "<all>".into(),
-                reason: format!("the plan takes {} feeds, got {}", plan.feed_specs.len(), feeds.len()),
-            });
+            return Err(RuntimeError::FeedCount { expected: plan.feed_specs.len(), got: feeds.len() });
         }
         for ((name, dtype, shape), t) in plan.feed_specs.iter().zip(feeds) {
             if t.dtype() != *dtype {
-                return Err(RuntimeError::Feed {
-                    tensor: name.clone(),
-                    reason: format!("expected a {dtype} tensor, got {}", t.dtype()),
-                });
+                return Err(RuntimeError::FeedDType { tensor: name.clone(), expected: *dtype, got: t.dtype() });
             }
             if !shape.is_compatible_with(t.dims()) {
-                return Err(RuntimeError::Feed {
+                return Err(RuntimeError::FeedShape {
                     tensor: name.clone(),
-                    reason: format!("expected shape {shape}, got {:?}", t.dims()),
+                    expected: shape.clone(),
+                    got: t.dims().to_vec(),
                 });
             }
         }
+        let ctx = self.env.kernel_context();
         if plan.control_flow {
-            let ctx = ferroflow_kernels::KernelContext {
-                intra_op: self.env.intra_op.as_deref(),
-                resources: Some(&self.env.resources),
-            };
             let limit = self.env.options.max_loop_iterations;
             let run = || crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, limit, tracer);
             // The interpreter runs on one thread; run it on an intra-op thread so kernels that
@@ -274,10 +265,6 @@ impl Session {
                 None => run(),
             };
         }
-        let ctx = ferroflow_kernels::KernelContext {
-            intra_op: self.env.intra_op.as_deref(),
-            resources: Some(&self.env.resources),
-        };
         executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, ctx, tracer)
     }
 }
@@ -287,58 +274,6 @@ mod tests {
     use super::*;
     use ferroflow_ops::Scope;
     use ferroflow_tensor::DType;
-
-    fn seed_000() -> (Graph, String) {
-        let s = Scope::new();
-        let a = s.scalar(1.0f32).unwrap();
-        let b = s.scalar(2.0f32).unwrap();
-        let c = s.add(a, b).unwrap();
-        let d = s.add(a, b).unwrap();
-        let out = s.mul(c, d).unwrap();
-        let g = s.graph();
-        let name = g.output_name(out);
-        (g, name)
-    }
-
-    #[test]
-    fn plans_are_compiled_once_per_signature() {
-        let (g, out) = seed_000();
-        let mut opts = SessionOptions::default();
-        opts.optimizer.enabled = false;
-        let sess = Session::new(g.clone(), opts).unwrap();
-        let p1 = sess.plan(&[], &[&out], &[]).unwrap();
-        let p2 = sess.plan(&[], &[&out], &[]).unwrap();
-        assert!(Arc::ptr_eq(&p1, &p2));
-        let p3 = sess.plan(&["add:0"], &[&out], &[]).unwrap();
-        assert!(!Arc::ptr_eq(&p1, &p3));
-        // Feeding add:0 prunes node add; the constants still feed add_1. (Constants are plan
-        // constants, not nodes that run.)
-        assert_eq!(p1.len(), 3);
-        assert_eq!(p3.len(), 2);
-        let r = sess.run_plan(&p3, &[Tensor::scalar(10.0f32)]).unwrap();
-        assert_eq!(r[0].scalar_value::<f32>().unwrap(), 30.0);
-        // Optimized (the default): everything folds to one constant; with add:0 fed, add_1
-        // folds (it is not merged with the fed add) and mul reads the feed.
-        let sess = Session::new(g, SessionOptions::default()).unwrap();
-        assert_eq!(sess.plan(&[], &[&out], &[]).unwrap().len(), 0);
-        let p3 = sess.plan(&["add:0"], &[&out], &[]).unwrap();
-        assert_eq!(p3.len(), 1);
-        let r = sess.run_plan(&p3, &[Tensor::scalar(10.0f32)]).unwrap();
-        assert_eq!(r[0].scalar_value::<f32>().unwrap(), 30.0);
-    }
-
-    #[test]
-    fn seed_000_is_nine() {
-        let (g, out) = seed_000();
-        for threads in [1, 2] {
-            let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
-            let sess = Session::new(g.clone(), opts).unwrap();
-            for _ in 0..3 {
-                let r = sess.run(&[], &[&out], &[]).unwrap();
-                assert_eq!(r[0].scalar_value::<f32>().unwrap(), 9.0);
-            }
-        }
-    }
 
     #[test]
     fn feeds_prune_and_validate() {
