@@ -141,7 +141,7 @@ pub fn write_bundle(prefix: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     }
     let data_file = data_path(prefix, 0, 1);
     let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    ferroflow_tensor::npy::write_atomic_with(&data_file, |w| {
+    ferroflow_tensor::fs::write_atomic_with(&data_file, |w| {
         use std::io::Write;
         let mut offset = 0u64;
         for (name, t) in tensors {
@@ -185,7 +185,7 @@ pub fn write_bundle(prefix: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let index_file = index_path(prefix);
     let index = table::build(&sorted)
         .map_err(|e| CheckpointError::Corrupt { path: index_file.display().to_string(), reason: e.to_string() })?;
-    ferroflow_tensor::npy::write_atomic(&index_file, &index).map_err(|e| io_error(&index_file, e))
+    ferroflow_tensor::fs::write_atomic(&index_file, &index).map_err(|e| io_error(&index_file, e))
 }
 
 /// An opened bundle: its header and entries, by name.

@@ -553,10 +553,10 @@ fn mnist(
     seed: i64,
     options: SessionOptions,
     save: Option<&Path>,
-) -> Result<ferroflow::testing::seed_003::Report> {
+) -> Result<ferroflow::models::seed_003::Report> {
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
-    let r = ferroflow::testing::seed_003::train(&data, steps, seed, options, 500, save)
+    let r = ferroflow::models::seed_003::train(&data, steps, seed, options, 500, save)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
     out!(
         "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
@@ -604,7 +604,7 @@ fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values
 
 fn demo(out_dir: &Path, mnist_steps: u64) -> Result<()> {
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
-    let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
+    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
     print_nodes(&graph);
     let item = ferroflow::optimize::Item { fetches: vec![fetch.clone()], ..Default::default() };
     let optimized = ferroflow::optimize::MetaOptimizer::new(Default::default()).optimize(&graph, &item)?;
@@ -652,7 +652,7 @@ fn demo(out_dir: &Path, mnist_steps: u64) -> Result<()> {
     );
     out!("   restore into a fresh session, run restored/accuracy:0 fed by names:");
     let data = ferroflow::train::mnist::bundled_dir();
-    let acc = ferroflow::testing::seed_003::evaluate_restored(&ckpt, &data, "restored")
+    let acc = ferroflow::models::seed_003::evaluate_restored(&ckpt, &data, "restored")
         .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
     out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
     out!("test_accuracy={:.4}", r.test_accuracy);

@@ -10,8 +10,8 @@
 //! variables, `init`, the Adam train op — for TensorFlow to import (scripts/interop_check.py).
 use std::path::PathBuf;
 
+use ferroflow::models::seed_003;
 use ferroflow::runtime::SessionOptions;
-use ferroflow::testing::seed_003;
 use ferroflow::train::mnist;
 
 fn peak_rss_mb() -> Option<f64> {

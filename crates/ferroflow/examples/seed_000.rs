@@ -4,14 +4,7 @@
 use ferroflow::prelude::*;
 
 fn main() -> anyhow::Result<()> {
-    let s = Scope::new();
-    let a = s.scalar(1.0f32)?;
-    let b = s.scalar(2.0f32)?;
-    let c = s.with_name("Add").add(a, b)?;
-    let d = s.with_name("Add").add(a, b)?;
-    let out = s.with_name("Mul").mul(c, d)?;
-    let graph = s.graph();
-    let fetch = graph.output_name(out);
+    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
     if let Some(path) = std::env::args().nth(1) {
         ferroflow::graph::io::write_graph_def(std::path::Path::new(&path), &graph.to_graph_def())?;
         println!("wrote {path}");

@@ -3,10 +3,10 @@
 //! `cargo run --release -p ferroflow --example step_profile [-- INTRA_OP_THREADS]`
 use std::collections::BTreeMap;
 
+use ferroflow::models::seed_003;
 use ferroflow::proto::{run_options::TraceLevel, RunOptions};
 use ferroflow::runtime::{Session, SessionOptions};
 use ferroflow::tensor::Tensor;
-use ferroflow::testing::seed_003;
 use ferroflow::train::{mnist, Builder};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -10,7 +10,7 @@ use ferroflow::summary::EventWriter;
 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: write_events LOGDIR/RUN"))?;
-    let (graph, fetch) = ferroflow::testing::graphs::seed_000()?;
+    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
     let mut w = EventWriter::create(std::path::Path::new(&dir))?;
     w.add_graph(&graph.to_graph_def(), 0)?;
     for step in 0..5 {

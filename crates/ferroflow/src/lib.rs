@@ -4,21 +4,21 @@
 //!
 //! ```
 //! use ferroflow::prelude::*;
+//! // y = 2x + 1 for a fed x.
 //! let s = Scope::new();
-//! let a = s.scalar(1.0f32).unwrap();
-//! let b = s.scalar(2.0f32).unwrap();
-//! let c = s.add(a, b).unwrap();
-//! let d = s.add(a, b).unwrap();
-//! let out = s.mul(c, d).unwrap();
+//! let x = s.with_name("x").placeholder(DType::Float, &Shape::scalar()).unwrap();
+//! let y = s.add(s.mul(x, s.scalar(2.0f32).unwrap()).unwrap(), s.scalar(1.0f32).unwrap()).unwrap();
 //! let graph = s.graph();
-//! let fetch = graph.output_name(out);
+//! let fetch = graph.output_name(y);
 //! let sess = Session::new(graph, SessionOptions::default()).unwrap();
-//! assert_eq!(sess.run(&[], &[&fetch], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
+//! let out = sess.run(&[("x:0", Tensor::scalar(4.0f32))], &[&fetch], &[]).unwrap();
+//! assert_eq!(out[0].scalar_value::<f32>().unwrap(), 9.0);
 //! ```
 #![warn(missing_docs)]
 
 use std::path::Path;
 
+pub mod models;
 pub mod testing;
 
 pub use ferroflow_autodiff as autodiff;

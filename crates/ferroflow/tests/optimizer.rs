@@ -64,7 +64,7 @@ fn assert_bit_identical(what: &str, got: &Tensor, want: &Tensor) {
 
 #[test]
 fn seed_000_folds_to_a_const_named_mul_with_value_nine() {
-    let (rust_graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let (rust_graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
     let tf_graph = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     for (what, graph) in [("built in Rust", rust_graph), ("written by TensorFlow", tf_graph)] {
         let it = Item { fetches: vec![fetch.clone()], ..Default::default() };
@@ -179,7 +179,7 @@ fn fetching_an_intermediate_blocks_its_fusion_and_keeps_it_fetchable() {
 #[test]
 fn fed_constants_are_not_folded() {
     // Feeding a Const's output replaces its value: nothing downstream may be folded.
-    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
     let sess = Session::new(graph, SessionOptions::default()).unwrap();
     let got = sess.run(&[("Const:0", Tensor::scalar(5.0f32))], &[&fetch], &[]).unwrap();
     assert_eq!(got[0].scalar_value::<f32>().unwrap(), 49.0);
@@ -187,7 +187,7 @@ fn fed_constants_are_not_folded() {
 
 #[test]
 fn bad_items_name_the_tensor() {
-    let (graph, _) = ferroflow::testing::graphs::seed_000().unwrap();
+    let (graph, _) = ferroflow::models::seed_000::graph().unwrap();
     let it = Item { fetches: vec!["Nope:0".into()], ..Default::default() };
     let e = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).err().unwrap().to_string();
     assert!(e.contains("fetch 'Nope:0'") && e.contains("no node named 'Nope'"), "{e}");
@@ -423,7 +423,7 @@ impl ferroflow::optimize::Pass for Breaker {
 
 #[test]
 fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
-    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
     let it = Item { fetches: vec![fetch], ..Default::default() };
     let passes = || {
         let mut p = ferroflow::optimize::default_passes();

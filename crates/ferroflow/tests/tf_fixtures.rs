@@ -190,7 +190,7 @@ fn seed_000_from_tensorflow_pbtxt_gives_nine() {
 
 #[test]
 fn seed_000_built_with_the_rust_api_gives_nine() {
-    let (graph, fetch) = ferroflow::testing::graphs::seed_000().unwrap();
+    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
     let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
     assert_eq!(sess.run(&[], &[&fetch], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
     // The same node names TensorFlow gives seed 000's graph.

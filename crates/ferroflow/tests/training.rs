@@ -191,7 +191,7 @@ fn dropout_scales_kept_values_and_is_off_when_not_training() {
 fn seed_003_model_learns_mnist() {
     let m = mnist::load(&mnist::bundled_dir()).unwrap();
     let b = Builder::with_seed(1);
-    let roles = ferroflow::testing::seed_003::build(&b, &Default::default()).unwrap();
+    let roles = ferroflow::models::seed_003::build(&b, &Default::default()).unwrap();
     let graph = b.graph();
     for name in ["inputs", "outputs", "is_training", "accuracy", "global_step", "layer_0/kernel", "out_layer/bias"] {
         assert!(graph.find(name).is_some(), "the seed's node '{name}' exists");

@@ -47,6 +47,6 @@ pub fn read_graph_def(path: &Path) -> Result<GraphDef, GraphFileError> {
 pub fn write_graph_def(path: &Path, def: &GraphDef) -> Result<(), GraphFileError> {
     let bytes =
         if is_text_path(path) { ferroflow_proto::print_text(def).into_bytes() } else { ferroflow_proto::encode(def) };
-    ferroflow_tensor::npy::write_atomic(path, &bytes)?;
+    ferroflow_tensor::fs::write_atomic(path, &bytes)?;
     Ok(())
 }

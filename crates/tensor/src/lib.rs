@@ -5,6 +5,7 @@
 pub mod buffer;
 pub mod crc32c;
 mod dtype;
+pub mod fs;
 pub mod npy;
 mod shape;
 mod tensor;

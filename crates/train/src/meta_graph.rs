@@ -90,7 +90,7 @@ pub fn write_meta_graph(path: &Path, meta: &MetaGraphDef) -> Result<()> {
     } else {
         meta.encode_to_vec()
     };
-    ferroflow_tensor::npy::write_atomic(path, &bytes)?;
+    ferroflow_tensor::fs::write_atomic(path, &bytes)?;
     Ok(())
 }
 

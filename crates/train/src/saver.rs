@@ -466,7 +466,7 @@ fn write_checkpoint_state(dir: &Path, latest: &Path, kept: &[(PathBuf, f64)]) ->
         all_model_checkpoint_timestamps: kept.iter().map(|(_, t)| *t).collect(),
         last_preserved_timestamp: 0.0,
     };
-    ferroflow_tensor::npy::write_atomic(&dir.join("checkpoint"), ferroflow_proto::print_text(&st).as_bytes())?;
+    ferroflow_tensor::fs::write_atomic(&dir.join("checkpoint"), ferroflow_proto::print_text(&st).as_bytes())?;
     Ok(())
 }
 

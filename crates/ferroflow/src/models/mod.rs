@@ -1,0 +1,4 @@
+//! The seed articles' models, built with the Rust API: what the CLI, the demo, the examples
+//! and the tests run.
+pub mod seed_000;
+pub mod seed_003;

@@ -1,0 +1,168 @@
+//! Seed 003's MNIST model, built with the training API exactly as the article's
+//! `tf.compat.v1` code builds it, its training run, and the article's restore from the `.meta`
+//! alone (the example, the CLI and the demo use them).
+use std::path::Path;
+
+use ferroflow_graph::Output;
+use ferroflow_runtime::{Session, SessionOptions};
+use ferroflow_tensor::Tensor;
+use ferroflow_tensor::{DType, Shape};
+use ferroflow_train::layers::{dense, dropout, Activation};
+use ferroflow_train::meta_graph::import_meta_graph_file;
+use ferroflow_train::mnist;
+use ferroflow_train::model::{FitOptions, Model};
+use ferroflow_train::optimizers::Optimizer;
+use ferroflow_train::saver::{meta_path, Saver, SaverOptions};
+use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
+
+/// The article's `config`.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// 784.
+    pub num_inputs: usize,
+    /// 10.
+    pub num_outputs: usize,
+    /// Hidden layers (2).
+    pub num_layers: usize,
+    /// Units per hidden layer (256).
+    pub num_units: usize,
+    /// Dropout rate (0.2).
+    pub dropout_rate: f64,
+    /// Adam's learning rate (1e-3).
+    pub learning_rate: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            num_inputs: 784,
+            num_outputs: 10,
+            num_layers: 2,
+            num_units: 256,
+            dropout_rate: 0.2,
+            learning_rate: 1e-3,
+        }
+    }
+}
+
+/// Builds the model in `b`: placeholders `inputs`, `outputs`, `is_training`; dropout on
+/// the input; `layer_<l>` dense+relu (truncated normal, stddev 0.1) each followed by
+/// `layer_dropout_<l>`; `out_layer` dense+softmax; the article's loss
+/// `mean(-sum(y * log(out + 1e-7), 1))`; `accuracy`; `AdamOptimizer.minimize(loss,
+/// global_step)`; `init`. Returns the roles by name.
+pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
+    let s = b.scope().clone();
+    let x = s.with_name("inputs").placeholder(DType::Float, &Shape::new(vec![None, Some(c.num_inputs)]))?;
+    let y = s.with_name("outputs").placeholder(DType::Float, &Shape::new(vec![None, Some(c.num_outputs)]))?;
+    let training = s.with_name("is_training").placeholder(DType::Bool, &Shape::scalar())?;
+    let init = Initializer::TruncatedNormal { mean: 0.0, stddev: 0.1, seed: None };
+    let mut layer = dropout(b, x, c.dropout_rate, training, None, "dropout")?;
+    for l in 0..c.num_layers {
+        layer = dense(b, layer, c.num_units, Activation::Relu, &init, &format!("layer_{l}"))?;
+        layer = dropout(b, layer, c.dropout_rate, training, None, &format!("layer_dropout_{l}"))?;
+    }
+    let out = dense(b, layer, c.num_outputs, Activation::Softmax, &init, "out_layer")?;
+    let eps = s.scalar(10e-8f32)?;
+    let log = s.unary("Log", s.add(out, eps)?)?;
+    let prod = s.mul(y, log)?;
+    let sum = s.reduce("Sum", prod, &[1], false)?;
+    let neg = s.unary("Neg", sum)?;
+    let loss: Output = s.reduce("Mean", neg, &[0], false)?;
+    let acc = losses::accuracy(&s, y, out, "accuracy")?;
+    let gs = b.global_step()?;
+    let train = Optimizer::adam(c.learning_rate).minimize(b, loss, None, Some(&gs))?;
+    let init = b.global_variables_initializer()?;
+    let g = b.graph();
+    Ok(Roles {
+        inputs: g.output_name(x),
+        labels: g.output_name(y),
+        is_training: Some(g.output_name(training)),
+        loss: g.output_name(loss),
+        accuracy: Some(g.output_name(acc)),
+        train_op: g.node(train).name.clone(),
+        init: g.node(init).name.clone(),
+    })
+}
+
+/// What a training run measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Training steps run.
+    pub steps: u64,
+    /// Training steps per second.
+    pub steps_per_sec: f64,
+    /// `global_step` after training.
+    pub global_step: i64,
+    /// `accuracy:0` on the test split with `is_training:0` false.
+    pub test_accuracy: f32,
+    /// Training and test digits.
+    pub examples: (usize, usize),
+    /// The checkpoint written after training (`PREFIX-STEP`), if one was asked for.
+    pub checkpoint: Option<std::path::PathBuf>,
+}
+
+/// Trains the seed's model on the MNIST IDX files in `data` for `steps` batches of 100
+/// (shuffled epochs; the loss printed every `log_every` steps as the article does), then
+/// runs `accuracy:0` by name on the test split. With `save`, a TF1 `Saver` then writes
+/// `SAVE-STEP.{index,data-00000-of-00001,meta}` and the `checkpoint` file.
+pub fn train(
+    data: &Path,
+    steps: u64,
+    seed: i64,
+    options: SessionOptions,
+    log_every: u64,
+    save: Option<&Path>,
+) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    let m = mnist::load(data)?;
+    let b = Builder::with_seed(seed);
+    let roles = build(&b, &Config::default())?;
+    let mut saver = Saver::new(&b, None, SaverOptions::default())?;
+    let model = Model::new(Session::new(b.graph(), options)?, roles, &[784]);
+    model.initialize()?;
+    let opts = FitOptions {
+        epochs: usize::MAX,
+        batch_size: 100,
+        max_steps: Some(steps),
+        shuffle_seed: seed as u64,
+        verbose: false,
+        log_every,
+    };
+    let hist = model.fit(&m.train.images, &m.train.one_hot(10)?, &opts, None)?;
+    let sess = model.session();
+    let global_step = sess.run(&[], &["global_step/Read/ReadVariableOp:0"], &[])?[0].scalar_value::<i64>()?;
+    let feeds = [
+        ("inputs:0", m.test.images.clone()),
+        ("outputs:0", m.test.one_hot(10)?),
+        ("is_training:0", Tensor::scalar(false)),
+    ];
+    let acc = sess.run(&feeds, &["accuracy:0"], &[])?[0].scalar_value::<f32>()?;
+    let checkpoint = save.map(|prefix| saver.save(sess, prefix, Some(global_step))).transpose()?;
+    Ok(Report {
+        steps: hist.steps,
+        steps_per_sec: hist.steps_per_sec,
+        global_step,
+        test_accuracy: acc,
+        examples: (m.train.len(), m.test.len()),
+        checkpoint,
+    })
+}
+
+/// The article's restore, without the model's code: imports `checkpoint.meta` into a new
+/// graph under `import_scope`, restores `checkpoint` in a fresh session, and runs
+/// `SCOPE/accuracy:0` on the test split of `data` fed by names.
+pub fn evaluate_restored(
+    checkpoint: &Path,
+    data: &Path,
+    import_scope: &str,
+) -> std::result::Result<f32, Box<dyn std::error::Error>> {
+    let m = mnist::load(data)?;
+    let imported = import_meta_graph_file(&meta_path(checkpoint), None, import_scope)?;
+    let saver = imported.saver.as_ref().ok_or("the meta graph has no saver")?;
+    let sess = Session::new(imported.graph.clone(), SessionOptions::default())?;
+    saver.restore(&sess, checkpoint)?;
+    let name = |n: &str| if import_scope.is_empty() { n.to_string() } else { format!("{import_scope}/{n}") };
+    let (x, y, t, acc) = (name("inputs:0"), name("outputs:0"), name("is_training:0"), name("accuracy:0"));
+    let feeds =
+        [(x.as_str(), m.test.images.clone()), (y.as_str(), m.test.one_hot(10)?), (t.as_str(), Tensor::scalar(false))];
+    Ok(sess.run(&feeds, &[&acc], &[])?[0].scalar_value::<f32>()?)
+}
