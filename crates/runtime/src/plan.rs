@@ -1,7 +1,7 @@
 //! Execution plans: the pruned, compiled form of a graph for one (feeds, fetches, targets)
 //! signature. Built once, run many times.
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ferroflow_graph::{Graph, GraphError, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
@@ -111,6 +111,8 @@ pub struct ExecutionPlan {
     pub(crate) optimizer_report: Option<ferroflow_optimize::Report>,
     /// The per-device partition graphs this plan runs (empty with a single device).
     pub(crate) partitions: Vec<(String, ferroflow_proto::GraphDef)>,
+    /// The graph's timeline labels, built on the first traced step.
+    pub(crate) timeline_labels: OnceLock<Vec<String>>,
 }
 
 impl ExecutionPlan {
@@ -220,6 +222,7 @@ impl ExecutionPlan {
             graph: graph_arc.clone(),
             optimizer_report: None,
             partitions: Vec::new(),
+            timeline_labels: OnceLock::new(),
         })
     }
 }

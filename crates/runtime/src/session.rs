@@ -215,7 +215,8 @@ impl Session {
         let out = self.execute(plan, feeds, tracer.as_ref())?;
         let mut meta = RunMetadata::default();
         if let Some(t) = tracer {
-            meta.step_stats = Some(t.finish(plan.graph(), CPU0));
+            let labels = plan.timeline_labels.get_or_init(|| crate::trace::labels(plan.graph()));
+            meta.step_stats = Some(t.finish(plan.graph(), labels, CPU0));
         }
         if options.output_partition_graphs {
             if plan.partitions.is_empty() {

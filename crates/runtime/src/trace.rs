@@ -84,8 +84,9 @@ impl Tracer {
         }
     }
 
-    /// The step's stats for `device`, nodes in start order.
-    pub(crate) fn finish(self, graph: &Graph, device: &str) -> StepStats {
+    /// The step's stats for `device`, nodes in start order; `labels` are the graph's timeline
+    /// labels by node ([`labels`], built once per plan).
+    pub(crate) fn finish(self, graph: &Graph, labels: &[String], device: &str) -> StepStats {
         let mut records = self.records.into_inner().unwrap_or_else(|p| p.into_inner());
         records.sort_by_key(|r| r.timing.start);
         let mut thread_names = self.threads.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -95,7 +96,8 @@ impl Tracer {
             thread_names.entry(r.thread).or_insert_with(|| format!("thread-{}", r.thread));
             let d = &graph.node(r.node).device;
             let d = if d.is_empty() { device.to_string() } else { d.clone() };
-            by_device.entry(d).or_default().push(stats(graph, r));
+            let label = labels[r.node].clone();
+            by_device.entry(d).or_default().push(stats(graph, r, label));
         }
         let dev_stats = by_device
             .into_iter()
@@ -105,7 +107,7 @@ impl Tracer {
     }
 }
 
-fn stats(graph: &Graph, r: Record) -> NodeExecStats {
+fn stats(graph: &Graph, r: Record, timeline_label: String) -> NodeExecStats {
     let n = graph.node(r.node);
     let t = r.timing;
     let mut total = 0i64;
@@ -131,7 +133,6 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
             }
         })
         .collect();
-    let timeline_label = label(graph, n);
     NodeExecStats {
         node_name: n.name.clone(),
         all_start_micros: t.start / 1000,
@@ -156,6 +157,11 @@ fn stats(graph: &Graph, r: Record) -> NodeExecStats {
         scheduled_nanos: t.start,
         ..Default::default()
     }
+}
+
+/// Every node's timeline label (what `finish` needs; a plan builds them once).
+pub(crate) fn labels(graph: &Graph) -> Vec<String> {
+    graph.nodes().iter().map(|n| label(graph, n)).collect()
 }
 
 /// `name = Op(in0, in1, ^ctrl)`, built in one string; transfers as TensorFlow labels them:
