@@ -233,11 +233,43 @@ fn cases() -> Vec<Case> {
         }),
         c("OptionalFromValue", vec![m23.clone()], (-2.0, 2.0), |s, x| optional_round_trip(s, x[0])),
         c("OptionalGetValue", vec![m23.clone()], (-2.0, 2.0), |s, x| optional_round_trip(s, x[0])),
+        c("Tile", vec![vec![2, 3]], (-2.0, 2.0), |s, x| {
+            let m = s.constant_from(&[2], &[3i32, 2]).unwrap();
+            op_with(s, "Tile", &[x[0], m], &[("Tmultiples", attr::dtype(DType::Int32))])
+        }),
+        c("UnsortedSegmentSum", vec![vec![4, 3]], (-2.0, 2.0), |s, x| {
+            // Row 2 has a negative id: dropped, so its gradient is zero.
+            let ids = s.constant_from(&[4], &[1i32, 0, -1, 1]).unwrap();
+            let n = s.scalar(3i32).unwrap();
+            let a = [("Tindices", attr::dtype(DType::Int32)), ("Tnumsegments", attr::dtype(DType::Int32))];
+            op_with(s, "UnsortedSegmentSum", &[x[0], ids, n], &a)
+        }),
+        c("Conv2DBackpropInput", vec![vec![3, 3, 2, 4], vec![2, 3, 3, 4]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[4], &[2i32, 5, 5, 2]).unwrap();
+            let mut attrs = conv_attrs([2, 2], "SAME");
+            attrs.retain(|(k, _)| *k != "ksize");
+            op_with(s, "Conv2DBackpropInput", &[sizes, x[0], x[1]], &attrs)
+        }),
+        c("Conv2DBackpropFilter", vec![vec![2, 5, 5, 2], vec![2, 3, 3, 4]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[4], &[3i32, 3, 2, 4]).unwrap();
+            op_with(s, "Conv2DBackpropFilter", &[x[0], sizes, x[1]], &conv_attrs([2, 2], "SAME"))
+        }),
+        c("AvgPoolGrad", vec![vec![2, 3, 3, 3]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[4], &[2i32, 5, 5, 3]).unwrap();
+            let mut attrs = conv_attrs([2, 2], "SAME");
+            attrs.push(("ksize", attr::ints(&[1, 3, 3, 1])));
+            op_with(s, "AvgPoolGrad", &[sizes, x[0]], &attrs)
+        }),
         // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
         // the zeros guarded by its switch; both predicates.
         c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),
         c("Merge", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, false)),
     ]
+}
+
+/// `strides` and `padding` attrs of a convolution or pool.
+fn conv_attrs(strides: [i64; 2], padding: &str) -> Vec<(&'static str, AttrValue)> {
+    vec![("strides", attr::ints(&[1, strides[0], strides[1], 1])), ("padding", attr::string(padding))]
 }
 
 /// `OptionalGetValue(OptionalFromValue(x))`.

@@ -16,7 +16,8 @@ const CONV2D_ATTRS: &[&str] = &[
     "dilations: list(int) = [1, 1, 1, 1]",
 ];
 
-const SECOND_ORDER: &str = "second-order gradients of convolutions and pools are not implemented yet";
+const CONV_ATTRS: &[&str] =
+    &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"];
 
 /// The convolution, pooling and batch-normalization ops.
 pub fn defs() -> Vec<OpDef> {
@@ -74,7 +75,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: {half, bfloat16, float, double, int32}")
             .attrs(CONV2D_ATTRS)
             .shape(s::shape_of_input0_value)
-            .gradient_unavailable(SECOND_ORDER)
+            .gradient(conv2d_backprop_input_grad)
             .build(),
     );
     v.push(
@@ -86,7 +87,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: {half, bfloat16, float, double, int32}")
             .attrs(CONV2D_ATTRS)
             .shape(|c| Ok(vec![c.shape_value(1)]))
-            .gradient_unavailable(SECOND_ORDER)
+            .gradient(conv2d_backprop_filter_grad)
             .build(),
     );
     v.push(
@@ -102,7 +103,9 @@ pub fn defs() -> Vec<OpDef> {
             .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
             .attr("T: {half, bfloat16, float, double, int32, int64} = DT_FLOAT")
             .shape(s::unchanged)
-            .gradient_unavailable(SECOND_ORDER)
+            .gradient_unavailable(
+                "TensorFlow differentiates it with MaxPoolGradGrad, which ferroflow does not have yet",
+            )
             .build(),
     );
     v.push(
@@ -116,7 +119,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
             .attr("T: {half, bfloat16, float, double}")
             .shape(s::shape_of_input0_value)
-            .gradient_unavailable(SECOND_ORDER)
+            .gradient(avg_pool_grad_grad)
             .build(),
     );
     v.push(
@@ -282,4 +285,35 @@ fn avg_pool_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let s = &ctx.scope;
     let a = ctx.attrs_of(&["T", "ksize", "strides", "padding", "data_format"]);
     Ok(vec![Some(build(s, "AvgPoolGrad", &[s.unary("Shape", ctx.input(0))?, g], &a)?)])
+}
+
+/// `Conv2DBackpropInput(sizes, f, dy)` is linear in `f` and `dy`: TensorFlow's
+/// `Conv2DBackpropFilter(g, shape(f), dy)` and `Conv2D(g, f)`.
+fn conv2d_backprop_input_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (f, dy) = (ctx.input(1), ctx.input(2));
+    let a = ctx.attrs_of(CONV_ATTRS);
+    let df = build(s, "Conv2DBackpropFilter", &[g, s.unary("Shape", f)?, dy], &a)?;
+    let ddy = build(s, "Conv2D", &[g, f], &a)?;
+    Ok(vec![None, Some(df), Some(ddy)])
+}
+
+/// `Conv2DBackpropFilter(x, sizes, dy)`: TensorFlow's `Conv2DBackpropInput(shape(x), g, dy)`
+/// and `Conv2D(x, g)`.
+fn conv2d_backprop_filter_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, dy) = (ctx.input(0), ctx.input(2));
+    let a = ctx.attrs_of(CONV_ATTRS);
+    let dx = build(s, "Conv2DBackpropInput", &[s.unary("Shape", x)?, g, dy], &a)?;
+    let ddy = build(s, "Conv2D", &[x, g], &a)?;
+    Ok(vec![Some(dx), None, Some(ddy)])
+}
+
+/// `AvgPoolGrad` is linear in its gradient input: the average pool of `g` (TensorFlow's).
+fn avg_pool_grad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let a = ctx.attrs_of(&["T", "ksize", "strides", "padding", "data_format"]);
+    Ok(vec![None, Some(build(&ctx.scope, "AvgPool", &[g], &a)?)])
 }

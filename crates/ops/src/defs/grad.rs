@@ -66,7 +66,8 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: type")
             .attr("Tindices: {int16, int32, int64}")
             .attr("Tnumsegments: {int32, int64} = DT_INT32")
-            .gradient_unavailable("TensorFlow's gradient gathers with negative ids dropped; not implemented yet")
+            .shape(unsorted_segment_sum)
+            .gradient(unsorted_segment_sum_grad)
             .build(),
         op("DynamicStitch")
             .input("indices: N * int32")
@@ -77,6 +78,20 @@ pub fn defs() -> Vec<OpDef> {
             .gradient_unavailable("TensorFlow's gradient gathers each data's rows back; not implemented yet")
             .build(),
     ]
+}
+
+/// `UnsortedSegmentSum`: `[num_segments]` then the data's dimensions past the ids' rank.
+fn unsorted_segment_sum(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let segments = c.const_ints(2).and_then(|v| v.first().copied()).and_then(|n| usize::try_from(n).ok());
+    match (c.inputs[0].dims(), c.inputs[1].rank()) {
+        (Some(d), Some(r)) if r <= d.len() => {
+            let mut out = vec![segments];
+            out.extend_from_slice(&d[r..]);
+            Ok(vec![Shape::new(out)])
+        }
+        (Some(d), Some(r)) => Err(format!("segment ids of rank {r} for data of rank {}", d.len())),
+        _ => Ok(vec![Shape::unknown()]),
+    }
 }
 
 /// `BiasAddGrad` (NHWC): a vector over the last axis.
@@ -144,4 +159,36 @@ fn bias_add_grad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 fn broadcast_to_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
     Ok(vec![Some(reduce_like(ctx, g, ctx.input(0), ctx.output(0))?), None])
+}
+
+/// `UnsortedSegmentSum`: each data row gets its segment's gradient row (a gather); rows with
+/// a negative segment id were dropped, so theirs is zero (TensorFlow's `_GatherDropNegatives`).
+fn unsorted_segment_sum_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let ids = ctx.input(1);
+    let int = s.dtype(ids);
+    let zero = match int {
+        DType::Int64 => s.scalar(0i64)?,
+        DType::Int32 => s.scalar(0i32)?,
+        other => return Err(ctx.unsupported(format!("segment ids of type {other}"))),
+    };
+    let clipped = s.maximum(ids, zero)?;
+    let axis = s.scalar(0i32)?;
+    let gathered = build(
+        s,
+        "GatherV2",
+        &[g, clipped, axis],
+        &[("Tparams", attr::dtype(s.dtype(g))), ("Tindices", attr::dtype(int)), ("Taxis", attr::dtype(DType::Int32))],
+    )?;
+    let kept = build(s, "GreaterEqual", &[ids, zero], NO_ATTRS)?;
+    // The mask broadcast over the gathered rows: ids' shape, then ones.
+    let (Some(id_dims), Some(rank)) = (ctx.shape(ids).as_known(), ctx.shape(ctx.input(0)).rank()) else {
+        return Err(ctx.unsupported("the segment ids' shape and the data's rank must be known"));
+    };
+    let mut dims: Vec<i32> = id_dims.iter().map(|&d| d as i32).collect();
+    dims.resize(rank, 1);
+    let kept = s.reshape(kept, &dims)?;
+    let zeros = s.unary("ZerosLike", gathered)?;
+    Ok(vec![Some(crate::gradient::select(s, kept, gathered, zeros)?), None, None])
 }

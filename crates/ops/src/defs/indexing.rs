@@ -61,7 +61,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr(&index_attr("Tmultiples"))
             .shape(tile)
             .grows()
-            .gradient_unavailable("TensorFlow's gradient sums the tiles back through a reshape; not implemented yet")
+            .gradient(tile_grad)
             .build(),
         pad_op("Pad")
             .output("output: T")
@@ -516,4 +516,28 @@ fn gather_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         &[("Tindices", attr::dtype(int)), ("Tnumsegments", attr::dtype(DType::Int32))],
     )?;
     Ok(vec![Some(seg), None, None])
+}
+
+/// `Tile`: the tiles summed back, TensorFlow's way — the gradient reshaped to
+/// `[m0, d0, m1, d1, ...]` (multiples interleaved with the input's dims) and summed over the
+/// multiples' axes.
+fn tile_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, multiples) = (ctx.input(0), ctx.input(1));
+    let int = s.dtype(multiples);
+    let pairs = s.pack(&[multiples, shape_as(ctx, x, int)?], 0)?;
+    let perm = s.constant_from(&[2], &[1i32, 0])?;
+    let interleaved = build(s, "Transpose", &[pairs, perm], &[("Tperm", attr::dtype(DType::Int32))])?;
+    let minus_one = match int {
+        DType::Int64 => s.constant_from(&[1], &[-1i64])?,
+        _ => s.constant_from(&[1], &[-1i32])?,
+    };
+    let split_shape = build(s, "Reshape", &[interleaved, minus_one], &[("Tshape", attr::dtype(int))])?;
+    let size = build(s, "Size", &[split_shape], &[("out_type", attr::dtype(DType::Int32))])?;
+    let axes = build(s, "Range", &[s.scalar(0i32)?, size, s.scalar(2i32)?], &[("Tidx", attr::dtype(DType::Int32))])?;
+    let tiles = build(s, "Reshape", &[g, split_shape], &[("Tshape", attr::dtype(int))])?;
+    let summed =
+        build(s, "Sum", &[tiles, axes], &[("keep_dims", attr::boolean(false)), ("Tidx", attr::dtype(DType::Int32))])?;
+    Ok(vec![Some(summed), None])
 }
