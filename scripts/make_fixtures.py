@@ -763,6 +763,30 @@ def softsign():
     save("softsign", f, specs, [x, y, g], rtol=0.0, atol=0.0, note="bit-exact")
 
 
+def xlogy():
+    """Xlogy and Xdivy (f32 and f64, broadcasting, x = 0 against y = 0, negative and special y)
+    and the gradient tf.GradientTape takes through Xlogy (which TensorFlow builds with Xdivy)."""
+    own = np.random.default_rng(20261202)
+
+    @tf.function
+    def f(x, y, a, b, g):
+        with tf.GradientTape() as tape:
+            tape.watch([a, b])
+            z = tf.math.xlogy(a, b)
+        da, db = tape.gradient(z, [a, b], output_gradients=g)
+        return (tf.math.xlogy(x, y), tf.math.xdivy(x, y), tf.math.xlogy(a, b), tf.math.xdivy(b, a),
+                tf.identity(da), tf.identity(db))
+    x = np.array([[0.0, -0.0, 1.5, -2.0, 0.0, 3.0], [1.0, 0.0, np.nan, 2.0, -1.0, 0.5]], np.float32)
+    y = np.array([[0.0, 2.0, 0.0, 3.0, -1.0, np.inf], [np.nan, np.nan, 1.0, -0.0, 1e-30, 4.0]], np.float32)
+    a = np.concatenate([[0.0, 0.0], own.uniform(-2, 2, 10)]).reshape(4, 3)
+    b = own.uniform(0.25, 3.0, 3)
+    g = own.uniform(-1, 1, (4, 3))
+    specs = [tf.TensorSpec([2, 6], tf.float32, name="x"), tf.TensorSpec([2, 6], tf.float32, name="y"),
+             tf.TensorSpec([4, 3], tf.float64, name="a"), tf.TensorSpec([3], tf.float64, name="b"),
+             tf.TensorSpec([4, 3], tf.float64, name="g")]
+    save("xlogy", f, specs, [x, y, a, b, g], rtol=1e-6, atol=1e-12)
+
+
 def event_files():
     """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
@@ -884,6 +908,7 @@ def main():
     conv_grad_ops()
     losses()
     softsign()
+    xlogy()
     event_files()
     partitions()
     seed_000()

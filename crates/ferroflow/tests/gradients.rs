@@ -260,6 +260,8 @@ fn cases() -> Vec<Case> {
             attrs.push(("ksize", attr::ints(&[1, 3, 3, 1])));
             op_with(s, "AvgPoolGrad", &[sizes, x[0]], &attrs)
         }),
+        c("Xlogy", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| op_with(s, "Xlogy", x, &[])),
+        c("Xdivy", vec![vec![3], m23.clone()], (0.5, 2.0), |s, x| op_with(s, "Xdivy", x, &[])),
         // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
         // the zeros guarded by its switch; both predicates.
         c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),

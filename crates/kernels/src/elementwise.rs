@@ -227,6 +227,22 @@ fn squared_difference<T: Num>(a: T, b: T) -> T {
     let d = a.sub_w(b);
     d.mul_w(d)
 }
+/// TensorFlow's xdivy: `x` itself where it is ±0, else `x / y`.
+fn xdivy<T: Float>(x: T, y: T) -> T {
+    if x == T::ZERO {
+        x
+    } else {
+        x / y
+    }
+}
+/// TensorFlow's xlogy: `x` itself where it is ±0, else `x * log(y)`.
+fn xlogy<T: Float>(x: T, y: T) -> T {
+    if x == T::ZERO {
+        x
+    } else {
+        x * y.ln()
+    }
+}
 
 /// Something made from a unary scalar function, generic over which one (so each use is
 /// monomorphised per function and its loops inline and vectorise).
@@ -312,7 +328,7 @@ scalar_fns! {
         Add => add, Sub => sub, Mul => mul, Maximum => maximum, Minimum => minimum,
         SquaredDifference => squared_difference,
     }
-    binary float { RealDiv => div }
+    binary float { RealDiv => div, Xlogy => xlogy, Xdivy => xdivy }
 }
 /// Strides of `dims` laid out in `out`'s (right-aligned) index space; 0 on broadcast axes.
 pub(crate) fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {

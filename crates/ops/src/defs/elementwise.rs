@@ -53,6 +53,8 @@ pub enum BinaryFn {
     Maximum,
     Minimum,
     SquaredDifference,
+    Xlogy,
+    Xdivy,
 }
 
 fn unary(name: &str, f: UnaryFn) -> crate::registry::OpBuilder {
@@ -119,6 +121,8 @@ pub fn defs() -> Vec<OpDef> {
         binary_op("Maximum", B::Maximum).commutative().gradient(maximum_grad).build(),
         binary_op("Minimum", B::Minimum).commutative().gradient(minimum_grad).build(),
         binary_op("SquaredDifference", B::SquaredDifference).commutative().gradient(squared_difference_grad).build(),
+        binary_op("Xlogy", B::Xlogy).gradient(xlogy_grad).build(),
+        binary_op("Xdivy", B::Xdivy).gradient(xdivy_grad).build(),
     ]
 }
 
@@ -318,4 +322,33 @@ fn squared_difference_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let gx = s.mul(s.mul(scalar_like(s, g, 2.0)?, g)?, s.sub(x, y)?)?;
     let gy = s.unary("Neg", gx)?;
     Ok(vec![Some(reduce_like(ctx, gx, x, y)?), Some(reduce_like(ctx, gy, y, x)?)])
+}
+
+/// `x·log(y)` (0 where `x` is 0): `log(y)` to `x` and `x/y` to `y` where `x` is not 0, else 0
+/// (TensorFlow's `_XLogyGrad`: `Xlogy(x ≠ 0, y)` and `Xdivy(x, y)`).
+fn xlogy_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, y) = (ctx.input(0), ctx.input(1));
+    let partial_x = build(s, "Xlogy", &[nonzero(ctx, x)?, y], NO_ATTRS)?;
+    let partial_y = build(s, "Xdivy", &[x, y], NO_ATTRS)?;
+    binary(ctx, s.mul(partial_x, g)?, s.mul(partial_y, g)?)
+}
+
+/// `x/y` (0 where `x` is 0): `1/y` to `x` and `−x/y²` to `y` where `x` is not 0, else 0
+/// (TensorFlow's `_XDivyGrad`).
+fn xdivy_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, y) = (ctx.input(0), ctx.input(1));
+    let partial_x = build(s, "Xdivy", &[nonzero(ctx, x)?, y], NO_ATTRS)?;
+    let partial_y = build(s, "Xdivy", &[s.unary("Neg", x)?, s.unary("Square", y)?], NO_ATTRS)?;
+    binary(ctx, s.mul(partial_x, g)?, s.mul(partial_y, g)?)
+}
+
+/// 1 where `x` is not 0, else 0, in `x`'s dtype.
+fn nonzero(ctx: &GradCtx, x: Output) -> Result<Output, crate::BuildError> {
+    let s = &ctx.scope;
+    let ne = build(s, "NotEqual", &[x, scalar_like(s, x, 0.0)?], NO_ATTRS)?;
+    s.cast(ne, s.dtype(x))
 }
