@@ -170,3 +170,27 @@ fn every_declared_activation_fuses_into_matmul_bit_identically() {
         same_bits(act, &run(&g, &feeds, &fetch, true), &run(&g, &feeds, &fetch, false));
     }
 }
+
+#[test]
+fn each_family_has_its_definition_file_and_its_kernels_in_the_kernel_file_of_the_same_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut wrong = vec![];
+    for def in OpRegistry::global().defs() {
+        let defs = root.join(format!("crates/ops/src/defs/{}.rs", def.family));
+        if !std::fs::read_to_string(&defs).is_ok_and(|s| s.contains(&format!("\"{}\"", def.name))) {
+            wrong.push(format!("{}: not defined in {}", def.name, defs.display()));
+        }
+        if def.facts.execution != Execution::Kernel {
+            continue;
+        }
+        // Elementwise kernels come from the scalar-function table, registered by walking the
+        // registry; every other kernel is registered by name in its family's file.
+        let kernels = root.join(format!("crates/kernels/src/{}.rs", def.family));
+        let text = std::fs::read_to_string(&kernels).unwrap_or_default();
+        let registered = def.facts.elementwise.is_some() || text.contains(&format!("\"{}\"", def.name));
+        if !registered {
+            wrong.push(format!("{}: its kernel is not registered in {}", def.name, kernels.display()));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
