@@ -15,6 +15,18 @@ fn compare(name: &str) -> OpBuilder {
         .not_differentiable(BOOLEAN)
 }
 
+/// `LogicalAnd`, `LogicalOr`.
+fn logical(name: &str) -> OpDef {
+    op(name)
+        .input("x: bool")
+        .input("y: bool")
+        .output("z: bool")
+        .shape(s::broadcast)
+        .commutative()
+        .not_differentiable(BOOLEAN)
+        .build()
+}
+
 /// The comparison and logical ops.
 pub fn defs() -> Vec<OpDef> {
     vec![
@@ -24,22 +36,8 @@ pub fn defs() -> Vec<OpDef> {
         compare("GreaterEqual").build(),
         compare("Less").build(),
         compare("LessEqual").build(),
-        op("LogicalAnd")
-            .input("x: bool")
-            .input("y: bool")
-            .output("z: bool")
-            .shape(s::broadcast)
-            .commutative()
-            .not_differentiable(BOOLEAN)
-            .build(),
-        op("LogicalOr")
-            .input("x: bool")
-            .input("y: bool")
-            .output("z: bool")
-            .shape(s::broadcast)
-            .commutative()
-            .not_differentiable(BOOLEAN)
-            .build(),
+        logical("LogicalAnd"),
+        logical("LogicalOr"),
         op("LogicalNot")
             .input("x: bool")
             .output("y: bool")

@@ -12,8 +12,16 @@ fn index_attr(name: &str) -> String {
     format!("{name}: {{int32, int64}} = DT_INT32")
 }
 
+/// `Pad`, `PadV2`, `MirrorPad`: the input grown by constant paddings.
 fn pad_op(name: &str) -> OpBuilder {
-    op(name).input("input: T").input("paddings: Tpaddings")
+    op(name)
+        .input("input: T")
+        .input("paddings: Tpaddings")
+        .output("output: T")
+        .attr("T: type")
+        .attr(&index_attr("Tpaddings"))
+        .shape(pad)
+        .grows()
 }
 
 /// The indexing ops.
@@ -63,30 +71,10 @@ pub fn defs() -> Vec<OpDef> {
             .grows()
             .gradient(tile_grad)
             .build(),
-        pad_op("Pad")
-            .output("output: T")
-            .attr("T: type")
-            .attr(&index_attr("Tpaddings"))
-            .shape(pad)
-            .grows()
-            .gradient(pad_grad)
-            .build(),
-        pad_op("PadV2")
-            .input("constant_values: T")
-            .output("output: T")
-            .attr("T: type")
-            .attr(&index_attr("Tpaddings"))
-            .shape(pad)
-            .grows()
-            .gradient(pad_grad)
-            .build(),
+        pad_op("Pad").gradient(pad_grad).build(),
+        pad_op("PadV2").input("constant_values: T").gradient(pad_grad).build(),
         pad_op("MirrorPad")
-            .output("output: T")
-            .attr("T: type")
-            .attr(&index_attr("Tpaddings"))
             .attr("mode: {'REFLECT', 'SYMMETRIC'}")
-            .shape(pad)
-            .grows()
             .gradient_unavailable("TensorFlow differentiates it with MirrorPadGrad, which ferroflow does not have yet")
             .build(),
         op("Range")
