@@ -143,3 +143,29 @@ node { name: "exit" op: "Exit" input: "s" attr { key: "T" value { type: DT_FLOAT
     let e = v1(l, opts, "exit:0").unwrap_err();
     assert!(e.contains("node 'next' (NextIteration)") && e.contains("500 iterations"), "{e}");
 }
+
+#[test]
+fn deeply_nested_function_calls_are_an_error_not_a_stack_overflow() {
+    // f0 calls f1 calls ... f199: distinct functions, so no recursion, only depth.
+    let n = 200;
+    let mut lib = String::from("library {\n");
+    for i in 0..n {
+        let body = if i + 1 < n {
+            format!(r#"node_def {{ name: "c" op: "f{}" input: "a" }} ret {{ key: "out" value: "c:out:0" }}"#, i + 1)
+        } else {
+            r#"ret { key: "out" value: "a" }"#.to_string()
+        };
+        lib.push_str(&format!(
+            r#"function {{ signature {{ name: "f{i}" input_arg {{ name: "a" type: DT_FLOAT }} output_arg {{ name: "out" type: DT_FLOAT }} }} {body} }}
+"#
+        ));
+    }
+    lib.push_str("}\n");
+    let text = format!("{HEADER}{}{lib}", call("PartitionedCall", "f0"));
+    let def: ferroflow::proto::GraphDef = ferroflow::proto::parse_text(&text, "test").unwrap();
+    let g = ferroflow::ops::import_graph_def(&def).unwrap();
+    let e =
+        Session::new(g, Default::default()).and_then(|s| s.run(&[("x:0", Tensor::scalar(1.0f32))], &["call:0"], &[]));
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("nested 64 calls deep") && e.contains("'f0'"), "{e}");
+}

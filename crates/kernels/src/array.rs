@@ -5,7 +5,9 @@ use ferroflow_tensor::{bf16, f16, DType, Tensor};
 
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
-use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+use crate::{
+    check_output, invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs,
+};
 
 struct Const(Tensor);
 impl OpKernel for Const {
@@ -262,14 +264,13 @@ impl OpKernel for Squeeze {
 
 /// Repeats one element's bytes (or string) `n` times into a tensor of `dims`.
 fn repeat_element(dtype: DType, dims: &[usize], elem: &Tensor, index: usize) -> KResult<Tensor> {
-    let n: usize = dims.iter().product();
+    let n = check_output(dtype, dims)?;
     if dtype == DType::String {
         return Ok(Tensor::from_strings(dims, vec![elem.as_strings()?[index].clone(); n])?);
     }
     let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be filled")))?;
     let one = &elem.as_bytes()?[index * size..(index + 1) * size];
-    let bytes = one.repeat(n);
-    Ok(Tensor::from_bytes(dtype, dims, &bytes)?)
+    Ok(Tensor::from_fill(dtype, dims, |out| out.chunks_exact_mut(size).for_each(|o| o.copy_from_slice(one)))?)
 }
 
 struct Fill;
@@ -282,12 +283,6 @@ impl OpKernel for Fill {
         let mut dims = Vec::new();
         for d in axis_values(dims_t)? {
             dims.push(usize::try_from(d).map_err(|_| invalid(format!("dims must be non-negative, got {d}")))?);
-        }
-        let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if total.is_none_or(|t| {
-            t.saturating_mul(value.dtype().size().unwrap_or(8)) > ferroflow_proto::convert::MAX_TENSOR_BYTES
-        }) {
-            return Err(invalid(format!("Fill of shape {dims:?} is too large")));
         }
         outputs.push(repeat_element(value.dtype(), &dims, value, 0)?);
         Ok(())
@@ -340,13 +335,16 @@ fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize])
         return Ok(Tensor::from_strings(dims, out)?);
     }
     let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
-    let mut out = Vec::with_capacity(dims.iter().product::<usize>() * size);
-    for o in 0..outer {
-        for (p, &b) in parts.iter().zip(blocks) {
-            out.extend_from_slice(&p.as_bytes()?[o * b * size..(o + 1) * b * size]);
+    let srcs = parts.iter().map(|p| p.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+    Ok(Tensor::from_fill(dtype, dims, |out| {
+        let mut at = 0;
+        for o in 0..outer {
+            for (p, &b) in srcs.iter().zip(blocks) {
+                out[at..at + b * size].copy_from_slice(&p[o * b * size..(o + 1) * b * size]);
+                at += b * size;
+            }
         }
-    }
-    Ok(Tensor::from_bytes(dtype, dims, &out)?)
+    })?)
 }
 
 struct Pack(i64);

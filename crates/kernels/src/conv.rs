@@ -172,6 +172,7 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
                 Some(v) => v,
                 None => &mut fresh,
             };
+            crate::check_output(T::DTYPE, &[rows, k])?;
             col.resize(rows * k, T::ZERO);
             let contiguous = aw.dilation == 1;
             let fill = |(r0, chunk): (usize, &mut [T])| {
@@ -434,6 +435,7 @@ impl<T: GemmElement + Float> OpKernel for ConvBackprop<T> {
         }
         let gs = g.as_slice::<T>()?;
         let (rows, k) = (n * oh * ow, kh * kw * c);
+        crate::check_output(T::DTYPE, &[rows, k])?;
         if self.wrt_filter {
             // dF[k, oc] = col(x)ᵀ · g
             let col = im2col(inputs[0].as_slice::<T>()?, xdims, axes);

@@ -75,7 +75,10 @@ impl<T: Num> OpKernel for Einsum<T> {
         let data: Vec<&[T]> = inputs.iter().map(|t| t.as_slice::<T>()).collect::<Result<_, _>>()?;
         let out_dims: Vec<usize> = self.output.iter().map(|l| size[l]).collect();
         let sum_dims: Vec<usize> = summed.iter().map(|l| size[l]).collect();
-        let (n_out, n_sum): (usize, usize) = (out_dims.iter().product(), sum_dims.iter().product());
+        crate::check_output(T::DTYPE, &out_dims)?;
+        let n_sum = sum_dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let (n_out, n_sum): (usize, usize) =
+            (out_dims.iter().product(), n_sum.ok_or_else(|| invalid(format!("summed sizes {sum_dims:?} overflow")))?);
         let mut out = Vec::with_capacity(n_out);
         let dims_all: Vec<usize> = out_dims.iter().chain(&sum_dims).copied().collect();
         let mut idx = vec![0usize; all.len()];

@@ -57,6 +57,7 @@ impl OpKernel for Resize {
             return Err(invalid(format!("output size {size:?} and input size [{h}, {w}] must be positive")));
         }
         let (oh, ow) = (oh as usize, ow as usize);
+        crate::check_output(if self.bilinear { DType::Float } else { x.dtype() }, &[n, oh, ow, c])?;
         let (sy, sx) = (scale(h, oh, self.align_corners), scale(w, ow, self.align_corners));
         let at = |b: usize, y: usize, xx: usize| ((b * h + y) * w + xx) * c;
         if self.bilinear {

@@ -6,7 +6,7 @@ use ferroflow_tensor::{DType, Tensor};
 
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
-use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+use crate::{check_output, invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// A tensor of `dims` whose element `i` is element `pick(i)` of `src`, or `fill` (a
 /// one-element tensor of the same dtype) where `pick` gives `None`.
@@ -17,27 +17,28 @@ fn gather_elements(
     pick: impl Iterator<Item = Option<usize>>,
 ) -> KResult<Tensor> {
     if src.dtype() == DType::String {
+        check_output(src.dtype(), dims)?;
         let s = src.as_strings()?;
         let pad = fill.map(|f| f.as_strings().map(|v| v[0].clone())).transpose()?.unwrap_or_default();
         let v = pick.map(|i| i.map_or_else(|| pad.clone(), |i| s[i].clone())).collect();
         return Ok(Tensor::from_strings(dims, v)?);
     }
     let size = src.dtype().size().ok_or_else(|| invalid(format!("{} tensors cannot be rearranged", src.dtype())))?;
+    check_output(src.dtype(), dims)?;
     let bytes = src.as_bytes()?;
     let zero = vec![0u8; size];
     let pad = match fill {
         Some(f) => f.as_bytes()?,
         None => &zero,
     };
-    let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(n * size);
-    for i in pick {
-        out.extend_from_slice(match i {
-            Some(i) => &bytes[i * size..(i + 1) * size],
-            None => pad,
-        });
-    }
-    Ok(Tensor::from_bytes(src.dtype(), dims, &out)?)
+    Ok(Tensor::from_fill(src.dtype(), dims, |out| {
+        for (o, i) in out.chunks_exact_mut(size).zip(pick) {
+            o.copy_from_slice(match i {
+                Some(i) => &bytes[i * size..(i + 1) * size],
+                None => pad,
+            });
+        }
+    })?)
 }
 
 /// Row-major strides of `dims`.
@@ -281,7 +282,8 @@ impl OpKernel for Tile {
         if m.iter().any(|&v| v < 0) {
             return Err(invalid(format!("Expected multiples to be non-negative, got {m:?}")));
         }
-        let dims: Vec<usize> = x.dims().iter().zip(&m).map(|(&d, &k)| d * k as usize).collect();
+        let dims: Vec<usize> = x.dims().iter().zip(&m).map(|(&d, &k)| d.saturating_mul(k as usize)).collect();
+        check_output(x.dtype(), &dims)?;
         let (xd, st) = (x.dims().to_vec(), strides_of(x.dims()));
         let pick = each_index(&dims, |i| Some(i.iter().enumerate().map(|(a, &v)| (v % xd[a]) * st[a]).sum()));
         outputs.push(gather_elements(x, &dims, None, pick)?);
@@ -327,8 +329,9 @@ impl OpKernel for Pad {
                     "paddings {b}, {e} must be non-negative and fit dimension {a} of size {d}"
                 )));
             }
-            dims.push(d + (b + e) as usize);
+            dims.push(d.saturating_add(b.saturating_add(e) as usize));
         }
+        check_output(x.dtype(), &dims)?;
         let st = strides_of(&xd);
         let pick = each_index(&dims, |i| {
             let mut off = 0;
@@ -435,6 +438,7 @@ impl OpKernel for GatherV2 {
         let mut dims = pd[..axis].to_vec();
         dims.extend_from_slice(inputs[1].dims());
         dims.extend_from_slice(&pd[axis + 1..]);
+        check_output(params.dtype(), &dims)?;
         let pick = (0..outer).flat_map(|o| {
             idx.iter().flat_map(move |&i| (0..inner).map(move |j| Some((o * n + i as usize) * inner + j)))
         });
@@ -471,6 +475,7 @@ impl OpKernel for GatherNd {
         }
         let mut dims = indices.dims()[..indices.rank() - 1].to_vec();
         dims.extend_from_slice(&pd[depth..]);
+        check_output(params.dtype(), &dims)?;
         let pick = starts.into_iter().flat_map(|s| (0..inner).map(move |j| Some(s + j)));
         outputs.push(gather_elements(params, &dims, None, pick)?);
         Ok(())
@@ -501,6 +506,7 @@ impl OpKernel for OneHot {
         };
         let mut dims = inputs[0].dims().to_vec();
         dims.insert(axis, depth);
+        check_output(inputs[2].dtype(), &dims)?;
         let (outer, inner): (usize, usize) = (dims[..axis].iter().product(), dims[axis + 1..].iter().product());
         let (on, off) = (&inputs[2], &inputs[3]);
         let both = concat_scalars(on, off)?;
@@ -566,6 +572,7 @@ impl OpKernel for Range {
             if n > 1 << 31 {
                 return Err(invalid(format!("Range of {n} elements is too large")));
             }
+            check_output(T::DTYPE, &[n])?;
             let mut v = Vec::with_capacity(n);
             let mut x = s;
             for _ in 0..n {
@@ -592,6 +599,7 @@ impl OpKernel for Range {
                 if n > 1 << 31 {
                     return Err(invalid(format!("Range of {n} elements is too large")));
                 }
+                check_output(DType::Int64, &[n])?;
                 Tensor::from_vec(&[n], (0..n as i64).map(|i| s + i * d).collect())?
             }
             dt => return Err(invalid(format!("Range is not defined for {dt}"))),

@@ -33,6 +33,7 @@ mod random;
 mod reduce;
 pub mod resource;
 mod select;
+pub mod step;
 mod training;
 
 use std::collections::HashMap;
@@ -73,6 +74,9 @@ pub enum KernelError {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// The step was cancelled or ran past its deadline (a loop checks between iterations).
+    #[error(transparent)]
+    Interrupted(#[from] step::Interrupt),
     /// A step of a function body (a call, a branch, a loop's condition or body) failed; the
     /// runtime's error, kept whole.
     #[error(transparent)]
@@ -87,6 +91,28 @@ pub(crate) fn invalid(msg: impl Into<String>) -> KernelError {
     KernelError::InvalidArgument(msg.into())
 }
 
+/// Checks that an output of `dtype` and `dims` fits the memory limit in force
+/// ([`ferroflow_tensor::limit`]) before a kernel builds it, and returns its element count: the
+/// gate for every output whose size comes from input values (a fed `multiples`, `paddings`,
+/// `depth`, `size`) or from the product of input sizes (`MatMul`, broadcasting).
+pub(crate) fn check_output(dtype: DType, dims: &[usize]) -> KResult<usize> {
+    let what = || format!("{dtype} tensor of shape {dims:?}");
+    let n = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    let size = dtype.size().unwrap_or(std::mem::size_of::<Vec<u8>>());
+    match n.and_then(|n| n.checked_mul(size).map(|b| (n, b))) {
+        Some((n, bytes)) => {
+            ferroflow_tensor::limit::check(bytes, what)?;
+            Ok(n)
+        }
+        None => Err(TensorError::ResourceExhausted {
+            what: what(),
+            bytes: usize::MAX,
+            limit: ferroflow_tensor::limit::current(),
+        }
+        .into()),
+    }
+}
+
 /// What a kernel may use while it runs.
 pub struct KernelContext<'a> {
     /// The intra-op thread pool for kernels that split their work; `None` runs on the caller.
@@ -94,6 +120,9 @@ pub struct KernelContext<'a> {
     /// The session's variables and random states; `None` for eager calls and constant
     /// folding (kernels that need state then fail with an error naming their node).
     pub resources: Option<&'a resource::ResourceMgr>,
+    /// The running step's cancellation and deadline (function calls pass it to their bodies,
+    /// loops check it between iterations); `None` outside a step.
+    pub step: Option<&'a step::StepControl>,
 }
 
 impl KernelContext<'_> {

@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn optionals_wrap_and_unwrap_and_an_empty_one_is_an_error() {
-        let ctx = KernelContext { intra_op: None, resources: None };
+        let ctx = KernelContext { intra_op: None, resources: None, step: None };
         let x = Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap();
         let n = Tensor::scalar(3i64);
         let some = crate::run_op(

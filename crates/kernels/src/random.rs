@@ -141,7 +141,7 @@ pub fn random_state(seed: i64, seed2: i64) -> RandomState {
     RandomState { key: [seed as u32, (seed as u64 >> 32) as u32], counter: 0, stream: seed2 as u64 }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Dist {
     Uniform,
     Normal,
@@ -237,7 +237,8 @@ fn fill_blocks<T: Send>(
 
 impl RandomOp {
     fn fill(&self, ctx: &KernelContext, state: &mut RandomState, dims: &[usize]) -> KResult<Tensor> {
-        let n: usize = dims.iter().product();
+        // Truncated normals are drawn as f64 first.
+        let n = crate::check_output(if self.dist == Dist::Truncated { DType::Double } else { self.dtype }, dims)?;
         let (key, base, stream) = (state.key, state.counter, state.stream);
         macro_rules! blocks {
             ($t:ty, $per:expr, $f:expr) => {{

@@ -3,7 +3,7 @@ use ferroflow_tensor::{broadcast_dims, DType, Tensor};
 
 use crate::elementwise::{broadcast_strides, NUMERIC};
 use crate::numeric::Num;
-use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, OpKernel, Outputs};
+use crate::{check_output, invalid, Inputs, KResult, KernelContext, KernelRegistry, OpKernel, Outputs};
 
 /// For every element of `out_dims` (row-major), the offset of the matching element of an
 /// input of `dims` broadcast to it.
@@ -31,7 +31,7 @@ fn broadcast_offsets(dims: &[usize], out_dims: &[usize]) -> Vec<usize> {
 /// Builds the output by picking, for each output element, element `ti[i]` of `t` or `ei[i]`
 /// of `e` according to `pick[i]`.
 fn gather_pick(t: &Tensor, e: &Tensor, dims: &[usize], choose: impl Fn(usize) -> (bool, usize)) -> KResult<Tensor> {
-    let n: usize = dims.iter().product();
+    let n = check_output(t.dtype(), dims)?;
     if t.dtype() == DType::String {
         let (ts, es) = (t.as_strings()?, e.as_strings()?);
         let v = (0..n).map(|i| {
@@ -46,13 +46,13 @@ fn gather_pick(t: &Tensor, e: &Tensor, dims: &[usize], choose: impl Fn(usize) ->
     }
     let size = t.dtype().size().ok_or_else(|| invalid(format!("Select is not defined for {}", t.dtype())))?;
     let (tb, eb) = (t.as_bytes()?, e.as_bytes()?);
-    let mut out = Vec::with_capacity(n * size);
-    for i in 0..n {
-        let (from_t, j) = choose(i);
-        let src = if from_t { tb } else { eb };
-        out.extend_from_slice(&src[j * size..(j + 1) * size]);
-    }
-    Ok(Tensor::from_bytes(t.dtype(), dims, &out)?)
+    Ok(Tensor::from_fill(t.dtype(), dims, |out| {
+        for (i, o) in out.chunks_exact_mut(size).enumerate() {
+            let (from_t, j) = choose(i);
+            let src = if from_t { tb } else { eb };
+            o.copy_from_slice(&src[j * size..(j + 1) * size]);
+        }
+    })?)
 }
 
 struct SelectV2;
@@ -64,6 +64,8 @@ impl OpKernel for SelectV2 {
         };
         let te = broadcast_dims(t.dims(), e.dims()).ok_or_else(incompatible)?;
         let dims = broadcast_dims(c.dims(), &te).ok_or_else(incompatible)?;
+        // Three offset tables of one usize per output element, then the output.
+        check_output(DType::Int64, &[&[3], dims.as_slice()].concat())?;
         let (co, to, eo) = (
             broadcast_offsets(c.dims(), &dims),
             broadcast_offsets(t.dims(), &dims),

@@ -38,8 +38,8 @@ fn matmul_matches_a_naive_f64_product_for_every_transpose_and_thread_count() {
         let bt = |p: usize, j: usize| if tb { b[j * k + p] } else { b[p * n + j] } as f64;
         let at_attrs = attrs(&[("T", t_float()), ("transpose_a", Value::B(ta)), ("transpose_b", Value::B(tb))]);
         for ctx in [
-            KernelContext { intra_op: None, resources: None },
-            KernelContext { intra_op: Some(&pool), resources: None },
+            KernelContext { intra_op: None, resources: None, step: None },
+            KernelContext { intra_op: Some(&pool), resources: None, step: None },
         ] {
             let inputs = vec![Tensor::from_vec(&ad, a.clone()).unwrap(), Tensor::from_vec(&bd, b.clone()).unwrap()];
             let out = run_op("MatMul", &at_attrs, inputs, &ctx).unwrap();
@@ -66,8 +66,8 @@ fn large_elementwise_ops_split_across_the_intra_op_pool_give_the_same_result() {
     let x = Tensor::from_vec(&[n], values(n, 3)).unwrap();
     let y = Tensor::from_vec(&[n], values(n, 4)).unwrap();
     let a = attrs(&[("T", t_float())]);
-    let serial = KernelContext { intra_op: None, resources: None };
-    let parallel = KernelContext { intra_op: Some(&pool), resources: None };
+    let serial = KernelContext { intra_op: None, resources: None, step: None };
+    let parallel = KernelContext { intra_op: Some(&pool), resources: None, step: None };
     for op in ["AddV2", "Mul", "Maximum"] {
         let s = run_op(op, &a, vec![x.clone(), y.clone()], &serial).unwrap();
         let p = run_op(op, &a, vec![x.clone(), y.clone()], &parallel).unwrap();
@@ -89,7 +89,7 @@ fn large_elementwise_ops_split_across_the_intra_op_pool_give_the_same_result() {
 
 #[test]
 fn eager_calls_check_arity_dtypes_and_kernels() {
-    let ctx = KernelContext { intra_op: None, resources: None };
+    let ctx = KernelContext { intra_op: None, resources: None, step: None };
     let a = attrs(&[("T", t_float())]);
     let e = run_op("AddV2", &a, vec![Tensor::scalar(1f32)], &ctx).unwrap_err().to_string();
     assert!(e.contains("takes 2 inputs, got 1"), "{e}");
@@ -114,8 +114,8 @@ fn eager_calls_check_arity_dtypes_and_kernels() {
 #[test]
 fn products_split_across_threads_equal_one_call() {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let serial = KernelContext { intra_op: None, resources: None };
-    let parallel = KernelContext { intra_op: Some(&pool), resources: None };
+    let serial = KernelContext { intra_op: None, resources: None, step: None };
+    let parallel = KernelContext { intra_op: Some(&pool), resources: None, step: None };
     // Wide (split by columns, a ragged last block), tall (split by rows), all transposes.
     for (m, k, n) in [(37, 190, 301), (301, 150, 37), (128, 64, 128)] {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {

@@ -99,7 +99,7 @@ impl Pass for ConstantFolding {
         let shapes = if control_flow { None } else { infer_shapes(graph).ok() };
         let order = graph.topological_order()?;
         let kernels = KernelRegistry::global();
-        let kctx = KernelContext { intra_op: None, resources: None };
+        let kctx = KernelContext { intra_op: None, resources: None, step: None };
         let mut values: HashMap<NodeId, Tensor> = HashMap::new();
         let mut map: HashMap<Output, Output> = HashMap::new();
         for (step, &id) in order.iter().enumerate() {

@@ -20,9 +20,61 @@ fn descriptor<M: NamedMessage>() -> MessageDescriptor {
     pool().get_message_by_name(&M::full_name()).expect("every generated message is in the embedded descriptor set")
 }
 
-/// Parses text format into `M`; `what` names the source in errors.
+/// The deepest message nesting text may have: protobuf's own recursion limit (binary
+/// decoding stops at the same depth), far beyond any real GraphDef or MetaGraphDef.
+pub const MAX_DEPTH: usize = 100;
+
+/// The line of the first point where `text` nests messages deeper than `limit` (`{`/`<`
+/// outside string literals and comments), if it does.
+fn too_deep(text: &str, limit: usize) -> Option<usize> {
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => line += 1,
+            '#' => {
+                // A comment runs to the end of the line.
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        line += 1;
+                        break;
+                    }
+                }
+            }
+            '"' | '\'' => {
+                let mut escaped = false;
+                for d in chars.by_ref() {
+                    match d {
+                        '\n' => {
+                            line += 1;
+                            break;
+                        }
+                        '\\' if !escaped => escaped = true,
+                        _ if d == c && !escaped => break,
+                        _ => escaped = false,
+                    }
+                }
+            }
+            '{' | '<' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(line);
+                }
+            }
+            '}' | '>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Parses text format into `M`; `what` names the source in errors. Messages nested deeper
+/// than [`MAX_DEPTH`] are an error (the parser recurses per level).
 pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
     let err = |reason: String| ProtoError::Text { what: what.to_string(), message: M::full_name(), reason };
+    if let Some(line) = too_deep(text, MAX_DEPTH) {
+        return Err(err(format!("messages nested more than {MAX_DEPTH} levels deep (line {line})")));
+    }
     let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
     let bytes = prost::Message::encode_to_vec(&dynamic);
     M::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))
@@ -164,6 +216,7 @@ fn push_indent(n: usize, out: &mut String) {
 
 #[cfg(test)]
 mod tests {
+    use super::{parse, too_deep};
     use crate::*;
 
     /// Seed 000's partition graph, exactly as TensorFlow's `repr()` printed it.
@@ -198,6 +251,26 @@ versions {
   producer: 55
 }
 "#;
+
+    #[test]
+    fn deeply_nested_text_is_an_error_not_a_stack_overflow() {
+        // ~140 KB of `attr { value { func { ... } } }` overflowed the stack.
+        let depth = 5000;
+        let mut text = String::from("node { name: \"n\" op: \"NoOp\" ");
+        for _ in 0..depth {
+            text.push_str("attr { key: \"a\" value { func { name: \"f\" ");
+        }
+        for _ in 0..depth {
+            text.push_str("} } } ");
+        }
+        text.push('}');
+        let e = parse::<crate::GraphDef>(&text, "deep.pbtxt").unwrap_err().to_string();
+        assert!(e.contains("deep.pbtxt") && e.contains("nested more than 100 levels"), "{e}");
+        // Braces inside strings and comments do not count.
+        let ok = "node { name: \"{{{{\" op: '<<<<' } # {{{{{{\n";
+        assert_eq!(too_deep(ok, 2), None);
+        assert_eq!(too_deep("a { b { c { } } }", 2), Some(1));
+    }
 
     #[test]
     fn seed_000_parses_and_prints_identically() {

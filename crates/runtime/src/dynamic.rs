@@ -41,6 +41,9 @@ struct Pending {
     dead_controls: bool,
     fired: bool,
     dead_arrivals: usize,
+    /// Merges: every input that arrived (live, dead or control); the entry is dropped once
+    /// all that can arrive in its context have.
+    arrivals: usize,
 }
 
 struct Interpreter<'a> {
@@ -51,6 +54,9 @@ struct Interpreter<'a> {
     /// For each plan node: its data inputs that come along a loop back edge (from
     /// `NextIteration`).
     back_edges: Vec<usize>,
+    /// For each plan node: its data inputs from constant `Enter`s (delivered in every
+    /// iteration).
+    constant_inputs: Vec<usize>,
     frames: Vec<FrameInstance>,
     frame_ids: HashMap<(Ctx, String), usize>,
     pending: HashMap<(usize, Ctx), Pending>,
@@ -77,7 +83,7 @@ fn error(graph: &Graph, plan: &ExecutionPlan, p: usize, reason: String) -> Runti
 /// A kernel's error, with its node.
 fn kernel_error(graph: &Graph, plan: &ExecutionPlan, p: usize, e: KernelError) -> RuntimeError {
     let (node, op) = who(graph, plan, p);
-    RuntimeError::Kernel { node, op, source: Box::new(e) }
+    RuntimeError::from_kernel(&node, &op, &plan.step_name, e)
 }
 
 impl Interpreter<'_> {
@@ -120,11 +126,20 @@ impl Interpreter<'_> {
         let n_ctrl = self.node(c).control_inputs.len();
         let is_merge = self.plan.nodes[c].role == Some(ControlFlow::Merge);
         let back = self.back_edges[c];
+        // Inputs that can arrive at a Merge: forward edges in iteration 0, back edges (and
+        // constant Enters, which reach every iteration) later; controls in each.
+        let expected = if back == 0 || ctx.1 == 0 { n_data - back } else { back + self.constant_inputs[c] };
         // Feeds count as already arrived.
         let fed = self.data_inputs(c).iter().filter(|s| matches!(s, Source::Feed(_))).count();
+        let key = (c, ctx);
         let entry =
-            self.pending.entry((c, ctx)).or_insert_with(|| Pending { data: vec![None; n_data], ..Default::default() });
+            self.pending.entry(key).or_insert_with(|| Pending { data: vec![None; n_data], ..Default::default() });
+        entry.arrivals += 1;
         if entry.fired {
+            // Only a Merge stays after firing: the rest of its inputs are still to come.
+            if entry.arrivals >= expected + n_ctrl {
+                self.pending.remove(&key);
+            }
             return Ok(());
         }
         match slot {
@@ -138,29 +153,25 @@ impl Interpreter<'_> {
             if let (Some(s), Token::Live(_)) = (slot, &token) {
                 entry.fired = true;
                 let value = entry.data[s].take().expect("just stored");
+                if entry.arrivals >= expected + n_ctrl {
+                    self.pending.remove(&key);
+                }
                 self.ready.push_back((c, ctx, vec![value, Token::Live(Tensor::scalar(s as i32))], false));
                 return Ok(());
             }
             entry.dead_arrivals += 1;
-            // Inputs that can arrive here: forward edges in iteration 0, back edges later.
-            let expected = if back == 0 {
-                n_data
-            } else if ctx.1 == 0 {
-                n_data - back
-            } else {
-                back
-            };
             if entry.dead_arrivals >= expected + n_ctrl {
-                entry.fired = true;
+                self.pending.remove(&key);
                 self.ready.push_back((c, ctx, vec![Token::Dead, Token::Dead], true));
             }
             return Ok(());
         }
         let arrived = entry.data.iter().filter(|d| d.is_some()).count();
         if arrived + fed == n_data && entry.controls == n_ctrl {
-            entry.fired = true;
+            // Every input has arrived: nothing more comes for this context.
+            let entry = self.pending.remove(&key).expect("present");
             let dead = entry.dead_controls || entry.data.iter().any(|d| matches!(d, Some(Token::Dead)));
-            let inputs = std::mem::take(&mut entry.data).into_iter().map(|d| d.unwrap_or(Token::Dead)).collect();
+            let inputs = entry.data.into_iter().map(|d| d.unwrap_or(Token::Dead)).collect();
             self.ready.push_back((c, ctx, inputs, dead));
         }
         Ok(())
@@ -190,7 +201,17 @@ impl Interpreter<'_> {
         }
         let mut scratch_in = Vec::new();
         let mut scratch_out = Vec::new();
+        let bounded = ctx.step.filter(|s| s.is_bounded());
         while let Some((p, c, mut inputs, dead)) = self.ready.pop_front() {
+            if let Some(Err(i)) = bounded.map(|s| s.check()) {
+                let mut running = vec![p];
+                running.extend(self.ready.iter().take(3).map(|r| r.0));
+                let running = running.into_iter().map(|q| {
+                    let (node, op) = who(self.graph, self.plan, q);
+                    format!("{node} ({op})")
+                });
+                return Err(RuntimeError::interrupted(i, &self.plan.step_name, running.collect()));
+            }
             // Feeds are live in every context.
             for (i, s) in self.data_inputs(p).to_vec().into_iter().enumerate() {
                 if let Source::Feed(f) = s {
@@ -365,11 +386,27 @@ pub(crate) fn execute(
             }
         })
         .collect();
+    let is_constant_enter = |q: usize| {
+        plan.nodes[q].role == Some(ControlFlow::Enter)
+            && matches!(
+                graph.node(plan.nodes[q].graph_id as usize).attrs.get("is_constant").and_then(|v| v.value.as_ref()),
+                Some(ferroflow_proto::attr_value::Value::B(true))
+            )
+    };
+    let constant_inputs = plan
+        .nodes
+        .iter()
+        .map(|n| {
+            let inputs = &graph.node(n.graph_id as usize).inputs;
+            inputs.iter().filter(|o| plan_index.get(&o.node).is_some_and(|&q| is_constant_enter(q))).count()
+        })
+        .collect();
     let mut it = Interpreter {
         plan,
         graph,
         consumers,
         back_edges,
+        constant_inputs,
         frames: vec![FrameInstance { parent: (0, 0), constants: Vec::new(), iterations: 0 }],
         frame_ids: HashMap::new(),
         pending: HashMap::new(),

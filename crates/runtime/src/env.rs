@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use ferroflow_kernels::resource::ResourceMgr;
+use ferroflow_kernels::step::StepControl;
 use ferroflow_kernels::KernelContext;
 
 use crate::{RuntimeError, SessionOptions};
@@ -23,6 +24,10 @@ pub(crate) struct RuntimeEnv {
     pub resources: Arc<ResourceMgr>,
 }
 
+/// The most threads one pool may have: far more than any machine has cores, few enough to
+/// start in moments (a typo of `1000000` fails at once instead of spawning for a minute).
+pub const MAX_THREADS: usize = 4096;
+
 /// `n`, or one per core for 0.
 fn threads(n: usize) -> usize {
     if n == 0 {
@@ -35,8 +40,23 @@ fn threads(n: usize) -> usize {
 impl RuntimeEnv {
     /// Starts the thread pools `options` ask for.
     pub fn new(options: SessionOptions) -> Result<RuntimeEnv, RuntimeError> {
+        for (option, n) in
+            [("inter_op_threads", options.inter_op_threads), ("intra_op_threads", options.intra_op_threads)]
+        {
+            if n > MAX_THREADS {
+                return Err(RuntimeError::Options {
+                    option,
+                    reason: format!("{n} threads asked for; at most {MAX_THREADS} (0 means one per core)"),
+                });
+            }
+        }
+        let limit = options.memory_limit_bytes;
         let pool = |n: usize, name: &'static str| {
-            rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(move |i| format!("ferroflow-{name}-{i}")).build()
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(move |i| format!("ferroflow-{name}-{i}"))
+                .start_handler(move |_| ferroflow_tensor::limit::set_thread_limit(limit))
+                .build()
         };
         let inter = threads(options.inter_op_threads);
         let inter_op = Arc::new(pool(inter, "inter")?);
@@ -51,8 +71,8 @@ impl RuntimeEnv {
         Ok(RuntimeEnv { inter_op, intra_op, options, call_stack: Vec::new(), resources: Arc::default() })
     }
 
-    /// What kernels get: the intra-op pool and the session's state.
-    pub fn kernel_context(&self) -> KernelContext<'_> {
-        KernelContext { intra_op: self.intra_op.as_deref(), resources: Some(&self.resources) }
+    /// What kernels get: the intra-op pool, the session's state and the step's control.
+    pub fn kernel_context<'a>(&'a self, step: &'a StepControl) -> KernelContext<'a> {
+        KernelContext { intra_op: self.intra_op.as_deref(), resources: Some(&self.resources), step: Some(step) }
     }
 }

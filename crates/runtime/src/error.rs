@@ -109,6 +109,17 @@ pub enum RuntimeError {
         /// The limit.
         limit: u64,
     },
+    /// The step was cancelled or ran past `RunOptions.timeout_in_ms`.
+    #[error("{interrupt}: {step} stopped{}", still_running(running))]
+    Interrupted {
+        /// Why.
+        interrupt: ferroflow_kernels::step::Interrupt,
+        /// The step in words (what it fetches and runs).
+        step: String,
+        /// The nodes running or about to run when it stopped (`name (Op)`, outermost call
+        /// first for nodes inside functions: `loop (While) > body/add (AddV2)`).
+        running: Vec<String>,
+    },
     /// A TensorFlow 1 control-flow node used outside its frame, or with bad inputs.
     #[error("node '{node}' ({op}): {reason}")]
     ControlFlow {
@@ -152,9 +163,72 @@ pub enum RuntimeError {
     /// A graph file could not be written.
     #[error(transparent)]
     GraphFile(#[from] GraphFileError),
+    /// A session option out of range.
+    #[error("session option {option}: {reason}")]
+    Options {
+        /// The option.
+        option: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
     /// A thread pool could not be started.
     #[error("cannot start thread pool: {0}")]
     ThreadPool(#[from] rayon::ThreadPoolBuildError),
+}
+
+/// `; still running: a (Op), b (Op)` for the first few nodes, or nothing.
+fn still_running(nodes: &[String]) -> String {
+    if nodes.is_empty() {
+        return String::new();
+    }
+    let shown = nodes.iter().take(4).map(String::as_str).collect::<Vec<_>>().join(", ");
+    match nodes.len().saturating_sub(4) {
+        0 => format!("; still running: {shown}"),
+        more => format!("; still running: {shown} and {more} more"),
+    }
+}
+
+impl RuntimeError {
+    /// The error for a step stopped by `interrupt` while `running` (`name (Op)` each) ran.
+    /// A stop inside a function body keeps the body's nodes, under the calling node.
+    pub(crate) fn interrupted(
+        interrupt: ferroflow_kernels::step::Interrupt,
+        step: &str,
+        running: Vec<String>,
+    ) -> RuntimeError {
+        RuntimeError::Interrupted { interrupt, step: step.to_string(), running }
+    }
+
+    /// A kernel's error for node `node` (`op`); a function body's stop stays a stop, with
+    /// the calling node in front of the body's running nodes.
+    pub(crate) fn from_kernel(node: &str, op: &str, step: &str, e: KernelError) -> RuntimeError {
+        match e {
+            KernelError::Interrupted(i) => RuntimeError::interrupted(i, step, vec![format!("{node} ({op})")]),
+            KernelError::Function(inner) => match inner.downcast::<RuntimeError>() {
+                Ok(inner) => match *inner {
+                    RuntimeError::Interrupted { interrupt, running, .. } => {
+                        let running = if running.is_empty() {
+                            vec![format!("{node} ({op})")]
+                        } else {
+                            running.into_iter().map(|r| format!("{node} ({op}) > {r}")).collect()
+                        };
+                        RuntimeError::interrupted(interrupt, step, running)
+                    }
+                    other => RuntimeError::Kernel {
+                        node: node.to_string(),
+                        op: op.to_string(),
+                        source: Box::new(KernelError::Function(Box::new(other))),
+                    },
+                },
+                Err(inner) => RuntimeError::Kernel {
+                    node: node.to_string(),
+                    op: op.to_string(),
+                    source: Box::new(KernelError::Function(inner)),
+                },
+            },
+            e => RuntimeError::Kernel { node: node.to_string(), op: op.to_string(), source: Box::new(e) },
+        }
+    }
 }
 
 /// `_Send`/`_Recv` pairs that do not match.

@@ -9,6 +9,8 @@ use ferroflow_graph::Graph;
 use ferroflow_kernels::{KernelContext, KernelError};
 use ferroflow_tensor::Tensor;
 
+use ferroflow_kernels::step::StepControl;
+
 use crate::plan::{CondKind, ExecutionPlan, Source, SINGLE_EDGE};
 use crate::RuntimeError;
 
@@ -78,7 +80,16 @@ struct RunState<'a> {
     ctx: KernelContext<'a>,
     threads: usize,
     tracer: Option<&'a crate::trace::Tracer>,
+    /// The step's control when it can stop early (checked before each node).
+    bounded: Option<&'a StepControl>,
+    /// With `bounded`: the node each pool thread is running (plan index + 1; 0 for none),
+    /// one cache line each, and a last entry for threads outside the pool.
+    running: Vec<Running>,
 }
+
+/// A thread's running node, alone on its cache line.
+#[repr(align(64))]
+struct Running(AtomicU32);
 
 // SAFETY: slots are accessed under the happens-before discipline documented on `read_input`
 // and `run_node`: a slot is written once by its producer before the producer's Release
@@ -127,12 +138,41 @@ impl RunState<'_> {
         slot.get_or_insert(e);
     }
 
+    /// `name (Op)` of plan node `p`.
+    fn who(&self, p: usize) -> String {
+        let n = self.graph.node(self.plan.nodes[p].graph_id as usize);
+        format!("{} ({})", n.name, n.op)
+    }
+
+    /// Fails the step if it is cancelled or past its deadline, naming `p` (about to run) and
+    /// the nodes other threads are running; else marks `p` as this thread's running node.
+    fn check_step(&self, step: &StepControl, p: usize) -> bool {
+        let mine = &self.running[rayon::current_thread_index().map_or(self.threads, |i| i.min(self.threads))].0;
+        if let Err(i) = step.check() {
+            mine.store(0, Ordering::Relaxed);
+            let mut running = vec![self.who(p)];
+            running.extend(self.running.iter().filter_map(|r| match r.0.load(Ordering::Relaxed) {
+                0 => None,
+                q => Some(self.who(q as usize - 1)),
+            }));
+            self.fail(RuntimeError::interrupted(i, &self.plan.step_name, running));
+            return false;
+        }
+        mine.store(p as u32 + 1, Ordering::Relaxed);
+        true
+    }
+
     /// Runs node `p` and then, inline, one ready successor at a time; other ready
     /// successors are spawned onto the pool.
     fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>, scratch: &mut Scratch) {
         loop {
             if self.abort.load(Ordering::Acquire) {
                 return;
+            }
+            if let Some(step) = self.bounded {
+                if !self.check_step(step, p) {
+                    return;
+                }
             }
             let result = if self.plan.cond_kinds.is_empty() {
                 self.run_node(p, scratch).map(|_| false)
@@ -162,6 +202,11 @@ impl RunState<'_> {
                 }
             }
             let Some((&first, rest)) = ready.split_first() else {
+                if self.bounded.is_some() {
+                    self.running[rayon::current_thread_index().map_or(self.threads, |i| i.min(self.threads))]
+                        .0
+                        .store(0, Ordering::Relaxed);
+                }
                 return;
             };
             if !rest.is_empty() {
@@ -193,7 +238,7 @@ impl RunState<'_> {
 
     fn kernel_error(&self, p: usize, e: KernelError) -> RuntimeError {
         let n = self.graph.node(self.plan.nodes[p].graph_id as usize);
-        RuntimeError::Kernel { node: n.name.clone(), op: n.op.clone(), source: Box::new(e) }
+        RuntimeError::from_kernel(&n.name, &n.op, &self.plan.step_name, e)
     }
 
     /// Runs one node of a plan with conditionals; returns whether the node is dead (then
@@ -326,6 +371,8 @@ pub(crate) fn execute(
         }
         None => RunBuffers::for_plan(plan),
     };
+    let threads = pool.current_num_threads().max(1);
+    let bounded = ctx.step.filter(|s| s.is_bounded());
     let state = RunState {
         plan,
         graph,
@@ -337,8 +384,13 @@ pub(crate) fn execute(
         abort: AtomicBool::new(false),
         error: Mutex::new(None),
         ctx,
-        threads: pool.current_num_threads().max(1),
+        threads,
         tracer,
+        bounded,
+        running: match bounded {
+            Some(_) => (0..=threads).map(|_| Running(AtomicU32::new(0))).collect(),
+            None => Vec::new(),
+        },
     };
     if !plan.roots.is_empty() {
         let st = &state;

@@ -17,6 +17,10 @@ use crate::plan::ExecutionPlan;
 use crate::session::Session;
 use crate::RuntimeError;
 
+/// The deepest chain of nested function calls a plan instantiates (each level compiles a
+/// child plan on the stack).
+const MAX_CALL_DEPTH: usize = 64;
+
 fn err(node: &Node, reason: impl Into<String>) -> RuntimeError {
     RuntimeError::Function { node: node.name.clone(), op: node.op.clone(), reason: reason.into() }
 }
@@ -28,8 +32,9 @@ struct Body {
 }
 
 impl Body {
-    fn run(&self, args: &[Tensor]) -> KResult<Vec<Tensor>> {
-        self.session.run_plan(&self.plan, args).map_err(|e| KernelError::Function(Box::new(e)))
+    /// Runs the body within the caller's step (its cancellation and deadline apply).
+    fn run(&self, ctx: &KernelContext, args: &[Tensor]) -> KResult<Vec<Tensor>> {
+        self.session.run_plan_in_step(&self.plan, args, ctx.step).map_err(|e| KernelError::Function(Box::new(e)))
     }
 }
 
@@ -167,6 +172,13 @@ fn body(graph: &Graph, node: &Node, attr: &str, env: &RuntimeEnv) -> Result<Body
             ),
         ));
     }
+    if env.call_stack.len() >= MAX_CALL_DEPTH {
+        let outer = env.call_stack.first().map_or("", String::as_str);
+        return Err(err(
+            node,
+            format!("function '{name}' is nested {MAX_CALL_DEPTH} calls deep (from '{outer}'); the limit is {MAX_CALL_DEPTH}"),
+        ));
+    }
     let Instance { graph: g, feeds, fetches, targets } =
         instantiate(&graph.library, &name, &call).map_err(|e| err(node, e))?;
     let mut child_env = env.clone();
@@ -205,8 +217,8 @@ pub(crate) fn create(
 
 struct Call(Body);
 impl OpKernel for Call {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        outputs.extend(self.0.run(inputs)?);
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        outputs.extend(self.0.run(ctx, inputs)?);
         Ok(())
     }
 }
@@ -237,10 +249,10 @@ struct If {
     otherwise: Body,
 }
 impl OpKernel for If {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let cond = truth(&inputs[0])?;
         let branch = if cond { &self.then } else { &self.otherwise };
-        outputs.extend(branch.run(&inputs[1..])?);
+        outputs.extend(branch.run(ctx, &inputs[1..])?);
         Ok(())
     }
 }
@@ -251,11 +263,14 @@ struct While {
     limit: u64,
 }
 impl OpKernel for While {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let mut vars: Vec<Tensor> = std::mem::take(inputs);
         let mut iterations = 0u64;
         loop {
-            let c = self.cond.run(&vars)?;
+            if let Some(step) = ctx.step {
+                step.check()?;
+            }
+            let c = self.cond.run(ctx, &vars)?;
             let pred =
                 c.first().ok_or_else(|| KernelError::InvalidArgument("the loop condition returned nothing".into()))?;
             if !truth(pred)? {
@@ -266,7 +281,7 @@ impl OpKernel for While {
                     "the loop ran {iterations} iterations, the limit set by max_loop_iterations"
                 )));
             }
-            vars = self.body.run(&vars)?;
+            vars = self.body.run(ctx, &vars)?;
             iterations += 1;
         }
         outputs.extend(vars);

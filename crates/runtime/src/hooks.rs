@@ -5,6 +5,7 @@
 //! `DIR/global_step_N/<device>.pbtxt`, as seed 000's Estimator hook does.
 use std::path::PathBuf;
 
+use ferroflow_kernels::step::Cancellation;
 use ferroflow_proto::{run_options::TraceLevel, RunMetadata, RunOptions};
 use ferroflow_tensor::Tensor;
 
@@ -53,6 +54,10 @@ pub struct MonitoredSession {
     session: Session,
     hooks: Vec<Box<dyn SessionRunHook>>,
     step: u64,
+    /// Every step's base options (`timeout_in_ms`); hooks add tracing and partition graphs.
+    base_options: RunOptions,
+    /// Stops the running step from another thread.
+    cancellation: Option<Cancellation>,
 }
 
 impl MonitoredSession {
@@ -61,7 +66,14 @@ impl MonitoredSession {
         for h in &mut hooks {
             h.begin(&session)?;
         }
-        Ok(MonitoredSession { session, hooks, step: 0 })
+        Ok(MonitoredSession { session, hooks, step: 0, base_options: RunOptions::default(), cancellation: None })
+    }
+
+    /// Runs every step with `timeout_in_ms` (0: none) and under `cancel`.
+    pub fn with_step_limits(mut self, timeout_in_ms: i64, cancel: Option<Cancellation>) -> MonitoredSession {
+        self.base_options.timeout_in_ms = timeout_in_ms;
+        self.cancellation = cancel;
+        self
     }
 
     /// The wrapped session.
@@ -83,7 +95,7 @@ impl MonitoredSession {
     ) -> Result<Vec<Tensor>, RuntimeError> {
         let step = self.step;
         let mut all: Vec<String> = fetches.iter().map(|s| s.to_string()).collect();
-        let mut options = RunOptions::default();
+        let mut options = self.base_options;
         let mut spans = Vec::with_capacity(self.hooks.len());
         for h in &mut self.hooks {
             let args = h.before_run(step)?;
@@ -97,7 +109,7 @@ impl MonitoredSession {
             options.trace_level = TraceLevel::NoTrace as i32;
         }
         let names: Vec<&str> = all.iter().map(String::as_str).collect();
-        let (values, meta) = self.session.run_with_options(feeds, &names, targets, &options)?;
+        let (values, meta) = self.session.run_with(feeds, &names, targets, &options, self.cancellation.as_ref())?;
         for (h, span) in self.hooks.iter_mut().zip(spans) {
             h.after_run(step, &RunValues { results: &values[span], run_metadata: &meta })?;
         }

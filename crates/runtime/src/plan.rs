@@ -113,6 +113,8 @@ pub struct ExecutionPlan {
     pub(crate) partitions: Vec<(String, ferroflow_proto::GraphDef)>,
     /// The graph's timeline labels, built on the first traced step.
     pub(crate) timeline_labels: OnceLock<Vec<String>>,
+    /// The step in words, for errors that stop it (`fetching y:0; running train`).
+    pub(crate) step_name: String,
 }
 
 impl ExecutionPlan {
@@ -223,6 +225,7 @@ impl ExecutionPlan {
             optimizer_report: None,
             partitions: Vec::new(),
             timeline_labels: OnceLock::new(),
+            step_name: sig.describe(graph),
         })
     }
 }
@@ -238,6 +241,30 @@ pub(crate) struct Signature {
 }
 
 impl Signature {
+    /// The step in words: what it fetches and runs (shortened past a few names).
+    pub(crate) fn describe(&self, graph: &Graph) -> String {
+        fn list(mut names: impl Iterator<Item = String>, total: usize) -> String {
+            let shown: Vec<String> = names.by_ref().take(3).collect();
+            match total.saturating_sub(shown.len()) {
+                0 => shown.join(", "),
+                more => format!("{} and {more} more", shown.join(", ")),
+            }
+        }
+        let mut parts = Vec::new();
+        if !self.fetches.is_empty() {
+            let names = self.fetches.iter().map(|(n, _)| n.clone());
+            parts.push(format!("fetching {}", list(names, self.fetches.len())));
+        }
+        if !self.targets.is_empty() {
+            let names = self.targets.iter().map(|&t| graph.node(t).name.clone());
+            parts.push(format!("running {}", list(names, self.targets.len())));
+        }
+        if parts.is_empty() {
+            return "the empty step".into();
+        }
+        format!("the step {}", parts.join(" and "))
+    }
+
     /// Resolves tensor names (`x:0`) and target node names (`train`, `^train`) in `graph`.
     pub(crate) fn resolve(
         graph: &Graph,
@@ -315,7 +342,7 @@ fn evaluate_constants(
 ) -> Result<(Vec<Tensor>, HashMap<NodeId, usize>), RuntimeError> {
     let kernels = KernelRegistry::global();
     let def = OpRegistry::global().get("Const").expect("Const is registered");
-    let ctx = ferroflow_kernels::KernelContext { intra_op: None, resources: None };
+    let ctx = ferroflow_kernels::KernelContext { intra_op: None, resources: None, step: None };
     let mut constants = Vec::new();
     let mut source = HashMap::new();
     for (id, n) in graph.nodes().iter().enumerate() {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::Graph;
 use ferroflow_kernels::resource::ResourceMgr;
+use ferroflow_kernels::step::{Cancellation, StepControl};
 use ferroflow_ops::infer_shapes;
 use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
 use ferroflow_proto::{run_options, RunMetadata, RunOptions};
@@ -34,6 +35,11 @@ pub struct SessionOptions {
     pub cpu_devices: usize,
     /// How nodes are placed when there are several devices.
     pub placement: crate::placer::PlacementOptions,
+    /// The most bytes one tensor allocation of a step may ask for (0 = the default: 3/4 of
+    /// physical memory, less under a smaller address-space limit). An output whose size comes
+    /// from fed values (`Tile`'s multiples, `Fill`'s dims, a broadcast) past it fails its
+    /// node with a resource-exhausted error before anything is allocated.
+    pub memory_limit_bytes: usize,
 }
 
 /// The plan cache's key: a signature's names, as given.
@@ -183,7 +189,21 @@ impl Session {
 
     /// Runs a plan from [`Session::plan`] with feeds in the plan's feed order.
     pub fn run_plan(&self, plan: &ExecutionPlan, feeds: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
-        self.execute(plan, feeds, None)
+        self.execute(plan, feeds, None, &StepControl::default())
+    }
+
+    /// Runs a plan as part of a step that is already running (a function body): the step's
+    /// cancellation and deadline apply.
+    pub(crate) fn run_plan_in_step(
+        &self,
+        plan: &ExecutionPlan,
+        feeds: &[Tensor],
+        step: Option<&StepControl>,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
+        match step {
+            Some(step) => self.execute(plan, feeds, None, step),
+            None => self.execute(plan, feeds, None, &StepControl::default()),
+        }
     }
 
     /// Runs one step with TensorFlow's `RunOptions`: with `trace_level` above `NO_TRACE` the
@@ -197,10 +217,23 @@ impl Session {
         targets: &[&str],
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
+        self.run_with(feeds, fetches, targets, options, None)
+    }
+
+    /// [`Session::run_with_options`] that `cancel` can stop from another thread (see
+    /// [`Session::run_plan_with`]).
+    pub fn run_with(
+        &self,
+        feeds: &[(&str, Tensor)],
+        fetches: &[&str],
+        targets: &[&str],
+        options: &RunOptions,
+        cancel: Option<&Cancellation>,
+    ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
         let names: Vec<&str> = feeds.iter().map(|(n, _)| *n).collect();
         let plan = self.plan(&names, fetches, targets)?;
         let values: Vec<Tensor> = feeds.iter().map(|(_, t)| t.clone()).collect();
-        self.run_plan_with_options(&plan, &values, options)
+        self.run_plan_with(&plan, &values, options, cancel)
     }
 
     /// [`Session::run_plan`] with `RunOptions` and `RunMetadata`.
@@ -210,9 +243,24 @@ impl Session {
         feeds: &[Tensor],
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
+        self.run_plan_with(plan, feeds, options, None)
+    }
+
+    /// [`Session::run_plan_with_options`] that `cancel` can stop from another thread. The
+    /// step also stops after `options.timeout_in_ms` (when positive). Either way it fails with
+    /// [`RuntimeError::Interrupted`], naming the nodes still running; a kernel that has
+    /// started finishes first, loops stop between iterations.
+    pub fn run_plan_with(
+        &self,
+        plan: &ExecutionPlan,
+        feeds: &[Tensor],
+        options: &RunOptions,
+        cancel: Option<&Cancellation>,
+    ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
+        let step = StepControl::new(cancel.cloned(), options.timeout_in_ms.max(0) as u64);
         let trace = options.trace_level != run_options::TraceLevel::NoTrace as i32;
         let tracer = trace.then(crate::trace::Tracer::new);
-        let out = self.execute(plan, feeds, tracer.as_ref())?;
+        let out = self.execute(plan, feeds, tracer.as_ref(), &step)?;
         let mut meta = RunMetadata::default();
         if let Some(t) = tracer {
             let labels = plan.timeline_labels.get_or_init(|| crate::trace::labels(plan.graph()));
@@ -239,6 +287,7 @@ impl Session {
         plan: &ExecutionPlan,
         feeds: &[Tensor],
         tracer: Option<&crate::trace::Tracer>,
+        step: &StepControl,
     ) -> Result<Vec<Tensor>, RuntimeError> {
         if feeds.len() != plan.feed_specs.len() {
             return Err(RuntimeError::FeedCount { expected: plan.feed_specs.len(), got: feeds.len() });
@@ -255,7 +304,8 @@ impl Session {
                 });
             }
         }
-        let ctx = self.env.kernel_context();
+        let _limit = ferroflow_tensor::limit::scoped(self.env.options.memory_limit_bytes);
+        let ctx = self.env.kernel_context(step);
         if plan.control_flow {
             let limit = self.env.options.max_loop_iterations;
             let run = || crate::dynamic::execute(plan, &plan.graph, feeds, &ctx, limit, tracer);

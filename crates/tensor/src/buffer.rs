@@ -52,18 +52,19 @@ thread_local! {
     static CACHE: RefCell<BlockCache> = RefCell::new(BlockCache { free: Default::default() });
 }
 
-/// Allocates a block of `block` bytes (a class size or larger), reusing a cached one.
-fn alloc_block(block: usize) -> NonNull<u8> {
+/// Allocates a block of `block` bytes (a class size or larger), reusing a cached one; `None`
+/// when the system refuses.
+fn alloc_block(block: usize) -> Option<NonNull<u8>> {
     if let Some(c) = class_of(block) {
         let cached = CACHE.try_with(|cache| cache.borrow_mut().free[c].pop()).ok().flatten();
         if let Some(p) = cached {
-            return p;
+            return Some(p);
         }
     }
     let layout = Layout::from_size_align(block, ALIGNMENT).expect("tensor size fits in isize");
     // SAFETY: layout has non-zero size (block >= ALIGNMENT or len > 0).
     let raw = unsafe { alloc::alloc(layout) };
-    NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+    NonNull::new(raw)
 }
 
 /// Returns a block to the cache, or to the allocator when the cache is full.
@@ -82,6 +83,11 @@ fn free_block(p: NonNull<u8>, block: usize) {
     let layout = Layout::from_size_align(block, ALIGNMENT).expect("layout was valid at allocation");
     // SAFETY: `p` was allocated by alloc_block with this layout (cached blocks too).
     unsafe { alloc::dealloc(p.as_ptr(), layout) };
+}
+
+/// The allocator refused a copy of bytes that exist already: as `Vec` does.
+fn handle_refusal(len: usize) -> ! {
+    alloc::handle_alloc_error(Layout::from_size_align(len.max(1), ALIGNMENT).unwrap_or(Layout::new::<u8>()))
 }
 
 /// Bytes before the data in each block: the reference count, padded to keep the data
@@ -126,19 +132,19 @@ impl Buffer {
     ///
     /// # Safety
     /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
-    unsafe fn alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Buffer {
-        let total = HEADER.checked_add(len).expect("tensor size fits in isize");
-        let block = alloc_block(block_size(total));
+    unsafe fn alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Option<Buffer> {
+        let total = HEADER.checked_add(len).filter(|&t| t <= isize::MAX as usize - ALIGNMENT)?;
+        let block = alloc_block(block_size(total))?;
         // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize;
         // the caller's `fill` initializes the `len` data bytes before any read.
         unsafe {
             (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
             fill(block.as_ptr().add(HEADER));
         }
-        Buffer { block, len }
+        Some(Buffer { block, len })
     }
 
-    fn alloc_len(len: usize) -> Buffer {
+    fn alloc_len(len: usize) -> Option<Buffer> {
         // SAFETY: write_bytes initializes all `len` bytes (zeros, so reading them is defined).
         unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
     }
@@ -153,6 +159,10 @@ impl Buffer {
             // SAFETY: `fill` either initializes all `len` bytes (every pread succeeded) or
             // records an error, in which case the buffer is dropped below without being read
             // (dropping only returns the block).
+            let refused =
+                || std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("cannot allocate {len} bytes"));
+            crate::limit::check(len, || "buffer read from a file".into())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e.to_string()))?;
             let buf = unsafe {
                 Self::alloc_with(len, |p| {
                     let mut done = 0usize;
@@ -180,12 +190,14 @@ impl Buffer {
                     }
                 })
             };
+            let buf = buf.ok_or_else(refused)?;
             result.map(|_| buf)
         }
         #[cfg(not(target_os = "linux"))]
         {
             use std::io::{Read, Seek, SeekFrom};
-            let mut buf = Self::zeroed(len);
+            let mut buf = Self::try_zeroed(len)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e.to_string()))?;
             let mut f = file;
             f.seek(SeekFrom::Start(offset))?;
             f.read_exact(buf.make_mut())?;
@@ -193,17 +205,25 @@ impl Buffer {
         }
     }
 
-    /// A zero-filled buffer of `len` bytes. Panics only if `len` overflows `isize`, which the
-    /// callers rule out by checking sizes against their input first.
-    pub fn zeroed(len: usize) -> Buffer {
-        Self::alloc_len(len)
+    /// A zero-filled buffer of `len` bytes, if `len` fits this thread's memory limit
+    /// ([`crate::limit`]) and the system grants it.
+    pub fn try_zeroed(len: usize) -> Result<Buffer, crate::TensorError> {
+        crate::limit::check(len, || "buffer".into())?;
+        Self::alloc_len(len).ok_or(crate::TensorError::ResourceExhausted {
+            what: "buffer the system refused".into(),
+            bytes: len,
+            limit: crate::limit::current(),
+        })
     }
 
-    /// A buffer holding a copy of `bytes` (copied once, not zeroed first).
+    /// A buffer holding a copy of `bytes` (copied once, not zeroed first): the bytes exist
+    /// already, so their size is not checked against the limit.
     pub fn from_bytes(bytes: &[u8]) -> Buffer {
         // SAFETY: the copy initializes all `bytes.len()` bytes; the regions do not overlap
         // (the block is freshly allocated).
-        unsafe { Self::alloc_with(bytes.len(), |p| std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len())) }
+        let buf =
+            unsafe { Self::alloc_with(bytes.len(), |p| std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len())) };
+        buf.unwrap_or_else(|| handle_refusal(bytes.len()))
     }
 
     /// Length in bytes.
@@ -283,7 +303,7 @@ mod tests {
     #[test]
     fn aligned_and_zeroed() {
         for len in [0, 1, 3, 64, 1000, 5000] {
-            let b = Buffer::zeroed(len);
+            let b = Buffer::try_zeroed(len).unwrap();
             assert_eq!(b.as_ptr() as usize % ALIGNMENT, 0);
             assert!(b.as_slice().iter().all(|&x| x == 0));
             let c = Buffer::from_bytes(&vec![7u8; len]);
@@ -312,7 +332,7 @@ mod tests {
             let bufs: Vec<Buffer> = (1..300).map(|n| Buffer::from_bytes(&vec![round as u8 + 1; n])).collect();
             drop(bufs);
             for n in [1, 63, 64, 65, 4096, 4097] {
-                let b = Buffer::zeroed(n);
+                let b = Buffer::try_zeroed(n).unwrap();
                 assert_eq!(b.as_ptr() as usize % ALIGNMENT, 0);
                 assert!(b.as_slice().iter().all(|&x| x == 0));
             }

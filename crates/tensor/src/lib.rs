@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod crc32c;
 mod dtype;
 pub mod fs;
+pub mod limit;
 pub mod npy;
 mod shape;
 mod tensor;
@@ -55,6 +56,16 @@ pub enum TensorError {
     /// A tensor too large to allocate.
     #[error("tensor too large: {0}")]
     TooLarge(String),
+    /// An allocation past the memory limit (or one the system refused).
+    #[error("resource exhausted: allocating a {what} ({bytes} bytes) exceeds the memory limit of {limit} bytes")]
+    ResourceExhausted {
+        /// What was being allocated.
+        what: String,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The limit in force.
+        limit: usize,
+    },
     /// A malformed or unsupported `.npy`/`.npz` file.
     #[error("{what}: {reason}")]
     Npy {

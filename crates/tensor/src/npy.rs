@@ -21,12 +21,14 @@ enum Descr {
 }
 
 fn parse_descr(descr: &str, what: &str) -> Result<Descr, TensorError> {
-    let (order, code) = descr.split_at(descr.len().min(1));
-    let big = match order {
-        "<" | "|" | "=" => false,
-        ">" => true,
-        _ => return Err(err(what, format!("unsupported dtype descr '{descr}'"))),
+    let unsupported = || err(what, format!("unsupported dtype descr '{}'", descr.escape_debug()));
+    let mut chars = descr.chars();
+    let big = match chars.next() {
+        Some('<' | '|' | '=') => false,
+        Some('>') => true,
+        _ => return Err(unsupported()),
     };
+    let code = chars.as_str();
     let dense = |d: DType| Ok(Descr::Dense(d, big && d.size() != Some(1)));
     match code {
         "f4" => dense(DType::Float),
@@ -371,6 +373,21 @@ mod tests {
         obj[at..at + 3].copy_from_slice(b"|O8");
         let e = read_npy_bytes(&obj, "x.npy").unwrap_err().to_string();
         assert!(e.contains("|O8"), "{e}");
+    }
+
+    #[test]
+    fn a_descr_with_non_ascii_characters_is_an_error() {
+        // Found by libFuzzer: splitting the descr inside a UTF-8 sequence panicked.
+        for descr in ["\u{e9}f4", "<\u{e9}", "\u{1F600}", ""] {
+            let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (1,), }}");
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&[1, 0]);
+            b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+            b.extend_from_slice(header.as_bytes());
+            b.extend_from_slice(&[0; 8]);
+            let e = read_npy_bytes(&b, "x.npy").unwrap_err().to_string();
+            assert!(e.contains("x.npy") && e.contains("descr"), "{e}");
+        }
     }
 
     #[test]

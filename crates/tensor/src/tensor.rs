@@ -44,9 +44,21 @@ impl Tensor {
                     .checked_mul(size)
                     .filter(|&b| b <= isize::MAX as usize / 2)
                     .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
-                Storage::Bytes(Buffer::zeroed(bytes))
+                crate::limit::check(bytes, || format!("{dtype} tensor of shape {dims:?}"))?;
+                Storage::Bytes(Buffer::try_zeroed(bytes).map_err(|e| match e {
+                    TensorError::ResourceExhausted { bytes, limit, .. } => TensorError::ResourceExhausted {
+                        what: format!("{dtype} tensor of shape {dims:?}"),
+                        bytes,
+                        limit,
+                    },
+                    e => e,
+                })?)
             }
-            None if dtype == DType::String => Storage::Strings(Arc::new(vec![Vec::new(); n])),
+            None if dtype == DType::String => {
+                let bytes = n.saturating_mul(std::mem::size_of::<Vec<u8>>());
+                crate::limit::check(bytes, || format!("{dtype} tensor of shape {dims:?}"))?;
+                Storage::Strings(Arc::new(vec![Vec::new(); n]))
+            }
             None => return Err(TensorError::NotDense(dtype)),
         };
         Ok(Tensor { dtype, dims: dims.into(), storage })
@@ -66,6 +78,20 @@ impl Tensor {
         // SAFETY: T is plain data (Element's contract); viewing its memory as bytes is sound.
         let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
         Ok(Tensor { dtype: T::DTYPE, dims: dims.into(), storage: Storage::Bytes(Buffer::from_bytes(bytes)) })
+    }
+
+    /// A tensor of a fixed-size dtype whose bytes `fill` writes (they start zeroed); the size
+    /// is checked against the memory limit before anything is allocated. Bool bytes other than
+    /// 0/1 are normalised to 1.
+    pub fn from_fill(dtype: DType, dims: &[usize], fill: impl FnOnce(&mut [u8])) -> Result<Tensor, TensorError> {
+        let mut t = Self::zeros(dtype, dims)?;
+        let Storage::Bytes(b) = &mut t.storage else { return Err(TensorError::NotDense(dtype)) };
+        let bytes = b.make_mut();
+        fill(bytes);
+        if dtype == DType::Bool {
+            bytes.iter_mut().for_each(|b| *b = (*b != 0) as u8);
+        }
+        Ok(t)
     }
 
     /// A scalar.
