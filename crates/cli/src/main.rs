@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use ferroflow::prelude::*;
+use ferroflow::proto::RunOptions;
+use ferroflow::runtime::Cancellation;
 use ferroflow::tensor::npy;
 
 /// `println!` that ignores a closed stdout (e.g. piped into `head`) instead of panicking.
@@ -68,6 +70,15 @@ enum Command {
         /// Write the step's partition graphs to DIR/global_step_0/<device>.pbtxt.
         #[arg(long, value_name = "DIR")]
         partition_graphs: Option<PathBuf>,
+        /// Fail the step with a deadline-exceeded error (naming the nodes still running) once
+        /// it has run this long (TensorFlow's RunOptions.timeout_in_ms; 0 = no deadline).
+        /// Ctrl-C stops a running step the same way (exit status 130).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        timeout_ms: u64,
+        /// The most bytes one tensor allocation may ask for; a larger one fails its node with
+        /// a resource-exhausted error (0 = 3/4 of physical memory, less under `ulimit -v`).
+        #[arg(long, value_name = "BYTES", default_value_t = 0)]
+        memory_limit: usize,
     },
     /// Optimize a graph for the given fetches and print what each pass did.
     Optimize {
@@ -210,19 +221,23 @@ fn main() {
             no_optimize,
             cpu_devices,
             partition_graphs,
+            timeout_ms,
+            memory_limit,
         } => {
             let mut opts = SessionOptions {
                 inter_op_threads,
                 intra_op_threads,
                 max_loop_iterations,
                 cpu_devices,
+                memory_limit_bytes: memory_limit,
                 ..Default::default()
             };
             opts.optimizer.enabled = !no_optimize;
             let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
             let files =
                 RunFiles { checkpoint: checkpoint.as_deref(), inputs: inputs.as_deref(), output: output.as_deref() };
-            run(&graph, files, names, opts, partition_graphs.as_deref())
+            let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
+            run(&graph, files, names, opts, partition_graphs.as_deref(), limits)
         }
         Command::Optimize {
             graph,
@@ -260,8 +275,39 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));
-        std::process::exit(1);
+        let cancelled = CTRL_C.get().is_some_and(Cancellation::is_cancelled);
+        std::process::exit(if cancelled { EXIT_INTERRUPTED } else { 1 });
     }
+}
+
+/// The exit status after Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// The cancellation Ctrl-C triggers, once `run` has installed its handler.
+static CTRL_C: std::sync::OnceLock<Cancellation> = std::sync::OnceLock::new();
+
+/// A cancellation that the first Ctrl-C triggers (the running step stops cleanly and its
+/// error names the nodes it was running); a second Ctrl-C exits at once. `None` where the
+/// handler cannot be installed (the default Ctrl-C behaviour stays).
+fn interrupt_on_ctrl_c() -> Option<Cancellation> {
+    let cancel = CTRL_C.get_or_init(Cancellation::new).clone();
+    let handler = cancel.clone();
+    let installed = ctrlc::set_handler(move || {
+        if handler.is_cancelled() {
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+        eprintln!("interrupted: stopping the step (Ctrl-C again to exit at once)");
+        handler.cancel();
+    });
+    installed.is_ok().then_some(cancel)
+}
+
+/// What may stop `run`'s step early.
+struct StepLimits {
+    /// RunOptions.timeout_in_ms (0 = none).
+    timeout_ms: u64,
+    /// Ctrl-C's cancellation.
+    cancel: Option<Cancellation>,
 }
 
 /// The error and its causes on one line, skipping causes whose text the line already holds
@@ -340,8 +386,11 @@ fn run(
     Names { feeds, fetches, targets }: Names,
     opts: SessionOptions,
     partition_graphs: Option<&Path>,
+    StepLimits { timeout_ms, cancel }: StepLimits,
 ) -> Result<()> {
     use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
+    let timeout_in_ms = i64::try_from(timeout_ms)
+        .map_err(|_| anyhow::anyhow!("--timeout-ms {timeout_ms}: expected at most {} milliseconds", i64::MAX))?;
     if fetches.is_empty() && targets.is_empty() {
         bail!("nothing to run: give at least one --fetch NAME or --target NODE");
     }
@@ -368,10 +417,14 @@ fn run(
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
     let results = match partition_graphs {
-        None => sess.run(&feed_refs, &fetch_refs, &target_refs)?,
+        None => {
+            let options = RunOptions { timeout_in_ms, ..Default::default() };
+            sess.run_with(&feed_refs, &fetch_refs, &target_refs, &options, cancel.as_ref())?.0
+        }
         Some(dir) => {
             let hook = PartitionGraphHook::new(dir, 1);
-            let mut ms = MonitoredSession::new(sess, vec![Box::new(hook) as Box<dyn SessionRunHook>])?;
+            let mut ms = MonitoredSession::new(sess, vec![Box::new(hook) as Box<dyn SessionRunHook>])?
+                .with_step_limits(timeout_in_ms, cancel);
             let r = ms.run(&feed_refs, &fetch_refs, &target_refs)?;
             ms.close()?;
             out!("wrote the partition graphs to {}", dir.join("global_step_0").display());
@@ -471,8 +524,30 @@ fn tensorboard(graph: &Path, logdir: &Path, run: Option<&str>) -> Result<()> {
 
 fn convert(input: &Path, output: &Path) -> Result<()> {
     let g = load(input)?;
+    validate(&g).with_context(|| format!("validating {}", input.display()))?;
     ferroflow::graph::io::write_graph_def(output, &g.to_graph_def())?;
     out!("{}: {} nodes -> {}", input.display(), g.len(), output.display());
+    Ok(())
+}
+
+/// What `convert` checks past import (which checks ops, inputs and types): every node's shape
+/// function accepts it, and every tensor-valued attr (a `Const`'s value) decodes to a tensor of
+/// its declared dtype and shape.
+fn validate(g: &Graph) -> Result<()> {
+    use ferroflow::proto::attr_value::Value;
+    ferroflow::ops::infer_shapes(g)?;
+    for n in g.nodes() {
+        for (name, attr) in &n.attrs {
+            let Some(Value::Tensor(t)) = &attr.value else { continue };
+            let value = ferroflow::proto::convert::tensor_from_proto(t)
+                .map_err(|e| anyhow::anyhow!("node '{}' ({}): attr '{name}': {e}", n.name, n.op))?;
+            if let Some(Value::Type(want)) = n.attrs.get("dtype").and_then(|d| d.value.as_ref()) {
+                if n.op == "Const" && value.dtype().to_tf() != *want {
+                    bail!("node '{}' (Const): value is {} but attr 'dtype' says otherwise", n.name, value.dtype());
+                }
+            }
+        }
+    }
     Ok(())
 }
 

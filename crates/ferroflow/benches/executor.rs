@@ -1,6 +1,8 @@
 //! Executor overhead: a chain of 2,000 scalar `Square` ops and a wide graph of 2,000
-//! independent ones; and the chain with step-stats collection (FULL_TRACE) vs NO_TRACE. Throughput is reported per op; `scripts/bench_executor.py` runs the same
-//! graphs in TensorFlow side by side.
+//! independent ones; the chain with step-stats collection (FULL_TRACE) vs NO_TRACE; and the
+//! chain with a deadline (`timeout_in_ms`: the step checks it before every node). Throughput
+//! is reported per op; `scripts/bench_executor.py` runs the same graphs in TensorFlow side by
+//! side.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroflow::prelude::*;
 use ferroflow::proto::{run_options::TraceLevel, RunOptions};
@@ -35,8 +37,12 @@ fn bench(c: &mut Criterion) {
     let sess = Session::new(graph, opts).unwrap();
     let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
     let feeds = [Tensor::scalar(1.0f32)];
-    for (name, level) in [("no_trace", TraceLevel::NoTrace), ("full_trace", TraceLevel::FullTrace)] {
-        let run_options = RunOptions { trace_level: level as i32, ..Default::default() };
+    for (name, level, timeout_in_ms) in [
+        ("no_trace", TraceLevel::NoTrace, 0),
+        ("full_trace", TraceLevel::FullTrace, 0),
+        ("deadline", TraceLevel::NoTrace, 60_000),
+    ] {
+        let run_options = RunOptions { trace_level: level as i32, timeout_in_ms, ..Default::default() };
         group.bench_function(format!("chain_2000/inter_op_1/{name}"), |b| {
             b.iter(|| sess.run_plan_with_options(&plan, &feeds, &run_options).unwrap())
         });

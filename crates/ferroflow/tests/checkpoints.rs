@@ -184,6 +184,18 @@ fn restore_names_missing_and_unexpected_keys_and_can_be_partial() {
     // A missing checkpoint names its index file.
     let e = saver.restore(&fresh, dir.join("nope")).unwrap_err().to_string();
     assert!(e.contains("nope.index"), "{e}");
+    // Damaged data names the restoring node once (it was named twice).
+    let data = path.with_extension("data-00000-of-00001");
+    let keep = std::fs::read(&data).unwrap();
+    std::fs::write(&data, b"").unwrap();
+    let b = Builder::new();
+    let s = b.scope().clone();
+    b.variable(&s.name_scope("layer_0"), "kernel", &[3, 4], DType::Float, &Initializer::Zeros, true).unwrap();
+    let saver = Saver::new(&b, None, SaverOptions::default()).unwrap();
+    let fresh = Session::new(b.graph(), SessionOptions::default()).unwrap();
+    let e = saver.restore(&fresh, &path).unwrap_err().to_string();
+    assert_eq!(e.matches("save/RestoreV2").count(), 1, "{e}");
+    std::fs::write(&data, keep).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

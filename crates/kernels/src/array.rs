@@ -21,7 +21,7 @@ fn k_const(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let t = d.tensor("value")?;
     let want = d.dtype("dtype")?;
     if t.dtype() != want {
-        return Err(invalid(format!("node '{}': value is {} but dtype is {want}", d.name, t.dtype())));
+        return Err(invalid(format!("value is {} but dtype is {want}", t.dtype())));
     }
     Ok(Box::new(Const(t)))
 }

@@ -67,13 +67,10 @@ fn four(d: &NodeDesc, name: &str, default: i64) -> KResult<[usize; 2]> {
     let v = d.ints(name);
     let v = if v.is_empty() { vec![default; 4] } else { v };
     if v.len() != 4 || v.iter().any(|&x| x < 1) {
-        return Err(invalid(format!("node '{}': {name} must be 4 positive values, got {v:?}", d.name)));
+        return Err(invalid(format!("{name} must be 4 positive values, got {v:?}")));
     }
     if v[0] != 1 || v[3] != 1 {
-        return Err(invalid(format!(
-            "node '{}': {name} in the batch and depth dimensions must be 1, got {v:?}",
-            d.name
-        )));
+        return Err(invalid(format!("{name} in the batch and depth dimensions must be 1, got {v:?}")));
     }
     Ok([v[1] as usize, v[2] as usize])
 }
@@ -81,7 +78,7 @@ fn four(d: &NodeDesc, name: &str, default: i64) -> KResult<[usize; 2]> {
 impl Window {
     fn from_node(d: &NodeDesc, dilations: bool) -> KResult<Window> {
         if d.string("data_format")? != "NHWC" {
-            return Err(invalid(format!("node '{}': the CPU kernel supports only data_format NHWC", d.name)));
+            return Err(invalid("the CPU kernel supports only data_format NHWC"));
         }
         let padding = match d.string("padding")?.as_str() {
             "SAME" => Padding::Same,

@@ -110,7 +110,7 @@ impl<T: Num> OpKernel for Einsum<T> {
 }
 
 fn k_einsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let (inputs, output) = parse(&d.string("equation")?).map_err(|e| invalid(format!("node '{}': {e}", d.name)))?;
+    let (inputs, output) = parse(&d.string("equation")?).map_err(invalid)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
         |T| Ok(Box::new(Einsum::<T> { inputs, output, _t: Default::default() }) as Box<dyn OpKernel>))
 }

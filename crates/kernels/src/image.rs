@@ -106,7 +106,7 @@ fn k_resize(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         half_pixel: d.bool("half_pixel_centers")?,
     };
     if r.align_corners && r.half_pixel {
-        return Err(invalid(format!("node '{}': half_pixel_centers and align_corners cannot both be true", d.name)));
+        return Err(invalid("half_pixel_centers and align_corners cannot both be true"));
     }
     Ok(Box::new(r))
 }

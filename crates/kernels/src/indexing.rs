@@ -681,7 +681,7 @@ fn k_cumsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 
 fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     if d.dtype("index_type")? != DType::Int32 {
-        return Err(invalid(format!("node '{}': TopKV2 supports index_type int32", d.name)));
+        return Err(invalid("TopKV2 supports index_type int32"));
     }
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
         |T| Ok(Box::new(TopK::<T>(Default::default())) as Box<dyn OpKernel>))
@@ -713,7 +713,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("SplitV", "", &[], |d| Ok(Box::new(Split { num: d.int("num_split")?.max(1) as usize, v2: true })));
     r.register("GatherV2", "", &[], |d| {
         if d.int("batch_dims")? != 0 {
-            return Err(invalid(format!("node '{}': GatherV2 with batch_dims != 0 is not supported", d.name)));
+            return Err(invalid("GatherV2 with batch_dims != 0 is not supported"));
         }
         Ok(Box::new(GatherV2))
     });

@@ -9,30 +9,25 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 
 /// The three string inputs every V2 saver op starts with: the prefix (a scalar), the tensor
 /// names and the slice specs (one per tensor; only `""`, the whole tensor, is supported).
-fn names_and_prefix(node: &str, inputs: &Inputs, n: usize) -> KResult<(String, Vec<String>)> {
-    let text = |b: &[u8], what: &str| {
-        String::from_utf8(b.to_vec()).map_err(|_| invalid(format!("node '{node}': {what} is not UTF-8")))
-    };
+fn names_and_prefix(inputs: &Inputs, n: usize) -> KResult<(String, Vec<String>)> {
+    let text =
+        |b: &[u8], what: &str| String::from_utf8(b.to_vec()).map_err(|_| invalid(format!("{what} is not UTF-8")));
     let prefix = inputs[0].as_strings()?;
     if prefix.len() != 1 {
-        return Err(invalid(format!("node '{node}': prefix must be a scalar, got shape {:?}", inputs[0].dims())));
+        return Err(invalid(format!("prefix must be a scalar, got shape {:?}", inputs[0].dims())));
     }
     let prefix = text(&prefix[0], "the prefix")?;
     if prefix.is_empty() {
-        return Err(invalid(format!("node '{node}': the checkpoint prefix is empty")));
+        return Err(invalid("the checkpoint prefix is empty"));
     }
     let names = inputs[1].as_strings()?;
     let slices = inputs[2].as_strings()?;
     if names.len() != n || slices.len() != n {
-        return Err(invalid(format!(
-            "node '{node}': {n} tensors but {} names and {} shape_and_slices",
-            names.len(),
-            slices.len()
-        )));
+        return Err(invalid(format!("{n} tensors but {} names and {} shape_and_slices", names.len(), slices.len())));
     }
     if let Some((i, s)) = slices.iter().enumerate().find(|(_, s)| !s.is_empty()) {
         return Err(invalid(format!(
-            "node '{node}': tensor '{}' has slice spec '{}'; partitioned variables are not supported",
+            "tensor '{}' has slice spec '{}'; partitioned variables are not supported",
             String::from_utf8_lossy(&names[i]),
             String::from_utf8_lossy(s)
         )));
@@ -41,35 +36,31 @@ fn names_and_prefix(node: &str, inputs: &Inputs, n: usize) -> KResult<(String, V
     Ok((prefix, names))
 }
 
-struct SaveV2 {
-    node: String,
-}
+struct SaveV2;
 impl OpKernel for SaveV2 {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, _: &mut Outputs) -> KResult<()> {
         let n = inputs.len() - 3;
-        let (prefix, names) = names_and_prefix(&self.node, inputs, n)?;
+        let (prefix, names) = names_and_prefix(inputs, n)?;
         let tensors: Vec<(String, Tensor)> = names.into_iter().zip(inputs.drain(3..)).collect();
-        write_bundle(Path::new(&prefix), &tensors).map_err(|e| invalid(format!("node '{}': {e}", self.node)))
+        write_bundle(Path::new(&prefix), &tensors).map_err(|e| invalid(e.to_string()))
     }
 }
 
 struct RestoreV2 {
-    node: String,
     dtypes: Vec<DType>,
 }
 impl OpKernel for RestoreV2 {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         use rayon::prelude::*;
-        let node = &self.node;
-        let (prefix, names) = names_and_prefix(node, inputs, self.dtypes.len())?;
-        let err = |e: ferroflow_checkpoint::CheckpointError| invalid(format!("node '{node}': {e}"));
+        let (prefix, names) = names_and_prefix(inputs, self.dtypes.len())?;
+        let err = |e: ferroflow_checkpoint::CheckpointError| invalid(e.to_string());
         let reader = BundleReader::open(Path::new(&prefix)).map_err(err)?;
         // Tensors are read (and their CRCs checked) in parallel on the intra-op pool.
         let read = |(name, &dtype): (&String, &DType)| -> KResult<Tensor> {
             let t = reader.read(name).map_err(err)?;
             if t.dtype() != dtype {
                 return Err(invalid(format!(
-                    "node '{node}': tensor '{name}' is {} in checkpoint '{prefix}', but the graph expects {dtype}",
+                    "tensor '{name}' is {} in checkpoint '{prefix}', but the graph expects {dtype}",
                     t.dtype()
                 )));
             }
@@ -83,11 +74,11 @@ impl OpKernel for RestoreV2 {
     }
 }
 
-fn k_save(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    Ok(Box::new(SaveV2 { node: d.name.to_string() }))
+fn k_save(_: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    Ok(Box::new(SaveV2))
 }
 fn k_restore(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    Ok(Box::new(RestoreV2 { node: d.name.to_string(), dtypes: d.types.outputs.clone() }))
+    Ok(Box::new(RestoreV2 { dtypes: d.types.outputs.clone() }))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {

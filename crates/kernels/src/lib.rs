@@ -163,34 +163,34 @@ impl NodeDesc<'_> {
         self.def
             .attr(self.attrs, name)
             .and_then(|v| v.value.as_ref())
-            .ok_or_else(|| invalid(format!("node '{}': missing attr '{name}'", self.name)))
+            .ok_or_else(|| invalid(format!("missing attr '{name}'")))
     }
     /// A bool attr.
     pub fn bool(&self, name: &str) -> KResult<bool> {
         match self.value(name)? {
             Value::B(b) => Ok(*b),
-            _ => Err(invalid(format!("node '{}': attr '{name}' must be a bool", self.name))),
+            _ => Err(invalid(format!("attr '{name}' must be a bool"))),
         }
     }
     /// An int attr.
     pub fn int(&self, name: &str) -> KResult<i64> {
         match self.value(name)? {
             Value::I(i) => Ok(*i),
-            _ => Err(invalid(format!("node '{}': attr '{name}' must be an int", self.name))),
+            _ => Err(invalid(format!("attr '{name}' must be an int"))),
         }
     }
     /// A string attr.
     pub fn string(&self, name: &str) -> KResult<String> {
         match self.value(name)? {
             Value::S(s) => Ok(String::from_utf8_lossy(s).into_owned()),
-            _ => Err(invalid(format!("node '{}': attr '{name}' must be a string", self.name))),
+            _ => Err(invalid(format!("attr '{name}' must be a string"))),
         }
     }
     /// A type attr.
     pub fn dtype(&self, name: &str) -> KResult<DType> {
         match self.value(name)? {
             Value::Type(t) => Ok(DType::from_tf(*t)?),
-            _ => Err(invalid(format!("node '{}': attr '{name}' must be a type", self.name))),
+            _ => Err(invalid(format!("attr '{name}' must be a type"))),
         }
     }
     /// A list(int) attr (empty if absent).
@@ -203,9 +203,10 @@ impl NodeDesc<'_> {
     /// A tensor attr.
     pub fn tensor(&self, name: &str) -> KResult<Tensor> {
         match self.value(name)? {
-            Value::Tensor(t) => ferroflow_proto::convert::tensor_from_proto(t)
-                .map_err(|e| invalid(format!("node '{}': attr '{name}': {e}", self.name))),
-            _ => Err(invalid(format!("node '{}': attr '{name}' must be a tensor", self.name))),
+            Value::Tensor(t) => {
+                ferroflow_proto::convert::tensor_from_proto(t).map_err(|e| invalid(format!("attr '{name}': {e}")))
+            }
+            _ => Err(invalid(format!("attr '{name}' must be a tensor"))),
         }
     }
 }

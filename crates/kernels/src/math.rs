@@ -26,7 +26,7 @@ impl<T: Float> OpKernel for LeakyRelu<T> {
 fn k_leaky_relu(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let alpha = match d.def.attr(d.attrs, "alpha").and_then(|v| v.value.as_ref()) {
         Some(ferroflow_proto::attr_value::Value::F(f)) => *f as f64,
-        _ => return Err(invalid(format!("node '{}': attr 'alpha' must be a float", d.name))),
+        _ => return Err(invalid("attr 'alpha' must be a float")),
     };
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(LeakyRelu::<T> { alpha: T::from_f64(alpha) }) as Box<dyn OpKernel>))

@@ -236,7 +236,7 @@ impl OpKernel for Apply {
         match self.dtype {
             DType::Float => self.run::<f32>(ctx, inputs),
             DType::Double => self.run::<f64>(ctx, inputs),
-            d => Err(invalid(format!("node '{}': no update kernel for {d}", self.node))),
+            d => Err(invalid(format!("no update kernel for {d}"))),
         }
     }
 }

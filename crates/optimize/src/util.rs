@@ -71,19 +71,35 @@ pub(crate) fn control_consumers(graph: &Graph) -> Vec<Vec<NodeId>> {
     out
 }
 
-/// Replaces every use of a key of `map` by its value (following chains).
+/// Replaces every use of a key of `map` by its value (following chains). Linear in the
+/// graph and the map: each chain is walked once and every output on it is remembered with
+/// its final source (path compression), so a long Identity chain costs no more than a wide one.
 pub(crate) fn rewire(graph: &mut Graph, map: &HashMap<Output, Output>) {
     if map.is_empty() {
         return;
     }
-    let resolve = |mut o: Output| {
-        let mut hops = 0;
-        while let Some(&n) = map.get(&o) {
-            o = n;
-            hops += 1;
-            assert!(hops <= map.len(), "rewiring map has a cycle");
+    let mut resolved: HashMap<Output, Output> = HashMap::with_capacity(map.len());
+    let mut path = Vec::new();
+    let mut resolve = |o: Output| -> Output {
+        path.clear();
+        let mut cur = o;
+        let end = loop {
+            if let Some(&r) = resolved.get(&cur) {
+                break r;
+            }
+            match map.get(&cur) {
+                Some(&next) => {
+                    path.push(cur);
+                    assert!(path.len() <= map.len(), "rewiring map has a cycle");
+                    cur = next;
+                }
+                None => break cur,
+            }
+        };
+        for &p in &path {
+            resolved.insert(p, end);
         }
-        o
+        end
     };
     for id in 0..graph.len() {
         let n = graph.node_mut(id);

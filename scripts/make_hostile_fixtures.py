@@ -1,0 +1,88 @@
+"""Writes fixtures/hostile/: graphs written by TensorFlow that a hostile or careless user may
+hand to ferroflow. Run with the project venv:  .venv/bin/python scripts/make_hostile_fixtures.py
+
+- endless_v1.pbtxt: a TF1 while_loop (Enter/Merge/Switch/LoopCond/NextIteration/Exit frames)
+  whose condition is always true; fetch `out:0`, feed nothing.
+- endless_v2.pb: the same loop as TensorFlow 2 writes it (a functional While with cond and
+  body FunctionDefs, not lowered); fetch `Identity:0` (see the printed names), feed `n:0`.
+- count_v1.pbtxt: a TF1 while_loop counting to a fed `n:0` (int32) with a float vector carried
+  through; fetch `count:0` and `acc:0` (a long loop must run in constant memory).
+- fed_sizes.pbtxt: ops whose output size comes from a fed tensor: `tile` (Tile, multiples
+  `multiples:0`), `broadcast` (BroadcastTo, `shape:0`), `pad` (Pad, `paddings:0`), `one_hot`
+  (OneHot, `depth:0`), `resize` (ResizeBilinear, `size:0`); `x:0` is a float [2, 2].
+"""
+import os
+
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "hostile")
+os.makedirs(OUT, exist_ok=True)
+
+
+def endless_v1():
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.disable_control_flow_v2()
+        i = tf.compat.v1.while_loop(lambda i: tf.constant(True), lambda i: i + 1, [tf.constant(0)], name="loop")
+        tf.identity(i, name="out")
+        tf.compat.v1.enable_control_flow_v2()
+    with open(os.path.join(OUT, "endless_v1.pbtxt"), "w") as f:
+        f.write(str(g.as_graph_def()))
+    print("endless_v1:", sorted({n.op for n in g.as_graph_def().node}))
+
+
+def endless_v2():
+    @tf.function
+    def loop(n):
+        return tf.while_loop(lambda i: tf.constant(True), lambda i: i + 1, [n])[0]
+
+    concrete = loop.get_concrete_function(tf.TensorSpec([], tf.int32, name="n"))
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
+    gd = frozen.graph.as_graph_def()
+    with open(os.path.join(OUT, "endless_v2.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    print("endless_v2:", sorted({n.op for n in gd.node}), "inputs", [t.name for t in frozen.inputs],
+          "outputs", [t.name for t in frozen.outputs])
+
+
+def count_v1():
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.disable_control_flow_v2()
+        n = tf.compat.v1.placeholder(tf.int32, [], name="n")
+        i, acc = tf.compat.v1.while_loop(lambda i, acc: i < n, lambda i, acc: (i + 1, acc * 0.5 + 1.0),
+                                         [tf.constant(0), tf.zeros([16])], name="loop")
+        tf.identity(i, name="count")
+        tf.identity(acc, name="acc")
+        tf.compat.v1.enable_control_flow_v2()
+    with open(os.path.join(OUT, "count_v1.pbtxt"), "w") as f:
+        f.write(str(g.as_graph_def()))
+    print("count_v1:", sorted({n.op for n in g.as_graph_def().node}))
+
+
+def fed_sizes():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2, 2], name="x")
+        multiples = tf.compat.v1.placeholder(tf.int32, [2], name="multiples")
+        shape = tf.compat.v1.placeholder(tf.int64, [3], name="shape")
+        paddings = tf.compat.v1.placeholder(tf.int32, [2, 2], name="paddings")
+        depth = tf.compat.v1.placeholder(tf.int32, [], name="depth")
+        size = tf.compat.v1.placeholder(tf.int32, [2], name="size")
+        tf.tile(x, multiples, name="tile")
+        tf.broadcast_to(x, shape, name="broadcast")
+        tf.pad(x, paddings, name="pad")
+        tf.one_hot(tf.constant([0, 1, 2]), depth, name="one_hot")
+        tf.compat.v1.image.resize_bilinear(tf.reshape(x, [1, 2, 2, 1]), size, name="resize")
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run("tile:0", {x: [[1, 2], [3, 4]], multiples: [2, 3]})
+    with open(os.path.join(OUT, "fed_sizes.pbtxt"), "w") as f:
+        f.write(str(g.as_graph_def()))
+    print("fed_sizes:", sorted({n.op for n in g.as_graph_def().node}))
+
+
+endless_v1()
+endless_v2()
+count_v1()
+fed_sizes()
