@@ -292,7 +292,7 @@ impl Pass for ArithmeticSimplifier {
                     }
                 }
                 let n = graph.node(id);
-                if !n.control_inputs.is_empty() || crate::util::has_side_effects(graph, &n.op) || n.inputs.is_empty() {
+                if !n.control_inputs.is_empty() || view.ctx.library.has_side_effects(&n.op) || n.inputs.is_empty() {
                     continue;
                 }
                 if view.ctx.options.inexact_float_rewrites && n.op == "RealDiv" && n.types.outputs[0].is_float() {

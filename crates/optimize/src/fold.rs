@@ -17,7 +17,7 @@ use ferroflow_kernels::{run_op, KernelContext, KernelRegistry};
 use ferroflow_ops::{infer_node, infer_shapes, InferCtx, Known, OpRegistry};
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::util::{const_value, has_control_flow, is_call, make_const, remove_orphans, rewire};
+use crate::util::{const_value, has_control_flow, make_const, remove_orphans, rewire};
 use crate::{OptimizeError, Pass, PassContext};
 
 /// The constant-folding pass.
@@ -110,13 +110,13 @@ impl Pass for ConstantFolding {
             if n.op == "Const" || n.inputs.is_empty() || n.num_outputs() == 0 {
                 continue;
             }
-            if OpRegistry::global().is_control_flow(&n.op) || is_call(graph, &n.op) || ctx.is_fed(graph, id) {
+            if OpRegistry::global().is_control_flow(&n.op) || ctx.library.is_call(&n.op) || ctx.is_fed(graph, id) {
                 continue;
             }
             if ctx.is_protected(graph, id) && !(ctx.is_named_in_item(&n.name) && n.num_outputs() == 1) {
                 continue;
             }
-            if crate::util::has_side_effects(graph, &n.op) {
+            if ctx.library.has_side_effects(&n.op) {
                 continue;
             }
             // Values that depend only on a statically known shape (Shape, Size, Rank,

@@ -118,6 +118,8 @@ pub struct PassContext<'a> {
     deadline: Instant,
     /// What this pass did.
     pub report: PassReport,
+    /// The function library's facts (which ops are calls, which have side effects).
+    pub library: &'a util::LibraryFacts,
 }
 
 impl PassContext<'_> {
@@ -125,7 +127,7 @@ impl PassContext<'_> {
     /// nodes, and nodes with side effects).
     pub fn is_protected(&self, graph: &Graph, node: NodeId) -> bool {
         let n = graph.node(node);
-        self.protected.contains(&n.name) || util::has_side_effects(graph, &n.op)
+        self.protected.contains(&n.name) || self.library.has_side_effects(&n.op)
     }
 
     /// True if `node` is named in the item (feed, fetch, target or keep).
@@ -211,6 +213,7 @@ impl MetaOptimizer {
     ) -> Result<Optimized, OptimizeError> {
         let start = Instant::now();
         let (protected, fed) = resolve_item(graph, item)?;
+        let library = util::LibraryFacts::of(graph);
         let original = graph;
         let mut report = Report { nodes_before: graph.len(), ..Default::default() };
         dump(0, "original", graph).map_err(|reason| OptimizeError::Pass { pass: "dump".into(), reason })?;
@@ -233,6 +236,7 @@ impl MetaOptimizer {
                         options: &self.options,
                         deadline: Instant::now() + self.options.pass_time_budget,
                         report: PassReport { pass: pass.name().to_string(), round, ..Default::default() },
+                        library: &library,
                     };
                     ctx.report.nodes_before = graph.len();
                     let t = Instant::now();

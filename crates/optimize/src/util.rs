@@ -1,5 +1,5 @@
 //! Helpers shared by the passes: side-effect rules, edge maps, rewiring, removal, constants.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeTypes, Output};
 use ferroflow_ops::OpRegistry;
@@ -8,45 +8,83 @@ use ferroflow_tensor::{DType, Tensor};
 
 use crate::PassContext;
 
-/// Ops whose running matters beyond their outputs, or whose outputs are not a function of
-/// their inputs: the registry's stateful ops and placeholders, and direct calls of library
-/// functions whose bodies hold such ops. Never removed, merged or folded.
-pub(crate) fn has_side_effects(graph: &Graph, op: &str) -> bool {
-    match OpRegistry::global().facts(op) {
-        Some(f) => f.has_side_effects(),
-        None => function_has_side_effects(graph, op, &mut Vec::new()),
-    }
+/// What the passes know about the graph's function library, found once per optimization and
+/// linear in the library's size (a long chain of functions calling each other costs no more
+/// than as many independent ones, and no recursion can run out of stack): which op names are
+/// library functions, and which of those run an op with side effects, directly or through
+/// calls at any depth (cycles included).
+#[derive(Debug, Default)]
+pub struct LibraryFacts {
+    functions: HashSet<String>,
+    effectful: HashSet<String>,
 }
 
-/// True if library function `name` runs an op with side effects (through nested calls too).
-fn function_has_side_effects<'a>(graph: &'a Graph, name: &'a str, visiting: &mut Vec<&'a str>) -> bool {
-    let Some(f) = graph.library.function.iter().find(|f| f.signature.as_ref().is_some_and(|s| s.name == name)) else {
-        return false;
-    };
-    if visiting.contains(&name) {
-        return false;
+impl LibraryFacts {
+    /// The facts of `graph`'s library.
+    pub fn of(graph: &Graph) -> LibraryFacts {
+        let reg = OpRegistry::global();
+        let lib = &graph.library.function;
+        let names: Vec<&str> = lib.iter().map(|f| f.signature.as_ref().map_or("", |s| s.name.as_str())).collect();
+        let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        // Effects flow from a function to its callers: mark the functions running a stateful
+        // op, then everything that calls a marked function.
+        let mut callers: Vec<Vec<usize>> = vec![Vec::new(); lib.len()];
+        let mut effectful = vec![false; lib.len()];
+        let mut stack = Vec::new();
+        for (i, f) in lib.iter().enumerate() {
+            for n in &f.node_def {
+                match reg.facts(&n.op) {
+                    Some(facts) if facts.has_side_effects() && !effectful[i] => {
+                        effectful[i] = true;
+                        stack.push(i);
+                    }
+                    Some(_) => {}
+                    None => {
+                        if let Some(&callee) = index.get(n.op.as_str()) {
+                            callers[callee].push(i);
+                        }
+                    }
+                }
+            }
+        }
+        while let Some(callee) = stack.pop() {
+            for &caller in &callers[callee] {
+                if !effectful[caller] {
+                    effectful[caller] = true;
+                    stack.push(caller);
+                }
+            }
+        }
+        LibraryFacts {
+            functions: names.iter().map(|n| n.to_string()).collect(),
+            effectful: names.iter().zip(&effectful).filter(|(_, &e)| e).map(|(n, _)| n.to_string()).collect(),
+        }
     }
-    visiting.push(name);
-    let reg = OpRegistry::global();
-    f.node_def.iter().any(|n| match reg.facts(&n.op) {
-        Some(facts) => facts.has_side_effects(),
-        None => function_has_side_effects(graph, &n.op, visiting),
-    })
+
+    /// Ops whose running matters beyond their outputs, or whose outputs are not a function
+    /// of their inputs: the registry's stateful ops and placeholders, and direct calls of
+    /// library functions whose bodies hold such ops. Never removed, merged or folded.
+    pub fn has_side_effects(&self, op: &str) -> bool {
+        match OpRegistry::global().facts(op) {
+            Some(f) => f.has_side_effects(),
+            None => self.effectful.contains(op),
+        }
+    }
+
+    /// Function-call ops (the registry's calls, and ops naming a library function): their
+    /// bodies are opaque to the passes.
+    pub fn is_call(&self, op: &str) -> bool {
+        match OpRegistry::global().facts(op) {
+            Some(f) => f.call().is_some(),
+            None => self.functions.contains(op),
+        }
+    }
 }
 
 /// True if the graph has TensorFlow 1 control flow anywhere.
 pub(crate) fn has_control_flow(graph: &Graph) -> bool {
     let reg = OpRegistry::global();
     graph.nodes().iter().any(|n| reg.is_control_flow(&n.op))
-}
-
-/// Function-call ops (the registry's calls, and ops naming a library function): their bodies
-/// are opaque to the passes.
-pub(crate) fn is_call(graph: &Graph, op: &str) -> bool {
-    match OpRegistry::global().facts(op) {
-        Some(f) => f.call().is_some(),
-        None => graph.library.function.iter().any(|f| f.signature.as_ref().is_some_and(|s| s.name == op)),
-    }
 }
 
 /// For each node, its data consumers as (consumer, input slot).
@@ -255,4 +293,48 @@ pub(crate) fn drop_dangling_colocation(graph: &mut Graph) -> usize {
         }
     }
     dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use ferroflow_graph::Graph;
+    use ferroflow_proto::{FunctionDef, NodeDef, OpDef};
+
+    use super::LibraryFacts;
+
+    fn function(name: &str, ops: &[&str]) -> FunctionDef {
+        FunctionDef {
+            signature: Some(OpDef { name: name.into(), ..Default::default() }),
+            node_def: ops
+                .iter()
+                .map(|op| NodeDef { name: "n".into(), op: op.to_string(), ..Default::default() })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn library_facts_follow_calls_at_any_depth_and_through_cycles() {
+        // f0 calls f1 ... calls f19999, whose body is stateful: every function has effects.
+        // (A recursive walk per query was quadratic here, and deep enough to overflow a stack.)
+        let n = 20_000;
+        let mut g = Graph::default();
+        for i in 0..n {
+            let callee = if i + 1 < n { format!("f{}", i + 1) } else { "RandomUniform".into() };
+            g.library.function.push(function(&format!("f{i}"), &["Identity", &callee]));
+        }
+        // A cycle without effects, a cycle with one, and a pure function.
+        g.library.function.push(function("a", &["b"]));
+        g.library.function.push(function("b", &["a", "Identity"]));
+        g.library.function.push(function("c", &["d"]));
+        g.library.function.push(function("d", &["c", "AssignVariableOp"]));
+        g.library.function.push(function("pure", &["Identity", "AddV2"]));
+        let facts = LibraryFacts::of(&g);
+        assert!(facts.has_side_effects("f0") && facts.has_side_effects("f19999"));
+        assert!(!facts.has_side_effects("a") && !facts.has_side_effects("b"));
+        assert!(facts.has_side_effects("c") && facts.has_side_effects("d"));
+        assert!(!facts.has_side_effects("pure") && facts.is_call("pure"));
+        assert!(facts.has_side_effects("RandomUniform") && !facts.has_side_effects("Identity"));
+        assert!(!facts.is_call("Identity") && facts.is_call("PartitionedCall") && !facts.is_call("nope"));
+    }
 }

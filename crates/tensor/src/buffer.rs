@@ -144,7 +144,9 @@ impl Buffer {
         Some(Buffer { block, len })
     }
 
-    fn alloc_len(len: usize) -> Option<Buffer> {
+    /// A zero-filled buffer of `len` bytes without the limit check (for callers that made
+    /// it with a better description); `None` when the system refuses.
+    pub(crate) fn alloc_len(len: usize) -> Option<Buffer> {
         // SAFETY: write_bytes initializes all `len` bytes (zeros, so reading them is defined).
         unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
     }
@@ -209,7 +211,7 @@ impl Buffer {
     /// ([`crate::limit`]) and the system grants it.
     pub fn try_zeroed(len: usize) -> Result<Buffer, crate::TensorError> {
         crate::limit::check(len, || "buffer".into())?;
-        Self::alloc_len(len).ok_or(crate::TensorError::ResourceExhausted {
+        Self::alloc_len(len).ok_or_else(|| crate::TensorError::ResourceExhausted {
             what: "buffer the system refused".into(),
             bytes: len,
             limit: crate::limit::current(),

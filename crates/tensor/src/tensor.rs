@@ -45,13 +45,10 @@ impl Tensor {
                     .filter(|&b| b <= isize::MAX as usize / 2)
                     .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
                 crate::limit::check(bytes, || format!("{dtype} tensor of shape {dims:?}"))?;
-                Storage::Bytes(Buffer::try_zeroed(bytes).map_err(|e| match e {
-                    TensorError::ResourceExhausted { bytes, limit, .. } => TensorError::ResourceExhausted {
-                        what: format!("{dtype} tensor of shape {dims:?}"),
-                        bytes,
-                        limit,
-                    },
-                    e => e,
+                Storage::Bytes(Buffer::alloc_len(bytes).ok_or_else(|| TensorError::ResourceExhausted {
+                    what: format!("{dtype} tensor of shape {dims:?} (the system refused)"),
+                    bytes,
+                    limit: crate::limit::current(),
                 })?)
             }
             None if dtype == DType::String => {
