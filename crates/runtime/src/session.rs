@@ -38,7 +38,8 @@ pub struct SessionOptions {
     /// The most bytes one tensor allocation of a step may ask for (0 = the default: 3/4 of
     /// physical memory, less under a smaller address-space limit). An output whose size comes
     /// from fed values (`Tile`'s multiples, `Fill`'s dims, a broadcast) past it fails its
-    /// node with a resource-exhausted error before anything is allocated.
+    /// node with a resource-exhausted error before anything is allocated. (Allocations of at
+    /// most 4 KiB, `limit::ALWAYS_ALLOWED`, are not checked.)
     pub memory_limit_bytes: usize,
 }
 

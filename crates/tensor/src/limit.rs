@@ -85,9 +85,17 @@ pub fn scoped(bytes: usize) -> Scope {
     Scope { previous }
 }
 
+/// Allocations this small are not checked (the executor's scalars and small tensors, most of
+/// its allocations, skip the thread-local lookup); no useful limit is below it.
+pub const ALWAYS_ALLOWED: usize = 4096;
+
 /// Checks that `bytes` fit the limit; `what` describes the allocation for the error
 /// (`float tensor of shape [65536, 65536]`).
+#[inline]
 pub fn check(bytes: usize, what: impl FnOnce() -> String) -> Result<(), TensorError> {
+    if bytes <= ALWAYS_ALLOWED {
+        return Ok(());
+    }
     let limit = current();
     if bytes > limit {
         return Err(TensorError::ResourceExhausted { what: what(), bytes, limit });
@@ -103,15 +111,18 @@ mod tests {
     fn scoped_limits_nest_and_restore() {
         let outer = current();
         {
-            let _a = scoped(1000);
-            assert_eq!(current(), 1000);
-            assert!(check(1000, String::new).is_ok());
-            let e = check(1001, || "x".into()).unwrap_err().to_string();
-            assert!(e.contains("1001 bytes") && e.contains("1000"), "{e}");
+            let _a = scoped(10_000);
+            assert_eq!(current(), 10_000);
+            assert!(check(10_000, String::new).is_ok());
+            let e = check(10_001, || "x".into()).unwrap_err().to_string();
+            assert!(e.contains("10001 bytes") && e.contains("10000"), "{e}");
             {
                 let _b = scoped(0);
-                assert_eq!(current(), 1000, "0 keeps the limit in force");
+                assert_eq!(current(), 10_000, "0 keeps the limit in force");
             }
+            let _c = scoped(100);
+            assert!(check(ALWAYS_ALLOWED, String::new).is_ok(), "small allocations are not checked");
+            assert!(check(ALWAYS_ALLOWED + 1, String::new).is_err());
         }
         assert_eq!(current(), outer);
     }
