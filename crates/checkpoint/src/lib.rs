@@ -77,6 +77,25 @@ pub fn data_path(prefix: &Path, shard: i32, num_shards: i32) -> PathBuf {
     PathBuf::from(format!("{}.data-{shard:05}-of-{num_shards:05}", prefix.display()))
 }
 
+/// A name from a file as it appears in a message: escaped (one line) and cut to 64
+/// characters, so that a hostile index cannot make an error kilobytes long.
+fn shown(name: &str) -> String {
+    const MAX: usize = 64;
+    let escaped: String = name.escape_debug().collect();
+    match escaped.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
+/// Dimensions as they appear in a message: the first eight, then how many there are.
+fn shown_dims(dims: &[usize]) -> String {
+    match dims.len() {
+        0..=8 => format!("{dims:?}"),
+        n => format!("{:?}… ({n} dimensions)", &dims[..8]),
+    }
+}
+
 fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
@@ -214,13 +233,17 @@ impl BundleReader {
         let mut entries = BTreeMap::new();
         for (k, v) in rows {
             if k.is_empty() {
-                header =
-                    Some(BundleHeaderProto::decode(v.as_slice()).map_err(|e| corrupt(format!("bad header: {e}")))?);
+                header = Some(
+                    BundleHeaderProto::decode(v.as_slice())
+                        .map_err(|e| corrupt(format!("bad header: {}", ferroflow_proto::decode_reason(&e))))?,
+                );
                 continue;
             }
             let name = String::from_utf8(k).map_err(|_| corrupt("a tensor name is not UTF-8".into()))?;
-            let e = BundleEntryProto::decode(v.as_slice())
-                .map_err(|err| corrupt(format!("tensor '{name}': bad BundleEntryProto: {err}")))?;
+            let e = BundleEntryProto::decode(v.as_slice()).map_err(|err| {
+                let reason = ferroflow_proto::decode_reason(&err);
+                corrupt(format!("tensor '{}': bad BundleEntryProto: {reason}", shown(&name)))
+            })?;
             entries.insert(name, e);
         }
         let header = header.ok_or_else(|| corrupt("no BundleHeaderProto under the empty key".into()))?;
@@ -253,15 +276,19 @@ impl BundleReader {
             return Err(CheckpointError::Corrupt {
                 path: index_path(&self.prefix).display().to_string(),
                 reason: format!(
-                    "tensor '{name}': shard_id {} is not below num_shards {}",
-                    e.shard_id, self.header.num_shards
+                    "tensor '{}': shard_id {} is not below num_shards {}",
+                    shown(name),
+                    e.shard_id,
+                    self.header.num_shards
                 ),
             });
         }
         let path = data_path(&self.prefix, e.shard_id, self.header.num_shards);
         let p = path.display().to_string();
-        let corrupt =
-            |reason: String| CheckpointError::Corrupt { path: p.clone(), reason: format!("tensor '{name}': {reason}") };
+        let corrupt = |reason: String| CheckpointError::Corrupt {
+            path: p.clone(),
+            reason: format!("tensor '{}': {reason}", shown(name)),
+        };
         let dtype = DType::from_tf(e.dtype).map_err(|err| corrupt(err.to_string()))?;
         let dims: Vec<usize> = e
             .shape
@@ -276,7 +303,11 @@ impl BundleReader {
             .ok_or_else(|| corrupt("shape overflows".into()))?;
         if let Some(size) = dtype.size() {
             if n.checked_mul(size as u64) != Some(e.size as u64) {
-                return Err(corrupt(format!("Invalid size in bundle entry: {} bytes for {dtype}{dims:?}", e.size)));
+                return Err(corrupt(format!(
+                    "Invalid size in bundle entry: {} bytes for {dtype}{}",
+                    e.size,
+                    shown_dims(&dims)
+                )));
             }
         }
         let mut f = std::fs::File::open(&path).map_err(|source| CheckpointError::Io { path: p.clone(), source })?;
@@ -291,6 +322,13 @@ impl BundleReader {
         let io = |source| CheckpointError::Io { path: p.clone(), source };
         f.seek(SeekFrom::Start(e.offset as u64)).map_err(io)?;
         if dtype == DType::String {
+            // The bytes, then per string its length and its vector: the bytes bound the count
+            // (every string takes at least one length byte).
+            let strings = (n as usize).min(e.size as usize);
+            let held = (e.size as usize).saturating_add(strings.saturating_mul(8 + std::mem::size_of::<Vec<u8>>()));
+            ferroflow_tensor::limit::check(held, || {
+                format!("string tensor '{}' {} in {p}", shown(name), shown_dims(&dims))
+            })?;
             let mut bytes = vec![0u8; e.size as usize];
             f.read_exact(&mut bytes).map_err(io)?;
             return decode_strings(&bytes, &dims, n as usize, e.crc32c).map_err(corrupt);

@@ -18,6 +18,7 @@
 
 use std::path::Path;
 
+pub mod fuzzing;
 pub mod models;
 pub mod testing;
 

@@ -31,15 +31,21 @@ pub fn is_text_path(path: &Path) -> bool {
 pub fn read_graph_def(path: &Path) -> Result<GraphDef, GraphFileError> {
     let what = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| GraphFileError::Io { path: what.clone(), source })?;
-    if is_text_path(path) {
-        let text = String::from_utf8(bytes).map_err(|e| ferroflow_proto::ProtoError::Text {
-            what: what.clone(),
+    parse_graph_def(&bytes, is_text_path(path), &what)
+}
+
+/// Parses a GraphDef file's bytes (what [`read_graph_def`] reads): text format when `text`,
+/// binary otherwise; `what` names the file in errors.
+pub fn parse_graph_def(bytes: &[u8], text: bool, what: &str) -> Result<GraphDef, GraphFileError> {
+    if text {
+        let text = std::str::from_utf8(bytes).map_err(|e| ferroflow_proto::ProtoError::Text {
+            what: what.to_string(),
             message: "tensorflow.GraphDef".into(),
             reason: format!("not UTF-8 text ({e})"),
         })?;
-        Ok(ferroflow_proto::parse_text(&text, &what)?)
+        Ok(ferroflow_proto::parse_text(text, what)?)
     } else {
-        Ok(ferroflow_proto::decode(&bytes, &what)?)
+        Ok(ferroflow_proto::decode(bytes, what)?)
     }
 }
 

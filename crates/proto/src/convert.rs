@@ -72,6 +72,10 @@ pub fn tensor_from_proto(p: &TensorProto) -> Result<Tensor, ConvertError> {
     if n.saturating_mul(elem) > MAX_TENSOR_BYTES {
         return Err(ConvertError::Invalid(format!("tensor of shape {dims:?} exceeds {MAX_TENSOR_BYTES} bytes")));
     }
+    // The repeat-last rule expands a few values to `n` elements, through a vector of the
+    // proto's value type (up to 8 bytes, 24 for a string) before the tensor's own copy.
+    let expanded = if dtype == DType::String { std::mem::size_of::<Vec<u8>>() } else { elem.max(8) };
+    ferroflow_tensor::limit::check(n.saturating_mul(expanded), || format!("{dtype} tensor of shape {dims:?}"))?;
     if dtype == DType::String {
         return Ok(Tensor::from_strings(&dims, fill(&p.string_val, n, "string_val")?)?);
     }
@@ -181,6 +185,24 @@ mod tests {
             ..Default::default()
         };
         assert!(tensor_from_proto(&huge).unwrap_err().to_string().contains("exceeds"));
+        // Under the 16 GiB cap but over the memory limit: refused before the values are
+        // expanded (a 10-byte proto used to become a 4 GiB vector).
+        let big = TensorProto {
+            dtype: 1,
+            tensor_shape: Some(dims_to_proto(&[1 << 30])),
+            float_val: vec![1.0],
+            ..Default::default()
+        };
+        let _limit = ferroflow_tensor::limit::scoped(1 << 30);
+        let e = tensor_from_proto(&big).unwrap_err().to_string();
+        assert!(e.contains("resource exhausted") && e.contains("[1073741824]"), "{e}");
+        let strings = TensorProto {
+            dtype: 7,
+            tensor_shape: Some(dims_to_proto(&[1 << 28])),
+            string_val: vec![b"s".to_vec()],
+            ..Default::default()
+        };
+        assert!(tensor_from_proto(&strings).unwrap_err().to_string().contains("resource exhausted"));
         let bad = TensorProto {
             dtype: 1,
             tensor_shape: Some(dims_to_proto(&[2])),

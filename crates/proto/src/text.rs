@@ -71,13 +71,17 @@ fn too_deep(text: &str, limit: usize) -> Option<usize> {
 /// Parses text format into `M`; `what` names the source in errors. Messages nested deeper
 /// than [`MAX_DEPTH`] are an error (the parser recurses per level).
 pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
-    let err = |reason: String| ProtoError::Text { what: what.to_string(), message: M::full_name(), reason };
+    let err = |reason: String| ProtoError::Text {
+        what: what.to_string(),
+        message: M::full_name(),
+        reason: crate::one_line(&reason, crate::MAX_REASON_CHARS),
+    };
     if let Some(line) = too_deep(text, MAX_DEPTH) {
         return Err(err(format!("messages nested more than {MAX_DEPTH} levels deep (line {line})")));
     }
     let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
     let bytes = prost::Message::encode_to_vec(&dynamic);
-    M::decode(bytes.as_slice()).map_err(|e| err(e.to_string()))
+    M::decode(bytes.as_slice()).map_err(|e| err(crate::decode_reason(&e)))
 }
 
 /// Prints `msg` in TensorFlow's text-format layout.

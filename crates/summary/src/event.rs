@@ -147,6 +147,7 @@ impl<R: Read> Iterator for EventReader<R> {
     type Item = Result<Event, SummaryError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let at = self.records.offset();
         let data = match self.records.next_record() {
             Ok(Some(d)) => d,
             Ok(None) => return None,
@@ -156,8 +157,8 @@ impl<R: Read> Iterator for EventReader<R> {
         self.index += 1;
         Some(Event::decode(data.as_slice()).map_err(|e| SummaryError::Corrupt {
             file: self.what.clone(),
-            offset: 0,
-            reason: format!("record {i} is not an Event: {e}"),
+            offset: at,
+            reason: format!("record {i} is not an Event: {}", ferroflow_proto::decode_reason(&e)),
         }))
     }
 }

@@ -16,7 +16,8 @@ pub fn write_record(w: &mut impl Write, data: &[u8]) -> std::io::Result<()> {
 
 /// Reads records one at a time. `what` names the source in errors; errors give the byte
 /// offset of the bad record. A record's declared length is checked against the bytes that
-/// remain (when known) before anything is allocated for it.
+/// remain (when known) and the memory limit ([`ferroflow_tensor::limit`]) before anything is
+/// allocated for it, and read through a bounded reader.
 pub struct RecordReader<R> {
     inner: R,
     what: String,
@@ -28,6 +29,11 @@ impl<R: Read> RecordReader<R> {
     /// A reader over `inner`; `len` is the total size when known (a file).
     pub fn new(inner: R, what: impl Into<String>, len: Option<u64>) -> Self {
         RecordReader { inner, what: what.into(), offset: 0, remaining: len }
+    }
+
+    /// The byte offset of the next record.
+    pub fn offset(&self) -> u64 {
+        self.offset
     }
 
     fn corrupt(&self, reason: String) -> SummaryError {
@@ -73,6 +79,10 @@ impl<R: Read> RecordReader<R> {
                 );
             }
         }
+        // The record is held in memory whole: its length must fit the memory limit (a stream
+        // of unknown size has no other bound).
+        ferroflow_tensor::limit::check(usize::try_from(len).unwrap_or(usize::MAX), || "record".into())
+            .map_err(|e| self.corrupt(e.to_string()))?;
         // Read through `take` so a lying length on a stream of unknown size cannot make us
         // allocate more than what is actually there.
         let mut data = Vec::new();
@@ -95,5 +105,35 @@ impl<R: Read> RecordReader<R> {
             *rem -= len + 16;
         }
         Ok(Some(data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record header declaring `len` bytes.
+    fn header(len: u64) -> Vec<u8> {
+        let len = len.to_le_bytes();
+        let mut b = len.to_vec();
+        b.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_record_longer_than_the_memory_limit_is_refused_before_reading() {
+        // A stream of unknown size that really holds the 32 MiB it declares: under a 16 MiB
+        // limit it is refused before any of it is read (it used to be read whole).
+        let len = 32u64 << 20;
+        let stream = std::io::Cursor::new(header(len)).chain(std::io::repeat(0).take(len + 4));
+        let _limit = ferroflow_tensor::limit::scoped(16 << 20);
+        let mut r = RecordReader::new(stream, "stream", None);
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(e.contains("stream") && e.contains("at byte 0") && e.contains("33554432 bytes"), "{e}");
+        assert!(e.contains("memory limit of 16777216"), "{e}");
+        // A file's remaining size is checked first.
+        let mut r = RecordReader::new(std::io::Cursor::new(header(1 << 40)), "file", Some(12));
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(e.contains("file") && e.contains("only 0 bytes remain"), "{e}");
     }
 }

@@ -21,7 +21,7 @@ enum Descr {
 }
 
 fn parse_descr(descr: &str, what: &str) -> Result<Descr, TensorError> {
-    let unsupported = || err(what, format!("unsupported dtype descr '{}'", descr.escape_debug()));
+    let unsupported = || err(what, format!("unsupported dtype descr '{}'", shown(descr)));
     let mut chars = descr.chars();
     let big = match chars.next() {
         Some('<' | '|' | '=') => false,
@@ -46,13 +46,13 @@ fn parse_descr(descr: &str, what: &str) -> Result<Descr, TensorError> {
         "c8" => dense(DType::Complex64),
         "c16" => dense(DType::Complex128),
         _ if code.starts_with('S') => {
-            code[1..].parse().map(Descr::Bytes).map_err(|_| err(what, format!("bad bytes descr '{descr}'")))
+            code[1..].parse().map(Descr::Bytes).map_err(|_| err(what, format!("bad bytes descr '{}'", shown(descr))))
         }
         _ if code.starts_with('U') => code[1..]
             .parse()
             .map(|n| Descr::Unicode(n, big))
-            .map_err(|_| err(what, format!("bad unicode descr '{descr}'"))),
-        _ => Err(err(what, format!("unsupported dtype descr '{descr}' (object arrays cannot be read)"))),
+            .map_err(|_| err(what, format!("bad unicode descr '{}'", shown(descr)))),
+        _ => Err(err(what, format!("unsupported dtype descr '{}' (object arrays cannot be read)", shown(descr)))),
     }
 }
 
@@ -71,60 +71,181 @@ fn dict_value<'a>(header: &'a str, key: &str, what: &str) -> Result<&'a str, Ten
     end.map(|e| rest[..e].trim()).ok_or_else(|| err(what, format!("header value for '{key}' is malformed")))
 }
 
-/// Parses a `.npy` file's bytes; `what` names the file in errors.
-pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
+/// A header value as it appears in an error: escaped (one line) and cut to a few dozen
+/// characters, so a hostile header cannot make a message kilobytes long.
+fn shown(text: &str) -> String {
+    const MAX: usize = 40;
+    let escaped: String = text.escape_debug().collect();
+    match escaped.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
+/// Dimensions as they appear in an error: the first eight, then how many there are.
+fn shown_dims(dims: &[usize]) -> String {
+    match dims.len() {
+        0..=8 => format!("{dims:?}"),
+        n => format!("{:?}… ({n} dimensions)", &dims[..8]),
+    }
+}
+
+/// The fixed part of a `.npy` file before its header: magic, version and header length.
+/// Returns where the header starts and how long it is; `bytes` holds at least the first 10
+/// bytes of the file (12 for versions 2 and 3).
+fn prelude(bytes: &[u8], what: &str) -> Result<(usize, usize), TensorError> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(err(what, "not a .npy file (bad magic)"));
     }
-    let (hlen, hstart) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
+    match bytes[6] {
+        1 => Ok((10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize)),
         2 | 3 => {
             if bytes.len() < 12 {
                 return Err(err(what, "truncated header"));
             }
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+            Ok((12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize))
         }
-        v => return Err(err(what, format!("unsupported .npy version {v}"))),
-    };
-    let data_start =
-        hstart.checked_add(hlen).filter(|&e| e <= bytes.len()).ok_or_else(|| err(what, "truncated header"))?;
-    let header = std::str::from_utf8(&bytes[hstart..data_start]).map_err(|_| err(what, "header is not text"))?;
+        v => Err(err(what, format!("unsupported .npy version {v}"))),
+    }
+}
+
+/// A parsed `.npy` header: what the data is and how many bytes it takes.
+struct Header {
+    descr: Descr,
+    descr_text: String,
+    fortran: bool,
+    dims: Vec<usize>,
+    count: usize,
+    item: usize,
+    /// Bytes of data the header declares (`count * item`).
+    need: usize,
+}
+
+fn parse_header(header: &[u8], what: &str) -> Result<Header, TensorError> {
+    let header = std::str::from_utf8(header).map_err(|_| err(what, "header is not text"))?;
     let descr_text = dict_value(header, "descr", what)?;
-    let descr = descr_text.trim_matches('\'');
+    let descr_text = descr_text.trim_matches('\'');
     let fortran = match dict_value(header, "fortran_order", what)? {
         "True" => true,
         "False" => false,
-        v => return Err(err(what, format!("fortran_order must be True or False, got '{v}'"))),
+        v => return Err(err(what, format!("fortran_order must be True or False, got '{}'", shown(v)))),
     };
     let shape_text = dict_value(header, "shape", what)?;
     let inner = shape_text
         .strip_prefix('(')
         .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(|| err(what, format!("shape must be a tuple, got '{shape_text}'")))?;
+        .ok_or_else(|| err(what, format!("shape must be a tuple, got '{}'", shown(shape_text))))?;
     let dims: Vec<usize> = inner
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.trim_end_matches('L').parse::<usize>().map_err(|_| err(what, format!("bad dimension '{s}' in shape")))
+            s.trim_end_matches('L')
+                .parse::<usize>()
+                .map_err(|_| err(what, format!("bad dimension '{}' in shape", shown(s))))
         })
         .collect::<Result<_, _>>()?;
     let count = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(|| err(what, "shape overflows"))?;
-    let data = &bytes[data_start..];
-    let item = match parse_descr(descr, what)? {
+    let descr = parse_descr(descr_text, what)?;
+    let item = match descr {
         Descr::Dense(d, _) => d.size().expect("dense dtypes have a size"),
         Descr::Bytes(n) => n,
         Descr::Unicode(n, _) => n.checked_mul(4).ok_or_else(|| err(what, "descr too large"))?,
     };
     let need = count.checked_mul(item).ok_or_else(|| err(what, "data size overflows"))?;
-    if data.len() < need {
-        return Err(err(
-            what,
-            format!("truncated data: shape {dims:?} of '{descr}' needs {need} bytes, file has {}", data.len()),
-        ));
+    if matches!(descr, Descr::Bytes(_) | Descr::Unicode(..)) {
+        // One vector per element besides the bytes: `S0` holds any count of empty strings
+        // in no bytes at all.
+        let held = count.saturating_mul(std::mem::size_of::<Vec<u8>>()).saturating_add(need);
+        crate::limit::check(held, || format!("string array of shape {} read from {what}", shown_dims(&dims)))?;
     }
-    let data = &data[..need];
-    let tensor = match parse_descr(descr, what)? {
+    Ok(Header { descr, descr_text: shown(descr_text), fortran, dims, count, item, need })
+}
+
+impl Header {
+    fn truncated(&self, what: &str, have: u64) -> TensorError {
+        err(
+            what,
+            format!(
+                "truncated data: shape {} of '{}' needs {} bytes, file has {have}",
+                shown_dims(&self.dims),
+                self.descr_text,
+                self.need
+            ),
+        )
+    }
+}
+
+/// Parses a `.npy` file's bytes; `what` names the file in errors.
+pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
+    let (hstart, hlen) = prelude(bytes, what)?;
+    let data_start =
+        hstart.checked_add(hlen).filter(|&e| e <= bytes.len()).ok_or_else(|| err(what, "truncated header"))?;
+    let h = parse_header(&bytes[hstart..data_start], what)?;
+    let data = &bytes[data_start..];
+    if data.len() < h.need {
+        return Err(h.truncated(what, data.len() as u64));
+    }
+    decode(&h, &data[..h.need], what)
+}
+
+/// Reads a `.npy` file from a stream holding `len` bytes where known (an archive member's
+/// declared size). The header is read first and the data size it declares is checked against
+/// `len` and the memory limit ([`crate::limit`]) before the data is read, through a bounded
+/// reader: a lying header fails without reading (or allocating) more than is really there.
+pub fn read_npy_from(mut reader: impl Read, what: &str, len: Option<u64>) -> Result<Tensor, TensorError> {
+    let io = |e: std::io::Error| err(what, format!("cannot read: {e}"));
+    let mut head = [0u8; 12];
+    let mut got = fill(&mut reader, &mut head[..10]).map_err(io)?;
+    if got == 10 && matches!(head[6], 2 | 3) {
+        got += fill(&mut reader, &mut head[10..]).map_err(io)?;
+    }
+    let (hstart, hlen) = prelude(&head[..got], what)?;
+    let data_start = (hstart as u64).saturating_add(hlen as u64);
+    if len.is_some_and(|len| data_start > len) {
+        return Err(err(what, "truncated header"));
+    }
+    let mut header = Vec::new();
+    (&mut reader).take(hlen as u64).read_to_end(&mut header).map_err(io)?;
+    if header.len() < hlen {
+        return Err(err(what, "truncated header"));
+    }
+    let h = parse_header(&header, what)?;
+    if let Some(len) = len {
+        let have = len - data_start;
+        if (h.need as u64) > have {
+            return Err(h.truncated(what, have));
+        }
+    }
+    crate::limit::check(h.need, || {
+        format!("'{}' array of shape {} read from {what}", h.descr_text, shown_dims(&h.dims))
+    })?;
+    let mut data = Vec::new();
+    reader.take(h.need as u64).read_to_end(&mut data).map_err(io)?;
+    if data.len() < h.need {
+        return Err(h.truncated(what, data.len() as u64));
+    }
+    decode(&h, &data, what)
+}
+
+/// Reads until `buf` is full or the input ends; the number of bytes read.
+fn fill(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Builds the tensor from exactly `h.need` bytes of data.
+fn decode(h: &Header, data: &[u8], what: &str) -> Result<Tensor, TensorError> {
+    let (dims, item, count, fortran) = (&h.dims[..], h.item, h.count, h.fortran);
+    let tensor = match h.descr {
         Descr::Dense(dtype, big_endian) => {
             let mut owned;
             let mut raw = data;
@@ -138,10 +259,10 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
                 raw = &owned;
             }
             if fortran && dims.len() > 1 {
-                owned = fortran_to_c(raw, &dims, item);
+                owned = fortran_to_c(raw, dims, item);
                 raw = &owned;
             }
-            Tensor::from_bytes(dtype, &dims, raw)?
+            Tensor::from_bytes(dtype, dims, raw)?
         }
         Descr::Bytes(n) => {
             let strings = (0..count)
@@ -151,7 +272,7 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
                     s[..end].to_vec()
                 })
                 .collect();
-            reorder_strings(Tensor::from_strings(&dims, strings)?, fortran)?
+            reorder_strings(Tensor::from_strings(dims, strings)?, fortran)?
         }
         Descr::Unicode(n, big) => {
             let mut strings = Vec::with_capacity(count);
@@ -167,7 +288,7 @@ pub fn read_npy_bytes(bytes: &[u8], what: &str) -> Result<Tensor, TensorError> {
                 }
                 strings.push(s.into_bytes());
             }
-            reorder_strings(Tensor::from_strings(&dims, strings)?, fortran)?
+            reorder_strings(Tensor::from_strings(dims, strings)?, fortran)?
         }
     };
     Ok(tensor)
@@ -279,6 +400,12 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>, TensorError> {
 }
 
 /// Reads an `.npz` archive from any seekable reader.
+///
+/// Each member's declared uncompressed size is checked against the memory limit
+/// ([`crate::limit`]) before it is read, and its `.npy` header's shape × dtype size against
+/// that declared size and the limit before its data is read; the data is read through a
+/// bounded reader. A zip bomb or a lying header fails naming the member and the sizes, having
+/// read no more than the header.
 pub fn read_npz_from<R: Read + Seek>(reader: R, what: &str) -> Result<Vec<(String, Tensor)>, TensorError> {
     let mut zip =
         zip::ZipArchive::new(reader).map_err(|e| err(what, format!("not a valid .npz (zip) archive: {e}")))?;
@@ -287,13 +414,16 @@ pub fn read_npz_from<R: Read + Seek>(reader: R, what: &str) -> Result<Vec<(Strin
         let mut entry = zip.by_index(i).map_err(|e| err(what, format!("bad archive member {i}: {e}")))?;
         let name = entry.name().to_string();
         let key = name.strip_suffix(".npy").unwrap_or(&name).to_string();
+        let member = format!("{what}[{}]", shown(&name));
         let declared = entry.size();
-        let mut bytes = Vec::new();
-        (&mut entry)
-            .take(declared)
-            .read_to_end(&mut bytes)
-            .map_err(|e| err(what, format!("cannot read member '{name}': {e}")))?;
-        let t = read_npy_bytes(&bytes, &format!("{what}[{name}]"))?;
+        let compressed = entry.compressed_size();
+        crate::limit::check(usize::try_from(declared).unwrap_or(usize::MAX), || {
+            format!("member of {declared} bytes ({compressed} compressed) read from {member}")
+        })?;
+        let t = read_npy_from(&mut entry, &member, Some(declared))?;
+        // Read to the member's end (nothing is kept) so that the archive checks its CRC.
+        std::io::copy(&mut (&mut entry).take(declared), &mut std::io::sink())
+            .map_err(|e| err(&member, format!("cannot read: {e}")))?;
         out.push((key, t));
     }
     Ok(out)
@@ -404,5 +534,86 @@ mod tests {
         std::fs::write(&p, b"PK\x03\x04garbage").unwrap();
         assert!(read_npz(&p).unwrap_err().to_string().contains("a.npz"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An `.npz` holding one member `name` with `bytes`, stored or deflated.
+    fn npz_with(name: &str, bytes: &[u8], method: zip::CompressionMethod) -> Vec<u8> {
+        let mut cursor = std::io::Cursor::new(Vec::new());
+        let mut zip = zip::ZipWriter::new(&mut cursor);
+        zip.start_file(name, zip::write::SimpleFileOptions::default().compression_method(method)).unwrap();
+        zip.write_all(bytes).unwrap();
+        zip.finish().unwrap();
+        cursor.into_inner()
+    }
+
+    /// A `.npy` header declaring `shape` of `descr`, followed by `data` bytes of zeros.
+    fn npy_with(descr: &str, shape: &str, data: usize) -> Vec<u8> {
+        let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&[1, 0]);
+        b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        b.extend_from_slice(header.as_bytes());
+        b.resize(b.len() + data, 0);
+        b
+    }
+
+    #[test]
+    fn an_npz_bomb_is_refused_before_it_is_inflated() {
+        // 32 MiB of zeros deflate to ~32 KB; under a 16 MiB limit the member's declared size
+        // is refused before anything is inflated (it used to be read whole, then copied).
+        let npy = npy_with("<f4", "(8388608,)", 32 << 20);
+        let npz = npz_with("x.npy", &npy, zip::CompressionMethod::Deflated);
+        assert!(npz.len() < 1 << 20, "{}", npz.len());
+        let _limit = crate::limit::scoped(16 << 20);
+        let e = read_npz_from(std::io::Cursor::new(&npz), "bomb.npz").unwrap_err().to_string();
+        assert!(e.contains("resource exhausted") && e.contains("bomb.npz[x.npy]"), "{e}");
+        assert!(e.contains(&format!("{} bytes", npy.len())) && e.contains("16777216"), "{e}");
+        // Where the limit allows it, the same archive reads.
+        let _limit = crate::limit::scoped(64 << 20);
+        let t = read_npz_from(std::io::Cursor::new(&npz), "bomb.npz").unwrap();
+        assert_eq!(t[0].1.dims(), [8388608]);
+    }
+
+    #[test]
+    fn npz_members_that_lie_about_their_size_are_refused_before_reading() {
+        // A stored member whose directory entries declare 4 GiB (a 4 KB file).
+        let npy = npy_with("<f4", "(4,)", 16);
+        let mut npz = npz_with("x.npy", &npy, zip::CompressionMethod::Stored);
+        let huge = 0xffff_ff00u32.to_le_bytes();
+        let local = npz.windows(4).position(|w| w == b"PK\x03\x04").unwrap();
+        npz[local + 22..local + 26].copy_from_slice(&huge);
+        let central = npz.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+        npz[central + 24..central + 28].copy_from_slice(&huge);
+        let _limit = crate::limit::scoped(1 << 30);
+        let e = read_npz_from(std::io::Cursor::new(&npz), "lie.npz").unwrap_err().to_string();
+        assert!(e.contains("lie.npz[x.npy]") && e.contains("4294967040 bytes") && e.contains("1073741824"), "{e}");
+        // An honest member whose .npy header declares 1 GiB of data but holds 16 bytes: an
+        // error before any data is read.
+        let npy = npy_with("<f4", "(268435456,)", 16);
+        let npz = npz_with("y.npy", &npy, zip::CompressionMethod::Deflated);
+        let e = read_npz_from(std::io::Cursor::new(&npz), "short.npz").unwrap_err().to_string();
+        assert!(e.contains("short.npz[y.npy]") && e.contains("needs 1073741824 bytes, file has 16"), "{e}");
+        // Over the limit: named with its shape.
+        let npy = npy_with("<f4", "(268435456,)", 16);
+        let _limit = crate::limit::scoped(1 << 20);
+        let e = read_npy_from(std::io::Cursor::new(&npy), "big.npy", None).unwrap_err().to_string();
+        assert!(e.contains("big.npy") && e.contains("[268435456]") && e.contains("1073741824 bytes"), "{e}");
+        // `S0` holds any number of empty strings in no bytes: refused by the limit.
+        let npy = npy_with("|S0", "(1000000000000,)", 0);
+        let e = read_npy_bytes(&npy, "s0.npy").unwrap_err().to_string();
+        assert!(e.contains("s0.npy") && e.contains("resource exhausted"), "{e}");
+    }
+
+    #[test]
+    fn streamed_npy_matches_the_bytes_reader() {
+        let good = write_npy_bytes(&Tensor::from_vec(&[2, 2], vec![1.0f64, 2.0, 3.0, 4.0]).unwrap()).unwrap();
+        for cut in 0..=good.len() {
+            let a = read_npy_bytes(&good[..cut], "x.npy").map_err(|e| e.to_string());
+            let b = read_npy_from(std::io::Cursor::new(&good[..cut]), "x.npy", None).map_err(|e| e.to_string());
+            let c =
+                read_npy_from(std::io::Cursor::new(&good[..cut]), "x.npy", Some(cut as u64)).map_err(|e| e.to_string());
+            assert_eq!(a, b, "cut {cut}");
+            assert_eq!(a, c, "cut {cut}");
+        }
     }
 }

@@ -100,19 +100,27 @@ pub fn read_meta_graph(path: &Path) -> Result<MetaGraphDef> {
     let what = path.display().to_string();
     let bytes = std::fs::read(path)
         .map_err(|e| TrainError::Data { path: what.clone(), reason: format!("cannot read: {e}") })?;
-    match ferroflow_proto::decode::<MetaGraphDef>(&bytes, &what) {
+    parse_meta_graph(&bytes, &what)
+}
+
+/// Parses a meta graph file's bytes (what [`read_meta_graph`] reads): binary, or text format
+/// as a fallback; `what` names the file in errors.
+pub fn parse_meta_graph(bytes: &[u8], what: &str) -> Result<MetaGraphDef> {
+    let what = what.to_string();
+    match ferroflow_proto::decode::<MetaGraphDef>(bytes, &what) {
         Ok(m) if m.graph_def.is_some() => Ok(m),
-        binary => match std::str::from_utf8(&bytes).ok().map(|t| ferroflow_proto::parse_text::<MetaGraphDef>(t, &what))
-        {
-            Some(Ok(m)) if m.graph_def.is_some() => Ok(m),
-            _ => Err(TrainError::Data {
-                path: what,
-                reason: match binary {
-                    Err(e) => format!("not a MetaGraphDef (binary or text): {e}"),
-                    Ok(_) => "not a MetaGraphDef: it has no graph_def".into(),
-                },
-            }),
-        },
+        binary => {
+            match std::str::from_utf8(bytes).ok().map(|t| ferroflow_proto::parse_text::<MetaGraphDef>(t, &what)) {
+                Some(Ok(m)) if m.graph_def.is_some() => Ok(m),
+                _ => Err(TrainError::Data {
+                    path: what,
+                    reason: match binary {
+                        Err(e) => format!("not a MetaGraphDef (binary or text): {e}"),
+                        Ok(_) => "not a MetaGraphDef: it has no graph_def".into(),
+                    },
+                }),
+            }
+        }
     }
 }
 

@@ -68,18 +68,26 @@ fn data_err(path: &Path, reason: impl Into<String>) -> TrainError {
     TrainError::Data { path: path.display().to_string(), reason: reason.into() }
 }
 
-/// Opens `path`, or `path.gz` when `path` does not exist, decompressing gzip (detected by its
-/// magic bytes).
-fn open(path: &Path) -> Result<(PathBuf, Box<dyn Read>)> {
+/// Opens `path`, or `path.gz` when `path` does not exist.
+fn open(path: &Path) -> Result<(PathBuf, File)> {
     let path = if path.exists() { path.to_path_buf() } else { PathBuf::from(format!("{}.gz", path.display())) };
     let f = File::open(&path).map_err(|e| data_err(&path, e.to_string()))?;
-    let mut r = BufReader::new(f);
+    Ok((path, f))
+}
+
+/// `r`, decompressing gzip (detected by its magic bytes).
+fn maybe_gunzip<'a>(r: impl Read + 'a, path: &Path) -> Result<Box<dyn Read + 'a>> {
+    let mut r = BufReader::new(r);
     let mut magic = [0u8; 2];
-    let n = r.read(&mut magic).map_err(|e| data_err(&path, e.to_string()))?;
+    let mut n = 0;
+    while n < 2 {
+        match r.read(&mut magic[n..]).map_err(|e| data_err(path, e.to_string()))? {
+            0 => break,
+            k => n += k,
+        }
+    }
     let head = std::io::Cursor::new(magic[..n].to_vec()).chain(r);
-    let reader: Box<dyn Read> =
-        if magic == [0x1f, 0x8b] { Box::new(flate2::read::GzDecoder::new(head)) } else { Box::new(head) };
-    Ok((path, reader))
+    Ok(if magic == [0x1f, 0x8b] { Box::new(flate2::read::GzDecoder::new(head)) } else { Box::new(head) })
 }
 
 fn read_u32(r: &mut dyn Read, path: &Path, what: &str) -> Result<u32> {
@@ -91,40 +99,74 @@ fn read_u32(r: &mut dyn Read, path: &Path, what: &str) -> Result<u32> {
 /// Reads an IDX file of unsigned bytes: its dimensions and data. The declared size is checked
 /// against a cap before reading, and a file shorter than declared is an error.
 pub fn read_idx(path: &Path) -> Result<(Vec<usize>, Vec<u8>)> {
-    let (path, mut r) = open(path)?;
-    let magic = read_u32(&mut r, &path, "magic")?;
+    let (path, f) = open(path)?;
+    read_idx_from(f, &path)
+}
+
+/// Reads an IDX file of unsigned bytes, gzipped or not, from its bytes; `path` names it in
+/// errors.
+pub fn read_idx_bytes(bytes: &[u8], path: &Path) -> Result<(Vec<usize>, Vec<u8>)> {
+    read_idx_from(bytes, path)
+}
+
+/// Reads an IDX file of unsigned bytes, gzipped or not, from a stream. The size its header
+/// declares (dimensions × 1 byte) is checked against [`MAX_PAYLOAD`] and the memory limit
+/// ([`ferroflow_tensor::limit`]) before anything is read, and the data is read through a
+/// bounded reader: a gzip bomb or a lying header fails without inflating (or allocating) more
+/// than the header declares or the stream really holds.
+pub fn read_idx_from(r: impl Read, path: &Path) -> Result<(Vec<usize>, Vec<u8>)> {
+    let mut r = maybe_gunzip(r, path)?;
+    let magic = read_u32(&mut r, path, "magic")?;
     if magic >> 16 != 0 || (magic >> 8) & 0xff != 0x08 {
         return Err(data_err(
-            &path,
+            path,
             format!("not an IDX file of unsigned bytes: magic {magic:#010x} (expected 0x0000080N)"),
         ));
     }
     let rank = (magic & 0xff) as usize;
     if rank == 0 || rank > 4 {
-        return Err(data_err(&path, format!("IDX rank {rank} is not 1..=4")));
+        return Err(data_err(path, format!("IDX rank {rank} is not 1..=4")));
     }
     let mut dims = Vec::with_capacity(rank);
     for i in 0..rank {
-        dims.push(read_u32(&mut r, &path, &format!("dimension {i}"))? as usize);
+        dims.push(read_u32(&mut r, path, &format!("dimension {i}"))? as usize);
     }
     let total = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).filter(|&n| n <= MAX_PAYLOAD);
     let Some(total) = total else {
-        return Err(data_err(&path, format!("declared shape {dims:?} is larger than {MAX_PAYLOAD} bytes")));
+        return Err(data_err(path, format!("declared shape {dims:?} is larger than {MAX_PAYLOAD} bytes")));
     };
+    ferroflow_tensor::limit::check(total as usize, || format!("IDX data of shape {dims:?}"))
+        .map_err(|e| data_err(path, e.to_string()))?;
     let mut data = Vec::new();
-    r.take(total).read_to_end(&mut data).map_err(|e| data_err(&path, e.to_string()))?;
+    r.take(total).read_to_end(&mut data).map_err(|e| data_err(path, e.to_string()))?;
     if data.len() as u64 != total {
-        return Err(data_err(&path, format!("declares {total} bytes of data ({dims:?}) but holds {}", data.len())));
+        return Err(data_err(path, format!("declares {total} bytes of data ({dims:?}) but holds {}", data.len())));
     }
     Ok((dims, data))
+}
+
+/// Images `[n, rows, cols]` of bytes as `f32` `[n, rows·cols]` scaled to [0, 1]; the float
+/// tensor's size is checked against the memory limit first. `path` names the file in errors.
+pub fn images_tensor(dims: &[usize], pixels: &[u8], path: &Path) -> Result<Tensor> {
+    let &[n, rows, cols] = dims else {
+        return Err(data_err(path, format!("images must be [n, rows, cols], got {dims:?}")));
+    };
+    let per_image = rows.checked_mul(cols).filter(|&p| n.checked_mul(p) == Some(pixels.len()));
+    let Some(per_image) = per_image else {
+        return Err(data_err(path, format!("images of shape {dims:?} need a different size than {}", pixels.len())));
+    };
+    let bytes = pixels.len().saturating_mul(std::mem::size_of::<f32>());
+    ferroflow_tensor::limit::check(bytes, || format!("float tensor for images of shape {dims:?}"))
+        .map_err(|e| data_err(path, e.to_string()))?;
+    let px: Vec<f32> = pixels.iter().map(|&p| p as f32 / 255.0).collect();
+    Ok(Tensor::from_vec(&[n, per_image], px)?)
 }
 
 /// Reads an images file (`[n, rows, cols]`) and a labels file (`[n]`) into a [`Split`].
 pub fn read_split(images: &Path, labels: &Path) -> Result<Split> {
     let (idims, pixels) = read_idx(images)?;
-    if idims.len() != 3 {
-        return Err(data_err(images, format!("images must be [n, rows, cols], got {idims:?}")));
-    }
+    let images_t = images_tensor(&idims, &pixels, images)?;
+    drop(pixels);
     let (ldims, labels_v) = read_idx(labels)?;
     if ldims.len() != 1 || ldims[0] != idims[0] {
         return Err(data_err(
@@ -135,9 +177,7 @@ pub fn read_split(images: &Path, labels: &Path) -> Result<Split> {
     if let Some((i, l)) = labels_v.iter().enumerate().find(|(_, &l)| l > 9) {
         return Err(data_err(labels, format!("label {l} at index {i} is not a digit 0..9")));
     }
-    let px: Vec<f32> = pixels.iter().map(|&p| p as f32 / 255.0).collect();
-    let images = Tensor::from_vec(&[idims[0], idims[1] * idims[2]], px)?;
-    Ok(Split { images, labels: labels_v })
+    Ok(Split { images: images_t, labels: labels_v })
 }
 
 /// Loads `dir`'s `train-images-idx3-ubyte`, `train-labels-idx1-ubyte`,
@@ -191,5 +231,49 @@ mod tests {
         let missing = dir.path().join("nope");
         assert!(read_idx(&missing).unwrap_err().to_string().contains("nope"));
         assert!(one_hot(&[3, 12], 10).unwrap_err().to_string().contains("label 12 at index 1"));
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(bytes).unwrap();
+        z.finish().unwrap()
+    }
+
+    fn idx(dims: &[u32], data: usize) -> Vec<u8> {
+        let mut b = vec![0u8, 0, 8, dims.len() as u8];
+        for d in dims {
+            b.extend_from_slice(&d.to_be_bytes());
+        }
+        b.resize(b.len() + data, 0);
+        b
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_before_it_is_inflated() {
+        let dir = tempfile::tempdir().unwrap();
+        let _limit = ferroflow_tensor::limit::scoped(8 << 20);
+        // 16 MiB of pixels gzip to ~16 KB: the declared size is refused before inflating.
+        let bomb = gzip(&idx(&[16 << 10, 32, 32], 16 << 20));
+        assert!(bomb.len() < 1 << 20);
+        let p = dir.path().join("bomb-images-idx3-ubyte.gz");
+        std::fs::write(&p, &bomb).unwrap();
+        let e = read_idx(&p).unwrap_err().to_string();
+        assert!(e.contains("bomb-images") && e.contains("16777216 bytes") && e.contains("8388608"), "{e}");
+        let e = read_idx_bytes(&bomb, Path::new("bytes.gz")).unwrap_err().to_string();
+        assert!(e.contains("bytes.gz") && e.contains("resource exhausted"), "{e}");
+        // 4 MiB of pixels fit, but not as 16 MiB of floats: refused before converting.
+        let images = dir.path().join("images");
+        std::fs::write(&images, gzip(&idx(&[4 << 10, 32, 32], 4 << 20))).unwrap();
+        let labels = dir.path().join("labels");
+        std::fs::write(&labels, gzip(&idx(&[4 << 10], 4 << 10))).unwrap();
+        let e = read_split(&images, &labels).unwrap_err().to_string();
+        assert!(e.contains("images") && e.contains("float tensor") && e.contains("16777216 bytes"), "{e}");
+        let _limit = ferroflow_tensor::limit::scoped(64 << 20);
+        assert_eq!(read_split(&images, &labels).unwrap().images.dims(), [4096, 1024]);
+        // A header that declares more than the stream holds: an error, having read what is there.
+        let short = gzip(&idx(&[1 << 14, 28, 28], 100));
+        let e = read_idx_bytes(&short, Path::new("short.gz")).unwrap_err().to_string();
+        assert!(e.contains("declares 12845056 bytes") && e.contains("holds 100"), "{e}");
     }
 }

@@ -1,0 +1,215 @@
+//! The readers of user files as functions of arbitrary bytes: the entry points of the
+//! libFuzzer targets (`fuzz/fuzz_targets/<target>.rs`, one line each) and of the test that
+//! replays every crash they found (`tests/fuzz_regressions.rs`, over
+//! `fuzz/regressions/<target>/*`).
+//!
+//! Each function runs a reader the way the command line does — a `.pb` is decoded and
+//! imported, a `.meta` read and imported, a checkpoint's tensors read — and discards the
+//! result. Any input must end in `Ok` or an error; a panic, a hang or an allocation that
+//! escapes the memory limit is a bug. The readers run under [`MEMORY_LIMIT`], so a size
+//! taken from the data that is checked against the limit fails there, well below the fuzzer's
+//! own allocation limit (2 GiB in `scripts/fuzz_all.sh`), which catches the unchecked ones.
+//!
+//! The errors of the readers themselves (not of graph import, which names nodes) are also
+//! checked to be one line of at most [`MAX_ERROR_BYTES`]: a hostile file cannot make a
+//! message kilobytes long.
+use std::fmt::Display;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use crate::{checkpoint, graph, ops, proto, summary, tensor, train};
+
+/// The memory limit the readers run under ([`tensor::limit`]).
+pub const MEMORY_LIMIT: usize = 256 << 20;
+
+/// The longest error message a reader may give (its file name here is a few bytes).
+pub const MAX_ERROR_BYTES: usize = 512;
+
+/// A fuzz target: its name (the directory of its corpus and regressions) and its function.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target, by name.
+pub const TARGETS: &[Target] = &[
+    ("graph_def_binary", graph_def_binary),
+    ("graph_def_text", graph_def_text),
+    ("meta_graph", meta_graph),
+    ("npy", npy),
+    ("npz", npz),
+    ("event_file", event_file),
+    ("bundle_index", bundle_index),
+    ("checkpoint_data", checkpoint_data),
+    ("checkpoint_bundle", checkpoint_bundle),
+    ("mnist_idx", mnist_idx),
+];
+
+/// The target named `name`.
+pub fn target(name: &str) -> Option<fn(&[u8])> {
+    TARGETS.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+}
+
+/// Panics unless `e` is one line of at most [`MAX_ERROR_BYTES`].
+fn check_error(e: &impl Display) {
+    let text = e.to_string();
+    assert!(
+        text.len() <= MAX_ERROR_BYTES && !text.contains('\n'),
+        "an error message of {} bytes (at most {MAX_ERROR_BYTES}, one line): {}",
+        text.len(),
+        text.chars().take(2000).collect::<String>()
+    );
+}
+
+/// `r`'s value, or `None` after checking its error.
+fn ok<T, E: Display>(r: Result<T, E>) -> Option<T> {
+    r.map_err(|e| check_error(&e)).ok()
+}
+
+/// A binary `.pb` GraphDef: decoded and imported (op signatures, validation, shape inference),
+/// as `ferroflow run`/`optimize` load one.
+pub fn graph_def_binary(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    if let Some(def) = ok(graph::io::parse_graph_def(data, false, "fuzz.pb")) {
+        let _ = ops::import_graph_def(&def);
+    }
+}
+
+/// A text-format `.pbtxt` GraphDef: parsed and imported.
+pub fn graph_def_text(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    if let Some(def) = ok(graph::io::parse_graph_def(data, true, "fuzz.pbtxt")) {
+        let _ = ops::import_graph_def(&def);
+    }
+}
+
+/// A `.meta` MetaGraphDef (binary, or text as a fallback): read, imported, and imported again
+/// into the result under a scope (the demo's `import_meta_graph(..., import_scope=...)`),
+/// with its saver and collections.
+pub fn meta_graph(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let Some(meta) = ok(train::meta_graph::parse_meta_graph(data, "fuzz.meta")) else { return };
+    let Ok(imported) = train::meta_graph::import_meta_graph(&meta, None, "") else { return };
+    for key in meta.collection_def.keys() {
+        let _ = imported.collection(key);
+    }
+    let _ = train::meta_graph::import_meta_graph(&meta, Some(&imported.graph), "restored");
+}
+
+/// A `.npy` file.
+pub fn npy(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    ok(tensor::npy::read_npy_bytes(data, "fuzz.npy"));
+    ok(tensor::npy::read_npy_from(data, "fuzz.npy", None));
+}
+
+/// A `.npz` archive (every member).
+pub fn npz(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    ok(tensor::npy::read_npz_from(Cursor::new(data), "fuzz.npz"));
+}
+
+/// A TensorBoard event file: its TFRecord framing read as a file (size known) and as a
+/// stream (size unknown), each event decoded with what it carries (graph, run metadata,
+/// meta graph, scalar values).
+pub fn event_file(data: &[u8]) {
+    use proto::event::What;
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    for len in [Some(data.len() as u64), None] {
+        for event in summary::EventReader::new(data, "fuzz.tfevents", len) {
+            let Some(event) = ok(event) else { break };
+            match event.what {
+                Some(What::GraphDef(bytes)) => {
+                    ok(proto::decode::<proto::GraphDef>(&bytes, "graph_def"));
+                }
+                Some(What::MetaGraphDef(bytes)) => {
+                    ok(proto::decode::<proto::MetaGraphDef>(&bytes, "meta_graph_def"));
+                }
+                Some(What::TaggedRunMetadata(t)) => {
+                    ok(proto::decode::<proto::RunMetadata>(&t.run_metadata, "run_metadata"));
+                }
+                Some(What::Summary(s)) => {
+                    for v in &s.value {
+                        let _ = summary::scalar_value(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A checkpoint's `.index`: the SSTable layer (footer, handles, block trailers and CRCs,
+/// restart arrays, prefix-compressed entries) and the bundle layer (header, entries).
+pub fn bundle_index(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    ok(checkpoint::table::read(data));
+    ok(checkpoint::BundleReader::from_index_bytes(Path::new("fuzz"), data));
+}
+
+/// The `.index` of `fixtures/tf/checkpoints/mixed` (TensorFlow's: floats, ints, bools,
+/// strings, scalars and empty tensors).
+const MIXED_INDEX: &[u8] = include_bytes!("../../../fixtures/tf/checkpoints/mixed.index");
+
+/// A directory of its own for one checkpoint (tmpfs where there is one), removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("ferroflow-fuzz-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Reads every tensor that `index` names from a data file holding `data` (the first shard;
+/// the others are missing).
+fn read_bundle(index: &[u8], data: &[u8]) {
+    let Ok(dir) = Scratch::new() else { return };
+    let prefix = dir.0.join("ckpt");
+    let Some(reader) = ok(checkpoint::BundleReader::from_index_bytes(&prefix, index)) else { return };
+    let shards = reader.header().num_shards;
+    if std::fs::write(checkpoint::data_path(&prefix, 0, shards), data).is_err() {
+        return;
+    }
+    for name in reader.entries().keys() {
+        ok(reader.read(name));
+    }
+}
+
+/// A checkpoint's data file: every tensor of a fixed, valid `.index` (TensorFlow's
+/// `mixed` fixture) read from the fuzzed bytes (offsets, sizes, CRCs, string lengths).
+pub fn checkpoint_data(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    read_bundle(MIXED_INDEX, data);
+}
+
+/// A whole checkpoint: a 2-byte little-endian length, that many bytes of `.index`, and the
+/// data file; every tensor the index names is read (hostile entries against real data).
+pub fn checkpoint_bundle(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let Some((len, rest)) = data.split_first_chunk::<2>() else { return };
+    let len = (u16::from_le_bytes(*len) as usize).min(rest.len());
+    let (index, data) = rest.split_at(len);
+    read_bundle(index, data);
+}
+
+/// An MNIST IDX file, gzipped or not; images (`[n, rows, cols]`) are converted to the float
+/// tensor training uses.
+pub fn mnist_idx(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let path = Path::new("fuzz-idx3-ubyte");
+    if let Some((dims, bytes)) = ok(train::mnist::read_idx_bytes(data, path)) {
+        if dims.len() == 3 {
+            ok(train::mnist::images_tensor(&dims, &bytes, path));
+        }
+    }
+}
