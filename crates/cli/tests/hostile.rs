@@ -246,3 +246,33 @@ fn convert_refuses_invalid_constants_and_errors_name_the_node_once() {
     fails_cleanly(&ran, &["node 'c' (Const): attr 'value'"], 1 << 30);
     assert_eq!(ran.stderr.matches("node 'c'").count(), 1, "the node is named once: {}", ran.stderr);
 }
+
+#[test]
+fn an_npz_bomb_is_refused_before_it_is_inflated() {
+    use std::io::Write;
+    // 768 MiB of zeros deflate to well under a megabyte; the reader refuses the member's
+    // declared size (past half the 1 GiB address space) before inflating any of it. It used
+    // to inflate it all and then copy it: 1.5 GB and more.
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.npz");
+    let data = 768usize << 20;
+    let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", data / 4);
+    let padded = format!("{header:<118}\n");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&bomb).unwrap());
+    let options =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated).large_file(true);
+    zip.start_file("x:0.npy", options).unwrap();
+    zip.write_all(b"\x93NUMPY\x01\x00").unwrap();
+    zip.write_all(&(padded.len() as u16).to_le_bytes()).unwrap();
+    zip.write_all(padded.as_bytes()).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..data >> 20 {
+        zip.write_all(&zeros).unwrap();
+    }
+    zip.finish().unwrap();
+    let size = std::fs::metadata(&bomb).unwrap().len();
+    assert!(size < 4 << 20, "{size} bytes");
+    let graph = hostile().join("fed_sizes.pbtxt").display().to_string();
+    let ran = ferroflow(&args(&["run", &graph, "--fetch", "tile:0", "--inputs", &bomb.display().to_string()]), None);
+    fails_cleanly(&ran, &["bomb.npz[x:0.npy]", "resource exhausted"], data as u64);
+}
