@@ -20,6 +20,14 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
 os.makedirs(OUT, exist_ok=True)
 
 
+def write_text(g, name):
+    """Writes TF1 graph `g` as text to fixtures/hostile/NAME.pbtxt."""
+    gd = g.as_graph_def()
+    with open(os.path.join(OUT, f"{name}.pbtxt"), "w") as f:
+        f.write(str(gd))
+    print(f"{name}:", sorted({n.op for n in gd.node}))
+
+
 def endless_v1():
     g = tf.Graph()
     with g.as_default():
@@ -27,9 +35,7 @@ def endless_v1():
         i = tf.compat.v1.while_loop(lambda i: tf.constant(True), lambda i: i + 1, [tf.constant(0)], name="loop")
         tf.identity(i, name="out")
         tf.compat.v1.enable_control_flow_v2()
-    with open(os.path.join(OUT, "endless_v1.pbtxt"), "w") as f:
-        f.write(str(g.as_graph_def()))
-    print("endless_v1:", sorted({n.op for n in g.as_graph_def().node}))
+    write_text(g, "endless_v1")
 
 
 def endless_v2():
@@ -56,9 +62,7 @@ def count_v1():
         tf.identity(i, name="count")
         tf.identity(acc, name="acc")
         tf.compat.v1.enable_control_flow_v2()
-    with open(os.path.join(OUT, "count_v1.pbtxt"), "w") as f:
-        f.write(str(g.as_graph_def()))
-    print("count_v1:", sorted({n.op for n in g.as_graph_def().node}))
+    write_text(g, "count_v1")
 
 
 def fed_sizes():
@@ -77,9 +81,7 @@ def fed_sizes():
         tf.compat.v1.image.resize_bilinear(tf.reshape(x, [1, 2, 2, 1]), size, name="resize")
         with tf.compat.v1.Session(graph=g) as sess:
             sess.run("tile:0", {x: [[1, 2], [3, 4]], multiples: [2, 3]})
-    with open(os.path.join(OUT, "fed_sizes.pbtxt"), "w") as f:
-        f.write(str(g.as_graph_def()))
-    print("fed_sizes:", sorted({n.op for n in g.as_graph_def().node}))
+    write_text(g, "fed_sizes")
 
 
 endless_v1()

@@ -77,23 +77,9 @@ pub fn data_path(prefix: &Path, shard: i32, num_shards: i32) -> PathBuf {
     PathBuf::from(format!("{}.data-{shard:05}-of-{num_shards:05}", prefix.display()))
 }
 
-/// A name from a file as it appears in a message: escaped (one line) and cut to 64
-/// characters, so that a hostile index cannot make an error kilobytes long.
+/// A name from a file as it appears in a message (at most 64 characters).
 fn shown(name: &str) -> String {
-    const MAX: usize = 64;
-    let escaped: String = name.escape_debug().collect();
-    match escaped.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
-}
-
-/// Dimensions as they appear in a message: the first eight, then how many there are.
-fn shown_dims(dims: &[usize]) -> String {
-    match dims.len() {
-        0..=8 => format!("{dims:?}"),
-        n => format!("{:?}… ({n} dimensions)", &dims[..8]),
-    }
+    ferroflow_tensor::shown::text(name, 64)
 }
 
 fn mask(crc: u32) -> u32 {
@@ -306,7 +292,7 @@ impl BundleReader {
                 return Err(corrupt(format!(
                     "Invalid size in bundle entry: {} bytes for {dtype}{}",
                     e.size,
-                    shown_dims(&dims)
+                    ferroflow_tensor::shown::dims(&dims)
                 )));
             }
         }
@@ -327,7 +313,7 @@ impl BundleReader {
             let strings = (n as usize).min(e.size as usize);
             let held = (e.size as usize).saturating_add(strings.saturating_mul(8 + std::mem::size_of::<Vec<u8>>()));
             ferroflow_tensor::limit::check(held, || {
-                format!("string tensor '{}' {} in {p}", shown(name), shown_dims(&dims))
+                format!("string tensor '{}' {} in {p}", shown(name), ferroflow_tensor::shown::dims(&dims))
             })?;
             let mut bytes = vec![0u8; e.size as usize];
             f.read_exact(&mut bytes).map_err(io)?;

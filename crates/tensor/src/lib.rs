@@ -9,6 +9,7 @@ pub mod fs;
 pub mod limit;
 pub mod npy;
 mod shape;
+pub mod shown;
 mod tensor;
 
 pub use dtype::{DType, Element};

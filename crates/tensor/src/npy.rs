@@ -71,23 +71,9 @@ fn dict_value<'a>(header: &'a str, key: &str, what: &str) -> Result<&'a str, Ten
     end.map(|e| rest[..e].trim()).ok_or_else(|| err(what, format!("header value for '{key}' is malformed")))
 }
 
-/// A header value as it appears in an error: escaped (one line) and cut to a few dozen
-/// characters, so a hostile header cannot make a message kilobytes long.
+/// A header value as it appears in an error (at most 40 characters).
 fn shown(text: &str) -> String {
-    const MAX: usize = 40;
-    let escaped: String = text.escape_debug().collect();
-    match escaped.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
-}
-
-/// Dimensions as they appear in an error: the first eight, then how many there are.
-fn shown_dims(dims: &[usize]) -> String {
-    match dims.len() {
-        0..=8 => format!("{dims:?}"),
-        n => format!("{:?}… ({n} dimensions)", &dims[..8]),
-    }
+    crate::shown::text(text, 40)
 }
 
 /// The fixed part of a `.npy` file before its header: magic, version and header length.
@@ -157,7 +143,7 @@ fn parse_header(header: &[u8], what: &str) -> Result<Header, TensorError> {
         // One vector per element besides the bytes: `S0` holds any count of empty strings
         // in no bytes at all.
         let held = count.saturating_mul(std::mem::size_of::<Vec<u8>>()).saturating_add(need);
-        crate::limit::check(held, || format!("string array of shape {} read from {what}", shown_dims(&dims)))?;
+        crate::limit::check(held, || format!("string array of shape {} read from {what}", crate::shown::dims(&dims)))?;
     }
     Ok(Header { descr, descr_text: shown(descr_text), fortran, dims, count, item, need })
 }
@@ -168,7 +154,7 @@ impl Header {
             what,
             format!(
                 "truncated data: shape {} of '{}' needs {} bytes, file has {have}",
-                shown_dims(&self.dims),
+                crate::shown::dims(&self.dims),
                 self.descr_text,
                 self.need
             ),
@@ -218,7 +204,7 @@ pub fn read_npy_from(mut reader: impl Read, what: &str, len: Option<u64>) -> Res
         }
     }
     crate::limit::check(h.need, || {
-        format!("'{}' array of shape {} read from {what}", h.descr_text, shown_dims(&h.dims))
+        format!("'{}' array of shape {} read from {what}", h.descr_text, crate::shown::dims(&h.dims))
     })?;
     let mut data = Vec::new();
     reader.take(h.need as u64).read_to_end(&mut data).map_err(io)?;
