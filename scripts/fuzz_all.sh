@@ -79,7 +79,21 @@ seed_target() {
         rm -rf "$tmp"
         ;;
     npz) seed "$dir" "$fixtures"/**/*.npz ;;
-    event_file) seed "$dir" "$fixtures"/events/*/* ;;
+    event_file)
+        seed "$dir" "$fixtures"/events/*/*
+        # Each record's payload alone (an Event): the target also frames its input as one
+        # record with valid CRCs.
+        local f off len size i
+        for f in "$fixtures"/events/*/*; do
+            off=0 i=0 size=$(stat -c %s "$f")
+            while ((off + 12 <= size)); do
+                len=$(od -An -t u8 -j "$off" -N 8 "$f" | tr -d ' ')
+                ((off + 16 + len <= size)) || break
+                tail -c +$((off + 13)) "$f" | head -c "$len" >"$dir/seed-event-$(basename "$f")-$i"
+                off=$((off + 16 + len)) i=$((i + 1))
+            done
+        done
+        ;;
     bundle_index) seed "$dir" "$fixtures"/checkpoints/*.index "$fixtures"/checkpoints/*/*.index ;;
     checkpoint_data) seed "$dir" "$fixtures"/checkpoints/mixed.data-00000-of-00001 ;;
     checkpoint_bundle)

@@ -108,30 +108,43 @@ pub fn npz(data: &[u8]) {
 
 /// A TensorBoard event file: its TFRecord framing read as a file (size known) and as a
 /// stream (size unknown), each event decoded with what it carries (graph, run metadata,
-/// meta graph, scalar values).
+/// meta graph, scalar values). The bytes are also framed as the payload of one record with
+/// valid CRCs, so that mutations reach the events and what they carry (raw mutations of an
+/// event file almost never pass its CRCs).
 pub fn event_file(data: &[u8]) {
-    use proto::event::What;
     let _limit = tensor::limit::scoped(MEMORY_LIMIT);
     for len in [Some(data.len() as u64), None] {
-        for event in summary::EventReader::new(data, "fuzz.tfevents", len) {
-            let Some(event) = ok(event) else { break };
-            match event.what {
-                Some(What::GraphDef(bytes)) => {
-                    ok(proto::decode::<proto::GraphDef>(&bytes, "graph_def"));
-                }
-                Some(What::MetaGraphDef(bytes)) => {
-                    ok(proto::decode::<proto::MetaGraphDef>(&bytes, "meta_graph_def"));
-                }
-                Some(What::TaggedRunMetadata(t)) => {
-                    ok(proto::decode::<proto::RunMetadata>(&t.run_metadata, "run_metadata"));
-                }
-                Some(What::Summary(s)) => {
-                    for v in &s.value {
-                        let _ = summary::scalar_value(v);
+        read_events(data, len);
+    }
+    let mut framed = Vec::with_capacity(data.len() + 16);
+    if summary::record::write_record(&mut framed, data).is_ok() {
+        read_events(&framed, Some(framed.len() as u64));
+    }
+}
+
+fn read_events(data: &[u8], len: Option<u64>) {
+    use proto::event::What;
+    for event in summary::EventReader::new(data, "fuzz.tfevents", len) {
+        let Some(event) = ok(event) else { break };
+        match event.what {
+            Some(What::GraphDef(bytes)) => {
+                ok(proto::decode::<proto::GraphDef>(&bytes, "graph_def"));
+            }
+            Some(What::MetaGraphDef(bytes)) => {
+                ok(proto::decode::<proto::MetaGraphDef>(&bytes, "meta_graph_def"));
+            }
+            Some(What::TaggedRunMetadata(t)) => {
+                ok(proto::decode::<proto::RunMetadata>(&t.run_metadata, "run_metadata"));
+            }
+            Some(What::Summary(s)) => {
+                for v in &s.value {
+                    let _ = summary::scalar_value(v);
+                    if let Some(proto::summary::value::Value::Tensor(t)) = &v.value {
+                        let _ = proto::convert::tensor_from_proto(t);
                     }
                 }
-                _ => {}
             }
+            _ => {}
         }
     }
 }
