@@ -335,16 +335,49 @@ fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize])
         return Ok(Tensor::from_strings(dims, out)?);
     }
     let size = dtype.size().ok_or_else(|| invalid(format!("{dtype} tensors cannot be joined")))?;
-    let srcs = parts.iter().map(|p| p.as_bytes()).collect::<Result<Vec<_>, _>>()?;
+    for p in parts {
+        p.as_bytes()?;
+    }
     Ok(Tensor::from_fill(dtype, dims, |out| {
+        // Equal blocks (every Pack, most concats) of a common tiny size: fixed-size moves
+        // with the size known to the compiler, not a `memcpy` call per block.
+        if blocks.iter().all(|&b| b == blocks[0]) {
+            let n = blocks[0] * size;
+            match n {
+                1 => return copy_equal::<1>(out, parts, outer),
+                2 => return copy_equal::<2>(out, parts, outer),
+                4 => return copy_equal::<4>(out, parts, outer),
+                8 => return copy_equal::<8>(out, parts, outer),
+                16 => return copy_equal::<16>(out, parts, outer),
+                _ => {}
+            }
+        }
         let mut at = 0;
         for o in 0..outer {
-            for (p, &b) in srcs.iter().zip(blocks) {
-                out[at..at + b * size].copy_from_slice(&p[o * b * size..(o + 1) * b * size]);
-                at += b * size;
+            for (p, &b) in parts.iter().zip(blocks) {
+                let n = b * size;
+                out[at..at + n].copy_from_slice(&bytes(p)[o * n..(o + 1) * n]);
+                at += n;
             }
         }
     })?)
+}
+
+/// A dense tensor's bytes (checked dense by the caller).
+fn bytes(p: &Tensor) -> &[u8] {
+    p.as_bytes().unwrap_or_default()
+}
+
+/// [`interleave`] of blocks of `N` bytes each.
+fn copy_equal<const N: usize>(out: &mut [u8], parts: &[&Tensor], outer: usize) {
+    let mut dst = out.chunks_exact_mut(N);
+    for o in 0..outer {
+        for p in parts {
+            let s: &[u8; N] = bytes(p)[o * N..(o + 1) * N].try_into().expect("N bytes");
+            let d: &mut [u8; N] = dst.next().expect("output holds every block").try_into().expect("N bytes");
+            *d = *s;
+        }
+    }
 }
 
 struct Pack(i64);

@@ -146,6 +146,9 @@ impl RunState<'_> {
 
     /// Fails the step if it is cancelled or past its deadline, naming `p` (about to run) and
     /// the nodes other threads are running; else marks `p` as this thread's running node.
+    /// Out of line: unbounded steps (the common case) pay only the branch that skips it.
+    #[cold]
+    #[inline(never)]
     fn check_step(&self, step: &StepControl, p: usize) -> bool {
         let mine = &self.running[rayon::current_thread_index().map_or(self.threads, |i| i.min(self.threads))].0;
         if let Err(i) = step.check() {
@@ -160,6 +163,15 @@ impl RunState<'_> {
         }
         mine.store(p as u32 + 1, Ordering::Relaxed);
         true
+    }
+
+    /// Marks this thread as running no node (bounded steps only).
+    #[cold]
+    #[inline(never)]
+    fn clear_running(&self) {
+        self.running[rayon::current_thread_index().map_or(self.threads, |i| i.min(self.threads))]
+            .0
+            .store(0, Ordering::Relaxed);
     }
 
     /// Runs node `p` and then, inline, one ready successor at a time; other ready
@@ -203,9 +215,7 @@ impl RunState<'_> {
             }
             let Some((&first, rest)) = ready.split_first() else {
                 if self.bounded.is_some() {
-                    self.running[rayon::current_thread_index().map_or(self.threads, |i| i.min(self.threads))]
-                        .0
-                        .store(0, Ordering::Relaxed);
+                    self.clear_running();
                 }
                 return;
             };
