@@ -129,68 +129,111 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> CheckpointError {
 pub fn write_bundle(prefix: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     for (name, t) in tensors {
-        let bad = |reason: &str| Err(CheckpointError::Unsupported { name: name.clone(), reason: reason.into() });
+        if !seen.insert(name.as_str()) {
+            return Err(CheckpointError::Unsupported { name: name.clone(), reason: "saved twice".into() });
+        }
+        BundleWriter::check(name, t)?;
+    }
+    let mut w = BundleWriter::create(prefix)?;
+    for (name, t) in tensors {
+        w.add(name, t)?;
+    }
+    w.finish()
+}
+
+/// A bundle written one tensor at a time (a checkpoint, or a dataset cache filled as an
+/// epoch runs): tensor bytes stream to a temporary data file; [`BundleWriter::finish`] renames
+/// it into place and then writes the index atomically, so the bundle is complete (its
+/// `.index` exists) or absent. Dropped unfinished, it leaves nothing behind.
+pub struct BundleWriter {
+    prefix: PathBuf,
+    data: ferroflow_tensor::fs::AtomicFile,
+    offset: u64,
+    entries: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl BundleWriter {
+    /// Starts the bundle at `prefix`, creating its directory if needed.
+    pub fn create(prefix: &Path) -> Result<BundleWriter> {
+        if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| CheckpointError::Io { path: dir.display().to_string(), source })?;
+        }
+        let data_file = data_path(prefix, 0, 1);
+        let data = ferroflow_tensor::fs::AtomicFile::create(&data_file).map_err(|e| io_error(&data_file, e))?;
+        Ok(BundleWriter { prefix: prefix.to_path_buf(), data, offset: 0, entries: BTreeMap::new() })
+    }
+
+    fn check(name: &str, t: &Tensor) -> Result<()> {
+        let bad = |reason: &str| Err(CheckpointError::Unsupported { name: name.to_string(), reason: reason.into() });
         if name.is_empty() {
             return bad("the empty name is the header's");
-        }
-        if !seen.insert(name.as_str()) {
-            return bad("saved twice");
         }
         if t.dtype() != DType::String && t.as_bytes().is_err() {
             return bad(&format!("{} tensors cannot be saved", t.dtype()));
         }
-    }
-    if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|source| CheckpointError::Io { path: dir.display().to_string(), source })?;
-    }
-    let data_file = data_path(prefix, 0, 1);
-    let mut entries: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    ferroflow_tensor::fs::write_atomic_with(&data_file, |w| {
-        use std::io::Write;
-        let mut offset = 0u64;
-        for (name, t) in tensors {
-            let (size, crc) = match t.as_strings() {
-                Ok(strings) => {
-                    let (bytes, crc) = encode_strings(strings);
-                    w.write_all(&bytes)?;
-                    (bytes.len(), crc)
-                }
-                Err(_) => {
-                    let bytes = t.as_bytes().map_err(std::io::Error::other)?;
-                    w.write_all(bytes)?;
-                    (bytes.len(), masked_crc32c(bytes))
-                }
-            };
-            let entry = BundleEntryProto {
-                dtype: t.dtype().to_tf(),
-                shape: Some(TensorShapeProto {
-                    dim: t.dims().iter().map(|&d| Dim { size: d as i64, name: String::new() }).collect(),
-                    unknown_rank: false,
-                }),
-                shard_id: 0,
-                offset: offset as i64,
-                size: size as i64,
-                crc32c: crc,
-                slices: vec![],
-            };
-            offset += size as u64;
-            entries.insert(name.as_bytes().to_vec(), entry.encode_to_vec());
-        }
         Ok(())
-    })
-    .map_err(|e| io_error(&data_file, e))?;
-    let header = BundleHeaderProto {
-        num_shards: 1,
-        endianness: 0,
-        version: Some(VersionDef { producer: 1, min_consumer: 0, bad_consumers: vec![] }),
-    };
-    let mut sorted = vec![(Vec::new(), header.encode_to_vec())];
-    sorted.extend(entries);
-    let index_file = index_path(prefix);
-    let index = table::build(&sorted)
-        .map_err(|e| CheckpointError::Corrupt { path: index_file.display().to_string(), reason: e.to_string() })?;
-    ferroflow_tensor::fs::write_atomic(&index_file, &index).map_err(|e| io_error(&index_file, e))
+    }
+
+    /// Appends `t` under `name` (each name once).
+    pub fn add(&mut self, name: &str, t: &Tensor) -> Result<()> {
+        use std::io::Write;
+        Self::check(name, t)?;
+        if self.entries.contains_key(name.as_bytes()) {
+            return Err(CheckpointError::Unsupported { name: name.to_string(), reason: "saved twice".into() });
+        }
+        let data_file = self.data.path().to_path_buf();
+        let w = self.data.writer();
+        let (size, crc) = match t.as_strings() {
+            Ok(strings) => {
+                let (bytes, crc) = encode_strings(strings);
+                w.write_all(&bytes).map_err(|e| io_error(&data_file, e))?;
+                (bytes.len(), crc)
+            }
+            Err(_) => {
+                let bytes = t.as_bytes().map_err(|e| io_error(&data_file, e))?;
+                w.write_all(bytes).map_err(|e| io_error(&data_file, e))?;
+                (bytes.len(), masked_crc32c(bytes))
+            }
+        };
+        let entry = BundleEntryProto {
+            dtype: t.dtype().to_tf(),
+            shape: Some(TensorShapeProto {
+                dim: t.dims().iter().map(|&d| Dim { size: d as i64, name: String::new() }).collect(),
+                unknown_rank: false,
+            }),
+            shard_id: 0,
+            offset: self.offset as i64,
+            size: size as i64,
+            crc32c: crc,
+            slices: vec![],
+        };
+        self.offset += size as u64;
+        self.entries.insert(name.as_bytes().to_vec(), entry.encode_to_vec());
+        Ok(())
+    }
+
+    /// Bytes of tensor data written so far.
+    pub fn data_bytes(&self) -> u64 {
+        self.offset
+    }
+
+    /// Commits the data file, then writes the index (the bundle exists from this moment).
+    pub fn finish(self) -> Result<()> {
+        let data_file = self.data.path().to_path_buf();
+        self.data.commit().map_err(|e| io_error(&data_file, e))?;
+        let header = BundleHeaderProto {
+            num_shards: 1,
+            endianness: 0,
+            version: Some(VersionDef { producer: 1, min_consumer: 0, bad_consumers: vec![] }),
+        };
+        let mut sorted = vec![(Vec::new(), header.encode_to_vec())];
+        sorted.extend(self.entries);
+        let index_file = index_path(&self.prefix);
+        let index = table::build(&sorted)
+            .map_err(|e| CheckpointError::Corrupt { path: index_file.display().to_string(), reason: e.to_string() })?;
+        ferroflow_tensor::fs::write_atomic(&index_file, &index).map_err(|e| io_error(&index_file, e))
+    }
 }
 
 /// An opened bundle: its header and entries, by name.

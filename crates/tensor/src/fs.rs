@@ -66,32 +66,78 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<EarlyFlush>) -> std::io::Result<()>,
 ) -> Result<(), TensorError> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let io = |e| TensorError::Io { path: path.display().to_string(), source: e };
-    let file_name = path.file_name().ok_or_else(|| TensorError::Io {
-        path: path.display().to_string(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path has no file name"),
-    })?;
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = path.with_file_name(format!(".{}.tmp{}-{n}", file_name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, EarlyFlush::new(std::fs::File::create(&tmp)?));
-        write(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?.file;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
+    let mut file = AtomicFile::create(path)?;
+    write(file.writer()).map_err(|e| TensorError::Io { path: path.display().to_string(), source: e })?;
+    file.commit()
+}
+
+/// A lasting file written over time: bytes go to a temporary file in the same directory
+/// (`.NAME.tmpPID-N`); [`AtomicFile::commit`] syncs it and renames it over the target. Dropped
+/// without a commit (an error, an abandoned epoch), the temporary file is removed, so the
+/// target is only ever absent, the old file, or complete.
+pub struct AtomicFile {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    writer: Option<std::io::BufWriter<EarlyFlush>>,
+}
+
+impl AtomicFile {
+    /// Starts writing `path` (nothing appears at `path` until the commit).
+    pub fn create(path: &Path) -> Result<AtomicFile, TensorError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let file_name = path.file_name().ok_or_else(|| TensorError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path has no file name"),
+        })?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{}.tmp{}-{n}", file_name.to_string_lossy(), std::process::id()));
+        let file = std::fs::File::create(&tmp)
+            .map_err(|source| TensorError::Io { path: tmp.display().to_string(), source })?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp,
+            writer: Some(std::io::BufWriter::with_capacity(1 << 20, EarlyFlush::new(file))),
+        })
     }
-    // Make the rename itself durable (best effort: not every filesystem lets a directory be
-    // opened for syncing).
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+
+    /// The temporary file's writer.
+    pub fn writer(&mut self) -> &mut std::io::BufWriter<EarlyFlush> {
+        self.writer.as_mut().expect("present until commit")
     }
-    Ok(())
+
+    /// The file being written (its final name).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes and syncs the temporary file, renames it over the target and syncs the
+    /// directory (best effort: not every filesystem lets a directory be opened for syncing).
+    pub fn commit(mut self) -> Result<(), TensorError> {
+        let io = |e| TensorError::Io { path: self.path.display().to_string(), source: e };
+        let w = self.writer.take().expect("present until commit");
+        let result = (|| {
+            let f = w.into_inner().map_err(|e| e.into_error())?.file;
+            f.sync_all()?;
+            drop(f);
+            std::fs::rename(&self.tmp, &self.path)
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(io(e));
+        }
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.writer.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
