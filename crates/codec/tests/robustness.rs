@@ -1,0 +1,200 @@
+//! Error paths, limits, round trips and corrupted inputs: every call must return, never panic.
+
+use ferroflow_codec::jpeg::{self, DecodeOptions, EncodeOptions, JpegFormat};
+use ferroflow_codec::png::{self, PngDecodeOptions, PngDtype, PngPixels};
+use std::path::Path;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/codec").join(name)).unwrap()
+}
+
+/// Deterministic xorshift, so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
+    (0..h * w * c).map(|i| ((i / c % w) * 200 / w + (i / c / w) * 2 + i % c * 20).min(255) as u8).collect()
+}
+
+#[test]
+fn jpeg_errors_are_clear() {
+    let d = DecodeOptions::default();
+    assert_eq!(jpeg::decode_jpeg(&[], &d).unwrap_err(), "empty JPEG input");
+    let e = jpeg::decode_jpeg(&fixture("png_rgb8.png"), &d).unwrap_err();
+    assert!(e.starts_with("not a JPEG file: starts with 89 50 4e 47"), "{e}");
+    assert!(jpeg::decode_jpeg(b"\xff\xd8\xff", &d).unwrap_err().starts_with("truncated JPEG"));
+    let e = jpeg::decode_jpeg(b"\xff\xd8\xff\xe0\x00\x02garbage", &d).unwrap_err();
+    assert!(e.starts_with("invalid JPEG") || e.starts_with("truncated JPEG"), "{e}");
+    let e = jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { ratio: 3, ..d.clone() }).unwrap_err();
+    assert!(e.contains("ratio"), "{e}");
+    let e =
+        jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { channels: 4, ..d.clone() }).unwrap_err();
+    assert!(e.contains("channels"), "{e}");
+    assert!(jpeg::DctMethod::from_tf("FLOAT").is_err());
+    // CMYK to gray is not a libjpeg conversion; TF fails too.
+    let e = jpeg::decode_jpeg(&fixture("jpeg_cmyk_adobe.jpg"), &DecodeOptions { channels: 1, ..d }).unwrap_err();
+    assert!(e.starts_with("invalid JPEG"), "{e}");
+}
+
+#[test]
+fn jpeg_truncation() {
+    let data = fixture("jpeg_truncated420.jpg");
+    let d = DecodeOptions::default();
+    assert!(jpeg::decode_jpeg(&data, &d).unwrap_err().starts_with("truncated JPEG"));
+    let (px, shape) = jpeg::decode_jpeg(&data, &DecodeOptions { try_recover_truncated: true, ..d }).unwrap();
+    assert_eq!(shape, [29, 37, 3]);
+    assert_eq!(px.len(), 29 * 37 * 3);
+}
+
+/// Cut right after a 0xFF inside the headers: with try_recover_truncated TF 2.21 loops forever on it; we fail.
+#[test]
+fn jpeg_recover_does_not_loop_forever() {
+    let data = fixture("regress_recover_loop.jpg");
+    let opts = DecodeOptions { try_recover_truncated: true, ..Default::default() };
+    let e = jpeg::decode_jpeg(&data, &opts).unwrap_err();
+    assert!(e.starts_with("truncated JPEG"), "{e}");
+}
+
+#[test]
+fn jpeg_size_limits_apply_before_decoding() {
+    let data = fixture("jpeg_baseline420.jpg");
+    let small = DecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..Default::default() };
+    assert!(jpeg::decode_jpeg(&data, &small).unwrap_err().starts_with("JPEG too large"));
+    let exact = DecodeOptions { max_bytes: 29 * 37 * 3, ..Default::default() };
+    assert!(jpeg::decode_jpeg(&data, &exact).is_ok());
+    // Claim 65000x65000 in the SOF header: rejected by TF's 2^29 limit without touching the scan data.
+    let mut huge = data.clone();
+    let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xFD, 0xE8, 0xFD, 0xE8]);
+    let e = jpeg::decode_jpeg(&huge, &DecodeOptions { max_bytes: usize::MAX, ..Default::default() }).unwrap_err();
+    assert!(e.contains("2^29"), "{e}");
+    assert_eq!(jpeg::jpeg_shape(&huge).unwrap(), [65000, 65000, 3]);
+}
+
+#[test]
+fn jpeg_encode_round_trip_and_validation() {
+    let (h, w) = (23, 41);
+    for (c, format) in [(1, JpegFormat::Auto), (3, JpegFormat::Auto), (1, JpegFormat::Grayscale), (3, JpegFormat::Rgb)]
+    {
+        for progressive in [false, true] {
+            let px = gradient(h, w, c);
+            let opts = EncodeOptions { format, progressive, quality: 100, ..Default::default() };
+            let enc = jpeg::encode_jpeg(&px, h, w, c, &opts).unwrap();
+            assert_eq!(jpeg::jpeg_shape(&enc).unwrap(), [h, w, c]);
+            let (back, shape) = jpeg::decode_jpeg(&enc, &DecodeOptions::default()).unwrap();
+            assert_eq!(shape, [h, w, c]);
+            let max = px.iter().zip(&back).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+            assert!(max <= 8, "round trip max diff {max}");
+        }
+    }
+    let px = gradient(4, 4, 3);
+    let d = EncodeOptions::default();
+    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &EncodeOptions { quality: 101, ..d.clone() }).is_err());
+    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &EncodeOptions { format: JpegFormat::Grayscale, ..d.clone() }).is_err());
+    assert!(jpeg::encode_jpeg(&px[..47], 4, 4, 3, &d).is_err());
+    assert!(jpeg::encode_jpeg(&gradient(4, 4, 4), 4, 4, 4, &d).is_err());
+    assert!(jpeg::encode_jpeg(&[], 0, 4, 3, &d).is_err());
+}
+
+#[test]
+fn jpeg_corrupted_inputs_never_panic() {
+    let mut rng = Rng(0x9E3779B97F4A7C15);
+    let files =
+        ["jpeg_baseline420.jpg", "jpeg_progressive420.jpg", "jpeg_cmyk_adobe.jpg", "jpeg_gray.jpg", "jpeg_pil422.jpg"];
+    let (mut ok, mut err) = (0, 0);
+    for name in files {
+        let orig = fixture(name);
+        for i in 0..400 {
+            let mut data = orig.clone();
+            for _ in 0..1 + rng.below(8) {
+                let at = 3 + rng.below(data.len() - 3);
+                data[at] = rng.next() as u8;
+            }
+            if i % 5 == 0 {
+                data.truncate(3 + rng.below(data.len() - 3));
+            }
+            let opts = DecodeOptions {
+                channels: [0, 1, 3][rng.below(3)],
+                ratio: [1, 2, 4, 8][rng.below(4)],
+                try_recover_truncated: rng.below(2) == 0,
+                acceptable_fraction: 0.5,
+                fancy_upscaling: rng.below(2) == 0,
+                ..Default::default()
+            };
+            match jpeg::decode_jpeg(&data, &opts) {
+                Ok((px, s)) => {
+                    assert_eq!(px.len(), s[0] * s[1] * s[2]);
+                    ok += 1
+                }
+                Err(_) => err += 1,
+            }
+            let _ = jpeg::jpeg_shape(&data);
+        }
+    }
+    assert!(ok > 0 && err > 0, "ok {ok} err {err}");
+}
+
+#[test]
+fn png_errors_and_limits() {
+    let d = PngDecodeOptions::default();
+    let e = png::decode_png(&fixture("jpeg_gray.jpg"), &d).unwrap_err();
+    assert!(e.starts_with("not a PNG file: starts with ff d8 ff"), "{e}");
+    assert!(png::decode_png(&fixture("png_truncated.png"), &d).unwrap_err().contains("PNG"));
+    assert!(png::decode_png(&fixture("png_rgb8.png"), &PngDecodeOptions { channels: 2, ..d.clone() }).is_err());
+    let small = PngDecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..d };
+    assert!(png::decode_png(&fixture("png_rgb8.png"), &small).unwrap_err().starts_with("PNG too large"));
+}
+
+#[test]
+fn png_round_trip() {
+    let (h, w) = (13, 17);
+    for c in 1..=4 {
+        let px8 = gradient(h, w, c);
+        let px16: Vec<u16> = px8.iter().enumerate().map(|(i, &v)| v as u16 * 251 + i as u16 % 7).collect();
+        for (pixels, dtype) in [(PngPixels::U8(px8.clone()), PngDtype::U8), (PngPixels::U16(px16), PngDtype::U16)] {
+            for level in [-1, 0, 1, 6, 9] {
+                let enc = png::encode_png(&pixels, h, w, c, level).unwrap();
+                let opts = PngDecodeOptions { dtype, ..Default::default() };
+                let (back, shape) = png::decode_png(&enc, &opts).unwrap();
+                assert_eq!(shape, [h, w, c]);
+                assert_eq!(back, pixels);
+            }
+        }
+    }
+    assert!(png::encode_png(&PngPixels::U8(vec![0; 12]), 2, 2, 3, 10).is_err());
+    assert!(png::encode_png(&PngPixels::U8(vec![0; 11]), 2, 2, 3, 1).is_err());
+}
+
+#[test]
+fn png_corrupted_inputs_never_panic() {
+    let mut rng = Rng(0xD1B54A32D192ED03);
+    for name in ["png_rgb8.png", "png_palette4_trns.png", "png_graya16.png", "png_gray1.png"] {
+        let orig = fixture(name);
+        for i in 0..300 {
+            let mut data = orig.clone();
+            for _ in 0..1 + rng.below(4) {
+                let at = 8 + rng.below(data.len() - 8);
+                data[at] = rng.next() as u8;
+            }
+            if i % 4 == 0 {
+                data.truncate(8 + rng.below(data.len() - 8));
+            }
+            let opts = PngDecodeOptions {
+                channels: [0, 1, 3, 4][rng.below(4)],
+                dtype: if rng.below(2) == 0 { PngDtype::U8 } else { PngDtype::U16 },
+                ..Default::default()
+            };
+            let _ = png::decode_png(&data, &opts);
+        }
+    }
+}
