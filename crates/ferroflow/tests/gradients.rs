@@ -79,6 +79,10 @@ fn cases() -> Vec<Case> {
             let perm = s.constant_from(&[3], &[2i32, 0, 1]).unwrap();
             op_with(s, "Transpose", &[x[0], perm], &[("Tperm", AttrValue { value: Some(Value::Type(3)) })])
         }),
+        c("ReverseV2", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| {
+            let axes = s.constant_from(&[2], &[0i32, -1]).unwrap();
+            op_with(s, "ReverseV2", &[x[0], axes], &[])
+        }),
         c("Max", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| s.reduce("Max", x[0], &[1], false).unwrap()),
         c("ConcatV2", vec![m23.clone(), vec![2, 2]], (-2.0, 2.0), |s, x| s.concat(&[x[0], x[1]], -1).unwrap()),
         c("Slice", vec![vec![3, 4]], (-2.0, 2.0), |s, x| {

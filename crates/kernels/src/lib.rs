@@ -21,9 +21,10 @@ mod einsum;
 mod elementwise;
 pub mod fused;
 mod grad;
-mod image;
+pub mod image;
 mod indexing;
 mod io;
+mod logging;
 mod loss;
 mod math;
 mod matmul;
@@ -186,6 +187,13 @@ impl NodeDesc<'_> {
             _ => Err(invalid(format!("attr '{name}' must be a string"))),
         }
     }
+    /// A float attr.
+    pub fn float(&self, name: &str) -> KResult<f32> {
+        match self.value(name)? {
+            Value::F(f) => Ok(*f),
+            _ => Err(invalid(format!("attr '{name}' must be a float"))),
+        }
+    }
     /// A type attr.
     pub fn dtype(&self, name: &str) -> KResult<DType> {
         match self.value(name)? {
@@ -244,6 +252,7 @@ impl KernelRegistry {
             einsum::register(&mut r);
             fused::register(&mut r);
             grad::register(&mut r);
+            logging::register(&mut r);
             loss::register(&mut r);
             elementwise::register(&mut r);
             image::register(&mut r);

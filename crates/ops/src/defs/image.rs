@@ -1,11 +1,20 @@
-//! Image resizes (NHWC).
-use ferroflow_tensor::Shape;
+//! Image ops: resizes (NHWC), file reading and writing, JPEG/PNG decoding and encoding,
+//! contrast, and `ReverseV2` (flips).
+use ferroflow_proto::attr;
+use ferroflow_tensor::{DType, Shape};
 
+use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
-use crate::shape_inference::InferCtx;
+use crate::shape_inference::{self as s, InferCtx};
 
 /// The image ops.
 pub fn defs() -> Vec<OpDef> {
+    let mut defs = resizes();
+    defs.extend(codecs());
+    defs
+}
+
+fn resizes() -> Vec<OpDef> {
     [
         (
             "ResizeBilinear",
@@ -48,4 +57,160 @@ fn resize(c: &InferCtx) -> Result<Vec<Shape>, String> {
         Some(d) => Err(format!("images must be 4-dimensional, got rank {}", d.len())),
         None => Ok(vec![Shape::new(vec![None, h, w, None])]),
     }
+}
+
+/// `[height, width, channels]` with `channels` from the attr (0: unknown).
+fn decoded(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let ch = c.int("channels").unwrap_or(0);
+    if !(0..=4).contains(&ch) {
+        return Err(format!("channels must be 0, 1, 2, 3 or 4, got {ch}"));
+    }
+    Ok(vec![Shape::new(vec![None, None, (ch > 0).then_some(ch as usize)])])
+}
+
+fn scalar_string_input(c: &InferCtx) -> Result<(), String> {
+    match c.inputs[0].dims() {
+        Some([]) | None => Ok(()),
+        Some(d) => Err(format!("contents must be a scalar string, got rank {}", d.len())),
+    }
+}
+
+fn codecs() -> Vec<OpDef> {
+    vec![
+        op("ReadFile")
+            .input("filename: string")
+            .output("contents: string")
+            // Stateful: the file can change, and its bytes must not be folded into the graph.
+            .stateful()
+            .shape(s::scalar)
+            .not_differentiable("its value comes from a file")
+            .build(),
+        op("WriteFile")
+            .input("filename: string")
+            .input("contents: string")
+            .stateful()
+            .shape(s::no_outputs)
+            .not_differentiable("it has no outputs: it writes a file")
+            .build(),
+        op("DecodeJpeg")
+            .input("contents: string")
+            .output("image: uint8")
+            .attrs(&[
+                "channels: int = 0",
+                "ratio: int = 1",
+                "fancy_upscaling: bool = true",
+                "try_recover_truncated: bool = false",
+                "acceptable_fraction: float = 1",
+                "dct_method: string = ''",
+            ])
+            .shape(|c| {
+                scalar_string_input(c)?;
+                decoded(c)
+            })
+            .grows()
+            .not_differentiable("decoding is not differentiable")
+            .build(),
+        op("DecodePng")
+            .input("contents: string")
+            .output("image: dtype")
+            .attrs(&["channels: int = 0", "dtype: {uint8, uint16} = DT_UINT8"])
+            .shape(|c| {
+                scalar_string_input(c)?;
+                decoded(c)
+            })
+            .grows()
+            .not_differentiable("decoding is not differentiable")
+            .build(),
+        op("DecodeImage")
+            .input("contents: string")
+            .output("image: dtype")
+            .attrs(&["channels: int = 0", "dtype: {uint8, uint16, float} = DT_UINT8", "expand_animations: bool = true"])
+            .shape(|c| {
+                scalar_string_input(c)?;
+                if c.bool("expand_animations") {
+                    // A GIF decodes to [frames, height, width, channels].
+                    Ok(vec![Shape::unknown()])
+                } else {
+                    decoded(c)
+                }
+            })
+            .grows()
+            .not_differentiable("decoding is not differentiable")
+            .build(),
+        op("EncodeJpeg")
+            .input("image: uint8")
+            .output("contents: string")
+            .attrs(&[
+                "format: {'', 'grayscale', 'rgb'} = ''",
+                "quality: int = 95",
+                "progressive: bool = false",
+                "optimize_size: bool = false",
+                "chroma_downsampling: bool = true",
+                "density_unit: {'in', 'cm'} = 'in'",
+                "x_density: int = 300",
+                "y_density: int = 300",
+                "xmp_metadata: string = ''",
+            ])
+            .shape(image_to_scalar)
+            .not_differentiable("encoding is not differentiable")
+            .build(),
+        op("EncodePng")
+            .input("image: T")
+            .output("contents: string")
+            .attrs(&["compression: int = -1", "T: {uint8, uint16} = DT_UINT8"])
+            .shape(image_to_scalar)
+            .not_differentiable("encoding is not differentiable")
+            .build(),
+        op("ExtractJpegShape")
+            .input("contents: string")
+            .output("image_shape: output_type")
+            .attr("output_type: {int32, int64} = DT_INT32")
+            .shape(|c| {
+                scalar_string_input(c)?;
+                Ok(vec![Shape::new(vec![Some(3)])])
+            })
+            .not_differentiable("a shape is not differentiable")
+            .build(),
+        op("AdjustContrastv2")
+            .input("images: T")
+            .input("contrast_factor: float")
+            .output("output: T")
+            .attr("T: {half, float} = DT_FLOAT")
+            .shape(|c| match c.inputs[0].rank() {
+                Some(r) if r < 3 => Err(format!("images must be at least 3-dimensional, got rank {r}")),
+                _ => Ok(vec![c.inputs[0].clone()]),
+            })
+            .gradient_unavailable("TensorFlow has no gradient for AdjustContrastv2 either")
+            .build(),
+        op("ReverseV2")
+            .input("tensor: T")
+            .input("axis: Tidx")
+            .output("output: T")
+            .attrs(&["Tidx: {int32, int64} = DT_INT32", "T: type"])
+            .shape(s::unchanged)
+            .gradient(reverse_grad)
+            .build(),
+    ]
+}
+
+/// A 3-dimensional image in, a scalar string out.
+fn image_to_scalar(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    match c.inputs[0].rank() {
+        Some(3) | None => Ok(vec![Shape::scalar()]),
+        Some(r) => Err(format!("image must be 3-dimensional [height, width, channels], got rank {r}")),
+    }
+}
+
+/// Reversing the gradient along the same axes.
+fn reverse_grad(ctx: &GradCtx, gs: &[Option<ferroflow_graph::Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let axis = ctx.input(1);
+    let tidx = ctx.scope.dtype(axis);
+    let r = build(
+        &ctx.scope,
+        "ReverseV2",
+        &[g, axis],
+        &[("Tidx", attr::dtype(if tidx == DType::Int64 { DType::Int64 } else { DType::Int32 }))],
+    )?;
+    Ok(vec![Some(r), None])
 }

@@ -18,6 +18,7 @@ pub mod grad;
 pub mod image;
 pub mod indexing;
 pub mod io;
+pub mod logging;
 pub mod loss;
 pub mod math;
 pub mod matmul;
@@ -34,7 +35,7 @@ type Family = (&'static str, fn() -> Vec<OpDef>);
 
 /// All op definitions, each tagged with its family.
 pub(crate) fn all() -> Vec<OpDef> {
-    let families: [Family; 23] = [
+    let families: [Family; 24] = [
         ("array", array::defs),
         ("cast", cast::defs),
         ("compare", compare::defs),
@@ -48,6 +49,7 @@ pub(crate) fn all() -> Vec<OpDef> {
         ("image", image::defs),
         ("indexing", indexing::defs),
         ("io", io::defs),
+        ("logging", logging::defs),
         ("loss", loss::defs),
         ("math", math::defs),
         ("matmul", matmul::defs),
