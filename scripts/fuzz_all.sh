@@ -29,7 +29,7 @@ fixtures=$root/fixtures/tf
 cd "$fuzz"
 
 all_targets=(graph_def_binary graph_def_text meta_graph npy npz event_file bundle_index checkpoint_data
-    checkpoint_bundle mnist_idx)
+    checkpoint_bundle mnist_idx jpeg png tfrecord_examples)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # Seeds larger than this slow every execution down more than they add.
@@ -53,6 +53,9 @@ seed_target() {
     shopt -s nullglob globstar
     case $t in
     graph_def_binary) seed "$dir" "$fixtures"/*.pb "$fixtures"/grappler/*.pb ;;
+    jpeg) seed "$dir" "$root"/fixtures/codec/*.jpg "$root"/fixtures/data/flowers_tiny/*/*.jpg ;;
+    png) seed "$dir" "$root"/fixtures/codec/*.png "$root"/fixtures/data/flowers_tiny/*/*.png ;;
+    tfrecord_examples) seed "$dir" "$root"/fixtures/data/*.tfrecord ;;
     graph_def_text) seed "$dir" "$fixtures"/**/*.pbtxt ;;
     meta_graph)
         seed "$dir" "$fixtures"/checkpoints/*/*.meta

@@ -8,6 +8,7 @@ fn main() {
         "ferroflow/summary.proto",
         "ferroflow/checkpoint.proto",
         "ferroflow/meta_graph.proto",
+        "ferroflow/example.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");

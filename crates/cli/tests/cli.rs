@@ -493,3 +493,46 @@ fn ops_lists_the_registry_as_json_and_one_op_readably() {
     let o = run(&["ops", "relu"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean Relu"), "case-insensitive suggestions");
 }
+
+/// A frozen TensorFlow graph `placeholder(string) → ReadFile → DecodeJpeg → resize(224)`,
+/// fed a file name from an `.npy` of numpy byte strings, gives TensorFlow's pixels.
+#[test]
+fn a_tf_image_graph_reads_decodes_and_resizes_a_fed_file_name() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/data");
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = data.join("flowers_tiny/daisy/daisy_00.jpg");
+    let path_npy = dir.path().join("path.npy");
+    let name = Tensor::from_strings(&[], vec![jpeg.to_string_lossy().into_owned().into_bytes()]).unwrap();
+    npy::write_npy(&path_npy, &name).unwrap();
+    let out = dir.path().join("out.npz");
+    let graph = data.join("read_decode_resize.pb");
+    let o = bin()
+        .arg("run")
+        .arg(&graph)
+        .arg("--feed")
+        .arg(format!("path:0={}", path_npy.display()))
+        .args(["--fetch", "out:0", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = &npy::read_npz(&out).unwrap()[0].1;
+    let want = npy::read_npz(&data.join("resize_224.npz")).unwrap();
+    let resized = &want.iter().find(|(n, _)| n == "resized").unwrap().1;
+    compare(got, resized, 0.0, 1e-4).unwrap();
+    // A missing file names it.
+    let missing = Tensor::from_strings(&[], vec![b"/no/such/dir/rose.jpg".to_vec()]).unwrap();
+    npy::write_npy(&path_npy, &missing).unwrap();
+    let o = bin()
+        .arg("run")
+        .arg(&graph)
+        .arg("--feed")
+        .arg(format!("path:0={}", path_npy.display()))
+        .args(["--fetch", "out:0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/no/such/dir/rose.jpg") && err.contains("ReadFile"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -17,7 +17,7 @@ use std::fmt::Display;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use crate::{checkpoint, graph, ops, proto, summary, tensor, train};
+use crate::{checkpoint, codec, data, graph, kernels, ops, proto, summary, tensor, train};
 
 /// The memory limit the readers run under ([`tensor::limit`]).
 pub const MEMORY_LIMIT: usize = 256 << 20;
@@ -40,6 +40,9 @@ pub const TARGETS: &[Target] = &[
     ("checkpoint_data", checkpoint_data),
     ("checkpoint_bundle", checkpoint_bundle),
     ("mnist_idx", mnist_idx),
+    ("jpeg", jpeg),
+    ("png", png),
+    ("tfrecord_examples", tfrecord_examples),
 ];
 
 /// The target named `name`.
@@ -224,5 +227,61 @@ pub fn mnist_idx(data: &[u8]) {
         if dims.len() == 3 {
             ok(train::mnist::images_tensor(&dims, &bytes, path));
         }
+    }
+}
+
+/// A JPEG: its header shape, and decoded as `DecodeJpeg` does with TensorFlow's defaults,
+/// as gray, at 1/4 scale with the accurate IDCT, with truncated-file recovery, and through
+/// `DecodeImage` to float.
+pub fn jpeg(data: &[u8]) {
+    use codec::jpeg::{DctMethod, DecodeOptions};
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    ok(codec::jpeg::jpeg_shape(data));
+    let d = DecodeOptions::default();
+    for opts in [
+        d.clone(),
+        DecodeOptions { channels: 1, ..d.clone() },
+        DecodeOptions { ratio: 4, dct_method: DctMethod::IntegerAccurate, fancy_upscaling: false, ..d.clone() },
+        DecodeOptions { channels: 3, try_recover_truncated: true, acceptable_fraction: 0.5, ..d },
+    ] {
+        ok(kernels::image::decode_jpeg(data, &opts));
+    }
+    ok(kernels::image::decode_image(data, 0, tensor::DType::Float));
+}
+
+/// A PNG, decoded as `DecodePng` with every channel count, to uint8 and uint16.
+pub fn png(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    for channels in [0, 1, 3, 4] {
+        for dtype in [tensor::DType::UInt8, tensor::DType::UInt16] {
+            ok(kernels::image::decode_png(data, channels, dtype));
+        }
+    }
+}
+
+/// A TFRecord file of `tf.train.Example`s: every record read (as `TFRecordDataset` does) and
+/// parsed with fixed-length, defaulted and variable-length features of each type; the bytes
+/// are also parsed as one Example.
+pub fn tfrecord_examples(data: &[u8]) {
+    use data::example::{parse_example, parse_single_example, FeatureSpec};
+    use tensor::{DType, Tensor};
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let mut spec = std::collections::BTreeMap::new();
+    spec.insert("x".to_string(), FeatureSpec::Fixed { dtype: DType::Float, shape: vec![3], default: None });
+    spec.insert(
+        "label".to_string(),
+        FeatureSpec::Fixed { dtype: DType::Int64, shape: vec![], default: Some(Tensor::scalar(0i64)) },
+    );
+    spec.insert("name".to_string(), FeatureSpec::Var { dtype: DType::String });
+    spec.insert("tags".to_string(), FeatureSpec::Var { dtype: DType::Int64 });
+    ok(parse_single_example(data, &spec));
+    let mut reader = summary::record::RecordReader::new(data, "fuzz.tfrecord", Some(data.len() as u64));
+    let mut records = Vec::new();
+    while let Some(r) = ok(reader.next_record()).flatten() {
+        ok(parse_single_example(&r, &spec));
+        records.push(r);
+    }
+    if let Some(batch) = ok(Tensor::from_strings(&[records.len()], records)) {
+        ok(parse_example(&batch, &spec));
     }
 }

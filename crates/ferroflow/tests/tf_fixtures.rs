@@ -167,6 +167,13 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
             }
         }
     }
+    // TensorFlow's input-pipeline graphs (tests/image_ops.rs and the CLI test run them).
+    for e in std::fs::read_dir(fixtures_dir().join("../data")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "pb") {
+            covered.extend(ferroflow::load_graph(&path).unwrap().nodes().iter().map(|n| n.op.clone()));
+        }
+    }
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());

@@ -10,6 +10,7 @@
 //! keeps their values between steps.
 #![warn(missing_docs)]
 
+pub mod fit_data;
 pub mod layers;
 pub mod losses;
 pub mod meta_graph;

@@ -1,0 +1,122 @@
+//! `ferroflow pipeline` (seed 001's input pipeline over a class-folder directory, with its
+//! images/s per epoch and AUTOTUNE's choices) and `ferroflow flowers` (the generated dataset).
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use ferroflow::data::{Budget, AUTOTUNE};
+use ferroflow::models::flowers::{self, FlowersOptions};
+use ferroflow::models::seed_001::{self, PipelineOptions};
+use ferroflow::tensor::{npy, Tensor};
+
+/// `N` or `auto` (AUTOTUNE) for --parallel and --prefetch.
+pub fn parse_tunable(s: &str) -> Result<i64, String> {
+    match s {
+        "auto" | "AUTOTUNE" => Ok(AUTOTUNE),
+        n => match n.parse::<i64>() {
+            Ok(v) if v > 0 => Ok(v),
+            _ => Err(format!("expected a positive number or 'auto', got '{s}'")),
+        },
+    }
+}
+
+/// What `ferroflow pipeline` was asked for.
+pub struct PipelineArgs {
+    pub dir: PathBuf,
+    pub size: usize,
+    pub batch: usize,
+    pub no_shuffle: bool,
+    pub seed: u64,
+    pub epochs: usize,
+    pub parallel: Option<i64>,
+    pub prefetch: Option<i64>,
+    pub cache: Option<Option<PathBuf>>,
+    pub dump: Option<PathBuf>,
+    pub dump_batches: usize,
+    pub ram_budget: Option<u64>,
+}
+
+fn shown(v: Option<i64>) -> String {
+    match v {
+        None => "off".into(),
+        Some(AUTOTUNE) => "auto".into(),
+        Some(n) => n.to_string(),
+    }
+}
+
+pub fn pipeline(a: &PipelineArgs) -> Result<()> {
+    if a.size == 0 || a.batch == 0 || a.epochs == 0 {
+        bail!("--size, --batch and --epochs must be at least 1");
+    }
+    let mut budget = Budget::default();
+    if let Some(r) = a.ram_budget {
+        budget.ram_bytes = r;
+    }
+    let options = PipelineOptions {
+        size: a.size,
+        batch: a.batch,
+        shuffle: !a.no_shuffle,
+        seed: a.seed,
+        parallel: a.parallel,
+        prefetch: a.prefetch,
+        cache: a.cache.clone(),
+        budget,
+    };
+    let (ds, classes) =
+        seed_001::pipeline(&a.dir, &options).with_context(|| format!("pipeline over {}", a.dir.display()))?;
+    let quoted: Vec<String> = classes.iter().map(|c| format!("'{c}'")).collect();
+    println!("class_names=[{}]", quoted.join(", "));
+    println!(
+        "pipeline: {} (parallel map {}, prefetch {}, cache {})",
+        ds.describe(),
+        shown(a.parallel),
+        shown(a.prefetch),
+        match &a.cache {
+            None => "off".to_string(),
+            Some(None) => "memory".to_string(),
+            Some(Some(f)) => f.display().to_string(),
+        }
+    );
+    let mut dumped: Vec<(String, Tensor)> = Vec::new();
+    let (epochs, tuned) = seed_001::run_epochs(&ds, a.epochs, |epoch, i, x, y| {
+        if a.dump.is_some() && epoch == 0 && i < a.dump_batches {
+            dumped.push((format!("images{i}"), x.clone()));
+            dumped.push((format!("labels{i}"), y.clone()));
+        }
+        Ok(())
+    })?;
+    for (i, e) in epochs.iter().enumerate() {
+        println!(
+            "epoch {}: {} images in {} batches, {:.3} s, {:.1} images/s",
+            i + 1,
+            e.images,
+            e.batches,
+            e.seconds,
+            e.images_per_second()
+        );
+    }
+    for t in &tuned {
+        println!("autotune {}: {}={} ({})", t.stage, t.kind, t.value, t.reason);
+    }
+    if let Some(out) = &a.dump {
+        npy::write_npz(out, &dumped).with_context(|| format!("writing {}", out.display()))?;
+        println!("wrote {} batches to {}", dumped.len() / 2, out.display());
+    }
+    Ok(())
+}
+
+pub fn make_flowers(dir: &Path, per_class: usize, size: Option<&str>, seed: u64) -> Result<()> {
+    let size = match size {
+        None => None,
+        Some(s) => {
+            let (w, h) = s.split_once('x').context("--size must be WIDTHxHEIGHT, e.g. 500x375")?;
+            let (w, h): (usize, usize) = (w.parse().context("--size width")?, h.parse().context("--size height")?);
+            if w == 0 || h == 0 || w > 8192 || h > 8192 {
+                bail!("--size {s}: width and height must be in 1..=8192");
+            }
+            Some((w, h))
+        }
+    };
+    let files = flowers::generate(dir, &FlowersOptions { per_class, size, seed, ..Default::default() })?;
+    println!("wrote {} images in {} class folders under {}", files.len(), flowers::CLASSES.len(), dir.display());
+    Ok(())
+}

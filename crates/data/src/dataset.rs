@@ -1,0 +1,250 @@
+//! The dataset graph: each transformation is a [`Node`] holding its inputs; iterating makes
+//! a tree of [`ElementIter`]s, one per node, named by their path from the root as tf.data
+//! names them (`Iterator::Root::Prefetch::Batch::ParallelMap::TensorSlice`).
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ferroflow_tensor::Tensor;
+
+use crate::autotune::{Budget, Knob, TunedStage};
+use crate::structure::Structure;
+use crate::{DataError, Result};
+
+/// One element: its components.
+pub type Element = Vec<Tensor>;
+
+/// What an iterator yields next: an element, an error for this element, or the end.
+pub type Next = Option<Result<Element>>;
+
+/// A running iterator of one stage.
+pub trait ElementIter: Send {
+    /// The next element.
+    fn next(&mut self) -> Next;
+}
+
+/// How many elements a dataset has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cardinality {
+    /// Exactly this many.
+    Finite(u64),
+    /// It never ends (`repeat()`).
+    Infinite,
+    /// Not known without iterating (`filter`, files).
+    Unknown,
+}
+
+impl Cardinality {
+    pub(crate) fn map(self, f: impl FnOnce(u64) -> u64) -> Cardinality {
+        match self {
+            Cardinality::Finite(n) => Cardinality::Finite(f(n)),
+            c => c,
+        }
+    }
+}
+
+/// What every iterator gets when it is made.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    /// This stage's name path (`Iterator::Root::Batch`).
+    pub(crate) path: String,
+    pub(crate) budget: Arc<Budget>,
+}
+
+impl Ctx {
+    pub(crate) fn child(&self, kind: &str) -> Ctx {
+        Ctx { path: format!("{}::{kind}", self.path), budget: self.budget.clone() }
+    }
+}
+
+/// A stage of the pipeline.
+pub(crate) trait Node: Send + Sync + 'static {
+    /// tf.data's name for the stage (`Map`, `ParallelMap`, `Batch`, `Prefetch`, ...).
+    fn kind(&self) -> &'static str;
+    /// The stages it reads from.
+    fn inputs(&self) -> Vec<Arc<dyn Node>>;
+    /// Its parameters, for the pipeline's fingerprint (what a cache file is keyed by).
+    fn describe(&self) -> String;
+    /// How many elements it yields.
+    fn cardinality(&self) -> Cardinality;
+    /// Its tunable knobs.
+    fn knobs(&self) -> Vec<Arc<Knob>> {
+        Vec::new()
+    }
+    /// A fresh iterator; `ctx.path` already names this stage.
+    fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>>;
+}
+
+/// Makes an iterator of `node` as an input of the stage at `ctx`.
+pub(crate) fn iterate_input(node: &Arc<dyn Node>, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
+    node.iterate(&ctx.child(node.kind()))
+}
+
+/// A fingerprint of the pipeline up to `node`: its stages, their parameters and (for
+/// sources) their data, so a cache file written by another pipeline is never replayed.
+pub(crate) fn fingerprint(node: &Arc<dyn Node>) -> u64 {
+    fn walk(n: &Arc<dyn Node>, h: &mut Fnv) {
+        h.write(n.kind().as_bytes());
+        h.write(b"(");
+        h.write(n.describe().as_bytes());
+        for i in n.inputs() {
+            walk(&i, h);
+        }
+        h.write(b")");
+    }
+    let mut h = Fnv::default();
+    walk(node, &mut h);
+    h.0
+}
+
+/// FNV-1a, 64 bit (stable across runs and builds, unlike `DefaultHasher`).
+pub(crate) struct Fnv(pub(crate) u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    /// Hashes a tensor's dtype, shape and contents.
+    pub(crate) fn tensor(&mut self, t: &Tensor) {
+        self.write(t.dtype().to_string().as_bytes());
+        for d in t.dims() {
+            self.write(&(*d as u64).to_le_bytes());
+        }
+        if let Ok(b) = t.as_bytes() {
+            self.write(b);
+        } else if let Ok(s) = t.as_strings() {
+            for x in s {
+                self.write(&(x.len() as u64).to_le_bytes());
+                self.write(x);
+            }
+        }
+    }
+}
+
+/// A lazy dataset of `T` (a tensor, a tuple of tensors, or a [`Structure`]). Transformations
+/// return new datasets; nothing runs until it is iterated. Cloning is cheap (shared stages).
+pub struct Dataset<T> {
+    pub(crate) node: Arc<dyn Node>,
+    pub(crate) budget: Arc<Budget>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Dataset<T> {
+    fn clone(&self) -> Self {
+        Dataset { node: self.node.clone(), budget: self.budget.clone(), _t: PhantomData }
+    }
+}
+
+impl<T: Structure> Dataset<T> {
+    pub(crate) fn from_node(node: Arc<dyn Node>) -> Dataset<T> {
+        Dataset { node, budget: Arc::new(Budget::default()), _t: PhantomData }
+    }
+
+    /// A dataset of another element type on `node`, keeping this one's budget.
+    pub(crate) fn then<U: Structure>(&self, node: impl Node) -> Dataset<U> {
+        Dataset { node: Arc::new(node), budget: self.budget.clone(), _t: PhantomData }
+    }
+
+    /// The same dataset with another element type whose components are the same.
+    pub fn cast<U: Structure>(self) -> Dataset<U> {
+        Dataset { node: self.node, budget: self.budget, _t: PhantomData }
+    }
+
+    /// The same pipeline under `budget` (CPU threads and RAM for AUTOTUNE, logging).
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = Arc::new(budget);
+        self
+    }
+
+    /// A fresh iterator (a new epoch: shuffles reshuffle unless told otherwise).
+    pub fn iter(&self) -> Result<DatasetIter<T>> {
+        let ctx = Ctx { path: "Iterator::Root".into(), budget: self.budget.clone() };
+        let inner = iterate_input(&self.node, &ctx)?;
+        Ok(DatasetIter { inner, _t: PhantomData })
+    }
+
+    /// The number of elements, when known.
+    pub fn cardinality(&self) -> Cardinality {
+        self.node.cardinality()
+    }
+
+    /// What AUTOTUNE chose for each tuned stage, and why.
+    pub fn autotune_report(&self) -> Vec<TunedStage> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.node.clone()];
+        while let Some(n) = stack.pop() {
+            out.extend(n.knobs().iter().map(|k| k.report()));
+            stack.extend(n.inputs());
+        }
+        out
+    }
+
+    /// The stages from the root down, as tf.data names iterators (`Root::Prefetch::Batch`).
+    pub fn describe(&self) -> String {
+        let mut parts = vec!["Root".to_string()];
+        let mut n = self.node.clone();
+        loop {
+            parts.push(n.kind().to_string());
+            let inputs = n.inputs();
+            match inputs.first() {
+                Some(i) => n = i.clone(),
+                None => break,
+            }
+        }
+        parts.join("::")
+    }
+
+    /// The pipeline's fingerprint (stages, parameters, source data).
+    pub fn fingerprint(&self) -> u64 {
+        fingerprint(&self.node)
+    }
+}
+
+/// A running iteration of a dataset: a Rust iterator of `Result<T>`. Dropping it stops its
+/// worker threads.
+pub struct DatasetIter<T> {
+    inner: Box<dyn ElementIter>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Structure> Iterator for DatasetIter<T> {
+    type Item = Result<T>;
+    fn next(&mut self) -> Option<Result<T>> {
+        Some(self.inner.next()?.and_then(T::unflatten))
+    }
+}
+
+impl<T: Structure> DatasetIter<T> {
+    /// The next element's components, untyped.
+    pub fn next_components(&mut self) -> Next {
+        self.inner.next()
+    }
+}
+
+/// A boxed iterator from a closure (for stages whose iterator is a few lines).
+pub(crate) struct FnIter<F>(pub(crate) F);
+
+impl<F: FnMut() -> Next + Send> ElementIter for FnIter<F> {
+    fn next(&mut self) -> Next {
+        (self.0)()
+    }
+}
+
+/// Errors a user's function returned, attributed to the stage that ran it.
+pub(crate) fn in_stage<T>(r: Result<T>, ctx: &Ctx) -> Result<T> {
+    r.map_err(|e| e.in_stage(&ctx.path))
+}
+
+/// `DataError::Invalid` helper.
+pub(crate) fn invalid<T>(msg: impl Into<String>) -> Result<T> {
+    Err(DataError::Invalid(msg.into()))
+}
