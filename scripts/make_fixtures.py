@@ -863,24 +863,29 @@ def edge_cases():
     print("edge: every AttrValue case, special floats, all byte values, a function library")
 
 
+def update_manifest(entries):
+    """Replaces (or adds) the MANIFEST lines of `entries`, keeping every other line."""
+    path = os.path.join(OUT, "MANIFEST")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for entry in entries:
+        key = entry.split()[0]
+        at = [i for i, line in enumerate(lines) if line.split()[:1] == [key]]
+        if at:
+            lines[at[0]] = entry
+        else:
+            lines.append(entry)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     if len(sys.argv) > 1:
         # Only the named fixture functions; their MANIFEST lines are replaced (or added).
         for name in sys.argv[1:]:
             globals()[name]()
-        path = os.path.join(OUT, "MANIFEST")
-        with open(path) as f:
-            lines = f.read().splitlines()
-        for entry in manifest:
-            key = entry.split()[0]
-            at = [i for i, line in enumerate(lines) if line.split()[:1] == [key]]
-            if at:
-                lines[at[0]] = entry
-            else:
-                lines.append(entry)
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        update_manifest(manifest)
         return
     mlp()
     elementwise(tf.float32, "elementwise_f32")

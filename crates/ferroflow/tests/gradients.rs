@@ -133,6 +133,23 @@ fn cases() -> Vec<Case> {
         c("Conv2D", vec![vec![1, 6, 5, 2], vec![2, 3, 2, 3]], (-1.0, 1.0), |s, x| {
             window(s, "Conv2D", x, [1, 2], "VALID")
         }),
+        c("DepthwiseConv2dNative", vec![vec![2, 5, 5, 3], vec![3, 3, 3, 2]], (-1.0, 1.0), |s, x| {
+            window(s, "DepthwiseConv2dNative", x, [2, 2], "SAME")
+        }),
+        c("DepthwiseConv2dNative", vec![vec![1, 6, 5, 2], vec![2, 3, 2, 1]], (-1.0, 1.0), |s, x| {
+            window(s, "DepthwiseConv2dNative", x, [1, 2], "VALID")
+        }),
+        c("DepthwiseConv2dNativeBackpropInput", vec![vec![3, 3, 2, 2], vec![2, 3, 3, 4]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[4], &[2i32, 5, 5, 2]).unwrap();
+            op_with(s, "DepthwiseConv2dNativeBackpropInput", &[sizes, x[0], x[1]], &conv_attrs([2, 2], "SAME"))
+        }),
+        c("DepthwiseConv2dNativeBackpropFilter", vec![vec![2, 5, 5, 2], vec![2, 3, 3, 4]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[4], &[3i32, 3, 2, 2]).unwrap();
+            op_with(s, "DepthwiseConv2dNativeBackpropFilter", &[x[0], sizes, x[1]], &conv_attrs([2, 2], "SAME"))
+        }),
+        // Training mode: the batch statistics depend on x too; the moving averages blend in.
+        c("FusedBatchNormV3", vec![vec![2, 3, 3, 2], vec![2], vec![2]], (-2.0, 2.0), |s, x| batch_norm(s, x, true)),
+        c("FusedBatchNormV3", vec![vec![2, 3, 3, 2], vec![2], vec![2]], (-2.0, 2.0), |s, x| batch_norm(s, x, false)),
         c("MaxPool", vec![vec![2, 5, 5, 3]], (-2.0, 2.0), |s, x| window(s, "MaxPool", x, [2, 2], "SAME")),
         c("MaxPool", vec![vec![1, 6, 6, 2]], (-2.0, 2.0), |s, x| window(s, "MaxPool", x, [1, 1], "VALID")),
         c("AvgPool", vec![vec![2, 5, 5, 3]], (-2.0, 2.0), |s, x| window(s, "AvgPool", x, [2, 2], "SAME")),
@@ -302,12 +319,26 @@ fn window(s: &Scope, op: &str, x: &[Output], strides: [i64; 2], padding: &str) -
         ("strides", ints(vec![1, strides[0], strides[1], 1])),
         ("padding", AttrValue { value: Some(Value::S(padding.as_bytes().to_vec())) }),
     ];
-    if op == "Conv2D" {
+    if op == "Conv2D" || op == "DepthwiseConv2dNative" {
         op_with(s, op, &x[..2], &attrs)
     } else {
         attrs.push(("ksize", ints(vec![1, 3, 3, 1])));
         op_with(s, op, &x[..1], &attrs)
     }
+}
+
+/// `FusedBatchNormV3(x, scale = x[1], offset = x[2])` in float64 (ferroflow's kernel; TensorFlow
+/// has float only), with fixed moving statistics and epsilon 1e-3; output `y`.
+fn batch_norm(s: &Scope, x: &[Output], training: bool) -> Output {
+    let mean = s.constant_from(&[2], &[0.3f64, -0.2]).unwrap();
+    let var = s.constant_from(&[2], &[0.8f64, 1.5]).unwrap();
+    let attrs = [
+        ("U", t64()),
+        ("epsilon", attr::float(1e-3)),
+        ("is_training", attr::boolean(training)),
+        ("exponential_avg_factor", attr::float(if training { 0.01 } else { 1.0 })),
+    ];
+    op_with(s, "FusedBatchNormV3", &[x[0], x[1], x[2], mean, var], &attrs)
 }
 
 fn cond(s: &Scope, x: &[Output], pred: bool) -> Output {

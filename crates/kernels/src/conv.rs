@@ -1,6 +1,8 @@
 //! Convolutions and friends, NHWC: `Conv2D` (im2col + the tuned GEMM, rows split across the
-//! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, `FusedBatchNormV3`
-//! (inference).
+//! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, their backprops, and
+//! `FusedBatchNormV3`/`FusedBatchNormGradV3` (in [`batch_norm`]).
+mod batch_norm;
+
 use ferroflow_ops::defs::conv::conv_output_size;
 use ferroflow_tensor::{DType, Tensor};
 use rayon::prelude::*;
@@ -330,44 +332,6 @@ impl<T: Float> OpKernel for Pool<T> {
     }
 }
 
-struct FusedBatchNorm {
-    epsilon: f32,
-    nchw: bool,
-}
-
-impl OpKernel for FusedBatchNorm {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let dims = inputs[0].dims().to_vec();
-        if dims.len() != 4 {
-            return Err(invalid(format!("input must be 4-dimensional, got shape {dims:?}")));
-        }
-        let c = if self.nchw { dims[1] } else { dims[3] };
-        for (i, name) in [(1, "scale"), (2, "offset"), (3, "mean"), (4, "variance")] {
-            if inputs[i].dims() != [c] {
-                return Err(invalid(format!("{name} must have shape [{c}], got {:?}", inputs[i].dims())));
-            }
-        }
-        let [scale, offset, mean, var] = [1, 2, 3, 4].map(|i| inputs[i].as_slice::<f32>().map(<[f32]>::to_vec));
-        let (scale, offset, mean, var) = (scale?, offset?, mean?, var?);
-        let mul: Vec<f32> = (0..c).map(|i| scale[i] / (var[i] + self.epsilon).sqrt()).collect();
-        let add: Vec<f32> = (0..c).map(|i| offset[i] - mean[i] * mul[i]).collect();
-        let inner = if self.nchw { dims[2] * dims[3] } else { 1 };
-        let mut y = inputs.swap_remove(0);
-        for (i, v) in y.as_mut_slice::<f32>()?.iter_mut().enumerate() {
-            let ch = (i / inner) % c;
-            *v = *v * mul[ch] + add[ch];
-        }
-        let stat = |v: &[f32]| Tensor::from_slice(&[c], v);
-        outputs.push(y);
-        outputs.push(stat(&mean)?);
-        outputs.push(stat(&var)?);
-        outputs.push(stat(&mean)?);
-        outputs.push(stat(&var)?);
-        outputs.push(Tensor::zeros(DType::Float, &[0])?);
-        Ok(())
-    }
-}
-
 /// Reads a 4-element int32 shape input (`input_sizes`, `filter_sizes`, `orig_input_shape`).
 fn shape4(t: &Tensor, what: &str) -> KResult<[usize; 4]> {
     let v = t.as_slice::<i32>().map_err(|e| invalid(format!("{what}: {e}")))?;
@@ -471,6 +435,108 @@ impl<T: GemmElement + Float> OpKernel for ConvBackprop<T> {
     }
 }
 
+/// `DepthwiseConv2dNativeBackpropInput` (`wrt_filter == false`) and
+/// `DepthwiseConv2dNativeBackpropFilter`: the gradients of `DepthwiseConv2dNative` with
+/// respect to its input (each output gradient spread back over the taps that read a pixel,
+/// one task per image) and its filter (one task per window tap).
+struct DepthwiseBackprop<T> {
+    window: Window,
+    wrt_filter: bool,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Float> OpKernel for DepthwiseBackprop<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (xdims, fdims) = if self.wrt_filter {
+            (nhwc(&inputs[0], "input")?, shape4(&inputs[1], "filter_sizes")?)
+        } else {
+            (shape4(&inputs[0], "input_sizes")?, nhwc(&inputs[1], "filter")?)
+        };
+        let [n, h, w, c] = xdims;
+        let [kh, kw, fc, m] = fdims;
+        if fc != c {
+            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
+        }
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let (oh, ow, oc) = (ah.output, aw.output, c * m);
+        let g = &inputs[2];
+        if g.dims() != [n, oh, ow, oc] {
+            return Err(invalid(format!(
+                "out_backprop has shape {:?}, expected [{n}, {oh}, {ow}, {oc}] for input {xdims:?} and filter {fdims:?}",
+                g.dims()
+            )));
+        }
+        let gs = g.as_slice::<T>()?;
+        let parallel = ctx.threads() > 1;
+        if self.wrt_filter {
+            let x = inputs[0].as_slice::<T>()?;
+            let mut out = Tensor::zeros(T::DTYPE, &[kh, kw, c, m])?;
+            let tap = |(t, dst): (usize, &mut [T])| {
+                let (ky, kx) = (t / kw, t % kw);
+                for b in 0..n {
+                    for y in 0..oh {
+                        let Some(iy) = ah.source(y, ky) else { continue };
+                        for xo in 0..ow {
+                            let Some(ix) = aw.source(xo, kx) else { continue };
+                            let src = &x[((b * h + iy) * w + ix) * c..][..c];
+                            let go = &gs[((b * oh + y) * ow + xo) * oc..][..oc];
+                            for ci in 0..c {
+                                for mi in 0..m {
+                                    dst[ci * m + mi] = dst[ci * m + mi] + src[ci] * go[ci * m + mi];
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            let o = out.as_mut_slice::<T>()?;
+            if oc > 0 {
+                if parallel && kh * kw > 1 {
+                    ctx.install(|| o.par_chunks_mut(oc).enumerate().for_each(tap));
+                } else {
+                    o.chunks_mut(oc).enumerate().for_each(tap);
+                }
+            }
+            outputs.push(out);
+        } else {
+            let f = inputs[1].as_slice::<T>()?;
+            let mut out = Tensor::zeros(T::DTYPE, &[n, h, w, c])?;
+            let image = |(b, dx): (usize, &mut [T])| {
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let go = &gs[((b * oh + y) * ow + xo) * oc..][..oc];
+                        for ky in 0..kh {
+                            let Some(iy) = ah.source(y, ky) else { continue };
+                            for kx in 0..kw {
+                                let Some(ix) = aw.source(xo, kx) else { continue };
+                                let taps = &f[(ky * kw + kx) * oc..][..oc];
+                                let dst = &mut dx[(iy * w + ix) * c..][..c];
+                                for ci in 0..c {
+                                    let mut acc = dst[ci];
+                                    for mi in 0..m {
+                                        acc = acc + go[ci * m + mi] * taps[ci * m + mi];
+                                    }
+                                    dst[ci] = acc;
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            let dx = out.as_mut_slice::<T>()?;
+            if h * w * c > 0 {
+                if parallel && n > 1 {
+                    ctx.install(|| dx.par_chunks_mut(h * w * c).enumerate().for_each(image));
+                } else {
+                    dx.chunks_mut(h * w * c).enumerate().for_each(image);
+                }
+            }
+            outputs.push(out);
+        }
+        Ok(())
+    }
+}
+
 /// `MaxPoolGrad` (each output's gradient goes to the first maximum of its window, in scan
 /// order, as TensorFlow's CPU kernel) and `AvgPoolGrad` (spread evenly over the window's
 /// in-bounds taps).
@@ -563,29 +629,19 @@ fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(Depthwise::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
+fn k_depthwise_backprop(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let window = Window::from_node(d, true)?;
+    let wrt_filter = d.def.name == "DepthwiseConv2dNativeBackpropFilter";
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(DepthwiseBackprop::<T> { window, wrt_filter, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
 fn k_pool(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let window = Window::from_node(d, false)?;
     let ksize = four(d, "ksize", 1)?;
     let max = d.def.name == "MaxPool";
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(Pool::<T> { max, ksize, window, _t: Default::default() }) as Box<dyn OpKernel>))
-}
-
-fn k_batch_norm(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    if d.bool("is_training")? {
-        return Err(invalid(format!(
-            "node '{}': FusedBatchNormV3 with is_training=true (batch statistics) is not supported; freeze the graph for inference",
-            d.name
-        )));
-    }
-    if d.dtype("U")? != DType::Float {
-        return Err(invalid(format!("node '{}': FusedBatchNormV3 needs U=float", d.name)));
-    }
-    let epsilon = match d.def.attr(d.attrs, "epsilon").and_then(|v| v.value.as_ref()) {
-        Some(ferroflow_proto::attr_value::Value::F(f)) => *f,
-        _ => 1e-4,
-    };
-    Ok(Box::new(FusedBatchNorm { epsilon, nchw: d.string("data_format")? == "NCHW" }))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {
@@ -598,5 +654,8 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Conv2DBackpropFilter", "T", F, k_conv_backprop);
     r.register("MaxPoolGrad", "T", F, k_pool_grad);
     r.register("AvgPoolGrad", "T", F, k_pool_grad);
-    r.register("FusedBatchNormV3", "T", &[DType::Float], k_batch_norm);
+    r.register("DepthwiseConv2dNativeBackpropInput", "T", F, k_depthwise_backprop);
+    r.register("DepthwiseConv2dNativeBackpropFilter", "T", F, k_depthwise_backprop);
+    r.register("FusedBatchNormV3", "T", F, batch_norm::k_batch_norm);
+    r.register("FusedBatchNormGradV3", "T", F, batch_norm::k_batch_norm_grad);
 }

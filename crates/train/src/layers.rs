@@ -1,7 +1,7 @@
 //! Layers as graph-building functions with `tf.compat.v1.layers`' names: a dense layer named
 //! `layer_0` has variables `layer_0/kernel`, `layer_0/bias` and ops `layer_0/MatMul`,
 //! `layer_0/BiasAdd`, `layer_0/Relu`.
-use ferroflow_graph::{Attrs, Output};
+use ferroflow_graph::{Attrs, NodeId, Output};
 use ferroflow_ops::{infer_shapes, Scope};
 use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
@@ -21,16 +21,23 @@ pub enum Activation {
     Sigmoid,
     /// `Tanh`.
     Tanh,
+    /// Keras's `swish` (`tf.nn.silu`): `x · sigmoid(x)`, as `Mul(x, Sigmoid(x))`.
+    Swish,
 }
 
 impl Activation {
-    fn apply(self, s: &Scope, x: Output) -> Result<Output> {
+    /// The activation of `x`, as nodes in `s`.
+    pub fn apply(self, s: &Scope, x: Output) -> Result<Output> {
         Ok(match self {
             Activation::Linear => x,
             Activation::Relu => s.unary("Relu", x)?,
             Activation::Softmax => s.unary("Softmax", x)?,
             Activation::Sigmoid => s.unary("Sigmoid", x)?,
             Activation::Tanh => s.unary("Tanh", x)?,
+            Activation::Swish => {
+                let s = s.name_scope("swish");
+                s.mul(x, s.unary("Sigmoid", x)?)?
+            }
         })
     }
 }
@@ -172,4 +179,156 @@ pub fn max_pool2d(
     a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
     a.insert("padding".into(), padding.attr());
     Ok(Output { node: s.add_op("MaxPool", "MaxPool", &[x], &[], a)?, index: 0 })
+}
+
+/// A 2-D convolution without bias (NHWC), kernel `[kh, kw, in, filters]` named `kernel`:
+/// the convolutions of EfficientNet, each followed by batch normalization.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_no_bias(
+    b: &Builder,
+    x: Output,
+    filters: usize,
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    padding: Padding,
+    kernel_init: &Initializer,
+    name: &str,
+) -> Result<Output> {
+    let channels = last_dim(b, x, name)?;
+    let s = b.scope().name_scope(name);
+    let dtype = s.dtype(x);
+    let k = b.variable(&s, "kernel", &[kernel[0], kernel[1], channels, filters], dtype, kernel_init, true)?;
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(dtype));
+    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("padding".into(), padding.attr());
+    Ok(Output { node: s.add_op("Conv2D", "Conv2D", &[x, k.value], &[], a)?, index: 0 })
+}
+
+/// Keras's `DepthwiseConv2D` (NHWC, no bias): each input channel convolved with its own
+/// `depth_multiplier` filters, kernel `[kh, kw, in, depth_multiplier]` named
+/// `depthwise_kernel`, through `DepthwiseConv2dNative`.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv2d(
+    b: &Builder,
+    x: Output,
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    padding: Padding,
+    depth_multiplier: usize,
+    kernel_init: &Initializer,
+    name: &str,
+) -> Result<Output> {
+    let channels = last_dim(b, x, name)?;
+    if depth_multiplier == 0 {
+        return Err(TrainError::Invalid(format!("layer '{name}': depth_multiplier must be at least 1")));
+    }
+    let s = b.scope().name_scope(name);
+    let dtype = s.dtype(x);
+    let shape = [kernel[0], kernel[1], channels, depth_multiplier];
+    let k = b.variable(&s, "depthwise_kernel", &shape, dtype, kernel_init, true)?;
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(dtype));
+    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("padding".into(), padding.attr());
+    Ok(Output { node: s.add_op("DepthwiseConv2dNative", "depthwise", &[x, k.value], &[], a)?, index: 0 })
+}
+
+/// The collection holding the moving-statistics updates of batch normalization layers
+/// (TensorFlow's `tf.GraphKeys.UPDATE_OPS`); a model's train op runs them with each step.
+pub const UPDATE_OPS: &str = "update_ops";
+
+/// Keras's `BatchNormalization` over the last axis of an NHWC input, through
+/// `FusedBatchNormV3`: `gamma` (ones) and `beta` (zeros) are trained; `moving_mean` (zeros)
+/// and `moving_variance` (ones) are not. When the boolean `training` is true the batch's
+/// statistics normalize and the op blends them into the moving ones with
+/// `exponential_avg_factor = 1 − momentum` (Keras 2's fused path: the variance blended in is
+/// Bessel-corrected); two `AssignVariableOp`s, added to [`UPDATE_OPS`], write them back.
+/// When false the moving statistics normalize. Keras's defaults are momentum 0.99,
+/// epsilon 1e-3.
+pub fn batch_normalization(
+    b: &Builder,
+    x: Output,
+    training: Output,
+    momentum: f64,
+    epsilon: f64,
+    name: &str,
+) -> Result<Output> {
+    let shape = static_shape(b, x)?;
+    if shape.rank() != Some(4) {
+        return Err(TrainError::Invalid(format!(
+            "layer '{name}': batch normalization takes NHWC (4-D) input, got shape {shape}"
+        )));
+    }
+    if !(0.0..=1.0).contains(&momentum) {
+        return Err(TrainError::Invalid(format!("layer '{name}': momentum must be in [0, 1], got {momentum}")));
+    }
+    let channels = last_dim(b, x, name)?;
+    let s = b.scope().name_scope(name);
+    let dtype = s.dtype(x);
+    let gamma = b.variable(&s, "gamma", &[channels], dtype, &Initializer::Ones, true)?;
+    let beta = b.variable(&s, "beta", &[channels], dtype, &Initializer::Zeros, true)?;
+    let mean = b.variable(&s, "moving_mean", &[channels], dtype, &Initializer::Zeros, false)?;
+    let var = b.variable(&s, "moving_variance", &[channels], dtype, &Initializer::Ones, false)?;
+    let fused = |s: &Scope, ins: &[Output], is_training: bool| -> Result<NodeId> {
+        let mut a = Attrs::new();
+        a.insert("T".into(), attr::dtype(dtype));
+        a.insert("U".into(), attr::dtype(dtype));
+        a.insert("epsilon".into(), attr::float(epsilon as f32));
+        a.insert("exponential_avg_factor".into(), attr::float(if is_training { 1.0 - momentum as f32 } else { 1.0 }));
+        a.insert("data_format".into(), attr::string("NHWC"));
+        a.insert("is_training".into(), attr::boolean(is_training));
+        Ok(s.add_op("FusedBatchNormV3", "FusedBatchNormV3", ins, &[], a)?)
+    };
+    let out = s.cond::<TrainError>(
+        training,
+        &[x, gamma.value, beta.value, mean.value, var.value],
+        |t, ins| {
+            let n = fused(t, ins, true)?;
+            Ok((0..3).map(|index| Output { node: n, index }).collect())
+        },
+        |f, ins| {
+            let n = fused(f, ins, false)?;
+            Ok(vec![Output { node: n, index: 0 }, f.identity(ins[3])?, f.identity(ins[4])?])
+        },
+    )?;
+    for (v, value, op) in [(&mean, out[1], "AssignMovingAvg"), (&var, out[2], "AssignMovingAvg_1")] {
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), attr::dtype(dtype));
+        let id = s.add_op("AssignVariableOp", op, &[v.handle, value], &[], a)?;
+        b.add_to_collection(UPDATE_OPS, &s.with_graph(|g| g.node(id).name.clone()));
+    }
+    Ok(out[0])
+}
+
+/// Keras's `GlobalAveragePooling2D`: the mean over height and width of an NHWC input,
+/// `[batch, channels]` (`keep_dims` keeps them as 1×1).
+pub fn global_average_pooling2d(b: &Builder, x: Output, keep_dims: bool, name: &str) -> Result<Output> {
+    let shape = static_shape(b, x)?;
+    if shape.rank().is_some_and(|r| r != 4) {
+        return Err(TrainError::Invalid(format!("layer '{name}': global pooling takes NHWC (4-D) input, got {shape}")));
+    }
+    let s = b.scope().name_scope(name);
+    Ok(s.reduce("Mean", x, &[1, 2], keep_dims)?)
+}
+
+/// Squeeze-and-excitation (as Keras's EfficientNet builds it): the global average of `x`
+/// (kept 1×1), a 1×1 convolution to `squeeze_filters` with bias and swish, a 1×1
+/// convolution back to `x`'s channels with bias and sigmoid, and `x` scaled by the result
+/// per channel. Layers `<name>/squeeze`, `<name>/reduce`, `<name>/expand`, `<name>/excite`.
+pub fn squeeze_excitation(
+    b: &Builder,
+    x: Output,
+    squeeze_filters: usize,
+    kernel_init: &Initializer,
+    name: &str,
+) -> Result<Output> {
+    let channels = last_dim(b, x, name)?;
+    let inner = b.name_scope(name);
+    let squeezed = global_average_pooling2d(&inner, x, true, "squeeze")?;
+    let one = [1, 1];
+    let r =
+        conv2d(&inner, squeezed, squeeze_filters, one, one, Padding::Same, Activation::Swish, kernel_init, "reduce")?;
+    let e = conv2d(&inner, r, channels, one, one, Padding::Same, Activation::Sigmoid, kernel_init, "expand")?;
+    Ok(inner.scope().with_name("excite").mul(x, e)?)
 }

@@ -10,6 +10,7 @@
 //! keeps their values between steps.
 #![warn(missing_docs)]
 
+pub mod efficientnet;
 pub mod fit_data;
 pub mod layers;
 pub mod losses;
@@ -119,6 +120,42 @@ pub enum Initializer {
         /// Op seed.
         seed: Option<i64>,
     },
+    /// Keras's `VarianceScaling`: variance `scale / n`, n the fan in, fan out or their mean
+    /// (fans as for [`Initializer::GlorotUniform`]); normal (untruncated), truncated normal
+    /// (stddev corrected for the truncation, as Keras) or uniform. EfficientNet's convolutions
+    /// use scale 2 over fan out, normal; its dense layer 1/3 over fan out, uniform.
+    VarianceScaling {
+        /// The variance numerator.
+        scale: f64,
+        /// Which fan divides it.
+        mode: FanMode,
+        /// The distribution drawn from.
+        distribution: Distribution,
+        /// Op seed.
+        seed: Option<i64>,
+    },
+}
+
+/// The fan [`Initializer::VarianceScaling`] divides by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanMode {
+    /// Inputs per output unit.
+    FanIn,
+    /// Outputs per input unit.
+    FanOut,
+    /// Their mean.
+    FanAvg,
+}
+
+/// The distribution of [`Initializer::VarianceScaling`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribution {
+    /// Normal.
+    Normal,
+    /// Normal with values beyond two standard deviations redrawn.
+    TruncatedNormal,
+    /// Uniform.
+    Uniform,
 }
 
 /// A resource variable in the graph.
@@ -172,6 +209,13 @@ impl Builder {
     /// The root scope.
     pub fn scope(&self) -> &Scope {
         &self.scope
+    }
+
+    /// This builder with its scope under `name/` (same graph, variables and seed): layers
+    /// built through it are named `name/<layer>/...`, as Keras names a block's layers.
+    /// Model-level nodes (`global_step`, `init`) belong to the root builder.
+    pub fn name_scope(&self, name: &str) -> Builder {
+        Builder { scope: self.scope.name_scope(name), ..self.clone() }
     }
 
     /// A copy of the graph built so far.
@@ -246,6 +290,30 @@ impl Builder {
                 let (fan_in, fan_out) = fans(shape);
                 let limit = (6.0 / (fan_in + fan_out).max(1.0)).sqrt();
                 affine("RandomUniform", "random_uniform", 2.0 * limit, -limit, seed)
+            }
+            Initializer::VarianceScaling { scale, mode, distribution, seed } => {
+                let (fan_in, fan_out) = fans(shape);
+                let n = match mode {
+                    FanMode::FanIn => fan_in,
+                    FanMode::FanOut => fan_out,
+                    FanMode::FanAvg => (fan_in + fan_out) / 2.0,
+                };
+                let variance = scale / n.max(1.0);
+                match distribution {
+                    Distribution::Normal => affine("RandomStandardNormal", "random_normal", variance.sqrt(), 0.0, seed),
+                    // Keras's constant: the stddev of a unit normal truncated to [-2, 2].
+                    Distribution::TruncatedNormal => affine(
+                        "TruncatedNormal",
+                        "truncated_normal",
+                        variance.sqrt() / 0.879_625_661_034_239_8,
+                        0.0,
+                        seed,
+                    ),
+                    Distribution::Uniform => {
+                        let limit = (3.0 * variance).sqrt();
+                        affine("RandomUniform", "random_uniform", 2.0 * limit, -limit, seed)
+                    }
+                }
             }
         }
     }

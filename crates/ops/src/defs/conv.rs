@@ -1,4 +1,4 @@
-//! Convolutions, pools, their backprops, and `FusedBatchNormV3` (NHWC).
+//! Convolutions, pools, their backprops, and `FusedBatchNormV3` with its gradient (NHWC).
 use ferroflow_graph::Output;
 use ferroflow_tensor::Shape;
 
@@ -19,6 +19,17 @@ const CONV2D_ATTRS: &[&str] = &[
 const CONV_ATTRS: &[&str] =
     &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"];
 
+/// The attrs `DepthwiseConv2dNative` and its backprop ops share.
+const DEPTHWISE_ATTRS: &[&str] = &[
+    "strides: list(int)",
+    "padding: {'SAME', 'VALID', 'EXPLICIT'}",
+    "explicit_paddings: list(int) = []",
+    "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
+    "dilations: list(int) = [1, 1, 1, 1]",
+];
+
+const DEPTHWISE_ATTR_NAMES: &[&str] = &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations"];
+
 /// The convolution, pooling and batch-normalization ops.
 pub fn defs() -> Vec<OpDef> {
     let mut v = vec![
@@ -37,15 +48,29 @@ pub fn defs() -> Vec<OpDef> {
             .input("filter: T")
             .output("output: T")
             .attr("T: type")
-            .attr("strides: list(int)")
-            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-            .attr("explicit_paddings: list(int) = []")
-            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
-            .attr("dilations: list(int) = [1, 1, 1, 1]")
+            .attrs(DEPTHWISE_ATTRS)
             .shape(depthwise_conv2d)
-            .gradient_unavailable(
-                "TensorFlow differentiates it with DepthwiseConv2dNativeBackpropInput/Filter, which ferroflow does not have yet",
-            )
+            .gradient(depthwise_conv2d_grad)
+            .build(),
+        op("DepthwiseConv2dNativeBackpropInput")
+            .input("input_sizes: int32")
+            .input("filter: T")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attr("T: {half, bfloat16, float, double}")
+            .attrs(DEPTHWISE_ATTRS)
+            .shape(s::shape_of_input0_value)
+            .gradient(depthwise_backprop_input_grad)
+            .build(),
+        op("DepthwiseConv2dNativeBackpropFilter")
+            .input("input: T")
+            .input("filter_sizes: int32")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attr("T: {half, bfloat16, float, double}")
+            .attrs(DEPTHWISE_ATTRS)
+            .shape(|c| Ok(vec![c.shape_value(1)]))
+            .gradient(depthwise_backprop_filter_grad)
             .build(),
     ];
     for (name, input, grad) in
@@ -142,8 +167,33 @@ pub fn defs() -> Vec<OpDef> {
             .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
             .attr("is_training: bool = true")
             .shape(fused_batch_norm)
+            .gradient(fused_batch_norm_grad)
+            .build(),
+    );
+    // TensorFlow declares `scale: float`; its `U` is always float, so every TensorFlow graph
+    // validates against `scale: U` too, which also lets the float64 kernel (ferroflow's, for
+    // finite-difference checks) take a float64 scale.
+    v.push(
+        op("FusedBatchNormGradV3")
+            .input("y_backprop: T")
+            .input("x: T")
+            .input("scale: U")
+            .input("reserve_space_1: U")
+            .input("reserve_space_2: U")
+            .input("reserve_space_3: U")
+            .output("x_backprop: T")
+            .output("scale_backprop: U")
+            .output("offset_backprop: U")
+            .output("reserve_space_4: U")
+            .output("reserve_space_5: U")
+            .attr("T: type")
+            .attr("U: type")
+            .attr("epsilon: float = 0.0001")
+            .attr("data_format: {'NHWC', 'NCHW', 'NDHWC', 'NCDHW'} = 'NHWC'")
+            .attr("is_training: bool = true")
+            .shape(fused_batch_norm_grad_shape)
             .gradient_unavailable(
-                "TensorFlow differentiates it with FusedBatchNormGradV3, which ferroflow does not have yet",
+                "TensorFlow differentiates it with its second-order formula (_BatchNormGrad), which ferroflow does not have yet",
             )
             .build(),
     );
@@ -257,7 +307,77 @@ fn pool(c: &InferCtx) -> Result<Vec<Shape>, String> {
 fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let ch = c.inputs[1].dims().and_then(|d| d.first().copied().flatten());
     let v = Shape::new(vec![ch]);
-    Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::unknown()])
+    Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::scalar()])
+}
+
+/// `FusedBatchNormGradV3`: x_backprop has x's shape, the scale and offset gradients scale's;
+/// the two reserve spaces are empty.
+fn fused_batch_norm_grad_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let ch = c.inputs[2].dims().and_then(|d| d.first().copied().flatten());
+    let v = Shape::new(vec![ch]);
+    let empty = Shape::known(&[0]);
+    Ok(vec![c.inputs[1].clone(), v.clone(), v, empty.clone(), empty])
+}
+
+/// `FusedBatchNormV3`: TensorFlow's `FusedBatchNormGradV3`. Training mode reads the batch
+/// statistics the forward op saved (`reserve_space_1/2`); inference mode the population
+/// statistics it was given. Gradients reach x, scale and offset only (the statistics
+/// outputs pass none back, as in TensorFlow).
+fn fused_batch_norm_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 5]) };
+    let s = &ctx.scope;
+    let (x, scale) = (ctx.input(0), ctx.input(1));
+    let (r1, r2) = if ctx.attr_bool("is_training") || !ctx.node.attrs.contains_key("is_training") {
+        (ctx.output(3), ctx.output(4))
+    } else {
+        (ctx.input(3), ctx.input(4))
+    };
+    let a = ctx.attrs_of(&["T", "U", "epsilon", "data_format", "is_training"]);
+    let mut at = ferroflow_graph::Attrs::new();
+    for (k, v) in a {
+        at.insert(k, v);
+    }
+    let id =
+        s.add_op("FusedBatchNormGradV3", "FusedBatchNormGradV3", &[g, x, scale, r1, r2, ctx.output(5)], &[], at)?;
+    let out = |index| Some(Output { node: id, index });
+    Ok(vec![out(0), out(1), out(2), None, None])
+}
+
+/// `DepthwiseConv2dNative`: TensorFlow's `DepthwiseConv2dNativeBackpropInput` and
+/// `DepthwiseConv2dNativeBackpropFilter`.
+fn depthwise_conv2d_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, f) = (ctx.input(0), ctx.input(1));
+    let a = ctx.attrs_of(DEPTHWISE_ATTR_NAMES);
+    let dx = build(s, "DepthwiseConv2dNativeBackpropInput", &[s.unary("Shape", x)?, f, g], &a)?;
+    let df = build(s, "DepthwiseConv2dNativeBackpropFilter", &[x, s.unary("Shape", f)?, g], &a)?;
+    Ok(vec![Some(dx), Some(df)])
+}
+
+/// `DepthwiseConv2dNativeBackpropInput(sizes, f, dy)` is linear in `f` and `dy`:
+/// TensorFlow's `DepthwiseConv2dNativeBackpropFilter(g, shape(f), dy)` and
+/// `DepthwiseConv2dNative(g, f)`.
+fn depthwise_backprop_input_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (f, dy) = (ctx.input(1), ctx.input(2));
+    let a = ctx.attrs_of(DEPTHWISE_ATTR_NAMES);
+    let df = build(s, "DepthwiseConv2dNativeBackpropFilter", &[g, s.unary("Shape", f)?, dy], &a)?;
+    let ddy = build(s, "DepthwiseConv2dNative", &[g, f], &a)?;
+    Ok(vec![None, Some(df), Some(ddy)])
+}
+
+/// `DepthwiseConv2dNativeBackpropFilter(x, sizes, dy)`: TensorFlow's
+/// `DepthwiseConv2dNativeBackpropInput(shape(x), g, dy)` and `DepthwiseConv2dNative(x, g)`.
+fn depthwise_backprop_filter_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, dy) = (ctx.input(0), ctx.input(2));
+    let a = ctx.attrs_of(DEPTHWISE_ATTR_NAMES);
+    let dx = build(s, "DepthwiseConv2dNativeBackpropInput", &[s.unary("Shape", x)?, g, dy], &a)?;
+    let ddy = build(s, "DepthwiseConv2dNative", &[x, g], &a)?;
+    Ok(vec![Some(dx), None, Some(ddy)])
 }
 
 /// `Conv2D`: TensorFlow's `Conv2DBackpropInput` and `Conv2DBackpropFilter`.
