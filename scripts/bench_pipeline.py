@@ -5,7 +5,8 @@ Both sides read the same class-folder directory of JPEGs: file list -> map(read_
 decode_jpeg(channels=3) -> resize(224, 224)) -> batch(32) [-> prefetch], either with a parallel
 map (AUTOTUNE) + prefetch(AUTOTUNE) or serially (no parallel map, no prefetch). Each round runs
 one TensorFlow process and one ferroflow process (alternating, so machine noise hits both), each
-reading EPOCHS epochs; the script prints every epoch's images/s, each process's peak RSS, and the
+reading EPOCHS epochs (serial mode turns off tf.data's default map_parallelization and
+inject_prefetch rewrites, which would otherwise parallelize its "serial" map); the script prints every epoch's images/s, each process's peak RSS, and the
 ratio ferroflow / tf.data per epoch and overall.
 
 Run:  cargo build --release -p ferroflow-cli
@@ -42,6 +43,13 @@ def tf_worker(directory, epochs, parallel):
     ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE if parallel else None).batch(32)
     if parallel:
         ds = ds.prefetch(tf.data.AUTOTUNE)
+    else:
+        # tf.data's default graph rewrites would parallelize the map (map_parallelization)
+        # and add a prefetch (inject_prefetch) behind the user's back; serial means serial.
+        options = tf.data.Options()
+        options.experimental_optimization.map_parallelization = False
+        options.experimental_optimization.inject_prefetch = False
+        ds = ds.with_options(options)
     for e in range(epochs):
         start = time.perf_counter()
         n = 0

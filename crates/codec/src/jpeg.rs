@@ -75,8 +75,32 @@ impl Default for DecodeOptions {
     }
 }
 
+/// Where [`decode_jpeg_into`] writes pixels: a caller's buffer (a tensor's, so the pixels are
+/// written once, straight where they are used).
+pub trait PixelBuffer {
+    /// The buffer's bytes.
+    fn pixels(&mut self) -> &mut [u8];
+}
+
+impl PixelBuffer for Vec<u8> {
+    fn pixels(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// Decodes a JPEG like `tf.io.decode_jpeg`. Returns HWC `u8` pixels and `[height, width, channels]`.
 pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(Vec<u8>, [usize; 3]), String> {
+    decode_jpeg_into(bytes, opts, |shape| Ok(vec![0u8; shape.iter().product()]))
+}
+
+/// [`decode_jpeg`] into a buffer from `make`, which is given `[height, width, channels]` once
+/// the header is read and the size checked, and must return a zero-filled buffer of exactly
+/// that many bytes (rows a truncated file lacks stay zero, TensorFlow's black fill).
+pub fn decode_jpeg_into<B: PixelBuffer>(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    make: impl FnOnce([usize; 3]) -> Result<B, String>,
+) -> Result<(B, [usize; 3]), String> {
     if !matches!(opts.ratio, 1 | 2 | 4 | 8) {
         return Err(format!("ratio must be 1, 2, 4, or 8, got {}", opts.ratio));
     }
@@ -84,7 +108,7 @@ pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(Vec<u8>, [usiz
         return Err(format!("JPEG channels must be 0, 1 or 3, got {}", opts.channels));
     }
     check_magic(bytes)?;
-    with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe { decode_low(cinfo, opts) })
+    with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe { decode_low(cinfo, opts, make) })
 }
 
 /// `tf.io.extract_jpeg_shape`: `[height, width, components]` from the header (CMYK/YCCK files report 4).
@@ -113,10 +137,11 @@ fn check_magic(bytes: &[u8]) -> Result<(), String> {
 
 /// The body of TF's `UncompressLow` + `Uncompress` (without crop, stride or RGBA output, which decode_jpeg never
 /// uses).
-unsafe fn decode_low(
+unsafe fn decode_low<B: PixelBuffer>(
     cinfo: &mut ffi::jpeg_decompress_struct,
     opts: &DecodeOptions,
-) -> Result<(Vec<u8>, [usize; 3]), String> {
+    make: impl FnOnce([usize; 3]) -> Result<B, String>,
+) -> Result<(B, [usize; 3]), String> {
     // Keep APP14 markers to learn whether an Adobe marker was seen (libjpeg's flag is private in mozjpeg-sys).
     ffi::jpeg_save_markers(cinfo, APP14, 0xFFFF);
     read_header(cinfo)?;
@@ -163,7 +188,11 @@ unsafe fn decode_low(
     let use_cmyk = cinfo.out_color_space == ffi::JCS_CMYK;
     let adobe = use_cmyk && saw_adobe_marker(cinfo);
     // Zeroed, so rows that are never read are already TF's black fill.
-    let mut out = vec![0u8; out_bytes];
+    let mut sink = make([h, w, components])?;
+    let out = sink.pixels();
+    if out.len() != out_bytes {
+        return Err(format!("pixel buffer of {} bytes for a {h}x{w}x{components} image", out.len()));
+    }
     let mut cmyk_row = vec![0u8; if use_cmyk { w * 4 } else { 0 }];
     let mut rows_read = h;
     let mut truncated = false;
@@ -206,7 +235,7 @@ unsafe fn decode_low(
             opts.acceptable_fraction
         ));
     }
-    Ok((out, [h, w, components]))
+    Ok((sink, [h, w, components]))
 }
 
 /// TF's CMYK -> RGB conversion (`jpeg_mem.cc`): Adobe files store inverted CMYK.

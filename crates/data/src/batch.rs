@@ -47,12 +47,54 @@ impl Node for Batch {
         self.input.cardinality().map(|n| if drop { n / size } else { n.div_ceil(size) })
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
+        if self.padded.is_none() {
+            // A parallel map below copies its elements straight into the batches
+            // (tf.data's map_and_batch fusion).
+            if let Some(fused) =
+                self.input.iterate_batched(&ctx.child(self.input.kind()), self.size, self.drop_remainder, &ctx.path)
+            {
+                return fused;
+            }
+        }
         let mut input = iterate_input(&self.input, ctx)?;
         let (size, drop_remainder) = (self.size, self.drop_remainder);
         let padded = self.padded.clone();
         let path = ctx.path.clone();
         let mut seen = 0u64;
         Ok(Box::new(FnIter(move || {
+            let first = seen;
+            let Some(padded) = padded.as_ref() else {
+                // Each element goes into its row as it arrives (once, while in cache).
+                let (mut builder, mut error, mut n) = (None, None, 0usize);
+                while n < size {
+                    match input.next() {
+                        Some(Ok(e)) => {
+                            if error.is_none() {
+                                match BatchBuilder::add(&mut builder, first + n as u64, first, size, e) {
+                                    // SAFETY: rows from `add` on the live builder; row n is new.
+                                    Ok(Some((rows, e))) => unsafe { BatchBuilder::write_row(&rows, n, &e) },
+                                    Ok(None) => {}
+                                    Err(err) => error = Some(err),
+                                }
+                            }
+                            n += 1;
+                        }
+                        Some(Err(err)) => return Some(Err(err)),
+                        None => break,
+                    }
+                }
+                seen += n as u64;
+                if n == 0 || (drop_remainder && n < size) {
+                    return None;
+                }
+                let batch = match (error, builder) {
+                    (Some(e), _) => Err(e),
+                    // SAFETY: rows 0..n were each written above (or kept whole).
+                    (None, Some(b)) => unsafe { b.finish(n) },
+                    (None, None) => Err(DataError::msg("a batch without elements")),
+                };
+                return Some(batch.map_err(|e| e.in_stage(&path)));
+            };
             let mut elems: Vec<Element> = Vec::with_capacity(size);
             while elems.len() < size {
                 match input.next() {
@@ -61,12 +103,11 @@ impl Node for Batch {
                     None => break,
                 }
             }
-            let first = seen;
             seen += elems.len() as u64;
             if elems.is_empty() || (drop_remainder && elems.len() < size) {
                 return None;
             }
-            Some(batch_elements(&elems, first, padded.as_ref()).map_err(|e| e.in_stage(&path)))
+            Some(batch_elements(&elems, first, Some(padded)).map_err(|e| e.in_stage(&path)))
         })))
     }
 }
@@ -129,6 +170,154 @@ fn batch_elements(elems: &[Element], first: u64, padded: Option<&Padding>) -> Re
             }
         })
         .collect()
+}
+
+/// A raw destination row in a batch tensor being built.
+#[derive(Clone, Copy)]
+pub(crate) struct RowPtr(*mut u8);
+// SAFETY: each row is written by exactly one thread, and the batch is read only after every
+// writer has finished (the parallel map counts them under its state lock, which orders the
+// writes before the hand-over).
+unsafe impl Send for RowPtr {}
+
+/// Where an element's components go: per component, the batch's first byte and a row's size.
+pub(crate) type Rows = Vec<(RowPtr, usize)>;
+
+/// A batch built row by row as its elements arrive, so each element is copied once, while
+/// it is still in cache (not all together after the last one arrives).
+pub(crate) enum BatchBuilder {
+    /// Dense components: the batch tensors, their rows, and the element (sequence number)
+    /// whose shapes the batch takes.
+    Dense { tensors: Vec<Tensor>, rows: Rows, first: u64 },
+    /// Some component is not dense (strings): elements kept by row and stacked at the end;
+    /// `start` is the batch's first sequence number.
+    Parts { elems: std::collections::BTreeMap<usize, Element>, start: u64 },
+}
+
+impl BatchBuilder {
+    /// A batch of `size` rows shaped like element `seq`; `start` is its first row's sequence
+    /// number.
+    pub(crate) fn new(e: &Element, seq: u64, start: u64, size: usize) -> Result<BatchBuilder> {
+        if !e.iter().all(|t| t.as_bytes().is_ok()) {
+            return Ok(BatchBuilder::Parts { elems: Default::default(), start });
+        }
+        let mut tensors = Vec::with_capacity(e.len());
+        let mut rows = Vec::with_capacity(e.len());
+        for t in e {
+            let mut dims = vec![size];
+            dims.extend_from_slice(t.dims());
+            let each = t.as_bytes().map_or(0, |b| b.len());
+            let mut begin = RowPtr(std::ptr::null_mut());
+            // SAFETY: every row is written (write_row) before the batch is read, and a batch
+            // with unwritten rows is only copied out by its written rows (finish) or dropped.
+            let batch =
+                unsafe { Tensor::from_uninit_bytes(t.dtype(), &dims, |s| begin = RowPtr(s.as_mut_ptr().cast())) }?;
+            tensors.push(batch);
+            rows.push((begin, each));
+        }
+        Ok(BatchBuilder::Dense { tensors, rows, first: seq })
+    }
+
+    /// [`BatchBuilder::place`] into the batch in `slot`, made from this element if there is
+    /// none yet.
+    pub(crate) fn add(
+        slot: &mut Option<BatchBuilder>,
+        seq: u64,
+        start: u64,
+        size: usize,
+        e: Element,
+    ) -> Result<Option<(Rows, Element)>> {
+        let row = (seq - start) as usize;
+        match slot {
+            Some(b) => b.place(seq, row, e),
+            None => {
+                let mut b = BatchBuilder::new(&e, seq, start, size)?;
+                let placed = b.place(seq, row, e);
+                *slot = Some(b);
+                placed
+            }
+        }
+    }
+
+    /// Checks element `seq` against the batch: a dense batch returns where its components go
+    /// (for [`BatchBuilder::write_row`]); other batches keep it. A shape, dtype or arity
+    /// unlike the batch's is an error naming both elements.
+    pub(crate) fn place(&mut self, seq: u64, row: usize, e: Element) -> Result<Option<(Rows, Element)>> {
+        match self {
+            BatchBuilder::Dense { tensors, rows, first } => {
+                if e.len() != tensors.len() {
+                    return Err(DataError::msg(format!(
+                        "element {seq} has {} components but element {first} has {}",
+                        e.len(),
+                        tensors.len()
+                    )));
+                }
+                for (c, (t, b)) in e.iter().zip(tensors.iter()).enumerate() {
+                    if t.dims() != &b.dims()[1..] {
+                        return Err(DataError::msg(format!(
+                            "cannot batch element {seq} with element {first}: component {c} has shape {:?} there and {:?} in element {first}; make them one size (e.g. map a resize) or use padded_batch",
+                            t.dims(),
+                            &b.dims()[1..]
+                        )));
+                    }
+                    if t.dtype() != b.dtype() {
+                        return Err(DataError::msg(format!(
+                            "cannot batch element {seq} with element {first}: component {c} is {} there and {} in element {first}",
+                            t.dtype(),
+                            b.dtype()
+                        )));
+                    }
+                }
+                Ok(Some((rows.clone(), e)))
+            }
+            BatchBuilder::Parts { elems, .. } => {
+                elems.insert(row, e);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Copies `e`'s components into row `row` of the batch `rows` point into.
+    ///
+    /// # Safety
+    /// `rows` came from [`BatchBuilder::place`] for `e` on a builder that is still alive,
+    /// `row` is below the batch size, and no other thread writes or reads that row meanwhile.
+    pub(crate) unsafe fn write_row(rows: &Rows, row: usize, e: &Element) {
+        for ((dst, each), t) in rows.iter().zip(e) {
+            if let Ok(src) = t.as_bytes() {
+                // SAFETY: `place` checked that the component has the batch row's shape and
+                // dtype, so it is `each` bytes; row `row` lies inside the batch tensor.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(row * each), *each) };
+            }
+        }
+    }
+
+    /// The batch of its first `count` rows (a short last batch is copied out).
+    ///
+    /// # Safety
+    /// Rows `0..count` were all written ([`BatchBuilder::write_row`]) and no writer is left.
+    pub(crate) unsafe fn finish(self, count: usize) -> Result<Element> {
+        match self {
+            BatchBuilder::Dense { tensors, rows, .. } => tensors
+                .into_iter()
+                .zip(rows)
+                .map(|(t, (begin, each))| {
+                    if count == t.dims()[0] {
+                        return Ok(t);
+                    }
+                    let mut dims = t.dims().to_vec();
+                    dims[0] = count;
+                    // SAFETY: rows 0..count were all written (the caller's contract).
+                    let written = unsafe { std::slice::from_raw_parts(begin.0, count * each) };
+                    Ok(Tensor::from_parts(t.dtype(), &dims, &[written])?)
+                })
+                .collect(),
+            BatchBuilder::Parts { elems, start } => {
+                let elems: Vec<Element> = elems.into_values().collect();
+                batch_elements(&elems, start, None)
+            }
+        }
+    }
 }
 
 fn zero_of(dtype: DType) -> Result<Tensor> {

@@ -72,6 +72,19 @@ pub(crate) trait Node: Send + Sync + 'static {
     }
     /// A fresh iterator; `ctx.path` already names this stage.
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>>;
+    /// An iterator of this stage's elements already batched `size` at a time, for a `batch`
+    /// stage (named `batch_path`) directly above it, when this stage can do that better than
+    /// stacking afterwards (a parallel map writes into the batch from its workers); `None`
+    /// otherwise.
+    fn iterate_batched(
+        &self,
+        _ctx: &Ctx,
+        _size: usize,
+        _drop_remainder: bool,
+        _batch_path: &str,
+    ) -> Option<Result<Box<dyn ElementIter>>> {
+        None
+    }
 }
 
 /// Makes an iterator of `node` as an input of the stage at `ctx`.

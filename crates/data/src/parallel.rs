@@ -6,6 +6,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::autotune::{Knob, KnobKind, AUTOTUNE};
+use crate::batch::{BatchBuilder, Rows};
 use crate::dataset::{in_stage, iterate_input, Cardinality, Ctx, Element, ElementIter, Next, Node};
 use crate::tensors::bytes_of;
 use crate::transform::{ElemFn, Interleave};
@@ -27,10 +28,13 @@ fn guarded(f: impl FnOnce() -> Result<Element>) -> Result<Element> {
     })
 }
 
-/// The knob of a stage given `n` (a positive number, or AUTOTUNE).
+/// The knob of a stage given `n` (a positive number, or AUTOTUNE). A tuned parallelism
+/// starts at the CPU budget (as tf.data's does) and comes down when the consumer cannot use
+/// it; a tuned buffer starts at one element and grows while the consumer waits.
 fn knob_for(kind: KnobKind, n: i64, max: usize) -> Arc<Knob> {
     if n == AUTOTUNE {
-        Knob::new(kind, 1, max, true)
+        let start = if kind == KnobKind::Parallelism { max } else { 1 };
+        Knob::new(kind, start, max, true)
     } else {
         Knob::new(kind, n.max(1) as usize, n.max(1) as usize, false)
     }
@@ -70,6 +74,21 @@ impl Node for ParallelMap {
         vec![self.knob.clone()]
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
+        self.start(ctx, None)
+    }
+    fn iterate_batched(
+        &self,
+        ctx: &Ctx,
+        size: usize,
+        drop_remainder: bool,
+        batch_path: &str,
+    ) -> Option<Result<Box<dyn ElementIter>>> {
+        Some(self.start(ctx, Some(BatchSpec { size, drop_remainder, path: batch_path.to_string() })))
+    }
+}
+
+impl ParallelMap {
+    fn start(&self, ctx: &Ctx, batch: Option<BatchSpec>) -> Result<Box<dyn ElementIter>> {
         if self.requested != AUTOTUNE && self.requested <= 0 {
             return Err(DataError::Invalid(format!(
                 "{}: num_parallel_calls must be positive or AUTOTUNE (-1), got {}",
@@ -87,6 +106,7 @@ impl Node for ParallelMap {
             f: self.f.clone(),
             knob: self.knob.clone(),
             ctx: ctx.clone(),
+            batch,
         });
         let handles = (0..threads)
             .map(|i| {
@@ -101,9 +121,32 @@ impl Node for ParallelMap {
     }
 }
 
+/// `batch` fused into a parallel map (tf.data's map_and_batch fusion): each worker copies
+/// the element it made straight into its row of the batch while the element is still in its
+/// cache, and the worker that completes a batch hands it over, so no other thread stacks
+/// batches. Batches come out in order; an element's error makes its batch that error.
+#[derive(Clone)]
+struct BatchSpec {
+    size: usize,
+    drop_remainder: bool,
+    /// The batch stage's path (for shape-mismatch errors).
+    path: String,
+}
+
+/// A batch being filled, with its first error and how many of its elements are done.
+struct Filling {
+    assembly: Option<BatchBuilder>,
+    error: Option<DataError>,
+    done: usize,
+}
+
 #[derive(Default)]
 struct MapState {
-    results: BTreeMap<u64, Result<Element>>,
+    /// Finished elements (or batches, when fused), by sequence number, with how many input
+    /// elements each one accounts for.
+    results: BTreeMap<u64, (Result<Element>, usize)>,
+    /// Batches being filled (fused mode).
+    filling: BTreeMap<u64, Filling>,
     next_return: u64,
     /// Elements taken from the input and not yet returned (in flight or ready).
     claimed: usize,
@@ -127,9 +170,19 @@ struct MapShared {
     f: ElemFn,
     knob: Arc<Knob>,
     ctx: Ctx,
+    batch: Option<BatchSpec>,
 }
 
 impl MapShared {
+    /// Elements that may be claimed and not yet returned: two batches when fused (one filling,
+    /// one waiting), else twice the parallelism.
+    fn claim_limit(&self, parallelism: usize) -> usize {
+        match &self.batch {
+            Some(b) => (2 * b.size).max(2 * parallelism),
+            None => 2 * parallelism,
+        }
+    }
+
     fn work(&self) {
         lock(&self.state).workers_alive += 1;
         self.work_loop();
@@ -148,7 +201,7 @@ impl MapShared {
                         return;
                     }
                     let p = self.knob.get();
-                    if st.active < p && st.claimed < 2 * p {
+                    if st.active < p && st.claimed < self.claim_limit(p) {
                         break;
                     }
                     st = self.workers.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -171,6 +224,12 @@ impl MapShared {
                 st.active -= 1;
                 st.claimed -= 1;
                 st.end = Some(st.end.map_or(seq, |e| e.min(seq)));
+                if let Some(spec) = &self.batch {
+                    // The last, short batch may be complete already.
+                    let end = st.end.unwrap_or(seq);
+                    let last = end / spec.size as u64;
+                    self.finish_if_complete(&mut st, spec, last);
+                }
                 drop(st);
                 self.workers.notify_all();
                 self.consumer.notify_all();
@@ -179,13 +238,82 @@ impl MapShared {
             let start = Instant::now();
             let out = item.and_then(|e| in_stage(guarded(|| (self.f)(e)), &self.ctx));
             let bytes = out.as_ref().map_or(0, |e| bytes_of(e));
+            if let Some(spec) = &self.batch {
+                self.deliver_to_batch(spec, seq, out);
+                self.knob.record_work(start.elapsed(), bytes);
+                continue;
+            }
             self.knob.record_work(start.elapsed(), bytes);
             let mut st = lock(&self.state);
             st.active -= 1;
-            st.results.insert(seq, out);
+            st.results.insert(seq, (out, 1));
             drop(st);
             self.consumer.notify_all();
         }
+    }
+
+    /// Fused mode: puts element `seq` into its batch (copying its bytes into the batch's row
+    /// outside the lock) and hands the batch over when it is complete.
+    fn deliver_to_batch(&self, spec: &BatchSpec, seq: u64, out: Result<Element>) {
+        let size = spec.size as u64;
+        let (b, row) = (seq / size, (seq % size) as usize);
+        let mut copy: Option<(Rows, Element)> = None;
+        {
+            let mut st = lock(&self.state);
+            st.active -= 1;
+            let f = st.filling.entry(b).or_insert(Filling { assembly: None, error: None, done: 0 });
+            match out {
+                Err(e) => {
+                    f.error.get_or_insert(e);
+                }
+                Ok(_) if f.error.is_some() => {}
+                Ok(e) => {
+                    let placed = BatchBuilder::add(&mut f.assembly, seq, b * size, spec.size, e);
+                    match placed {
+                        Ok(p) => copy = p,
+                        Err(err) => f.error = Some(err.in_stage(&spec.path)),
+                    }
+                }
+            }
+        }
+        if let Some((rows, e)) = copy {
+            // SAFETY: the rows come from `place` on this batch, which stays alive until this
+            // element is counted done (below); row `row` is this element's alone.
+            unsafe { BatchBuilder::write_row(&rows, row, &e) };
+        }
+        let mut st = lock(&self.state);
+        if let Some(f) = st.filling.get_mut(&b) {
+            f.done += 1;
+        }
+        self.finish_if_complete(&mut st, spec, b);
+    }
+
+    /// Hands batch `b` over if all its elements are done (its size known from the end of the
+    /// input for the last one); a short last batch is dropped under `drop_remainder`.
+    fn finish_if_complete(&self, st: &mut MapState, spec: &BatchSpec, b: u64) {
+        let size = spec.size as u64;
+        let expected = match st.end {
+            Some(end) => end.saturating_sub(b * size).min(size) as usize,
+            None => spec.size,
+        };
+        let Some(f) = st.filling.get(&b) else { return };
+        if expected == 0 || f.done < expected {
+            return;
+        }
+        let Some(f) = st.filling.remove(&b) else { return };
+        if expected < spec.size && spec.drop_remainder {
+            st.claimed -= f.done;
+            return;
+        }
+        let result = match (f.error, f.assembly) {
+            (Some(e), _) => Err(e),
+            // SAFETY: all `expected` rows are done: each was written (or the batch has an
+            // error), and their writers have finished (counted under this lock).
+            (None, Some(a)) => unsafe { a.finish(expected) }.map_err(|e| e.in_stage(&spec.path)),
+            (None, None) => Err(DataError::msg("a batch finished without elements")),
+        };
+        st.results.insert(b, (result, f.done));
+        self.consumer.notify_all();
     }
 }
 
@@ -202,22 +330,24 @@ impl ElementIter for ParallelMapIter {
         let start = Instant::now();
         let s = &self.shared;
         let mut st = lock(&s.state);
+        let batch = s.batch.as_ref().map(|b| (b.size as u64, b.drop_remainder));
         let r = loop {
-            let got = if self.deterministic {
+            let got = if self.deterministic || batch.is_some() {
                 let k = st.next_return;
                 st.results.remove(&k)
             } else {
                 st.results.pop_first().map(|(_, r)| r)
             };
-            if let Some(r) = got {
+            if let Some((r, count)) = got {
                 st.next_return += 1;
-                st.claimed -= 1;
+                st.claimed -= count;
                 break Some(r);
             }
-            let finished = match st.end {
-                Some(end) if self.deterministic => st.next_return >= end,
-                Some(_) => st.claimed == 0,
-                None => false,
+            let finished = match (st.end, batch) {
+                (Some(end), Some((size, drop))) => st.next_return >= if drop { end / size } else { end.div_ceil(size) },
+                (Some(end), None) if self.deterministic => st.next_return >= end,
+                (Some(_), None) => st.claimed == 0,
+                (None, _) => false,
             };
             if finished || (st.workers_alive == 0 && st.claimed == 0 && st.end.is_some()) {
                 break None;

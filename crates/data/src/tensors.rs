@@ -53,12 +53,7 @@ pub(crate) fn stack(parts: &[&Tensor], mismatch: impl Fn(usize, &[usize], &[usiz
         return Ok(Tensor::from_strings(&dims, all)?);
     }
     let srcs = parts.iter().map(|p| p.as_bytes()).collect::<std::result::Result<Vec<_>, _>>()?;
-    let each = srcs[0].len();
-    Ok(Tensor::from_fill(dtype, &dims, |out| {
-        for (i, s) in srcs.iter().enumerate() {
-            out[i * each..(i + 1) * each].copy_from_slice(s);
-        }
-    })?)
+    Ok(Tensor::from_parts(dtype, &dims, &srcs)?)
 }
 
 /// `t` padded with `value` (a scalar of its dtype) to `dims` (each at least `t`'s).

@@ -81,6 +81,69 @@ fn parallel_map_keeps_input_order_and_uses_several_threads() {
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
 
+/// `(i as float, [i, i+1]) and a string` per element, made slowly in reverse so parallel
+/// workers finish out of order.
+fn rows(n: i64, parallel: Option<i64>) -> Dataset<(Tensor, Tensor, Tensor)> {
+    let f = move |i: Tensor| {
+        let v = i.scalar_value::<i64>()?;
+        std::thread::sleep(Duration::from_micros(((n - v) * 20) as u64));
+        let x = Tensor::from_vec(&[2], vec![v as f32, v as f32 + 1.0])?;
+        Ok((x, Tensor::scalar(v as i32), Tensor::from_strings(&[], vec![format!("f{v}").into_bytes()])?))
+    };
+    match parallel {
+        Some(p) => range(n).map_parallel(p, f),
+        None => range(n).map(f),
+    }
+}
+
+#[test]
+fn batch_after_a_parallel_map_is_fused_and_equals_the_serial_batches() {
+    for (n, size, drop) in [(23, 5, false), (23, 5, true), (20, 5, false), (3, 8, false), (3, 8, true), (40, 1, false)]
+    {
+        let serial: Vec<_> = rows(n, None).batch(size, drop).unwrap().iter().unwrap().map(|b| b.unwrap()).collect();
+        for p in [1, 3, AUTOTUNE] {
+            let fused: Vec<_> =
+                rows(n, Some(p)).batch(size, drop).unwrap().iter().unwrap().map(|b| b.unwrap()).collect();
+            assert_eq!(fused.len(), serial.len(), "n {n} size {size} drop {drop} p {p}");
+            for (f, s) in fused.iter().zip(&serial) {
+                assert_eq!(f.0.dims(), s.0.dims());
+                assert_eq!(f.0.as_slice::<f32>().unwrap(), s.0.as_slice::<f32>().unwrap());
+                assert_eq!(f.1.as_slice::<i32>().unwrap(), s.1.as_slice::<i32>().unwrap());
+                assert_eq!(f.2.as_strings().unwrap(), s.2.as_strings().unwrap());
+            }
+        }
+    }
+    // A bad shape makes its batch an error naming both elements; later batches are intact.
+    let ds = range(12)
+        .map_parallel(3, |i: Tensor| {
+            let v = i.scalar_value::<i64>()?;
+            Ok(Tensor::zeros(DType::Float, &[if v == 6 { 3 } else { 2 }])?)
+        })
+        .batch(4, false)
+        .unwrap();
+    let got: Vec<_> = ds.iter().unwrap().collect();
+    assert_eq!(got.len(), 3);
+    let e = got[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("Iterator::Root::Batch") && e.contains("element 6") && e.contains("[3]") && e.contains("[2]"),
+        "{e}"
+    );
+    assert!(got[0].is_ok() && got[2].is_ok());
+    // An element's error is its batch's error.
+    let ds = range(9)
+        .map_parallel(2, |i: Tensor| {
+            if i.scalar_value::<i64>()? == 4 {
+                return Err("corrupt image /data/4.jpg".into());
+            }
+            Ok(i)
+        })
+        .batch(3, false)
+        .unwrap();
+    let got: Vec<_> = ds.iter().unwrap().collect();
+    assert!(got[1].as_ref().unwrap_err().to_string().contains("/data/4.jpg"));
+    assert_eq!(got[2].as_ref().unwrap().as_slice::<i64>().unwrap(), &[6, 7, 8]);
+}
+
 #[test]
 fn errors_and_panics_are_element_errors_that_ignore_errors_skips_and_counts() {
     let ds = range(10).map_parallel(2, |i: Tensor| {

@@ -5,6 +5,7 @@
 //! and the augmentation ops `AdjustContrastv2` and `ReverseV2` (flips). Every image size is
 //! checked against the memory limit from the file's header before anything image-sized is
 //! allocated.
+use std::mem::MaybeUninit;
 use std::path::Path;
 
 use ferroflow_codec::jpeg::{self, DctMethod, DecodeOptions, DensityUnit, EncodeOptions, JpegFormat};
@@ -44,19 +45,106 @@ fn nearest_axis(o: usize, scale: f32, input: usize, align: bool, half_pixel: boo
     (i.max(0.0) as usize).min(input - 1)
 }
 
-fn to_f32(t: &Tensor) -> KResult<Vec<f32>> {
-    Ok(match t.dtype() {
-        DType::Float => t.as_slice::<f32>()?.to_vec(),
-        DType::Double => t.as_slice::<f64>()?.iter().map(|&v| v as f32).collect(),
-        DType::Int32 => t.as_slice::<i32>()?.iter().map(|&v| v as f32).collect(),
-        DType::Int64 => t.as_slice::<i64>()?.iter().map(|&v| v as f32).collect(),
-        DType::UInt8 => t.as_slice::<u8>()?.iter().map(|&v| v as f32).collect(),
-        d => return Err(invalid(format!("resize is not defined for {d} images"))),
-    })
+/// Pixels a bilinear resize reads, widened to f32 as TensorFlow's kernel does.
+trait Pixel: Copy + Send + Sync {
+    fn f(self) -> f32;
+}
+macro_rules! pixel {
+    ($($t:ty),*) => {$(impl Pixel for $t { #[inline(always)] fn f(self) -> f32 { self as f32 } })*};
+}
+pixel!(u8, i32, i64, f32, f64);
+
+/// Output rows per parallel task: each task keeps its own two interpolated source rows.
+const RESIZE_ROWS_PER_TASK: usize = 16;
+
+/// One source row interpolated horizontally: `row[xo*c + ch] = a + (b - a) * xl`, the first
+/// half of TensorFlow's `compute_lerp` (the same operations in the same order). The row is
+/// first widened to f32 in `wide` (`w*c + 1` long); `row` is `ow*c + 1` long. For 3 and 4
+/// channels each output pixel is one 4-lane operation (for 3 channels the fourth lane
+/// spills into the next pixel's first element, which that pixel then overwrites).
+fn lerp_row<T: Pixel>(src: &[T], xs: &[(usize, usize, f32)], c: usize, wide: &mut [f32], row: &mut [f32]) {
+    for (d, s) in wide.iter_mut().zip(src) {
+        *d = s.f();
+    }
+    let quad = |a: &[f32], b: &[f32], xl: f32| -> [f32; 4] {
+        let (a, b): ([f32; 4], [f32; 4]) =
+            (a[..4].try_into().unwrap_or_default(), b[..4].try_into().unwrap_or_default());
+        [a[0] + (b[0] - a[0]) * xl, a[1] + (b[1] - a[1]) * xl, a[2] + (b[2] - a[2]) * xl, a[3] + (b[3] - a[3]) * xl]
+    };
+    match c {
+        3 | 4 => {
+            for (xo, &(x0, x1, xl)) in xs.iter().enumerate() {
+                let o = quad(&wide[x0..x0 + 4], &wide[x1..x1 + 4], xl);
+                row[xo * c..xo * c + 4].copy_from_slice(&o);
+            }
+        }
+        _ => {
+            for (o, &(x0, x1, xl)) in row.chunks_exact_mut(c).zip(xs) {
+                for ch in 0..c {
+                    let (l, r) = (wide[x0 + ch], wide[x1 + ch]);
+                    o[ch] = l + (r - l) * xl;
+                }
+            }
+        }
+    }
+}
+
+/// Bilinear resize of NHWC `src` into `out` (`[n, oh, ow, c]`): each output row lerps two
+/// horizontally interpolated source rows, which are computed once and reused by the next
+/// output row when it reads the same source rows. Row blocks run on the intra-op pool.
+#[allow(clippy::too_many_arguments)]
+fn bilinear<T: Pixel>(
+    ctx: &KernelContext,
+    src: &[T],
+    [h, w, c]: [usize; 3],
+    ys: &[(usize, usize, f32)],
+    xs: &[(usize, usize, f32)],
+    out: &mut [MaybeUninit<f32>],
+) {
+    let (oh, row_len) = (ys.len(), xs.len() * c);
+    if out.is_empty() || row_len == 0 {
+        return;
+    }
+    // Column offsets in elements rather than pixels.
+    let xs: Vec<(usize, usize, f32)> = xs.iter().map(|&(a, b, l)| (a * c, b * c, l)).collect();
+    let block = |(i, rows): (usize, &mut [MaybeUninit<f32>])| {
+        let (mut top, mut bottom) = (vec![0f32; row_len + 1], vec![0f32; row_len + 1]);
+        let mut wide = vec![0f32; w * c + 1];
+        let (mut have_top, mut have_bottom) = (usize::MAX, usize::MAX);
+        for (k, o) in rows.chunks_exact_mut(row_len).enumerate() {
+            let r = i * RESIZE_ROWS_PER_TASK + k;
+            let (b, y) = (r / oh, r % oh);
+            let (y0, y1, yl) = ys[y];
+            let (s0, s1) = ((b * h + y0) * w * c, (b * h + y1) * w * c);
+            if have_top != s0 {
+                if have_bottom == s0 {
+                    std::mem::swap(&mut top, &mut bottom);
+                    std::mem::swap(&mut have_top, &mut have_bottom);
+                } else {
+                    lerp_row(&src[s0..s0 + w * c], &xs, c, &mut wide, &mut top);
+                    have_top = s0;
+                }
+            }
+            if have_bottom != s1 {
+                lerp_row(&src[s1..s1 + w * c], &xs, c, &mut wide, &mut bottom);
+                have_bottom = s1;
+            }
+            for ((o, &t), &bo) in o.iter_mut().zip(&top).zip(&bottom) {
+                o.write(t + (bo - t) * yl);
+            }
+        }
+    };
+    let chunk = RESIZE_ROWS_PER_TASK * row_len;
+    if ctx.threads() > 1 && out.len() > chunk {
+        use rayon::prelude::*;
+        ctx.install(|| out.par_chunks_mut(chunk).enumerate().for_each(block));
+    } else {
+        out.chunks_mut(chunk).enumerate().for_each(block);
+    }
 }
 
 impl OpKernel for Resize {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let &[n, h, w, c] = x.dims() else {
             return Err(invalid(format!("input must be 4-dimensional, got shape {:?}", x.dims())));
@@ -71,24 +159,26 @@ impl OpKernel for Resize {
         let (sy, sx) = (scale(h, oh, self.align_corners), scale(w, ow, self.align_corners));
         let at = |b: usize, y: usize, xx: usize| ((b * h + y) * w + xx) * c;
         if self.bilinear {
-            let src = to_f32(x)?;
-            let mut out = Vec::with_capacity(n * oh * ow * c);
-            for b in 0..n {
-                for y in 0..oh {
-                    let (y0, y1, yl) = lerp_axis(y, sy, h, self.half_pixel);
-                    for xo in 0..ow {
-                        let (x0, x1, xl) = lerp_axis(xo, sx, w, self.half_pixel);
-                        for ch in 0..c {
-                            let (tl, tr) = (src[at(b, y0, x0) + ch], src[at(b, y0, x1) + ch]);
-                            let (bl, br) = (src[at(b, y1, x0) + ch], src[at(b, y1, x1) + ch]);
-                            let top = tl + (tr - tl) * xl;
-                            let bottom = bl + (br - bl) * xl;
-                            out.push(top + (bottom - top) * yl);
-                        }
-                    }
-                }
+            let ys: Vec<_> = (0..oh).map(|y| lerp_axis(y, sy, h, self.half_pixel)).collect();
+            let xs: Vec<_> = (0..ow).map(|xo| lerp_axis(xo, sx, w, self.half_pixel)).collect();
+            let hwc = [h, w, c];
+            let fill = |o: &mut [MaybeUninit<f32>]| match x.dtype() {
+                DType::Float => x.as_slice::<f32>().map(|s| bilinear(ctx, s, hwc, &ys, &xs, o)),
+                DType::Double => x.as_slice::<f64>().map(|s| bilinear(ctx, s, hwc, &ys, &xs, o)),
+                DType::Int32 => x.as_slice::<i32>().map(|s| bilinear(ctx, s, hwc, &ys, &xs, o)),
+                DType::Int64 => x.as_slice::<i64>().map(|s| bilinear(ctx, s, hwc, &ys, &xs, o)),
+                _ => x.as_slice::<u8>().map(|s| bilinear(ctx, s, hwc, &ys, &xs, o)),
+            };
+            if !matches!(x.dtype(), DType::Float | DType::Double | DType::Int32 | DType::Int64 | DType::UInt8) {
+                return Err(invalid(format!("resize is not defined for {} images", x.dtype())));
             }
-            outputs.push(Tensor::from_vec(&[n, oh, ow, c], out)?);
+            let mut filled = Ok(());
+            // SAFETY: `bilinear` writes every output element (each row of every image, see
+            // there); the dtype was checked above, so `as_slice` cannot fail and skip it —
+            // and if it did, the tensor is dropped unread below.
+            let out = unsafe { Tensor::from_uninit::<f32>(&[n, oh, ow, c], |o| filled = fill(o)) }?;
+            filled?;
+            outputs.push(out);
         } else {
             let size = x.dtype().size().ok_or_else(|| invalid(format!("resize is not defined for {}", x.dtype())))?;
             let bytes = x.as_bytes()?;
@@ -203,8 +293,19 @@ fn jpeg_options(d: &NodeDesc) -> KResult<DecodeOptions> {
 /// Decodes a JPEG into a `uint8` `[height, width, channels]` tensor under the memory limit.
 pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> KResult<Tensor> {
     let opts = DecodeOptions { max_bytes: ferroflow_tensor::limit::current(), ..opts.clone() };
-    let (pixels, shape) = jpeg::decode_jpeg(bytes, &opts).map_err(invalid)?;
-    Ok(Tensor::from_vec(&shape, pixels)?)
+    let make = |shape: [usize; 3]| Tensor::zeros(DType::UInt8, &shape).map(PixelTensor).map_err(|e| e.to_string());
+    let (PixelTensor(t), _) = jpeg::decode_jpeg_into(bytes, &opts, make).map_err(invalid)?;
+    Ok(t)
+}
+
+/// A fresh uint8 tensor the JPEG decoder writes its pixels into (no copy afterwards).
+struct PixelTensor(Tensor);
+impl jpeg::PixelBuffer for PixelTensor {
+    fn pixels(&mut self) -> &mut [u8] {
+        // A fresh tensor is its buffer's only owner, so this never copies; a dtype mismatch
+        // cannot happen (made as uint8), and an empty slice would be refused by the decoder.
+        self.0.as_mut_slice::<u8>().unwrap_or_default()
+    }
 }
 
 struct DecodeJpeg(DecodeOptions);

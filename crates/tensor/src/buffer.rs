@@ -1,9 +1,18 @@
-//! A shared 64-byte-aligned byte buffer, with a per-thread cache of small blocks.
+//! A shared 64-byte-aligned byte buffer, with a per-thread cache of small blocks and a
+//! shared cache of large ones.
 //!
 //! Aligned allocation is slow in most system allocators (glibc takes its `memalign` path),
 //! and graphs of small ops allocate and free small tensors constantly. Blocks of up to
 //! [`CACHED_MAX`] bytes are rounded up to a power of two and recycled through a bounded
 //! thread-local free list, as TensorFlow's own allocators pool their buffers.
+//!
+//! Large blocks (images, batches, activations) come from `mmap` in glibc and go back with
+//! `munmap`, so every new one is page-faulted in again: an input pipeline that decodes,
+//! resizes and batches on several threads spent a fifth of its CPU time in the kernel that
+//! way. Freed large blocks of up to [`LARGE_BLOCK_MAX`] bytes are kept, by exact size, in one
+//! cache shared by all threads (a block is often freed on another thread than the one that
+//! made it), at most [`LARGE_CACHE_BLOCKS`] blocks and [`LARGE_CACHE_BYTES`] bytes, oldest
+//! returned to the system first.
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
@@ -52,6 +61,35 @@ thread_local! {
     static CACHE: RefCell<BlockCache> = RefCell::new(BlockCache { free: Default::default() });
 }
 
+/// Largest block kept by the shared cache of large blocks.
+pub const LARGE_BLOCK_MAX: usize = 32 << 20;
+/// Most blocks the large-block cache keeps.
+pub const LARGE_CACHE_BLOCKS: usize = 32;
+/// Most bytes the large-block cache keeps.
+pub const LARGE_CACHE_BYTES: usize = 128 << 20;
+
+/// A freed large block: its address and size.
+struct LargeBlock(NonNull<u8>, usize);
+// SAFETY: a cached block is owned by the cache alone (no handle points into it).
+unsafe impl Send for LargeBlock {}
+
+/// Freed large blocks, oldest first, and their total size.
+struct LargeCache {
+    blocks: std::collections::VecDeque<LargeBlock>,
+    bytes: usize,
+}
+
+static LARGE: std::sync::Mutex<LargeCache> =
+    std::sync::Mutex::new(LargeCache { blocks: std::collections::VecDeque::new(), bytes: 0 });
+
+fn large_cache() -> std::sync::MutexGuard<'static, LargeCache> {
+    LARGE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn is_large(block: usize) -> bool {
+    block > CACHED_MAX && block <= LARGE_BLOCK_MAX
+}
+
 /// Allocates a block of `block` bytes (a class size or larger), reusing a cached one; `None`
 /// when the system refuses.
 fn alloc_block(block: usize) -> Option<NonNull<u8>> {
@@ -59,6 +97,14 @@ fn alloc_block(block: usize) -> Option<NonNull<u8>> {
         let cached = CACHE.try_with(|cache| cache.borrow_mut().free[c].pop()).ok().flatten();
         if let Some(p) = cached {
             return Some(p);
+        }
+    } else if is_large(block) {
+        let mut cache = large_cache();
+        // The newest block of this size (most likely still in the CPU's caches).
+        if let Some(i) = cache.blocks.iter().rposition(|b| b.1 == block) {
+            let b = cache.blocks.remove(i).expect("index from rposition");
+            cache.bytes -= block;
+            return Some(b.0);
         }
     }
     let layout = Layout::from_size_align(block, ALIGNMENT).expect("tensor size fits in isize");
@@ -79,6 +125,26 @@ fn free_block(p: NonNull<u8>, block: usize) {
         if kept {
             return;
         }
+    } else if is_large(block) {
+        let evicted: Vec<LargeBlock> = {
+            let mut cache = large_cache();
+            cache.blocks.push_back(LargeBlock(p, block));
+            cache.bytes += block;
+            let mut out = Vec::new();
+            while cache.blocks.len() > LARGE_CACHE_BLOCKS || cache.bytes > LARGE_CACHE_BYTES {
+                let Some(old) = cache.blocks.pop_front() else { break };
+                cache.bytes -= old.1;
+                out.push(old);
+            }
+            out
+        };
+        // Returned to the system outside the lock.
+        for LargeBlock(q, size) in evicted {
+            let layout = Layout::from_size_align(size, ALIGNMENT).expect("layout was valid at allocation");
+            // SAFETY: `q` was allocated by alloc_block with this layout.
+            unsafe { alloc::dealloc(q.as_ptr(), layout) };
+        }
+        return;
     }
     let layout = Layout::from_size_align(block, ALIGNMENT).expect("layout was valid at allocation");
     // SAFETY: `p` was allocated by alloc_block with this layout (cached blocks too).
@@ -226,6 +292,47 @@ impl Buffer {
         let buf =
             unsafe { Self::alloc_with(bytes.len(), |p| std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len())) };
         buf.unwrap_or_else(|| handle_refusal(bytes.len()))
+    }
+
+    /// A buffer of `len` bytes that `fill` initializes, if `len` fits this thread's memory
+    /// limit and the system grants it.
+    ///
+    /// # Safety
+    /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
+    pub(crate) unsafe fn try_alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Result<Buffer, crate::TensorError> {
+        crate::limit::check(len, || "buffer".into())?;
+        // SAFETY: the caller's contract is alloc_with's.
+        unsafe { Self::alloc_with(len, fill) }.ok_or_else(|| crate::TensorError::ResourceExhausted {
+            what: "buffer the system refused".into(),
+            bytes: len,
+            limit: crate::limit::current(),
+        })
+    }
+
+    /// A buffer holding `parts` one after another (each byte written once, no zero fill),
+    /// if their total fits this thread's memory limit and the system grants it.
+    pub fn try_concat(parts: &[&[u8]]) -> Result<Buffer, crate::TensorError> {
+        let len = parts
+            .iter()
+            .try_fold(0usize, |a, p| a.checked_add(p.len()))
+            .ok_or_else(|| crate::TensorError::TooLarge("concatenated buffer overflows".into()))?;
+        crate::limit::check(len, || "buffer".into())?;
+        // SAFETY: the copies write `len` bytes in total, contiguously from the start, into a
+        // block of `len` data bytes; the sources are other allocations.
+        let buf = unsafe {
+            Self::alloc_with(len, |p| {
+                let mut at = 0;
+                for part in parts {
+                    std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len());
+                    at += part.len();
+                }
+            })
+        };
+        buf.ok_or_else(|| crate::TensorError::ResourceExhausted {
+            what: "buffer the system refused".into(),
+            bytes: len,
+            limit: crate::limit::current(),
+        })
     }
 
     /// Length in bytes.

@@ -113,6 +113,77 @@ impl Tensor {
         Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
     }
 
+    /// A dense tensor of `T` whose elements `fill` writes, with no zero fill first (for
+    /// kernels that write every output element anyway); the size is checked against the
+    /// memory limit before anything is allocated.
+    ///
+    /// # Safety
+    /// Every element must be initialized before the tensor is read, cloned or shared: by
+    /// `fill`, or later through a pointer `fill` kept (writes from other threads must then
+    /// happen-before the first read). A tensor some of whose elements were never written may
+    /// only be dropped.
+    pub unsafe fn from_uninit<T: Element>(
+        dims: &[usize],
+        fill: impl FnOnce(&mut [std::mem::MaybeUninit<T>]),
+    ) -> Result<Tensor, TensorError> {
+        let n = count(dims)?;
+        let bytes = n
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize / 2)
+            .ok_or_else(|| TensorError::TooLarge(format!("{} tensor of shape {dims:?}", T::DTYPE)))?;
+        // SAFETY: the block is 64-byte aligned (enough for any element) and `bytes` long, so
+        // it holds exactly `n` elements; the caller's `fill` initializes all of them.
+        let buf = unsafe {
+            Buffer::try_alloc_with(bytes, |p| {
+                fill(std::slice::from_raw_parts_mut(p as *mut std::mem::MaybeUninit<T>, n))
+            })
+        }?;
+        Ok(Tensor { dtype: T::DTYPE, dims: dims.into(), storage: Storage::Bytes(buf) })
+    }
+
+    /// [`Tensor::from_uninit`] by dtype: a dense tensor of `dtype` whose bytes `fill` (or a
+    /// writer it hands the pointer to) writes, with no zero fill first.
+    ///
+    /// # Safety
+    /// As [`Tensor::from_uninit`], for every byte; bool bytes must be 0 or 1.
+    pub unsafe fn from_uninit_bytes(
+        dtype: DType,
+        dims: &[usize],
+        fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]),
+    ) -> Result<Tensor, TensorError> {
+        let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
+        let bytes = count(dims)?
+            .checked_mul(size)
+            .filter(|&b| b <= isize::MAX as usize / 2)
+            .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
+        // SAFETY: the block is `bytes` long; the caller initializes every byte.
+        let buf = unsafe {
+            Buffer::try_alloc_with(bytes, |p| {
+                fill(std::slice::from_raw_parts_mut(p as *mut std::mem::MaybeUninit<u8>, bytes))
+            })
+        }?;
+        Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
+    }
+
+    /// A dense tensor whose bytes are `parts` one after another (as when stacking equal
+    /// tensors): written once, without a zero fill; the total must be the shape's byte size
+    /// and fit the memory limit. Bool bytes other than 0/1 are normalised to 1.
+    pub fn from_parts(dtype: DType, dims: &[usize], parts: &[&[u8]]) -> Result<Tensor, TensorError> {
+        let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
+        let n = count(dims)?;
+        let got = parts.iter().map(|p| p.len()).fold(0usize, usize::saturating_add);
+        if n.checked_mul(size) != Some(got) {
+            return Err(TensorError::ByteLength { dtype, dims: dims.to_vec(), got });
+        }
+        let mut buf = Buffer::try_concat(parts)?;
+        if dtype == DType::Bool {
+            for b in buf.make_mut() {
+                *b = (*b != 0) as u8;
+            }
+        }
+        Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buf) })
+    }
+
     /// A dense tensor of `dtype` and `dims` whose bytes are read from `file` at `offset`
     /// (straight into the tensor's buffer). Bool bytes other than 0/1 are normalised to 1.
     pub fn read_at(file: &std::fs::File, offset: u64, dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
@@ -349,6 +420,19 @@ mod tests {
         let r = t.reshaped(&[4]).unwrap();
         assert_eq!(r.dims(), &[4]);
         assert!(t.reshaped(&[3]).is_err());
+    }
+
+    #[test]
+    fn from_parts_concatenates_and_checks_the_length() {
+        let (a, b) = ([1u8, 2], [3u8, 4, 5, 6]);
+        let t = Tensor::from_parts(DType::UInt8, &[3, 2], &[&a, &b]).unwrap();
+        assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 2, 3, 4, 5, 6]);
+        let e = Tensor::from_parts(DType::UInt8, &[4, 2], &[&a, &b]).unwrap_err();
+        assert!(matches!(e, TensorError::ByteLength { got: 6, .. }), "{e}");
+        let t = Tensor::from_parts(DType::Bool, &[2], &[&[0u8, 7]]).unwrap();
+        assert_eq!(t.as_bytes().unwrap(), &[0, 1]);
+        assert!(Tensor::from_parts(DType::String, &[1], &[&a]).is_err());
+        assert_eq!(Tensor::from_parts(DType::Float, &[0, 3], &[]).unwrap().dims(), &[0, 3]);
     }
 
     #[test]
