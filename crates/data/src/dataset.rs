@@ -237,6 +237,10 @@ impl<T: Structure> Iterator for DatasetIter<T> {
 }
 
 impl<T: Structure> DatasetIter<T> {
+    pub(crate) fn into_inner(self) -> Box<dyn ElementIter> {
+        self.inner
+    }
+
     /// The next element's components, untyped.
     pub fn next_components(&mut self) -> Next {
         self.inner.next()

@@ -44,7 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let pool = || Layer::MaxPool2D { pool: [2, 2], strides: [2, 2], padding: Padding::Valid };
     let mut figures: Vec<(&str, f64, f64)> = Vec::new();
-    let configs = [("serial map", false, false), ("serial map + prefetch", false, true), ("parallel map + prefetch", true, true)];
+    let configs =
+        [("serial map", false, false), ("serial map + prefetch", false, true), ("parallel map + prefetch", true, true)];
     for round in 0..rounds {
         for (name, parallel, prefetch) in configs {
             let options = PipelineOptions {

@@ -17,6 +17,7 @@ mod array;
 mod cast;
 mod compare;
 mod conv;
+mod data;
 mod einsum;
 mod elementwise;
 pub mod fused;
@@ -72,6 +73,10 @@ pub enum KernelError {
     /// Bad input values or shapes at run time, or bad attrs at creation.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A sequence ended (`IteratorGetNext` past the last element): TensorFlow's
+    /// `OutOfRangeError`, which loops that read until the end expect.
+    #[error("out of range: {0}")]
+    OutOfRange(String),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
@@ -249,6 +254,7 @@ impl KernelRegistry {
             cast::register(&mut r);
             compare::register(&mut r);
             conv::register(&mut r);
+            data::register(&mut r);
             einsum::register(&mut r);
             fused::register(&mut r);
             grad::register(&mut r);

@@ -56,12 +56,20 @@ pub struct RandomState {
     pub stream: u64,
 }
 
-/// Variables and random states of one session, by key. Lives as long as the session; every
-/// step of every signature sees the same state.
+/// A source of elements an `IteratorGetNext` node pulls from (a ferroflow `Dataset`'s
+/// iterator, attached under an `IteratorV2` node's key).
+pub trait IteratorSource: Send + Sync {
+    /// The next element's components, `None` at the end, or the element's error.
+    fn get_next(&self) -> Result<Option<Vec<Tensor>>, String>;
+}
+
+/// Variables, random states and attached iterators of one session, by key. Lives as long as
+/// the session; every step of every signature sees the same state.
 #[derive(Default)]
 pub struct ResourceMgr {
     vars: RwLock<HashMap<String, Arc<Variable>>>,
     rngs: Mutex<HashMap<String, Arc<Mutex<RandomState>>>>,
+    iterators: RwLock<HashMap<String, Arc<dyn IteratorSource>>>,
 }
 
 impl ResourceMgr {
@@ -96,6 +104,17 @@ impl ResourceMgr {
     pub fn snapshot(&self) -> BTreeMap<String, Tensor> {
         let vars = self.vars.read().unwrap_or_else(|p| p.into_inner());
         vars.iter().filter_map(|(k, v)| Some((k.clone(), v.read()?))).collect()
+    }
+
+    /// Attaches `source` as the iterator under `key` (`container/shared_name`, see
+    /// [`handle_key`]), replacing any iterator attached there before.
+    pub fn attach_iterator(&self, key: &str, source: Arc<dyn IteratorSource>) {
+        self.iterators.write().unwrap_or_else(|p| p.into_inner()).insert(key.to_string(), source);
+    }
+
+    /// The iterator attached under `key`, if any.
+    pub fn iterator(&self, key: &str) -> Option<Arc<dyn IteratorSource>> {
+        self.iterators.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
     }
 
     /// The random state of the op `node`, created from `seeds` on first use.

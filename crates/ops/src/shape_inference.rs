@@ -44,6 +44,15 @@ impl InferCtx<'_> {
     fn value(&self, name: &str) -> Option<&attr_value::Value> {
         self.def.attr(self.attrs, name).and_then(|v| v.value.as_ref())
     }
+    /// A `list(shape)` attr (empty when absent).
+    pub fn shapes(&self, name: &str) -> Vec<Shape> {
+        match self.value(name) {
+            Some(attr_value::Value::List(l)) => {
+                l.shape.iter().map(ferroflow_proto::convert::shape_from_proto).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
     /// An int attr (or its default).
     pub fn int(&self, name: &str) -> Option<i64> {
         match self.value(name)? {

@@ -189,6 +189,12 @@ fn still_running(nodes: &[String]) -> String {
 }
 
 impl RuntimeError {
+    /// Whether a node ran past the end of a sequence (`IteratorGetNext` after the last
+    /// element: TensorFlow's `OutOfRangeError`, which input loops stop on).
+    pub fn is_out_of_range(&self) -> bool {
+        matches!(self, RuntimeError::Kernel { source, .. } if matches!(**source, KernelError::OutOfRange(_)))
+    }
+
     /// The error for a step stopped by `interrupt` while `running` (`name (Op)` each) ran.
     /// A stop inside a function body keeps the body's nodes, under the calling node.
     pub(crate) fn interrupted(

@@ -10,6 +10,7 @@ pub mod cast;
 pub mod compare;
 pub mod control_flow;
 pub mod conv;
+pub mod data;
 pub mod einsum;
 pub mod elementwise;
 pub mod functional;
@@ -35,12 +36,13 @@ type Family = (&'static str, fn() -> Vec<OpDef>);
 
 /// All op definitions, each tagged with its family.
 pub(crate) fn all() -> Vec<OpDef> {
-    let families: [Family; 24] = [
+    let families: [Family; 25] = [
         ("array", array::defs),
         ("cast", cast::defs),
         ("compare", compare::defs),
         ("control_flow", control_flow::defs),
         ("conv", conv::defs),
+        ("data", data::defs),
         ("einsum", einsum::defs),
         ("elementwise", elementwise::defs),
         ("functional", functional::defs),
