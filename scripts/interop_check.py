@@ -13,6 +13,11 @@
    TensorFlow — `_FusedMatMul`/`_FusedConv2D` and folded constants included — and gives the
    fixture's outputs (within the fixture tolerances); optimized seed 000 is one `Mul` Const = 9.
 
+5. A TFRecord of tf.train.Examples written by ferroflow (`ferroflow flowers --tfrecord`):
+   TensorFlow's TFRecordDataset reads every record (CRCs checked), parse_single_example
+   gives each file's bytes, label and name, and decode_jpeg of the bytes equals decoding
+   the file.
+
 Run:  .venv/bin/python scripts/interop_check.py   (exit status 0 when every check passes)
 """
 import os
@@ -72,6 +77,30 @@ def train_ferroflow_graph_in_tensorflow(tmp):
     check({"ResourceApplyAdam", "Switch", "Merge", "VarHandleOp", "RandomUniform"} <= ops and step == 300 and acc > 0.85,
           f"seed 003's training graph built by ferroflow: TensorFlow trains it 300 steps (global_step {step}), "
           f"accuracy:0 = {acc:.4f}")
+
+
+def tensorflow_reads_ferroflow_tfrecords(exe, tmp):
+    root = os.path.join(tmp, "flowers")
+    record = os.path.join(tmp, "flowers.tfrecord")
+    subprocess.run([exe, "flowers", root, "--per-class", "4", "--tfrecord", record], check=True, capture_output=True)
+    classes = ["daisy", "dandelion", "roses", "sunflowers", "tulips"]
+    spec = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        "image/filename": tf.io.FixedLenFeature([], tf.string),
+    }
+    n, same = 0, True
+    for raw in tf.data.TFRecordDataset(record):
+        ex = tf.io.parse_single_example(raw, spec)
+        name = ex["image/filename"].numpy().decode()
+        label = int(ex["image/class/label"].numpy())
+        path = os.path.join(root, classes[label], name)
+        data = open(path, "rb").read()
+        same &= ex["image/encoded"].numpy() == data and name.startswith(classes[label])
+        same &= bool(np.array_equal(tf.io.decode_jpeg(ex["image/encoded"]).numpy(), tf.io.decode_jpeg(data).numpy()))
+        n += 1
+    check(n == 20 and same, f"TensorFlow reads ferroflow's TFRecord of tf.train.Examples: {n} records, bytes, labels "
+                            f"and names equal the files")
 
 
 def main():
@@ -135,6 +164,7 @@ def main():
             if name == "seed_000":
                 check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "seed 000 optimized: one node Mul, op Const")
         train_ferroflow_graph_in_tensorflow(tmp)
+        tensorflow_reads_ferroflow_tfrecords(exe, tmp)
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -246,6 +246,11 @@ enum Command {
         /// Generator seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Also write the images as a TFRecord file of `tf.train.Example`s (`image/encoded`:
+        /// the JPEG bytes, `image/class/label`: int64, `image/filename`), as TensorFlow's
+        /// image datasets store them.
+        #[arg(long, value_name = "FILE")]
+        tfrecord: Option<PathBuf>,
     },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
@@ -258,6 +263,9 @@ enum Command {
         /// Training steps of the seed 003 part.
         #[arg(long, default_value_t = 3000)]
         mnist_steps: u64,
+        /// Epochs of the seed 001 EfficientNet-style model (0 skips the training).
+        #[arg(long, default_value_t = 12)]
+        effnet_epochs: usize,
     },
 }
 
@@ -355,10 +363,10 @@ fn main() {
             dump_batches,
             ram_budget,
         }),
-        Command::Flowers { dir, per_class, size, seed } => {
-            pipeline::make_flowers(&dir, per_class, size.as_deref(), seed)
+        Command::Flowers { dir, per_class, size, seed, tfrecord } => {
+            pipeline::make_flowers(&dir, per_class, size.as_deref(), seed, tfrecord.as_deref())
         }
-        Command::Demo { out, mnist_steps } => demo(&out, mnist_steps),
+        Command::Demo { out, mnist_steps, effnet_epochs } => demo(&out, mnist_steps, effnet_epochs),
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));
@@ -764,7 +772,7 @@ fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values
     Ok(())
 }
 
-fn demo(out_dir: &Path, mnist_steps: u64) -> Result<()> {
+fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize) -> Result<()> {
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
     let (graph, fetch) = ferroflow::models::seed_000::graph()?;
     print_nodes(&graph);
@@ -817,6 +825,58 @@ fn demo(out_dir: &Path, mnist_steps: u64) -> Result<()> {
     let acc = ferroflow::models::seed_003::evaluate_restored(&ckpt, &data, "restored")
         .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
     out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
+    demo_seed_001(out_dir, effnet_epochs)?;
     out!("test_accuracy={:.4}", r.test_accuracy);
+    Ok(())
+}
+
+/// Seed 001: the flowers pipeline with and without its speed-ups, then the EfficientNet-style
+/// model trained from it.
+fn demo_seed_001(out_dir: &Path, effnet_epochs: usize) -> Result<()> {
+    use ferroflow::data::{Budget, AUTOTUNE};
+    use ferroflow::models::flowers::{self, FlowersOptions};
+    use ferroflow::models::seed_001::{self, PipelineOptions};
+    out!("\n== Seed 001: the tf.data-style input pipeline over a generated flowers dataset, then EfficientNet-style training");
+    let dir = out_dir.join("flowers");
+    if !dir.join("tulips").is_dir() {
+        flowers::generate(&dir, &FlowersOptions { per_class: 40, ..Default::default() })?;
+    }
+    out!("200 photo-like JPEGs (320-500 x 240-375) in 5 class folders under {}", dir.display());
+    let cache = out_dir.join("flowers.cache");
+    let _ = std::fs::remove_file(&cache);
+    let quiet = Budget { log: false, ..Budget::default() };
+    // (name, parallel map, prefetch, cache)
+    type Run<'a> = (&'a str, Option<i64>, Option<i64>, Option<Option<PathBuf>>);
+    let runs: [Run; 4] = [
+        ("map (serial)", None, None, None),
+        ("map + prefetch(AUTOTUNE)", None, Some(AUTOTUNE), None),
+        ("map(num_parallel_calls=AUTOTUNE) + prefetch", Some(AUTOTUNE), Some(AUTOTUNE), None),
+        ("... + cache(file)", Some(AUTOTUNE), Some(AUTOTUNE), Some(Some(cache.clone()))),
+    ];
+    for (name, parallel, prefetch, cache) in runs {
+        let options =
+            PipelineOptions { size: 224, parallel, prefetch, cache, budget: quiet.clone(), ..Default::default() };
+        let (ds, _) = seed_001::pipeline(&dir, &options)?;
+        let (epochs, _) = seed_001::run_epochs(&ds, 2, |_, _, _, _| Ok(()))?;
+        let rates: Vec<String> = epochs.iter().map(|e| format!("{:.0}", e.images_per_second())).collect();
+        out!("  {name:<46} images/s per epoch: {}", rates.join(", "));
+    }
+    if effnet_epochs == 0 {
+        return Ok(());
+    }
+    out!("\n-- EfficientNet-B0-style model (width 0.25, depth 0.5, 3 stages, 64x64) trained from image_dataset_from_directory with fit_dataset:");
+    let run = seed_001::train_efficientnet(&dir, 64, effnet_epochs, 3, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let h = &run.history;
+    for (i, loss) in h.history.loss.iter().enumerate() {
+        let (vl, va) = h.history.validation.get(i).copied().unwrap_or((f64::NAN, None));
+        out!("  epoch {}: loss {loss:.4}, val_loss {vl:.4}, val_accuracy {:.4}", i + 1, va.unwrap_or(f64::NAN));
+    }
+    out!(
+        "  {} training / {} validation images, {:.0} ms per step, input wait {:.0}% of the loop",
+        run.images.0,
+        run.images.1,
+        h.mean_step_seconds() * 1e3,
+        h.input_fraction() * 100.0
+    );
     Ok(())
 }

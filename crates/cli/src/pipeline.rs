@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use ferroflow::data::{Budget, AUTOTUNE};
+use ferroflow::data::example::example_bytes;
+use ferroflow::data::{Budget, TFRecordWriter, AUTOTUNE};
 use ferroflow::models::flowers::{self, FlowersOptions};
 use ferroflow::models::seed_001::{self, PipelineOptions};
 use ferroflow::tensor::{npy, Tensor};
@@ -104,7 +105,13 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn make_flowers(dir: &Path, per_class: usize, size: Option<&str>, seed: u64) -> Result<()> {
+pub fn make_flowers(
+    dir: &Path,
+    per_class: usize,
+    size: Option<&str>,
+    seed: u64,
+    tfrecord: Option<&Path>,
+) -> Result<()> {
     let size = match size {
         None => None,
         Some(s) => {
@@ -118,5 +125,22 @@ pub fn make_flowers(dir: &Path, per_class: usize, size: Option<&str>, seed: u64)
     };
     let files = flowers::generate(dir, &FlowersOptions { per_class, size, seed, ..Default::default() })?;
     println!("wrote {} images in {} class folders under {}", files.len(), flowers::CLASSES.len(), dir.display());
+    if let Some(out) = tfrecord {
+        let mut w = TFRecordWriter::create(out).with_context(|| format!("creating {}", out.display()))?;
+        for f in &files {
+            let class = f.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or_default();
+            let label = flowers::CLASSES.iter().position(|c| *c == class).context("a generated image's class")? as i64;
+            let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+            let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let record = example_bytes(&[
+                ("image/encoded", &Tensor::from_strings(&[1], vec![bytes])?),
+                ("image/class/label", &Tensor::from_vec(&[1], vec![label])?),
+                ("image/filename", &Tensor::from_strings(&[1], vec![name.into_bytes()])?),
+            ])?;
+            w.write(&record)?;
+        }
+        w.close()?;
+        println!("wrote {} tf.train.Examples to {}", files.len(), out.display());
+    }
     Ok(())
 }

@@ -77,7 +77,7 @@ fn seed_000_pbtxt_prints_nine() {
 #[test]
 fn demo_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run(&["demo", "--out", dir.path().to_str().unwrap(), "--mnist-steps", "100"]);
+    let o = run(&["demo", "--out", dir.path().to_str().unwrap(), "--mnist-steps", "100", "--effnet-epochs", "2"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
@@ -103,6 +103,15 @@ fn demo_runs() {
         assert!(dir.path().join(format!("seed_003/model.ckpt-100.{ext}")).exists());
     }
     assert!(std::fs::read_to_string(dir.path().join("seed_003/checkpoint")).unwrap().contains("model.ckpt-100"));
+    // Seed 001: the pipeline four ways, the file cache written, the model trained from it.
+    for stage in ["map (serial)", "map + prefetch(AUTOTUNE)", "num_parallel_calls=AUTOTUNE", "cache(file)"] {
+        assert!(s.lines().any(|l| l.contains(stage) && l.contains("images/s per epoch")), "{stage}: {s}");
+    }
+    assert!(dir.path().join("flowers.cache.index").exists());
+    let epochs: Vec<&str> =
+        s.lines().filter(|l| l.trim_start().starts_with("epoch ") && l.contains("val_accuracy")).collect();
+    assert_eq!(epochs.len(), 2, "{s}");
+    assert!(s.contains("160 training / 40 validation images"), "{s}");
 }
 
 /// Seed 003's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run

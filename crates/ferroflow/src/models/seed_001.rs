@@ -163,3 +163,72 @@ pub fn run_epochs(
     }
     Ok((out, ds.autotune_report()))
 }
+
+/// What [`train_efficientnet`] did.
+pub struct EfficientNetRun {
+    /// Per-epoch losses and validation, step times and the input pipeline's share.
+    pub history: crate::train::fit_data::PipelineHistory,
+    /// The class names (label `i` is `classes[i]`).
+    pub classes: Vec<String>,
+    /// Training and validation images.
+    pub images: (usize, usize),
+}
+
+/// Seed 001's model family trained from its pipeline: an EfficientNet-B0-style network
+/// (the same block structure — stem, MBConv blocks with expansion, depthwise convolution,
+/// squeeze-and-excitation and projection, head, pooling, dropout — at width 0.25, depth 0.5
+/// and the first `stages` stages so an epoch takes seconds to minutes on 2 cores), fed by
+/// `image_dataset_from_directory` over `dir` (80/20 split with `seed`, pixels scaled to
+/// [0, 1], parallel decode + prefetch) and trained with `Model::fit_dataset` and Adam
+/// (batch-normalization momentum 0.9: short runs).
+pub fn train_efficientnet(
+    dir: &Path,
+    size: usize,
+    epochs: usize,
+    stages: usize,
+    seed: u64,
+) -> Result<EfficientNetRun, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::data::image::{image_dataset_from_directory, DirectoryOptions, Subset};
+    use crate::train::efficientnet::{self, EfficientNetConfig};
+    use crate::train::model::{FitOptions, Functional, Loss};
+    use crate::train::optimizers::Optimizer;
+
+    let options = DirectoryOptions {
+        image_size: [size, size],
+        batch_size: 32,
+        seed: Some(seed),
+        validation_split: Some(0.2),
+        ..Default::default()
+    };
+    let scaled = |d: crate::data::image::ImageDirectory| {
+        let n = d.files.len();
+        let ds = d
+            .dataset
+            .map(|(x, y): (Tensor, Tensor)| {
+                let x = Tensor::from_vec(x.dims(), x.as_slice::<f32>()?.iter().map(|v| v / 255.0).collect())?;
+                let y: Vec<i64> = y.as_slice::<i32>()?.iter().map(|&v| v as i64).collect();
+                let len = y.len();
+                Ok((x, Tensor::from_vec(&[len], y)?))
+            })
+            .prefetch(crate::data::AUTOTUNE);
+        (ds, d.class_names, n)
+    };
+    let (train, classes, n_train) = scaled(image_dataset_from_directory(dir, &options, Subset::Training)?);
+    let (val, _, n_val) = scaled(image_dataset_from_directory(dir, &options, Subset::Validation)?);
+    let config = EfficientNetConfig {
+        seed: Some(seed as i64),
+        // Keras' 0.99 needs hundreds of steps before the moving statistics that evaluation
+        // uses are meaningful; a few dozen steps need a faster average.
+        bn_momentum: 0.9,
+        ..EfficientNetConfig::reduced(classes.len(), 0.25, 0.5, stages)
+    };
+    let model = Functional::new(&[size, size, 3]).seed(seed as i64).compile(
+        |b, x, training| efficientnet::efficientnet(b, x, training, &config),
+        Loss::SparseCategoricalCrossentropy,
+        &Optimizer::adam(1e-3),
+        crate::runtime::SessionOptions::default(),
+    )?;
+    let fit = FitOptions { epochs, verbose: true, ..FitOptions::default() };
+    let history = model.fit_dataset(&train, &fit, None, Some(&val))?;
+    Ok(EfficientNetRun { history, classes, images: (n_train, n_val) })
+}
