@@ -11,9 +11,12 @@
   TFRecordWriter, and `tf.io.parse_example` of them (fixed, defaulted and var-len features).
 - shuffle_first.npy: how often each element comes first and second in
   `range(10).shuffle(3, seed=s).take(2)` over 3,000 seeds (TF's buffer semantics).
+- iterator.pb: a TF1 graph whose input comes from an iterator: `Iterator.from_structure(
+  (float32 [?, 2], int32 [?]), shared_name="train")` (IteratorV2) -> get_next (IteratorGetNext)
+  -> reduce_sum(x) as `total` (ferroflow attaches a Dataset under "train").
 
 Run: .venv/bin/pip install tensorflow-cpu==2.21.0 pillow
-     .venv/bin/python scripts/make_data_fixtures.py
+     .venv/bin/python scripts/make_data_fixtures.py [--only NAME]   (NAME: a function below)
 """
 import io
 import os
@@ -160,8 +163,24 @@ def shuffle_stats():
     print("shuffle first/second element counts:\n", counts)
 
 
+def iterator_graph():
+    g = tf.Graph()
+    with g.as_default():
+        it = tf.compat.v1.data.Iterator.from_structure(
+            (tf.float32, tf.int32), (tf.TensorShape([None, 2]), tf.TensorShape([None])), shared_name="train")
+        x, _ = it.get_next(name="next")
+        tf.reduce_sum(x, name="total")
+    gd = g.as_graph_def()
+    with open(os.path.join(OUT, "iterator.pb"), "wb") as f:
+        f.write(gd.SerializeToString(deterministic=True))
+    print("iterator:", [(n.name, n.op) for n in gd.node])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    if len(sys.argv) == 3 and sys.argv[1] == "--only":
+        globals()[sys.argv[2]]()
+        return
     root = os.path.join(OUT, "flowers_tiny")
     flowers(root)
     keras_batches(root)
@@ -169,6 +188,7 @@ def main():
     image_ops_graph(root)
     tfrecords()
     shuffle_stats()
+    iterator_graph()
 
 
 if __name__ == "__main__":

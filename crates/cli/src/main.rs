@@ -194,44 +194,7 @@ enum Command {
     /// Seed 001's input pipeline over a directory of class folders of JPEGs: file list →
     /// map(read_file → decode_jpeg → resize) → batch → prefetch; prints `class_names=[...]`,
     /// images/s per epoch and what AUTOTUNE chose.
-    Pipeline {
-        /// A directory with one folder of images per class (e.g. from `ferroflow flowers`).
-        dir: PathBuf,
-        /// Images are resized to SIZE × SIZE.
-        #[arg(long, default_value_t = 224)]
-        size: usize,
-        /// Images per batch.
-        #[arg(long, default_value_t = 32)]
-        batch: usize,
-        /// Keep the files in order (class folders sorted, files sorted).
-        #[arg(long)]
-        no_shuffle: bool,
-        /// Shuffle seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Epochs to read.
-        #[arg(long, default_value_t = 1)]
-        epochs: usize,
-        /// Decode on N worker threads, or `auto` (AUTOTUNE); decoding is serial without it.
-        #[arg(long, value_name = "N|auto", value_parser = pipeline::parse_tunable)]
-        parallel: Option<i64>,
-        /// Prefetch N batches, or `auto` (AUTOTUNE); no prefetch without it.
-        #[arg(long, value_name = "N|auto", value_parser = pipeline::parse_tunable)]
-        prefetch: Option<i64>,
-        /// Cache the decoded images after the first epoch: in memory, or in FILE (a tensor
-        /// bundle written atomically; reused by later runs of the same pipeline).
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-        cache: Option<PathBuf>,
-        /// Write the first --dump-batches batches as images0, labels0, images1, ... to this .npz.
-        #[arg(long, value_name = "OUT.npz")]
-        dump: Option<PathBuf>,
-        /// Batches --dump writes.
-        #[arg(long, default_value_t = 1)]
-        dump_batches: usize,
-        /// Bytes AUTOTUNE's buffers may hold (default: a quarter of physical memory).
-        #[arg(long, value_name = "BYTES")]
-        ram_budget: Option<u64>,
-    },
+    Pipeline(pipeline::PipelineArgs),
     /// Generate a flowers-like dataset: five class folders (daisy, dandelion, roses,
     /// sunflowers, tulips) of photo-like JPEGs, for seed 001's pipeline and model.
     Flowers {
@@ -336,33 +299,7 @@ fn main() {
             mnist(data.as_deref(), steps, seed, options, save.as_deref()).map(|_| ())
         }
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
-        Command::Pipeline {
-            dir,
-            size,
-            batch,
-            no_shuffle,
-            seed,
-            epochs,
-            parallel,
-            prefetch,
-            cache,
-            dump,
-            dump_batches,
-            ram_budget,
-        } => pipeline::pipeline(&pipeline::PipelineArgs {
-            dir,
-            size,
-            batch,
-            no_shuffle,
-            seed,
-            epochs,
-            parallel,
-            prefetch,
-            cache: cache.map(|c| (!c.as_os_str().is_empty()).then_some(c)),
-            dump,
-            dump_batches,
-            ram_budget,
-        }),
+        Command::Pipeline(args) => pipeline::pipeline(&args),
         Command::Flowers { dir, per_class, size, seed, tfrecord } => {
             pipeline::make_flowers(&dir, per_class, size.as_deref(), seed, tfrecord.as_deref())
         }

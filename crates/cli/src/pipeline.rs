@@ -21,18 +21,43 @@ pub fn parse_tunable(s: &str) -> Result<i64, String> {
 }
 
 /// What `ferroflow pipeline` was asked for.
+#[derive(clap::Args)]
 pub struct PipelineArgs {
+    /// A directory with one folder of images per class (e.g. from `ferroflow flowers`).
     pub dir: PathBuf,
+    /// Images are resized to SIZE × SIZE.
+    #[arg(long, default_value_t = 224)]
     pub size: usize,
+    /// Images per batch.
+    #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    /// Keep the files in order (class folders sorted, files sorted).
+    #[arg(long)]
     pub no_shuffle: bool,
+    /// Shuffle seed.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Epochs to read.
+    #[arg(long, default_value_t = 1)]
     pub epochs: usize,
+    /// Decode on N worker threads, or `auto` (AUTOTUNE); decoding is serial without it.
+    #[arg(long, value_name = "N|auto", value_parser = parse_tunable)]
     pub parallel: Option<i64>,
+    /// Prefetch N batches, or `auto` (AUTOTUNE); no prefetch without it.
+    #[arg(long, value_name = "N|auto", value_parser = parse_tunable)]
     pub prefetch: Option<i64>,
-    pub cache: Option<Option<PathBuf>>,
+    /// Cache the decoded images after the first epoch: in memory, or in FILE (a tensor
+    /// bundle written atomically; reused by later runs of the same pipeline).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    pub cache: Option<PathBuf>,
+    /// Write the first --dump-batches batches as images0, labels0, images1, ... to this .npz.
+    #[arg(long, value_name = "OUT.npz")]
     pub dump: Option<PathBuf>,
+    /// Batches --dump writes.
+    #[arg(long, default_value_t = 1)]
     pub dump_batches: usize,
+    /// Bytes AUTOTUNE's buffers may hold (default: a quarter of physical memory).
+    #[arg(long, value_name = "BYTES")]
     pub ram_budget: Option<u64>,
 }
 
@@ -48,6 +73,8 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
     if a.size == 0 || a.batch == 0 || a.epochs == 0 {
         bail!("--size, --batch and --epochs must be at least 1");
     }
+    // `--cache` alone: in memory; `--cache FILE`: a file.
+    let cache = a.cache.clone().map(|c| (!c.as_os_str().is_empty()).then_some(c));
     let mut budget = Budget::default();
     if let Some(r) = a.ram_budget {
         budget.ram_bytes = r;
@@ -59,7 +86,7 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
         seed: a.seed,
         parallel: a.parallel,
         prefetch: a.prefetch,
-        cache: a.cache.clone(),
+        cache: cache.clone(),
         budget,
     };
     let (ds, classes) =
@@ -71,7 +98,7 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
         ds.describe(),
         shown(a.parallel),
         shown(a.prefetch),
-        match &a.cache {
+        match &cache {
             None => "off".to_string(),
             Some(None) => "memory".to_string(),
             Some(Some(f)) => f.display().to_string(),

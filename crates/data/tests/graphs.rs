@@ -1,7 +1,8 @@
 //! Graphs in the pipeline: TensorFlow's frozen `placeholder(string) → ReadFile → DecodeJpeg →
 //! resize` graph as a map function (serial and parallel, equal to TensorFlow's pixels), and a
-//! Session graph that pulls batches through `IteratorV2` + `IteratorGetNext` until the end of
-//! the data ("End of sequence", out of range).
+//! Session graph (ours, and TensorFlow's `Iterator.from_structure` graph) that pulls batches
+//! through `IteratorV2` + `IteratorGetNext` until the end of the data ("End of sequence", out
+//! of range).
 use std::path::{Path, PathBuf};
 
 use ferroflow_data::{Budget, Dataset, GraphFunction, MapOptions};
@@ -110,6 +111,20 @@ fn a_session_graph_pulls_batches_until_the_end_of_the_data() {
         assert_eq!(totals, vec![6.0, 22.0, 17.0]);
         assert_eq!(labels, vec![0, 1, 2, 3, 4]);
     }
+    // TensorFlow's own graph: Iterator.from_structure(shared_name="train") -> get_next -> sum.
+    let tf_graph = Session::new(graph(Err(&fixtures().join("iterator.pb"))), SessionOptions::default()).unwrap();
+    ds.attach_iterator(tf_graph.resources(), "train").unwrap();
+    let mut totals = Vec::new();
+    loop {
+        match tf_graph.run(&[], &["total:0"], &[]) {
+            Ok(out) => totals.push(out[0].scalar_value::<f32>().unwrap()),
+            Err(e) if e.is_out_of_range() => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(totals, vec![6.0, 22.0, 17.0]);
+    let handle = tf_graph.run(&[], &["IteratorToStringHandle:0"], &[]).unwrap();
+    assert_eq!(handle[0].as_strings().unwrap()[0], b"localhost/train");
     // Components of the wrong dtype are named.
     let bad = Dataset::from_tensor_slices((
         Tensor::from_vec(&[2, 2], vec![0i32; 4]).unwrap(),

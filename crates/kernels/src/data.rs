@@ -1,5 +1,5 @@
-//! `IteratorV2` (a handle naming an attached iterator) and `IteratorGetNext` (its next
-//! element, checked against the node's `output_types`; the end is an out-of-range error).
+//! `IteratorV2` (a handle naming an attached iterator), `IteratorToStringHandle` and
+//! `IteratorGetNext` (its next element, checked against the node's `output_types`; the end is an out-of-range error).
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::resource::handle_key;
@@ -12,6 +12,18 @@ struct IteratorHandle {
 impl OpKernel for IteratorHandle {
     fn compute(&self, _: &KernelContext, _: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         outputs.push(Tensor::resource_handle(&self.key));
+        Ok(())
+    }
+}
+
+/// `IteratorToStringHandle`: the iterator's key as a string (what TensorFlow's feedable
+/// iterators pass around).
+struct StringHandle;
+
+impl OpKernel for StringHandle {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let key = inputs[0].resource_key()?.as_bytes().to_vec();
+        outputs.push(Tensor::from_strings(&[], vec![key])?);
         Ok(())
     }
 }
@@ -65,4 +77,5 @@ fn k_get_next(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("IteratorV2", "", &[], k_iterator);
     r.register("IteratorGetNext", "", &[], k_get_next);
+    r.register("IteratorToStringHandle", "", &[], |_| Ok(Box::new(StringHandle)));
 }

@@ -22,6 +22,12 @@ pub fn defs() -> Vec<OpDef> {
             .shape(s::scalar)
             .not_differentiable("an iterator's handle")
             .build(),
+        op("IteratorToStringHandle")
+            .input("resource_handle: resource")
+            .output("string_handle: string")
+            .shape(s::scalar)
+            .not_differentiable("an iterator's name")
+            .build(),
         op("IteratorGetNext")
             .input("iterator: resource")
             .output("components: output_types")
