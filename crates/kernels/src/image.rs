@@ -48,11 +48,99 @@ fn nearest_axis(o: usize, scale: f32, input: usize, align: bool, half_pixel: boo
 /// Pixels a bilinear resize reads, widened to f32 as TensorFlow's kernel does.
 trait Pixel: Copy + Send + Sync {
     fn f(self) -> f32;
+    /// [`lerp_row`]'s 3/4-channel loop straight from the source pixels, where this type has
+    /// a vector path; `false` when it has none (the caller widens the row first).
+    fn lerp_quads(_src: &[Self], _xs: &[(usize, usize, f32)], _c: usize, _row: &mut [f32]) -> bool {
+        false
+    }
 }
 macro_rules! pixel {
     ($($t:ty),*) => {$(impl Pixel for $t { #[inline(always)] fn f(self) -> f32 { self as f32 } })*};
 }
-pixel!(u8, i32, i64, f32, f64);
+pixel!(i32, i64, f32, f64);
+
+impl Pixel for u8 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        self as f32
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn lerp_quads(src: &[u8], xs: &[(usize, usize, f32)], c: usize, row: &mut [f32]) -> bool {
+        use std::arch::x86_64::*;
+        debug_assert!(matches!(c, 3 | 4) && row.len() > (xs.len().max(1) - 1) * c + 3);
+        let widen = |p: &[u8]| -> [f32; 4] { [p[0].f(), p[1].f(), p[2].f(), p.get(3).map_or(0.0, |v| v.f())] };
+        let done = if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { lerp_pairs_avx2(src, xs, c, row) }
+        } else {
+            0
+        };
+        for (xo, &(x0, x1, xl)) in xs.iter().enumerate().skip(done) {
+            let dst = &mut row[xo * c..xo * c + 4];
+            if x0.max(x1) + 4 <= src.len() {
+                // SAFETY: SSE2 is part of x86_64's baseline; the two 4-byte loads lie inside
+                // `src` (checked above) and the 4-float store inside `dst`, which is 4 long.
+                unsafe {
+                    let zero = _mm_setzero_si128();
+                    let load = |p: usize| {
+                        let bytes = _mm_cvtsi32_si128(src.as_ptr().add(p).cast::<i32>().read_unaligned());
+                        _mm_cvtepi32_ps(_mm_unpacklo_epi16(_mm_unpacklo_epi8(bytes, zero), zero))
+                    };
+                    let (a, b) = (load(x0), load(x1));
+                    let v = _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(xl)));
+                    _mm_storeu_ps(dst.as_mut_ptr(), v);
+                }
+            } else {
+                // The row's last pixel (3 channels): its fourth byte would be past the row.
+                let (a, b) = (widen(&src[x0..(x0 + 4).min(src.len())]), widen(&src[x1..(x1 + 4).min(src.len())]));
+                for i in 0..4 {
+                    dst[i] = a[i] + (b[i] - a[i]) * xl;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// [`Pixel::lerp_quads`] for `u8`, two output pixels per 8-lane operation (the same
+/// operations as the 4-lane path, lane for lane, so the same bits). Returns how many leading
+/// output pixels it wrote; the rest (an odd last one, or one whose loads would pass the end
+/// of `src`) are left to the caller.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn lerp_pairs_avx2(src: &[u8], xs: &[(usize, usize, f32)], c: usize, row: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let (s, r) = (src.as_ptr(), row.as_mut_ptr());
+    // Four bytes at `p` and at `q`, widened to eight f32 lanes.
+    let load = |p: usize, q: usize| {
+        let lo = s.add(p).cast::<u32>().read_unaligned() as u64;
+        let hi = s.add(q).cast::<u32>().read_unaligned() as u64;
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((lo | hi << 32) as i64)))
+    };
+    let mut done = 0;
+    for pair in xs.chunks_exact(2) {
+        let [(a0, b0, l0), (a1, b1, l1)] = [pair[0], pair[1]];
+        if a0.max(b0).max(a1).max(b1) + 4 > src.len() {
+            break;
+        }
+        // `row` holds `xs.len() * c + 1` floats: both stores below stay inside it.
+        debug_assert!((done + 1) * c + 4 <= row.len());
+        let (a, b) = (load(a0, a1), load(b0, b1));
+        let l = _mm256_set_m128(_mm_set1_ps(l1), _mm_set1_ps(l0));
+        let v = _mm256_add_ps(a, _mm256_mul_ps(_mm256_sub_ps(b, a), l));
+        if c == 4 {
+            _mm256_storeu_ps(r.add(done * 4), v);
+        } else {
+            // The first pixel's fourth lane spills into the second's first element, which
+            // the second store then overwrites.
+            _mm_storeu_ps(r.add(done * c), _mm256_castps256_ps128(v));
+            _mm_storeu_ps(r.add((done + 1) * c), _mm256_extractf128_ps::<1>(v));
+        }
+        done += 2;
+    }
+    done
+}
 
 /// Output rows per parallel task: each task keeps its own two interpolated source rows.
 const RESIZE_ROWS_PER_TASK: usize = 16;
@@ -61,8 +149,12 @@ const RESIZE_ROWS_PER_TASK: usize = 16;
 /// half of TensorFlow's `compute_lerp` (the same operations in the same order). The row is
 /// first widened to f32 in `wide` (`w*c + 1` long); `row` is `ow*c + 1` long. For 3 and 4
 /// channels each output pixel is one 4-lane operation (for 3 channels the fourth lane
-/// spills into the next pixel's first element, which that pixel then overwrites).
+/// spills into the next pixel's first element, which that pixel then overwrites). `u8`
+/// pixels skip the widening: each output pixel loads its two source pixels' bytes directly.
 fn lerp_row<T: Pixel>(src: &[T], xs: &[(usize, usize, f32)], c: usize, wide: &mut [f32], row: &mut [f32]) {
+    if matches!(c, 3 | 4) && T::lerp_quads(src, xs, c, row) {
+        return;
+    }
     for (d, s) in wide.iter_mut().zip(src) {
         *d = s.f();
     }

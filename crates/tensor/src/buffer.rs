@@ -13,6 +13,12 @@
 //! cache shared by all threads (a block is often freed on another thread than the one that
 //! made it), at most [`LARGE_CACHE_BLOCKS`] blocks and [`LARGE_CACHE_BYTES`] bytes, oldest
 //! returned to the system first.
+//!
+//! Blocks of [`HUGE_PAGE`] bytes or more are aligned to a huge page and, on Linux, marked
+//! `MADV_HUGEPAGE`: where transparent huge pages are enabled in `madvise` mode (the common
+//! default), a fresh 19 MB batch is faulted in as 10 huge pages instead of 4,700 small ones,
+//! which made a pipeline's first epoch (before the cache holds blocks) 5–8% slower than the
+//! later ones.
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
 use std::ptr::NonNull;
@@ -20,6 +26,27 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Alignment of every tensor buffer: a cache line, and enough for any SIMD load.
 pub const ALIGNMENT: usize = 64;
+
+/// Blocks of this size or more are huge-page aligned and advised as huge-page backed.
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// The layout a block of `block` bytes is allocated (and freed) with.
+fn block_layout(block: usize) -> Layout {
+    let align = if block >= HUGE_PAGE { HUGE_PAGE } else { ALIGNMENT };
+    Layout::from_size_align(block, align).expect("tensor size fits in isize")
+}
+
+/// Asks the kernel to back a fresh block with transparent huge pages (a hint; errors ignored).
+fn advise_huge(p: NonNull<u8>, block: usize) {
+    #[cfg(target_os = "linux")]
+    if block >= HUGE_PAGE {
+        // SAFETY: [p, p + block) is one live allocation, huge-page aligned by block_layout;
+        // madvise only changes how the kernel backs it, not its contents.
+        unsafe { libc::madvise(p.as_ptr().cast(), block & !(HUGE_PAGE - 1), libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, block);
+}
 
 /// Largest block size served from the per-thread cache.
 pub const CACHED_MAX: usize = 4096;
@@ -107,10 +134,10 @@ fn alloc_block(block: usize) -> Option<NonNull<u8>> {
             return Some(b.0);
         }
     }
-    let layout = Layout::from_size_align(block, ALIGNMENT).expect("tensor size fits in isize");
-    // SAFETY: layout has non-zero size (block >= ALIGNMENT or len > 0).
-    let raw = unsafe { alloc::alloc(layout) };
-    NonNull::new(raw)
+    // SAFETY: the layout has non-zero size (block >= ALIGNMENT or len > 0).
+    let raw = NonNull::new(unsafe { alloc::alloc(block_layout(block)) })?;
+    advise_huge(raw, block);
+    Some(raw)
 }
 
 /// Returns a block to the cache, or to the allocator when the cache is full.
@@ -140,15 +167,13 @@ fn free_block(p: NonNull<u8>, block: usize) {
         };
         // Returned to the system outside the lock.
         for LargeBlock(q, size) in evicted {
-            let layout = Layout::from_size_align(size, ALIGNMENT).expect("layout was valid at allocation");
             // SAFETY: `q` was allocated by alloc_block with this layout.
-            unsafe { alloc::dealloc(q.as_ptr(), layout) };
+            unsafe { alloc::dealloc(q.as_ptr(), block_layout(size)) };
         }
         return;
     }
-    let layout = Layout::from_size_align(block, ALIGNMENT).expect("layout was valid at allocation");
     // SAFETY: `p` was allocated by alloc_block with this layout (cached blocks too).
-    unsafe { alloc::dealloc(p.as_ptr(), layout) };
+    unsafe { alloc::dealloc(p.as_ptr(), block_layout(block)) };
 }
 
 /// The allocator refused a copy of bytes that exist already: as `Vec` does.
