@@ -299,20 +299,8 @@ pub(crate) mod tests {
         assert_eq!(read(&bytes).unwrap(), entries);
     }
 
-    /// A small xorshift generator: deterministic "random" mutations (the crate's fuzz-style
-    /// tests share it).
-    pub(crate) struct Rng(pub(crate) u64);
-    impl Rng {
-        pub(crate) fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
+    /// Deterministic "random" mutations (the crate's fuzz-style tests share it).
+    pub(crate) use ferroflow_tensor::testing::XorShift as Rng;
 
     /// Re-seals every block of `file` whose handle the valid layout `blocks` gives, so
     /// mutations inside blocks get past the CRCs into the parsers.

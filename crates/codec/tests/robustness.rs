@@ -8,19 +8,7 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/codec").join(name)).unwrap()
 }
 
-/// Deterministic xorshift, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use ferroflow_tensor::testing::XorShift as Rng;
 
 fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
     (0..h * w * c).map(|i| ((i / c % w) * 200 / w + (i / c / w) * 2 + i % c * 20).min(255) as u8).collect()

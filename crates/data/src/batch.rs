@@ -36,8 +36,8 @@ impl Node for Batch {
             "Batch"
         }
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         format!("{},{},{:?}", self.size, self.drop_remainder, self.padded.as_ref().map(|p| &p.shapes))

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use ferroflow_checkpoint::{BundleReader, BundleWriter};
 use ferroflow_tensor::Tensor;
 
-use crate::dataset::{fingerprint, iterate_input, Cardinality, Ctx, Element, ElementIter, FnIter, Next, Node};
+use crate::dataset::{fingerprint, iterate_input, Ctx, Element, ElementIter, FnIter, Next, Node};
 use crate::structure::Structure;
 use crate::{DataError, Dataset, Result};
 
@@ -26,14 +26,11 @@ impl Node for MemoryCache {
     fn kind(&self) -> &'static str {
         "MemoryCache"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         String::new()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
         if let Some(elems) = self.complete.lock().unwrap_or_else(|p| p.into_inner()).clone() {
@@ -111,14 +108,11 @@ impl Node for FileCache {
     fn kind(&self) -> &'static str {
         "FileCache"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         self.prefix.display().to_string()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
         let want = format!("{:016x}", fingerprint(&self.input));

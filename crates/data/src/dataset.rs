@@ -60,12 +60,20 @@ impl Ctx {
 pub(crate) trait Node: Send + Sync + 'static {
     /// tf.data's name for the stage (`Map`, `ParallelMap`, `Batch`, `Prefetch`, ...).
     fn kind(&self) -> &'static str;
-    /// The stages it reads from.
-    fn inputs(&self) -> Vec<Arc<dyn Node>>;
+    /// The one stage it reads from, for the stages that have exactly one (most do).
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        None
+    }
+    /// The stages it reads from (by default its one input, or none).
+    fn inputs(&self) -> Vec<Arc<dyn Node>> {
+        self.input().into_iter().cloned().collect()
+    }
     /// Its parameters, for the pipeline's fingerprint (what a cache file is keyed by).
     fn describe(&self) -> String;
-    /// How many elements it yields.
-    fn cardinality(&self) -> Cardinality;
+    /// How many elements it yields (by default as many as its one input).
+    fn cardinality(&self) -> Cardinality {
+        self.input().map_or(Cardinality::Unknown, |i| i.cardinality())
+    }
     /// Its tunable knobs.
     fn knobs(&self) -> Vec<Arc<Knob>> {
         Vec::new()

@@ -11,7 +11,7 @@ use prost::Message;
 
 use crate::dataset::{ElementIter, Fnv};
 use crate::structure::Structure;
-use crate::transform::{Map, MapOptions};
+use crate::transform::MapOptions;
 use crate::{DataError, Dataset, Element, Result};
 
 /// A graph used as a map function: the element's components are fed to `inputs` (tensor
@@ -52,13 +52,7 @@ impl<T: Structure> Dataset<T> {
     pub fn map_graph<U: Structure>(&self, f: GraphFunction, options: &MapOptions) -> Dataset<U> {
         let name = options.name.clone().unwrap_or_else(|| f.name.clone());
         let f = Arc::new(f);
-        let ef: crate::transform::ElemFn = Arc::new(move |e: Element| f.call(e));
-        match options.num_parallel_calls {
-            None => self.then(Map { input: self.node.clone(), f: ef, name }),
-            Some(n) => {
-                self.then(crate::parallel::ParallelMap::new(self.node.clone(), ef, name, n, options.deterministic))
-            }
-        }
+        self.map_elements(options, Arc::new(move |e: Element| f.call(e)), name)
     }
 
     /// Attaches a fresh iterator of this dataset to `resources` (a session's,

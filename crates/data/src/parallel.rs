@@ -60,15 +60,12 @@ impl Node for ParallelMap {
     fn kind(&self) -> &'static str {
         "ParallelMap"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         // Parallelism does not change the elements; the function does.
         self.name.clone()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn knobs(&self) -> Vec<Arc<Knob>> {
         vec![self.knob.clone()]
@@ -388,14 +385,11 @@ impl Node for Prefetch {
     fn kind(&self) -> &'static str {
         "Prefetch"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         String::new()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn knobs(&self) -> Vec<Arc<Knob>> {
         vec![self.knob.clone()]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::dataset::{invalid, iterate_input, Cardinality, Ctx, Element, ElementIter, FnIter, Node};
+use crate::dataset::{invalid, iterate_input, Ctx, Element, ElementIter, FnIter, Node};
 use crate::rng::{epoch_seed, seed_or_random, Rng};
 use crate::structure::Structure;
 use crate::tensors::bytes_of;
@@ -26,15 +26,12 @@ impl Node for Shuffle {
     fn kind(&self) -> &'static str {
         "Shuffle"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         // Unseeded shuffles differ run to run: they cannot be replayed from a cache.
         format!("{},{},{}", self.buffer_size, if self.seeded { self.seed } else { u64::MAX }, self.reshuffle)
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
         let mut input = Some(iterate_input(&self.input, ctx)?);

@@ -18,9 +18,6 @@ impl Node for TensorSlices {
     fn kind(&self) -> &'static str {
         "TensorSlice"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        Vec::new()
-    }
     fn describe(&self) -> String {
         let mut h = Fnv::default();
         self.components.iter().for_each(|t| h.tensor(t));
@@ -49,9 +46,6 @@ impl Node for Tensors {
     fn kind(&self) -> &'static str {
         "Tensor"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        Vec::new()
-    }
     fn describe(&self) -> String {
         let mut h = Fnv::default();
         self.0.iter().for_each(|t| h.tensor(t));
@@ -75,9 +69,6 @@ struct Range {
 impl Node for Range {
     fn kind(&self) -> &'static str {
         "Range"
-    }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        Vec::new()
     }
     fn describe(&self) -> String {
         format!("{},{},{}", self.start, self.stop, self.step)
@@ -109,9 +100,6 @@ struct Generator {
 impl Node for Generator {
     fn kind(&self) -> &'static str {
         "Generator"
-    }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        Vec::new()
     }
     fn describe(&self) -> String {
         self.name.clone()

@@ -19,9 +19,6 @@ impl Node for TfRecords {
     fn kind(&self) -> &'static str {
         "TFRecord"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        Vec::new()
-    }
     fn describe(&self) -> String {
         let mut h = Fnv::default();
         for f in &self.files {

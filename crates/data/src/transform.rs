@@ -35,14 +35,11 @@ impl Node for Map {
     fn kind(&self) -> &'static str {
         "Map"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         self.name.clone()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
         let mut input = iterate_input(&self.input, ctx)?;
@@ -65,8 +62,8 @@ impl Node for Filter {
     fn kind(&self) -> &'static str {
         "Filter"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         self.name.clone()
@@ -113,8 +110,8 @@ impl Node for Interleave {
             "Interleave"
         }
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         format!("{},{},{}", self.name, self.cycle_length, self.block_length)
@@ -317,8 +314,8 @@ impl Node for Repeat {
     fn kind(&self) -> &'static str {
         "Repeat"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         format!("{:?}", self.count)
@@ -380,8 +377,8 @@ impl Node for Take {
             "Take"
         }
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         format!("{:?}", self.count)
@@ -432,8 +429,8 @@ impl Node for Shard {
     fn kind(&self) -> &'static str {
         "Shard"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         format!("{}/{}", self.index, self.num)
@@ -465,14 +462,11 @@ impl Node for Enumerate {
     fn kind(&self) -> &'static str {
         "Enumerate"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         self.start.to_string()
-    }
-    fn cardinality(&self) -> Cardinality {
-        self.input.cardinality()
     }
     fn iterate(&self, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
         let mut input = iterate_input(&self.input, ctx)?;
@@ -554,8 +548,8 @@ impl Node for IgnoreErrors {
     fn kind(&self) -> &'static str {
         "IgnoreErrors"
     }
-    fn inputs(&self) -> Vec<Arc<dyn Node>> {
-        vec![self.input.clone()]
+    fn input(&self) -> Option<&Arc<dyn Node>> {
+        Some(&self.input)
     }
     fn describe(&self) -> String {
         String::new()
@@ -627,8 +621,11 @@ impl<T: Structure> Dataset<T> {
     where
         F: Fn(T) -> Result<U> + Send + Sync + 'static,
     {
-        let name = fn_name::<F>(options.name.as_deref());
-        let f = elem_fn(f);
+        self.map_elements(options, elem_fn(f), fn_name::<F>(options.name.as_deref()))
+    }
+
+    /// A `Map` or `ParallelMap` stage of `f` over the elements, as `options` says.
+    pub(crate) fn map_elements<U: Structure>(&self, options: &MapOptions, f: ElemFn, name: String) -> Dataset<U> {
         match options.num_parallel_calls {
             None => self.then(Map { input: self.node.clone(), f, name }),
             Some(n) => {

@@ -229,13 +229,8 @@ fn mbconv_block_in_training_mode_matches_tensorflow_with_its_moving_statistics()
 
 /// Random images and labels from a fixed generator.
 fn random_batch(n: usize, hw: usize, classes: usize, seed: u64) -> (Tensor, Tensor) {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
+    let mut next = move || r.unit();
     let x: Vec<f32> = (0..n * hw * hw * 3).map(|_| next() as f32).collect();
     let y: Vec<i64> = (0..n).map(|_| (next() * classes as f64) as i64 % classes as i64).collect();
     (Tensor::from_vec(&[n, hw, hw, 3], x).unwrap(), Tensor::from_vec(&[n], y).unwrap())

@@ -19,15 +19,8 @@ struct Case {
 }
 
 fn values(n: usize, seed: u64, (lo, hi): (f64, f64)) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
+    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
+    (0..n).map(|_| lo + (hi - lo) * r.unit()).collect()
 }
 
 fn t64() -> AttrValue {

@@ -9,19 +9,7 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf").join(name)).unwrap()
 }
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use ferroflow::tensor::testing::XorShift as Rng;
 
 fn mutations(original: &[u8], count: usize, seed: u64) -> impl Iterator<Item = Vec<u8>> + '_ {
     let mut rng = Rng(seed);

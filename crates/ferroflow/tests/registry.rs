@@ -44,16 +44,14 @@ fn every_op_declares_how_gradients_pass() {
 fn values(n: usize, seed: u64) -> Vec<f64> {
     let special =
         [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, -1e-30, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
     (0..n)
         .map(|i| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            let u = r.unit();
             if i < special.len() {
                 special[i]
             } else {
-                ((s >> 11) as f64 / (1u64 << 53) as f64) * 16.0 - 8.0
+                u * 16.0 - 8.0
             }
         })
         .collect()

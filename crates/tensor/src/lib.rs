@@ -11,6 +11,7 @@ pub mod npy;
 mod shape;
 pub mod shown;
 mod tensor;
+pub mod testing;
 
 pub use dtype::{DType, Element};
 pub use half::{bf16, f16};

@@ -59,8 +59,10 @@ fn resize(c: &InferCtx) -> Result<Vec<Shape>, String> {
     }
 }
 
-/// `[height, width, channels]` with `channels` from the attr (0: unknown).
+/// A decode op's output, `[height, width, channels]` with `channels` from the attr (0:
+/// unknown), after checking that `contents` is a scalar.
 fn decoded(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    scalar_string_input(c)?;
     let ch = c.int("channels").unwrap_or(0);
     if !(0..=4).contains(&ch) {
         return Err(format!("channels must be 0, 1, 2, 3 or 4, got {ch}"));
@@ -103,10 +105,7 @@ fn codecs() -> Vec<OpDef> {
                 "acceptable_fraction: float = 1",
                 "dct_method: string = ''",
             ])
-            .shape(|c| {
-                scalar_string_input(c)?;
-                decoded(c)
-            })
+            .shape(decoded)
             .grows()
             .not_differentiable("decoding is not differentiable")
             .build(),
@@ -114,10 +113,7 @@ fn codecs() -> Vec<OpDef> {
             .input("contents: string")
             .output("image: dtype")
             .attrs(&["channels: int = 0", "dtype: {uint8, uint16} = DT_UINT8"])
-            .shape(|c| {
-                scalar_string_input(c)?;
-                decoded(c)
-            })
+            .shape(decoded)
             .grows()
             .not_differentiable("decoding is not differentiable")
             .build(),
