@@ -9,6 +9,7 @@ fn main() {
         "ferroflow/checkpoint.proto",
         "ferroflow/meta_graph.proto",
         "ferroflow/example.proto",
+        "ferroflow/xplane.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");

@@ -18,6 +18,7 @@ macro_rules! out {
 
 mod ops;
 mod pipeline;
+mod profile;
 
 #[derive(Parser)]
 #[command(name = "ferroflow", version, about = "A TensorFlow-class dataflow system in Rust")]
@@ -193,8 +194,22 @@ enum Command {
     },
     /// Seed 001's input pipeline over a directory of class folders of JPEGs: file list →
     /// map(read_file → decode_jpeg → resize) → batch → prefetch; prints `class_names=[...]`,
-    /// images/s per epoch and what AUTOTUNE chose.
+    /// images/s per epoch and what AUTOTUNE chose. With --logdir it trains a small CNN from
+    /// the pipeline instead, profiles --profile-batch and prints the profile's report.
     Pipeline(pipeline::PipelineArgs),
+    /// The terminal report of a profile: top ops by self time, the step-time breakdown
+    /// (input / compute / other), whether the step is input-bound (TensorFlow's thresholds:
+    /// input above 20% of the step highly, 5–20% moderately) and what to change. PATH is an
+    /// `.xplane.pb` (ferroflow's or TensorFlow's) or a log directory (its newest capture);
+    /// with two PATHs, how the second changed against the first.
+    Profile {
+        /// One or two `.xplane.pb` files or log directories.
+        #[arg(required = true, num_args = 1..=2)]
+        paths: Vec<PathBuf>,
+        /// Also write the (first) profile as Chrome trace JSON, for Perfetto or chrome://tracing.
+        #[arg(long, value_name = "OUT.json")]
+        chrome: Option<PathBuf>,
+    },
     /// Generate a flowers-like dataset: five class folders (daisy, dandelion, roses,
     /// sunflowers, tulips) of photo-like JPEGs, for seed 001's pipeline and model.
     Flowers {
@@ -300,6 +315,7 @@ fn main() {
         }
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Pipeline(args) => pipeline::pipeline(&args),
+        Command::Profile { paths, chrome } => profile::profile(&paths, chrome.as_deref()),
         Command::Flowers { dir, per_class, size, seed, tfrecord } => {
             pipeline::make_flowers(&dir, per_class, size.as_deref(), seed, tfrecord.as_deref())
         }

@@ -59,6 +59,17 @@ pub struct PipelineArgs {
     /// Bytes AUTOTUNE's buffers may hold (default: a quarter of physical memory).
     #[arg(long, value_name = "BYTES")]
     pub ram_budget: Option<u64>,
+    /// Train seed 001's small CNN from the pipeline instead of only reading it, with this
+    /// TensorBoard log directory (the profile of --profile-batch goes to
+    /// LOGDIR/plugins/profile/<run>/<host>.xplane.pb).
+    #[arg(long, value_name = "DIR")]
+    pub logdir: Option<PathBuf>,
+    /// With --logdir: the batches to profile, Keras's profile_batch ('A,B', 1-based).
+    #[arg(long, value_name = "A,B", default_value = "3,8", requires = "logdir")]
+    pub profile_batch: String,
+    /// With --logdir: training steps.
+    #[arg(long, default_value_t = 12, requires = "logdir")]
+    pub train_steps: u64,
 }
 
 fn shown(v: Option<i64>) -> String {
@@ -104,6 +115,23 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
             Some(Some(f)) => f.display().to_string(),
         }
     );
+    if let Some(logdir) = &a.logdir {
+        let h = seed_001::train_profiled_cnn(&a.dir, &options, a.train_steps, logdir, &a.profile_batch)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!(
+            "trained {} steps: {:.1} ms per step, input wait {:.0}% of the loop, final loss {:.4}",
+            h.history.steps,
+            1e3 * h.mean_step_seconds(),
+            100.0 * h.input_fraction(),
+            h.history.loss.last().copied().unwrap_or(f64::NAN)
+        );
+        if let Some(p) = &h.profile {
+            println!("profile of batches {}: {}", a.profile_batch, p.display());
+            let space = ferroflow::profiler::xspace::read_xspace(p)?;
+            print!("{}", ferroflow::profiler::report::analyze(&space)?);
+        }
+        return Ok(());
+    }
     let mut dumped: Vec<(String, Tensor)> = Vec::new();
     let (epochs, tuned) = seed_001::run_epochs(&ds, a.epochs, |epoch, i, x, y| {
         if a.dump.is_some() && epoch == 0 && i < a.dump_batches {

@@ -50,10 +50,9 @@ impl Node for Batch {
         if self.padded.is_none() {
             // A parallel map below copies its elements straight into the batches
             // (tf.data's map_and_batch fusion).
-            if let Some(fused) =
-                self.input.iterate_batched(&ctx.child(self.input.kind()), self.size, self.drop_remainder, &ctx.path)
-            {
-                return fused;
+            let child = ctx.child(self.input.kind());
+            if let Some(fused) = self.input.iterate_batched(&child, self.size, self.drop_remainder, &ctx.path) {
+                return Ok(crate::dataset::traced(fused?, child.path));
             }
         }
         let mut input = iterate_input(&self.input, ctx)?;

@@ -97,7 +97,31 @@ pub(crate) trait Node: Send + Sync + 'static {
 
 /// Makes an iterator of `node` as an input of the stage at `ctx`.
 pub(crate) fn iterate_input(node: &Arc<dyn Node>, ctx: &Ctx) -> Result<Box<dyn ElementIter>> {
-    node.iterate(&ctx.child(node.kind()))
+    let ctx = ctx.child(node.kind());
+    Ok(traced(node.iterate(&ctx)?, ctx.path))
+}
+
+/// `inner` with each `next` recorded as an event named by the stage's path while a profile
+/// runs (tf.data's `Iterator::Root::Prefetch::...` events); one load per element otherwise.
+pub(crate) fn traced(inner: Box<dyn ElementIter>, path: String) -> Box<dyn ElementIter> {
+    Box::new(Traced { inner, path, name: ferroflow_profiler::LazyName::new() })
+}
+
+struct Traced {
+    inner: Box<dyn ElementIter>,
+    path: String,
+    name: ferroflow_profiler::LazyName,
+}
+
+impl ElementIter for Traced {
+    fn next(&mut self) -> Next {
+        if !ferroflow_profiler::enabled() {
+            return self.inner.next();
+        }
+        let id = self.name.get(|| self.path.clone());
+        let _span = ferroflow_profiler::Span::with_id(id, ferroflow_profiler::Kind::Stage, 0);
+        self.inner.next()
+    }
 }
 
 /// A fingerprint of the pipeline up to `node`: its stages, their parameters and (for

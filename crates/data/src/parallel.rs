@@ -233,7 +233,12 @@ impl MapShared {
                 return;
             };
             let start = Instant::now();
+            static PRODUCE: ferroflow_profiler::LazyName = ferroflow_profiler::LazyName::new();
+            let span = ferroflow_profiler::enabled()
+                .then(|| PRODUCE.get(|| "ParallelMapProduce".into()))
+                .and_then(|id| ferroflow_profiler::Span::with_id(id, ferroflow_profiler::Kind::Region, 0));
             let out = item.and_then(|e| in_stage(guarded(|| (self.f)(e)), &self.ctx));
+            drop(span);
             let bytes = out.as_ref().map_or(0, |e| bytes_of(e));
             if let Some(spec) = &self.batch {
                 self.deliver_to_batch(spec, seq, out);

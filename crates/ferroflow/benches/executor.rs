@@ -1,6 +1,8 @@
 //! Executor overhead: a chain of 2,000 scalar `Square` ops and a wide graph of 2,000
 //! independent ones; the chain with step-stats collection (FULL_TRACE) vs NO_TRACE; and the
-//! chain with a deadline (`timeout_in_ms`: the step checks it before every node). Throughput
+//! chain with a deadline (`timeout_in_ms`: the step checks it before every node); and the chain
+//! while a profile runs (an op event per node; profiles of 100 steps, their start and stop
+//! outside the timing). Throughput
 //! is reported per op; `scripts/bench_executor.py` runs the same graphs in TensorFlow side by
 //! side.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -47,6 +49,59 @@ fn bench(c: &mut Criterion) {
             b.iter(|| sess.run_plan_with_options(&plan, &feeds, &run_options).unwrap())
         });
     }
+    group.bench_function("chain_2000/inter_op_1/profiled", |b| {
+        use ferroflow::profiler;
+        b.iter_custom(|iters| {
+            let _only = profiler::exclusive();
+            let mut total = std::time::Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(100);
+                profiler::start(&profiler::ProfilerOptions { max_events: (n as usize + 1) * (N + 100) }).unwrap();
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    sess.run_plan(&plan, &feeds).unwrap();
+                }
+                total += t.elapsed();
+                let p = profiler::stop().unwrap();
+                assert_eq!(p.dropped, 0);
+                left -= n;
+            }
+            total
+        })
+    });
+    group.finish();
+    // The cost of one op event on its own: two clock reads and the record, as the executor
+    // does around each kernel.
+    let mut group = c.benchmark_group("profiler");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("two_clock_reads", |b| {
+        use ferroflow::profiler::clock;
+        b.iter(|| (clock::ticks(), clock::ticks()))
+    });
+    group.bench_function("op_event", |b| {
+        use ferroflow::profiler::{self, clock, Kind};
+        let name = profiler::intern("chain/op:Square");
+        b.iter_custom(|iters| {
+            let _only = profiler::exclusive();
+            let mut total = std::time::Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                let n = left.min(1 << 20);
+                profiler::start(&profiler::ProfilerOptions { max_events: n as usize + 1 }).unwrap();
+                let t = std::time::Instant::now();
+                for _ in 0..n {
+                    let t0 = clock::ticks();
+                    let t1 = clock::ticks();
+                    profiler::record(name, Kind::Op, t0, t1, 1);
+                }
+                total += t.elapsed();
+                assert_eq!(profiler::stop().unwrap().dropped, 0);
+                left -= n;
+            }
+            total
+        })
+    });
     group.finish();
 }
 

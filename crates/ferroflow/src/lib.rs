@@ -30,6 +30,7 @@ pub use ferroflow_graph as graph;
 pub use ferroflow_kernels as kernels;
 pub use ferroflow_ops as ops;
 pub use ferroflow_optimize as optimize;
+pub use ferroflow_profiler as profiler;
 pub use ferroflow_proto as proto;
 pub use ferroflow_runtime as runtime;
 pub use ferroflow_summary as summary;

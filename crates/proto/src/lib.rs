@@ -13,6 +13,10 @@ pub mod text;
 #[allow(missing_docs, clippy::all)]
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/tensorflow.rs"));
+    /// The profiler's messages (`tensorflow.profiler`): XSpace and its planes, lines and events.
+    pub mod profiler {
+        include!(concat!(env!("OUT_DIR"), "/tensorflow.profiler.rs"));
+    }
 }
 
 pub use generated::*;

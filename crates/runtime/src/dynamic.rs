@@ -66,6 +66,8 @@ struct Interpreter<'a> {
     fetched: std::collections::HashSet<(usize, usize)>,
     limit: u64,
     tracer: Option<&'a crate::trace::Tracer>,
+    /// While a profile runs: the run's id and each plan node's event name.
+    profile: Option<(i64, &'a [ferroflow_profiler::NameId])>,
 }
 
 /// The name and op of plan node `p`.
@@ -320,9 +322,10 @@ impl Interpreter<'_> {
                     }
                     let node = &self.plan.nodes[p];
                     let start = self.tracer.map(|t| t.now());
-                    node.kernel
-                        .compute(ctx, &mut scratch_in, &mut scratch_out)
-                        .map_err(|e| kernel_error(self.graph, self.plan, p, e))?;
+                    crate::executor::profiled(self.profile, p, || {
+                        node.kernel.compute(ctx, &mut scratch_in, &mut scratch_out)
+                    })
+                    .map_err(|e| kernel_error(self.graph, self.plan, p, e))?;
                     if let (Some(t), Some(start)) = (self.tracer, start) {
                         let end = t.now();
                         let timing = crate::trace::Timing { start, op_start: start, op_end: end, end };
@@ -425,7 +428,9 @@ pub(crate) fn execute(
             .collect(),
         limit,
         tracer,
+        profile: ferroflow_profiler::enabled().then(|| (crate::executor::run_id(), plan.profile_names())),
     };
+    let _run = it.profile.map(|(run, _)| ferroflow_profiler::enter_run(run));
     it.run(feeds, ctx)?;
     plan.fetches
         .iter()

@@ -80,6 +80,8 @@ struct RunState<'a> {
     ctx: KernelContext<'a>,
     threads: usize,
     tracer: Option<&'a crate::trace::Tracer>,
+    /// While a profile runs: the run's id and each plan node's event name.
+    profile: Option<(i64, &'a [ferroflow_profiler::NameId])>,
     /// The step's control when it can stop early (checked before each node).
     bounded: Option<&'a StepControl>,
     /// With `bounded`: the node each pool thread is running (plan index + 1; 0 for none),
@@ -177,6 +179,7 @@ impl RunState<'_> {
     /// Runs node `p` and then, inline, one ready successor at a time; other ready
     /// successors are spawned onto the pool.
     fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>, scratch: &mut Scratch) {
+        let _run = self.profile.map(|(run, _)| ferroflow_profiler::enter_run(run));
         loop {
             if self.abort.load(Ordering::Acquire) {
                 return;
@@ -323,7 +326,8 @@ impl RunState<'_> {
         let start = self.tracer.map(|t| t.now());
         scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
         let op_start = self.tracer.map(|t| t.now());
-        let result = node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs);
+        let result =
+            profiled(self.profile, p, || node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs));
         if let (Some(t), Some(start), Some(op_start)) = (self.tracer, start, op_start) {
             let op_end = t.now();
             let timing = crate::trace::Timing { start, op_start, op_end, end: op_end };
@@ -364,6 +368,31 @@ struct Scratch {
     ready: Vec<usize>,
 }
 
+/// The profiled run this execution belongs to: the caller's (a function body run from a
+/// kernel, or a session run), or a new one.
+pub(crate) fn run_id() -> i64 {
+    match ferroflow_profiler::current_run() {
+        0 => ferroflow_profiler::new_run_id(),
+        run => run,
+    }
+}
+
+/// Runs plan node `p`'s `compute`, recorded as an op event of the run while a profile runs
+/// (the thread has entered the run, see `run_from`, so function bodies it runs join it).
+#[inline]
+pub(crate) fn profiled<R>(
+    profile: Option<(i64, &[ferroflow_profiler::NameId])>,
+    p: usize,
+    compute: impl FnOnce() -> R,
+) -> R {
+    let Some((run, names)) = profile else { return compute() };
+    let t0 = ferroflow_profiler::clock::ticks();
+    let r = compute();
+    let t1 = ferroflow_profiler::clock::ticks();
+    ferroflow_profiler::record(names[p], ferroflow_profiler::Kind::Op, t0, t1, run);
+    r
+}
+
 /// Runs `plan` once with `feeds` (in plan feed order); returns the fetched tensors.
 pub(crate) fn execute(
     plan: &ExecutionPlan,
@@ -396,6 +425,7 @@ pub(crate) fn execute(
         ctx,
         threads,
         tracer,
+        profile: ferroflow_profiler::enabled().then(|| (run_id(), plan.profile_names())),
         bounded,
         running: match bounded {
             Some(_) => (0..=threads).map(|_| Running(AtomicU32::new(0))).collect(),

@@ -107,6 +107,8 @@ pub struct ExecutionPlan {
     pub(crate) constants: Vec<ferroflow_tensor::Tensor>,
     /// The graph the plan runs (the optimized one when the session optimizes).
     pub(crate) graph: Arc<Graph>,
+    /// Each plan node's profiler event name (`name:Type`), interned on the first profiled run.
+    pub(crate) profile_names: std::sync::OnceLock<Vec<ferroflow_profiler::NameId>>,
     /// What the optimizer did for this plan's signature (`None` when it did not run).
     pub(crate) optimizer_report: Option<ferroflow_optimize::Report>,
     /// The per-device partition graphs this plan runs (empty with a single device).
@@ -118,6 +120,19 @@ pub struct ExecutionPlan {
 }
 
 impl ExecutionPlan {
+    /// Each plan node's profiler event name, `name:Type` as TensorFlow's op events.
+    pub(crate) fn profile_names(&self) -> &[ferroflow_profiler::NameId] {
+        self.profile_names.get_or_init(|| {
+            self.nodes
+                .iter()
+                .map(|n| {
+                    let node = self.graph.node(n.graph_id as usize);
+                    ferroflow_profiler::intern(&format!("{}:{}", node.name, node.op))
+                })
+                .collect()
+        })
+    }
+
     /// Number of nodes that run in this plan.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -225,6 +240,7 @@ impl ExecutionPlan {
             optimizer_report: None,
             partitions: Vec::new(),
             timeline_labels: OnceLock::new(),
+            profile_names: OnceLock::new(),
             step_name: sig.describe(graph),
         })
     }

@@ -290,6 +290,8 @@ impl Session {
         tracer: Option<&crate::trace::Tracer>,
         step: &StepControl,
     ) -> Result<Vec<Tensor>, RuntimeError> {
+        static RUN: ferroflow_profiler::LazyName = ferroflow_profiler::LazyName::new();
+        let _profiled = ferroflow_profiler::run_scope(&RUN, || "Session::run".into());
         if feeds.len() != plan.feed_specs.len() {
             return Err(RuntimeError::FeedCount { expected: plan.feed_specs.len(), got: feeds.len() });
         }

@@ -21,6 +21,8 @@ pub struct PipelineHistory {
     pub train_seconds: f64,
     /// Wall-clock seconds per step, input and training together.
     pub step_seconds: Vec<f64>,
+    /// The profile written for `FitOptions::profile` (`.../plugins/profile/<run>/<host>.xplane.pb`).
+    pub profile: Option<std::path::PathBuf>,
 }
 
 impl PipelineHistory {
@@ -58,6 +60,10 @@ impl Model {
             return Err(TrainError::Invalid("fit_dataset needs epochs and steps_per_epoch above 0".into()));
         }
         let mut out = PipelineHistory::default();
+        if let Some(p) = &opts.profile {
+            crate::profile::check_writable(&p.log_dir)?;
+        }
+        let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
         let mut kept = None;
         'epochs: for epoch in 0..opts.epochs {
             let mut fresh;
@@ -78,8 +84,18 @@ impl Model {
                     out.history.loss.push(sum / count.max(1) as f64);
                     break 'epochs;
                 }
+                let batch_no = out.history.steps + 1;
+                if let Some(w) = window.as_mut() {
+                    w.batch_begin(batch_no)?;
+                }
+                let step_span = ferroflow_profiler::step("train", batch_no as i64);
+                let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
                 let t0 = Instant::now();
                 let Some(batch) = it.next() else {
+                    drop(input_span);
+                    if let Some(s) = step_span {
+                        s.cancel();
+                    }
                     if steps_per_epoch.is_some() {
                         eprintln!(
                             "the input ran out of data after {count} of {} steps of epoch {}; give the dataset a repeat()",
@@ -92,9 +108,14 @@ impl Model {
                     break;
                 };
                 let (x, y) = batch.map_err(data_error)?;
+                drop(input_span);
                 let t1 = Instant::now();
-                let loss = self.train_step(x, y, out.history.steps + 1)?;
+                let loss = self.train_step(x, y, batch_no)?;
                 let t2 = Instant::now();
+                drop(step_span);
+                if let Some(w) = window.as_mut() {
+                    w.batch_end(batch_no)?;
+                }
                 out.input_seconds += (t1 - t0).as_secs_f64();
                 out.train_seconds += (t2 - t1).as_secs_f64();
                 out.step_seconds.push((t2 - t0).as_secs_f64());
@@ -130,6 +151,10 @@ impl Model {
             }
         }
         out.history.steps_per_sec = out.history.steps as f64 / out.train_seconds.max(1e-9);
+        if let Some(w) = window.as_mut() {
+            w.finish()?;
+            out.profile = w.written.clone();
+        }
         Ok(out)
     }
 

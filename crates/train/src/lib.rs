@@ -18,6 +18,7 @@ pub mod meta_graph;
 pub mod mnist;
 pub mod model;
 pub mod optimizers;
+pub mod profile;
 pub mod saver;
 
 use std::cell::RefCell;

@@ -382,11 +382,21 @@ pub struct FitOptions {
     pub verbose: bool,
     /// Print the loss every this many steps (0 = never), like seed 003's loop.
     pub log_every: u64,
+    /// Profile these batches (Keras's `profile_batch`) into a TensorBoard log directory.
+    pub profile: Option<crate::profile::ProfileBatches>,
 }
 
 impl Default for FitOptions {
     fn default() -> Self {
-        FitOptions { epochs: 1, batch_size: 32, max_steps: None, shuffle_seed: 0, verbose: true, log_every: 0 }
+        FitOptions {
+            epochs: 1,
+            batch_size: 32,
+            max_steps: None,
+            shuffle_seed: 0,
+            verbose: true,
+            log_every: 0,
+            profile: None,
+        }
     }
 }
 

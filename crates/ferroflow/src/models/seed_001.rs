@@ -232,3 +232,57 @@ pub fn train_efficientnet(
     let history = model.fit_dataset(&train, &fit, None, Some(&val))?;
     Ok(EfficientNetRun { history, classes, images: (n_train, n_val) })
 }
+
+/// Seed 001's bottleneck hunt: a small CNN (two strided 3×3 convolutions with pooling, a
+/// softmax head) trained with `fit_dataset` from [`pipeline`] over `dir` at `size × size`
+/// (`pipeline.size`), profiling batches `profile_batch` (Keras's `'A,B'`) into `logdir`.
+/// Run it without and then with `prefetch`: `ferroflow profile` calls the first input-bound
+/// and compares the two.
+pub fn train_profiled_cnn(
+    dir: &Path,
+    pipeline_options: &PipelineOptions,
+    steps: u64,
+    logdir: &Path,
+    profile_batch: &str,
+) -> Result<crate::train::fit_data::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::train::layers::{Activation, Padding};
+    use crate::train::model::{FitOptions, Layer, Loss, Sequential};
+    use crate::train::optimizers::Optimizer;
+    use crate::train::profile::ProfileBatches;
+    use crate::train::Initializer;
+
+    let profile = ProfileBatches::parse(logdir, profile_batch)?;
+    let (batches, classes) = pipeline(dir, pipeline_options)?;
+    let train = batches
+        .map(|(x, y): (Tensor, Tensor)| {
+            let y: Vec<i64> = y.as_slice::<i32>()?.iter().map(|&v| v as i64).collect();
+            let len = y.len();
+            Ok((x, Tensor::from_vec(&[len], y)?))
+        })
+        .repeat(None);
+    let size = pipeline_options.size;
+    let conv = |filters| Layer::Conv2D {
+        filters,
+        kernel: [3, 3],
+        strides: [2, 2],
+        padding: Padding::Same,
+        activation: Activation::Relu,
+        kernel_init: Initializer::GlorotUniform { seed: None },
+    };
+    let pool = Layer::MaxPool2D { pool: [2, 2], strides: [2, 2], padding: Padding::Valid };
+    let model = Sequential::new(&[size, size, 3])
+        .seed(1)
+        .push(conv(8))
+        .push(pool.clone())
+        .push(conv(16))
+        .push(pool)
+        .push(Layer::Flatten)
+        .push(Layer::dense(classes.len(), Activation::Softmax))
+        .compile(
+            Loss::SparseCategoricalCrossentropy,
+            &Optimizer::adam(1e-3),
+            crate::runtime::SessionOptions::default(),
+        )?;
+    let fit = FitOptions { epochs: 1, verbose: false, profile: Some(profile), ..FitOptions::default() };
+    Ok(model.fit_dataset(&train, &fit, Some(steps), None)?)
+}

@@ -126,6 +126,7 @@ pub fn train(
         shuffle_seed: seed as u64,
         verbose: false,
         log_every,
+        profile: None,
     };
     let hist = model.fit(&m.train.images, &m.train.one_hot(10)?, &opts, None)?;
     let sess = model.session();

@@ -1,0 +1,477 @@
+//! Trace collection. One profile at a time, process-wide (TensorFlow's rule too). While it
+//! runs, each thread that records gets its own buffer for this profile; an event is written
+//! into the thread's buffer and published with one release store — no lock, no allocation
+//! on the hot path. Stopping the profile reads every buffer's published events.
+//!
+//! Off, recording is one relaxed load and a branch ([`enabled`]); spans do not read the
+//! clock. Names are interned once into [`NameId`]s, so an event is 32 plain bytes.
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::clock::{self, Anchor};
+use crate::ProfileError;
+
+/// An interned event name.
+pub type NameId = u32;
+
+/// What an event is; it decides how the exporters and the report treat it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// One executed op (`name:Type`).
+    Op,
+    /// One training or run step; `arg` is the step number.
+    Step,
+    /// A region of framework work (`Session::run`, `Saver::save`, ...).
+    Region,
+    /// Waiting for the input pipeline's next element inside a step (`IteratorGetNext`).
+    Input,
+    /// One `next` of an input-pipeline stage (`Iterator::Root::Prefetch::...`).
+    Stage,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct RawEvent {
+    start: u64,
+    end: u64,
+    arg: i64,
+    name: NameId,
+    kind: Kind,
+}
+
+/// One recorded event, in ns since the profile's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Event {
+    /// Interned name ([`Profile::name`]).
+    pub name: NameId,
+    /// What it is.
+    pub kind: Kind,
+    /// Start, ns since the profile started.
+    pub start_ns: u64,
+    /// Duration in ns.
+    pub duration_ns: u64,
+    /// The step number for [`Kind::Step`]; 0 otherwise.
+    pub arg: i64,
+}
+
+impl Event {
+    /// End, ns since the profile started.
+    pub fn end_ns(&self) -> u64 {
+        self.start_ns + self.duration_ns
+    }
+}
+
+/// The events of one thread.
+#[derive(Debug, Clone)]
+pub struct ThreadTrace {
+    /// A small id, unique in the process.
+    pub id: u32,
+    /// The thread's name (`main`, `ferroflow-inter-op-1`, ...).
+    pub name: String,
+    /// Its events, in the order they ended.
+    pub events: Vec<Event>,
+}
+
+/// A finished profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// When it started, ns since the Unix epoch.
+    pub start_unix_ns: i64,
+    /// How long it ran, in ns.
+    pub duration_ns: u64,
+    /// Every thread that recorded.
+    pub threads: Vec<ThreadTrace>,
+    /// Events not recorded because the event budget was spent.
+    pub dropped: u64,
+    names: Vec<Arc<str>>,
+}
+
+impl Profile {
+    /// The name of an interned id.
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id as usize).map_or("?", |s| s)
+    }
+
+    /// Every event with its thread, in no particular order.
+    pub fn events(&self) -> impl Iterator<Item = (&ThreadTrace, &Event)> {
+        self.threads.iter().flat_map(|t| t.events.iter().map(move |e| (t, e)))
+    }
+}
+
+/// What a profile may use.
+#[derive(Debug, Clone)]
+pub struct ProfilerOptions {
+    /// Most events kept (32 bytes each): threads reserve buffers from this budget, and once
+    /// it is spent, further events are counted as dropped.
+    pub max_events: usize,
+}
+
+impl Default for ProfilerOptions {
+    fn default() -> Self {
+        ProfilerOptions { max_events: 4 << 20 }
+    }
+}
+
+/// Events per thread buffer (one 2 MiB block with its header: a tensor buffer, so a huge page
+/// where the kernel allows and recycled by the large-block cache between profiles); a thread
+/// that fills one gets another.
+const BUFFER_EVENTS: usize = ((2 << 20) - ferroflow_tensor::buffer::ALIGNMENT) / std::mem::size_of::<RawEvent>();
+
+struct ThreadBuf {
+    thread: u32,
+    /// Room for `cap` events; only this handle exists.
+    events: ferroflow_tensor::buffer::Buffer,
+    cap: usize,
+    len: AtomicUsize,
+}
+
+// SAFETY: only the owning thread writes events, each slot at most once, strictly before
+// publishing it through `len` (Release); readers read only slots below `len` (Acquire). The
+// bytes are reached through raw pointers only (no reference to them is ever made).
+unsafe impl Sync for ThreadBuf {}
+unsafe impl Send for ThreadBuf {}
+
+impl ThreadBuf {
+    fn slots(&self) -> *mut RawEvent {
+        // The buffer's data is 64-byte aligned, enough for RawEvent.
+        self.events.as_ptr() as *mut RawEvent
+    }
+
+    /// Appends (owner thread only); false when full.
+    #[inline]
+    fn push(&self, e: RawEvent) -> bool {
+        let n = self.len.load(Ordering::Relaxed);
+        if n >= self.cap {
+            return false;
+        }
+        // SAFETY: slot n < cap lies inside the buffer; it is unpublished, so no reader
+        // touches it, and only this thread writes.
+        unsafe { self.slots().add(n).write(e) };
+        self.len.store(n + 1, Ordering::Release);
+        true
+    }
+
+    fn published(&self) -> impl Iterator<Item = RawEvent> + '_ {
+        let n = self.len.load(Ordering::Acquire);
+        // SAFETY: slots below `len` were fully written before `len` was released.
+        (0..n).map(move |i| unsafe { self.slots().add(i).read() })
+    }
+}
+
+struct Session {
+    generation: u64,
+    start: Anchor,
+    start_unix_ns: i64,
+    buffers: Vec<Arc<ThreadBuf>>,
+    /// Events still allowed.
+    budget: usize,
+}
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+fn session() -> std::sync::MutexGuard<'static, Option<Session>> {
+    SESSION.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// This thread's buffer for the profile of the given generation (None: refused).
+    static LOCAL: RefCell<(u64, Option<Arc<ThreadBuf>>)> = const { RefCell::new((0, None)) };
+    static THREAD: (u32, Arc<str>) = {
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = std::thread::current().name().map_or_else(|| format!("thread-{id}"), str::to_string);
+        (id, name.into())
+    };
+}
+
+fn thread_names() -> &'static Mutex<HashMap<u32, Arc<str>>> {
+    static NAMES: OnceLock<Mutex<HashMap<u32, Arc<str>>>> = OnceLock::new();
+    NAMES.get_or_init(Default::default)
+}
+
+/// Whether a profile is being recorded.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+struct Names {
+    list: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, NameId>,
+}
+
+fn names() -> &'static RwLock<Names> {
+    static NAMES: OnceLock<RwLock<Names>> = OnceLock::new();
+    NAMES.get_or_init(|| RwLock::new(Names { list: Vec::new(), index: HashMap::new() }))
+}
+
+/// The id of `name`, interning it on first use (names live as long as the process).
+pub fn intern(name: &str) -> NameId {
+    if let Some(&id) = names().read().unwrap_or_else(|p| p.into_inner()).index.get(name) {
+        return id;
+    }
+    let mut n = names().write().unwrap_or_else(|p| p.into_inner());
+    if let Some(&id) = n.index.get(name) {
+        return id;
+    }
+    let id = n.list.len() as NameId;
+    let s: Arc<str> = name.into();
+    n.list.push(s.clone());
+    n.index.insert(s, id);
+    id
+}
+
+/// Records one event that ran from `start` to `end` (both from [`clock::ticks`]) on this
+/// thread; nothing when no profile is running.
+#[inline]
+pub fn record(name: NameId, kind: Kind, start: u64, end: u64, arg: i64) {
+    if enabled() {
+        record_on(RawEvent { start, end, arg, name, kind });
+    }
+}
+
+#[cold]
+fn new_buffer(generation: u64) -> Option<Arc<ThreadBuf>> {
+    let mut guard = session();
+    let s = guard.as_mut().filter(|s| s.generation == generation)?;
+    if s.budget == 0 {
+        return None;
+    }
+    let n = BUFFER_EVENTS.min(s.budget);
+    s.budget -= n;
+    let (thread, name) = THREAD.with(|t| t.clone());
+    thread_names().lock().unwrap_or_else(|p| p.into_inner()).insert(thread, name);
+    let events = ferroflow_tensor::buffer::Buffer::try_zeroed(n * std::mem::size_of::<RawEvent>()).ok()?;
+    let buf = Arc::new(ThreadBuf { thread, events, cap: n, len: AtomicUsize::new(0) });
+    s.buffers.push(buf.clone());
+    Some(buf)
+}
+
+fn record_on(e: RawEvent) {
+    let _ = LOCAL.try_with(|local| {
+        let mut local = local.borrow_mut();
+        let generation = GENERATION.load(Ordering::Acquire);
+        if local.0 != generation {
+            *local = (generation, new_buffer(generation));
+        }
+        let pushed = match &local.1 {
+            Some(b) => {
+                b.push(e) || {
+                    local.1 = new_buffer(generation);
+                    local.1.as_ref().is_some_and(|b| b.push(e))
+                }
+            }
+            None => false,
+        };
+        if !pushed {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Starts the process's profile.
+pub fn start(options: &ProfilerOptions) -> Result<(), ProfileError> {
+    let mut guard = session();
+    if guard.is_some() {
+        return Err(ProfileError::AlreadyRunning);
+    }
+    let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let generation = GENERATION.fetch_add(1, Ordering::AcqRel) + 1;
+    DROPPED.store(0, Ordering::Relaxed);
+    *guard = Some(Session {
+        generation,
+        start: Anchor::now(),
+        start_unix_ns,
+        buffers: Vec::new(),
+        budget: options.max_events,
+    });
+    ENABLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Stops the profile and returns what it recorded.
+pub fn stop() -> Result<Profile, ProfileError> {
+    let end = Anchor::now();
+    let s = {
+        let mut guard = session();
+        ENABLED.store(false, Ordering::Release);
+        guard.take().ok_or(ProfileError::NotRunning)?
+    };
+    // A new generation makes every thread drop its buffer for this profile on next use.
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    let scale = clock::ns_per_tick(s.start, end);
+    let ns = |t: u64| (t.saturating_sub(s.start.ticks) as f64 * scale) as u64;
+    let mut by_thread: std::collections::BTreeMap<u32, Vec<Event>> = Default::default();
+    for b in &s.buffers {
+        let events = by_thread.entry(b.thread).or_default();
+        events.extend(b.published().map(|r| {
+            let start_ns = ns(r.start);
+            Event { name: r.name, kind: r.kind, start_ns, duration_ns: ns(r.end).saturating_sub(start_ns), arg: r.arg }
+        }));
+    }
+    let thread_names = thread_names().lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let threads = by_thread
+        .into_iter()
+        .map(|(id, events)| {
+            let name = thread_names.get(&id).map_or_else(|| format!("thread-{id}"), |n| n.to_string());
+            ThreadTrace { id, name, events }
+        })
+        .collect();
+    let names = names().read().unwrap_or_else(|p| p.into_inner()).list.clone();
+    Ok(Profile {
+        start_unix_ns: s.start_unix_ns,
+        duration_ns: ns(end.ticks).max(end.at.duration_since(s.start.at).as_nanos() as u64),
+        threads,
+        dropped: DROPPED.swap(0, Ordering::Relaxed),
+        names,
+    })
+}
+
+/// A traced region: recorded from its creation to its drop, when a profile is running at
+/// its creation (otherwise it costs one load and reads no clock).
+#[must_use = "a span records when it is dropped"]
+pub struct Span {
+    name: NameId,
+    kind: Kind,
+    arg: i64,
+    start: u64,
+}
+
+impl Span {
+    /// A span of an interned name.
+    #[inline]
+    pub fn with_id(name: NameId, kind: Kind, arg: i64) -> Option<Span> {
+        enabled().then(|| Span { name, kind, arg, start: clock::ticks() })
+    }
+}
+
+impl Span {
+    /// Drops the span without recording it (the region turned out not to happen).
+    pub fn cancel(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        record(self.name, self.kind, self.start, clock::ticks(), self.arg);
+    }
+}
+
+/// A [`Kind::Region`] span named `name` (interned only when a profile is running).
+#[inline]
+pub fn span(name: &str) -> Option<Span> {
+    enabled().then(|| Span { name: intern(name), kind: Kind::Region, arg: 0, start: clock::ticks() })
+}
+
+/// A span of `kind` named `name`.
+#[inline]
+pub fn span_kind(name: &str, kind: Kind, arg: i64) -> Option<Span> {
+    enabled().then(|| Span { name: intern(name), kind, arg, start: clock::ticks() })
+}
+
+/// A step span: `name` (`train`, no `/`) with step number `step`, which TensorBoard's
+/// overview page counts as a step.
+#[inline]
+pub fn step(name: &str, step: i64) -> Option<Span> {
+    span_kind(name, Kind::Step, step)
+}
+
+/// A name interned once, on first use while profiling (for spans on hot paths).
+#[derive(Default)]
+pub struct LazyName(OnceLock<NameId>);
+
+impl LazyName {
+    /// A name not interned yet.
+    pub const fn new() -> LazyName {
+        LazyName(OnceLock::new())
+    }
+
+    /// The id, interning `name()` the first time.
+    pub fn get(&self, name: impl FnOnce() -> String) -> NameId {
+        *self.0.get_or_init(|| intern(&name()))
+    }
+}
+
+/// Serialises tests (and users) that start and stop the process-wide profile.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    static CURRENT_RUN: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// A new id for one session run (op events carry it, so the XSpace export can link a
+/// step to the threads that ran its ops).
+pub fn new_run_id() -> i64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed) as i64
+}
+
+/// The run this thread is working for (0: none): set around kernels while profiling, so
+/// function bodies run from them join their caller's run.
+#[inline]
+pub fn current_run() -> i64 {
+    CURRENT_RUN.try_with(|c| c.get()).unwrap_or(0)
+}
+
+/// Sets this thread's current run and returns the previous one.
+#[inline]
+pub fn set_current_run(run: i64) -> i64 {
+    CURRENT_RUN.try_with(|c| c.replace(run)).unwrap_or(0)
+}
+
+/// An outermost session run while a profile runs: a [`Kind::Region`] event whose `arg` is
+/// a new run id, which is this thread's current run until the scope ends (the executor tags
+/// the run's op events with it, on whichever threads they run).
+#[must_use = "the run is recorded when the scope is dropped"]
+pub struct RunScope {
+    caller: i64,
+    _span: Span,
+}
+
+impl Drop for RunScope {
+    fn drop(&mut self) {
+        set_current_run(self.caller);
+    }
+}
+
+/// A [`RunScope`] named `name` (e.g. `Session::run`), or `None` when no profile runs or this
+/// thread already works for a run (a function body run from a kernel).
+#[inline]
+pub fn run_scope(name: &LazyName, describe: fn() -> String) -> Option<RunScope> {
+    if !enabled() || current_run() != 0 {
+        return None;
+    }
+    let run = new_run_id();
+    let caller = set_current_run(run);
+    Some(RunScope {
+        caller,
+        _span: Span { name: name.get(describe), kind: Kind::Region, arg: run, start: clock::ticks() },
+    })
+}
+
+/// This thread's current run, restored to the caller's when dropped.
+#[must_use = "the run is this thread's current one only while the guard lives"]
+pub struct EnterRun(i64);
+
+impl Drop for EnterRun {
+    fn drop(&mut self) {
+        set_current_run(self.0);
+    }
+}
+
+/// Makes `run` this thread's current run until the guard drops (executor threads enter the
+/// run they work for, so function bodies their kernels run join it).
+#[inline]
+pub fn enter_run(run: i64) -> EnterRun {
+    EnterRun(set_current_run(run))
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Checks ferroflow's profiles against real TensorBoard + its profile plugin (xprof), live on
+127.0.0.1, and runs seed 001's bottleneck story.
+
+1. A flowers-like dataset (`ferroflow flowers`) feeds seed 001's small CNN twice with
+   `ferroflow pipeline --logdir ... --profile-batch 3,8`: first with a serial map and no
+   prefetch (run `serial`), then with a parallel map and prefetch (run `prefetch`).
+2. TensorBoard (`tensorboard-plugin-profile` installed) serves the log directory; over HTTP:
+   `runs` lists both captures; `overview_page` reports the profiled steps (> 0, no
+   "No step marker" warning) and an average step time; `framework_op_stats` lists
+   ferroflow's ops (a convolution and the optimizer's ResourceApplyAdam); `trace_viewer@`
+   returns complete events on op threads and input-pipeline threads;
+   `input_pipeline_analyzer` lists the iterator stages.
+3. `ferroflow profile LOG/serial LOG/prefetch` calls the first run input-bound and reports
+   the second's gain.
+4. With `--screenshot OUT.png` (headless Chromium installed), a screenshot of the trace viewer.
+
+Run:  .venv/bin/python scripts/profile_check.py [--keep DIR] [--screenshot OUT.png]
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXE = os.path.join(ROOT, "target", "release", "ferroflow")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def get(port, path, **params):
+    url = f"http://127.0.0.1:{port}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+        if r.headers.get("Content-Encoding") == "gzip" or body[:2] == b"\x1f\x8b":
+            body = gzip.decompress(body)
+    return json.loads(body) if body else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keep", help="write the dataset and logs here (kept) instead of a temp dir")
+    ap.add_argument("--screenshot", help="headless Chromium screenshot of the trace viewer")
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
+    work = a.keep or tempfile.mkdtemp(prefix="ff-profile-")
+    os.makedirs(work, exist_ok=True)
+    data, log = os.path.join(work, "flowers"), os.path.join(work, "logs")
+    shutil.rmtree(log, ignore_errors=True)
+    if not os.path.isdir(data):
+        subprocess.run([EXE, "flowers", data, "--per-class", "24", "--size", "320x240"], check=True, capture_output=True)
+    common = ["--size", "128", "--batch", "16", "--profile-batch", "3,8", "--train-steps", "10"]
+    out = {}
+    for run, extra in (("serial", []), ("prefetch", ["--parallel", "auto", "--prefetch", "auto"])):
+        r = subprocess.run([EXE, "pipeline", data, "--logdir", os.path.join(log, run)] + common + extra,
+                           capture_output=True, text=True, env=dict(os.environ, FERROFLOW_DATA_QUIET="1"))
+        out[run] = r.stdout
+        check(r.returncode == 0 and "profile of batches 3,8" in r.stdout,
+              f"ferroflow pipeline --logdir {run}: trained and wrote a profile" + ("" if r.returncode == 0 else f": {r.stderr}"))
+
+    port = free_port()
+    tb = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "tensorboard"), "--logdir", log,
+                           "--host", "127.0.0.1", "--port", str(port)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(120):
+            try:
+                runs = get(port, "/data/plugin/profile/runs")
+                if runs:
+                    break
+            except Exception:
+                pass
+            time.sleep(1)
+        else:
+            runs = []
+        check(len(runs) == 2 and all(r.startswith(("serial/", "prefetch/")) for r in runs),
+              f"TensorBoard's profile plugin lists both captures: {runs}")
+        for run in runs:
+            tools = get(port, "/data/plugin/profile/run_tools", run=run)
+            hosts = get(port, "/data/plugin/profile/hosts", run=run, tag="overview_page")
+            host = hosts[0]["hostname"] if hosts else ""
+            check("overview_page" in tools and host, f"{run}: tools {len(tools)}, host '{host}'")
+
+            def data(tag):
+                return get(port, "/data/plugin/profile/data", run=run, tag=tag, host=host)
+
+            ov = data("overview_page")
+            steps = ov[1].get("rows", []) if len(ov) > 1 else []
+            avg = ov[1].get("p", {}).get("steptime_ms_average") if len(ov) > 1 else None
+            diag = json.dumps(ov[6]) if len(ov) > 6 else ""
+            check(len(steps) > 0 and avg is not None and "No step marker" not in diag,
+                  f"{run}: overview_page shows {len(steps)} steps, average step {avg} ms")
+            ops = data("framework_op_stats")
+            rows = ops[0].get("rows", []) if ops else []
+            names = {str(c.get("v")) for row in rows for c in row.get("c", []) if isinstance(c, dict)}
+            conv = any("Conv2D" in n for n in names)
+            adam = any("ResourceApplyAdam" in n for n in names)
+            check(len(rows) > 1 and conv and adam,
+                  f"{run}: framework_op_stats has {len(rows)} rows (a convolution: {conv}, ResourceApplyAdam: {adam})")
+            tv = data("trace_viewer@")
+            evs = tv.get("traceEvents", []) if isinstance(tv, dict) else []
+            x = [e for e in evs if e.get("ph") == "X"]
+            op_ev = any(":" in e.get("name", "") and not e["name"].startswith("Iterator::") for e in x)
+            it_ev = any(e.get("name", "").startswith("Iterator::") for e in x)
+            check(op_ev and it_ev, f"{run}: trace_viewer returns {len(x)} complete events (ops: {op_ev}, "
+                                   f"input pipeline: {it_ev})")
+            ip = data("input_pipeline_analyzer")
+            text = json.dumps(ip)
+            check("Iterator::" in text, f"{run}: input_pipeline_analyzer lists the iterator stages")
+        if a.screenshot and runs:
+            chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+            if chromium:
+                url = f"http://127.0.0.1:{port}/?run={urllib.parse.quote(runs[0])}#profile"
+                subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                f"--screenshot={a.screenshot}", "--window-size=1600,1000",
+                                "--virtual-time-budget=30000", url], capture_output=True, timeout=180)
+                check(os.path.exists(a.screenshot), f"screenshot of the profile page: {a.screenshot}")
+            else:
+                print("skip screenshot: no chromium on PATH (apt-get install chromium)")
+    finally:
+        tb.terminate()
+        tb.wait()
+
+    r = subprocess.run([EXE, "profile", os.path.join(log, "serial"), os.path.join(log, "prefetch")],
+                       capture_output=True, text=True)
+    print(r.stdout)
+    first = r.stdout.split("\n== ")[0]
+    check(r.returncode == 0 and "input-bound" in first and "Second against first" in r.stdout,
+          "ferroflow profile: the serial run is input-bound; the prefetch run's gain is reported")
+    print(f"\n{len(failures)} failure(s); files in {work}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
