@@ -13,7 +13,10 @@
    `input_pipeline_analyzer` lists the iterator stages.
 3. `ferroflow profile LOG/serial LOG/prefetch` calls the first run input-bound and reports
    the second's gain.
-4. With `--screenshot OUT.png` (headless Chromium installed), a screenshot of the trace viewer.
+4. With `--screenshot OUT.png` (headless Chromium installed), a screenshot of the trace viewer
+   (docs/images/profile_trace_viewer.png is one: steps `train 3`..`train 8` on the main thread
+   with the serial map's `Iterator::...` events inside each, `Session::run`, and the ops on the
+   executor threads under `ExecutorState::Process`).
 
 Run:  .venv/bin/python scripts/profile_check.py [--keep DIR] [--screenshot OUT.png]
 """
@@ -129,11 +132,13 @@ def main():
         if a.screenshot and runs:
             chromium = shutil.which("chromium") or shutil.which("chromium-browser")
             if chromium:
-                url = f"http://127.0.0.1:{port}/?run={urllib.parse.quote(runs[0])}#profile"
+                host = get(port, "/data/plugin/profile/hosts", run=runs[0], tag="trace_viewer@")[0]["hostname"]
+                query = urllib.parse.urlencode({"run": runs[0], "tool": "trace_viewer@", "host": host})
+                url = f"http://127.0.0.1:{port}/?{query}#profile"
                 subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                                 f"--screenshot={a.screenshot}", "--window-size=1600,1000",
                                 "--virtual-time-budget=30000", url], capture_output=True, timeout=180)
-                check(os.path.exists(a.screenshot), f"screenshot of the profile page: {a.screenshot}")
+                check(os.path.exists(a.screenshot), f"screenshot of the trace viewer: {a.screenshot}")
             else:
                 print("skip screenshot: no chromium on PATH (apt-get install chromium)")
     finally:
