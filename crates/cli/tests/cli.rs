@@ -545,3 +545,71 @@ fn a_tf_image_graph_reads_decodes_and_resizes_a_fed_file_name() {
     assert!(err.contains("/no/such/dir/rose.jpg") && err.contains("ReadFile"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `ferroflow pipeline --logdir` trains and profiles; `ferroflow profile` reports the log
+/// directory, compares two, writes Chrome trace JSON, and names a damaged file and offset.
+#[test]
+fn pipeline_logdir_profiles_and_profile_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("flowers");
+    let out = run(&["flowers", data.to_str().unwrap(), "--per-class", "4", "--size", "64x48"]);
+    assert!(out.status.success());
+    let log = dir.path().join("log");
+    let out = run(&[
+        "pipeline",
+        data.to_str().unwrap(),
+        "--size",
+        "32",
+        "--batch",
+        "4",
+        "--logdir",
+        log.to_str().unwrap(),
+        "--profile-batch",
+        "2,4",
+        "--train-steps",
+        "5",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("profile of batches 2,4") && stdout.contains("Verdict:"), "{stdout}");
+    let chrome = dir.path().join("trace.json");
+    let out = run(&["profile", log.to_str().unwrap(), log.to_str().unwrap(), "--chrome", chrome.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("3 steps") && stdout.contains("Second against first"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    assert!(json["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X"));
+
+    // A truncated capture names the file and where it breaks; a bad --profile-batch and an
+    // unwritable log directory fail before training.
+    let cut = dir.path().join("cut.xplane.pb");
+    let mut capture = None;
+    for e in walk(&log) {
+        if e.to_string_lossy().ends_with(".xplane.pb") {
+            capture = Some(e);
+        }
+    }
+    let bytes = std::fs::read(capture.unwrap()).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let e = error_of(&["profile", cut.to_str().unwrap()]);
+    assert!(e.contains("cut.xplane.pb") && e.contains("byte offset"), "{e}");
+    let e =
+        error_of(&["pipeline", data.to_str().unwrap(), "--logdir", log.to_str().unwrap(), "--profile-batch", "5,2"]);
+    assert!(e.contains("profile_batch") && e.contains("5,2"), "{e}");
+    let e = error_of(&["pipeline", data.to_str().unwrap(), "--logdir", "/proc/ff-log", "--profile-batch", "1,2"]);
+    assert!(e.contains("/proc/ff-log") && e.contains("not writable"), "{e}");
+    let e = error_of(&["profile", dir.path().join("nothing").to_str().unwrap()]);
+    assert!(e.contains("nothing"), "{e}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
