@@ -8,9 +8,12 @@
 
 pub use ferroflow_tensor::crc32c;
 mod event;
+pub mod histogram;
 pub mod record;
+mod writer;
 
 pub use event::{read_events, scalar_value, EventReader, EventWriter};
+pub use writer::SummaryWriter;
 
 /// An error reading or writing an event file.
 #[derive(Debug, thiserror::Error)]
@@ -33,4 +36,7 @@ pub enum SummaryError {
         /// What is wrong.
         reason: String,
     },
+    /// A summary that cannot be written as asked (names the tag or directory).
+    #[error("{0}")]
+    Invalid(String),
 }
