@@ -13,7 +13,9 @@
    `input_pipeline_analyzer` lists the iterator stages.
 3. `ferroflow profile LOG/serial LOG/prefetch` calls the first run input-bound and reports
    the second's gain.
-4. With `--screenshot OUT.png` (headless Chromium installed), a screenshot of the trace viewer
+4. The TensorBoard callback's summaries over the same HTTP API: `epoch_loss` and
+   `batch_loss` scalars, weight histograms, and the `input` run's image and text.
+5. With `--screenshot OUT.png` (headless Chromium installed), a screenshot of the trace viewer
    (docs/images/profile_trace_viewer.png is one: steps `train 3`..`train 8` on the main thread
    with the serial map's `Iterator::...` events inside each, `Session::run`, and the ops on the
    executor threads under `ExecutorState::Process`).
@@ -129,6 +131,20 @@ def main():
             ip = data("input_pipeline_analyzer")
             text = json.dumps(ip)
             check("Iterator::" in text, f"{run}: input_pipeline_analyzer lists the iterator stages")
+        # The summaries of the TensorBoard callback (train/), and the input run's image and text.
+        for run in ("serial", "prefetch"):
+            scalars = get(port, "/data/plugin/scalars/tags").get(f"{run}/train", {})
+            loss = get(port, "/data/plugin/scalars/scalars", run=f"{run}/train", tag="epoch_loss") if scalars else []
+            check({"epoch_loss", "batch_loss"} <= set(scalars) and len(loss) == 2,
+                  f"{run}: scalars dashboard has epoch_loss ({len(loss)} epochs) and batch_loss")
+            hist = get(port, "/data/plugin/histograms/tags").get(f"{run}/train", {})
+            check(any("kernel" in t for t in hist), f"{run}: histograms dashboard has the weights: {sorted(hist)}")
+            images = get(port, "/data/plugin/images/tags").get(f"{run}/input", {})
+            check("first_image" in images, f"{run}: images dashboard has the first input image")
+            text = get(port, "/data/plugin/text/tags").get(f"{run}/input", [])
+            check("pipeline" in text, f"{run}: text dashboard has the pipeline")
+            graphs = get(port, "/data/runs")
+            check(f"{run}/train" in graphs, f"{run}: the train run is listed (graph and summaries)")
         if a.screenshot and runs:
             chromium = shutil.which("chromium") or shutil.which("chromium-browser")
             if chromium:

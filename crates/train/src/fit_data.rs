@@ -7,6 +7,7 @@ use std::time::Instant;
 use ferroflow_data::Dataset;
 use ferroflow_tensor::Tensor;
 
+use crate::callbacks::{Callback, Logs};
 use crate::model::{FitOptions, History, Model};
 use crate::{Result, TrainError};
 
@@ -56,6 +57,20 @@ impl Model {
         steps_per_epoch: Option<u64>,
         validation: Option<&Dataset<(Tensor, Tensor)>>,
     ) -> Result<PipelineHistory> {
+        self.fit_dataset_with(train, opts, steps_per_epoch, validation, &mut [])
+    }
+
+    /// [`Model::fit_dataset`] calling `callbacks` (Keras's `callbacks=[...]`) at the start and
+    /// end of training, of every epoch, batch and validation; training stops after an epoch
+    /// when one of them asks ([`Callback::stop_training`], e.g. `EarlyStopping`).
+    pub fn fit_dataset_with(
+        &self,
+        train: &Dataset<(Tensor, Tensor)>,
+        opts: &FitOptions,
+        steps_per_epoch: Option<u64>,
+        validation: Option<&Dataset<(Tensor, Tensor)>>,
+        callbacks: &mut [&mut dyn Callback],
+    ) -> Result<PipelineHistory> {
         if opts.epochs == 0 || steps_per_epoch == Some(0) {
             return Err(TrainError::Invalid("fit_dataset needs epochs and steps_per_epoch above 0".into()));
         }
@@ -64,8 +79,15 @@ impl Model {
             crate::profile::check_writable(&p.log_dir)?;
         }
         let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
+        for c in callbacks.iter_mut() {
+            c.on_train_begin(self)?;
+        }
+        let mut logs = Logs::new();
         let mut kept = None;
         'epochs: for epoch in 0..opts.epochs {
+            for c in callbacks.iter_mut() {
+                c.on_epoch_begin(self, epoch)?;
+            }
             let mut fresh;
             let it = match steps_per_epoch {
                 Some(_) => kept.get_or_insert(train.iter().map_err(data_error)?),
@@ -87,6 +109,9 @@ impl Model {
                 let batch_no = out.history.steps + 1;
                 if let Some(w) = window.as_mut() {
                     w.batch_begin(batch_no)?;
+                }
+                for c in callbacks.iter_mut() {
+                    c.on_train_batch_begin(self, batch_no)?;
                 }
                 let step_span = ferroflow_profiler::step("train", batch_no as i64);
                 let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
@@ -116,6 +141,12 @@ impl Model {
                 if let Some(w) = window.as_mut() {
                     w.batch_end(batch_no)?;
                 }
+                if !callbacks.is_empty() {
+                    let batch_logs = Logs::from([("loss".to_string(), loss)]);
+                    for c in callbacks.iter_mut() {
+                        c.on_train_batch_end(self, batch_no, &batch_logs)?;
+                    }
+                }
                 out.input_seconds += (t1 - t0).as_secs_f64();
                 out.train_seconds += (t2 - t1).as_secs_f64();
                 out.step_seconds.push((t2 - t0).as_secs_f64());
@@ -136,8 +167,20 @@ impl Model {
                     sum / count.max(1) as f64
                 );
             }
+            logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some(v) = validation {
+                for c in callbacks.iter_mut() {
+                    c.on_test_begin(self)?;
+                }
                 let (l, a) = self.evaluate_dataset(v)?;
+                let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
+                if let Some(a) = a {
+                    test_logs.insert("val_accuracy".into(), a);
+                }
+                for c in callbacks.iter_mut() {
+                    c.on_test_end(self, &test_logs)?;
+                }
+                logs.extend(test_logs);
                 out.history.validation.push((l, a));
                 if opts.verbose {
                     eprint!(" - val_loss {l:.4}");
@@ -149,6 +192,15 @@ impl Model {
             if opts.verbose {
                 eprintln!();
             }
+            for c in callbacks.iter_mut() {
+                c.on_epoch_end(self, epoch, &logs)?;
+            }
+            if callbacks.iter().any(|c| c.stop_training()) {
+                break;
+            }
+        }
+        for c in callbacks.iter_mut() {
+            c.on_train_end(self, &logs)?;
         }
         out.history.steps_per_sec = out.history.steps as f64 / out.train_seconds.max(1e-9);
         if let Some(w) = window.as_mut() {

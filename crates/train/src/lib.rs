@@ -10,6 +10,7 @@
 //! keeps their values between steps.
 #![warn(missing_docs)]
 
+pub mod callbacks;
 pub mod efficientnet;
 pub mod fit_data;
 pub mod layers;

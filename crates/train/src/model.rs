@@ -480,6 +480,11 @@ impl Model {
         self
     }
 
+    /// Whether the model can [`Model::save`].
+    pub fn has_saver(&self) -> bool {
+        self.saver.is_some()
+    }
+
     fn saver(&self) -> Result<std::sync::MutexGuard<'_, crate::saver::Saver>> {
         let s = self.saver.as_ref().ok_or_else(|| TrainError::Invalid("this model has no saver".into()))?;
         Ok(s.lock().unwrap_or_else(|p| p.into_inner()))

@@ -234,8 +234,11 @@ pub fn train_efficientnet(
 }
 
 /// Seed 001's bottleneck hunt: a small CNN (two strided 3×3 convolutions with pooling, a
-/// softmax head) trained with `fit_dataset` from [`pipeline`] over `dir` at `size × size`
-/// (`pipeline.size`), profiling batches `profile_batch` (Keras's `'A,B'`) into `logdir`.
+/// softmax head) trained for `steps` (two epochs) with `fit_dataset_with` from [`pipeline`]
+/// over `dir` at `size × size` (`pipeline.size`) and the [`TensorBoard`] callback: per-batch
+/// and per-epoch loss, weight histograms each epoch, the graph, and the profile of batches
+/// `profile_batch` (Keras's `'A,B'`) under `logdir`; `logdir/input` gets the pipeline as text
+/// and the first image.
 /// Run it without and then with `prefetch`: `ferroflow profile` calls the first input-bound
 /// and compares the two.
 pub fn train_profiled_cnn(
@@ -245,14 +248,26 @@ pub fn train_profiled_cnn(
     logdir: &Path,
     profile_batch: &str,
 ) -> Result<crate::train::fit_data::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::summary::SummaryWriter;
+    use crate::train::callbacks::{TensorBoard, UpdateFreq};
     use crate::train::layers::{Activation, Padding};
     use crate::train::model::{FitOptions, Layer, Loss, Sequential};
     use crate::train::optimizers::Optimizer;
-    use crate::train::profile::ProfileBatches;
     use crate::train::Initializer;
 
-    let profile = ProfileBatches::parse(logdir, profile_batch)?;
+    let mut tensorboard = TensorBoard::new(logdir, 1, true, UpdateFreq::Batches(1), profile_batch)?;
     let (batches, classes) = pipeline(dir, pipeline_options)?;
+    // What the input looks like, for the images and text dashboards.
+    {
+        let mut input = SummaryWriter::create(&logdir.join("input"))?;
+        input.text("pipeline", &format!("`{}`", batches.describe()), 0)?;
+        if let Some(first) = batches.iter()?.next() {
+            let (x, _) = first?;
+            let [_, h, w, c] = x.dims()[..] else { return Err("batches must be [n, h, w, c]".into()) };
+            let bytes: Vec<u8> = x.as_slice::<f32>()?[..h * w * c].iter().map(|v| v.clamp(0.0, 255.0) as u8).collect();
+            input.image("first_image", &bytes, [h, w, c], 0)?;
+        }
+    }
     let train = batches
         .map(|(x, y): (Tensor, Tensor)| {
             let y: Vec<i64> = y.as_slice::<i32>()?.iter().map(|&v| v as i64).collect();
@@ -283,6 +298,8 @@ pub fn train_profiled_cnn(
             &Optimizer::adam(1e-3),
             crate::runtime::SessionOptions::default(),
         )?;
-    let fit = FitOptions { epochs: 1, verbose: false, profile: Some(profile), ..FitOptions::default() };
-    Ok(model.fit_dataset(&train, &fit, Some(steps), None)?)
+    let fit = FitOptions { epochs: 2, verbose: false, ..FitOptions::default() };
+    let mut h = model.fit_dataset_with(&train, &fit, Some(steps.div_ceil(2)), None, &mut [&mut tensorboard])?;
+    h.profile = tensorboard.profile_path().map(Path::to_path_buf);
+    Ok(h)
 }

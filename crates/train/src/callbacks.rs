@@ -1,0 +1,369 @@
+//! Keras-style callbacks for [`Model::fit_dataset_with`]: a [`Callback`] trait called at the
+//! start and end of training, of each epoch and of each batch with a logs map (`loss`,
+//! `val_loss`, `val_accuracy`, ...), and the callbacks people reach for: [`TensorBoard`]
+//! (scalars, histograms, graph, profile), [`CsvLogger`], [`EarlyStopping`] and
+//! [`ModelCheckpoint`].
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ferroflow_summary::SummaryWriter;
+use ferroflow_tensor::Tensor;
+
+use crate::model::Model;
+use crate::profile::{check_writable, ProfileBatches, ProfileWindow};
+use crate::{Result, TrainError};
+
+/// Metric values by name (`loss`, `val_loss`, `val_accuracy`).
+pub type Logs = BTreeMap<String, f64>;
+
+/// Called by `fit_dataset_with` as training runs. Every method does nothing by default.
+#[allow(unused_variables)]
+pub trait Callback {
+    /// Before the first epoch.
+    fn on_train_begin(&mut self, model: &Model) -> Result<()> {
+        Ok(())
+    }
+    /// After the last epoch (or an early stop), with the last epoch's logs.
+    fn on_train_end(&mut self, model: &Model, logs: &Logs) -> Result<()> {
+        Ok(())
+    }
+    /// Before epoch `epoch` (0-based).
+    fn on_epoch_begin(&mut self, model: &Model, epoch: usize) -> Result<()> {
+        Ok(())
+    }
+    /// After epoch `epoch`, with its mean `loss` and the validation metrics.
+    fn on_epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
+        Ok(())
+    }
+    /// Before global batch `batch` (1-based, counted across epochs).
+    fn on_train_batch_begin(&mut self, model: &Model, batch: u64) -> Result<()> {
+        Ok(())
+    }
+    /// After global batch `batch`, with its `loss`.
+    fn on_train_batch_end(&mut self, model: &Model, batch: u64, logs: &Logs) -> Result<()> {
+        Ok(())
+    }
+    /// Before validation at the end of an epoch.
+    fn on_test_begin(&mut self, model: &Model) -> Result<()> {
+        Ok(())
+    }
+    /// After validation, with `val_loss` (and `val_accuracy`).
+    fn on_test_end(&mut self, model: &Model, logs: &Logs) -> Result<()> {
+        Ok(())
+    }
+    /// Whether training should stop after this epoch (Keras's `model.stop_training`).
+    fn stop_training(&self) -> bool {
+        false
+    }
+}
+
+/// How often [`TensorBoard`] writes the loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateFreq {
+    /// After each epoch (`epoch_loss`).
+    Epoch,
+    /// Also every N batches (`batch_loss`).
+    Batches(u64),
+}
+
+/// Keras's `TensorBoard` callback: `log_dir/train` and `log_dir/validation` runs with
+/// `epoch_loss` / `epoch_accuracy` scalars, `batch_loss` every N batches, histograms of the
+/// trainable weights every `histogram_freq` epochs, the graph, and the profile of
+/// `profile_batch` (with step markers TensorBoard's overview page counts). The log directory
+/// is checked writable when the callback is made, not after an epoch.
+pub struct TensorBoard {
+    log_dir: PathBuf,
+    histogram_freq: usize,
+    write_graph: bool,
+    update_freq: UpdateFreq,
+    profile: Option<ProfileWindow>,
+    train: Option<SummaryWriter>,
+    validation: Option<SummaryWriter>,
+}
+
+impl TensorBoard {
+    /// A TensorBoard callback writing under `log_dir`; `profile_batch` is Keras's (`"110,120"`,
+    /// `"5"`, or empty for none).
+    pub fn new(
+        log_dir: &Path,
+        histogram_freq: usize,
+        write_graph: bool,
+        update_freq: UpdateFreq,
+        profile_batch: &str,
+    ) -> Result<TensorBoard> {
+        check_writable(log_dir)?;
+        let profile = match profile_batch.trim() {
+            "" | "0" => None,
+            spec => Some(ProfileWindow::new(&ProfileBatches::parse(log_dir, spec)?)),
+        };
+        Ok(TensorBoard {
+            log_dir: log_dir.to_path_buf(),
+            histogram_freq,
+            write_graph,
+            update_freq,
+            profile,
+            train: None,
+            validation: None,
+        })
+    }
+
+    /// Where the profile was written, once it was.
+    pub fn profile_path(&self) -> Option<&Path> {
+        self.profile.as_ref().and_then(|p| p.written.as_deref())
+    }
+
+    fn writer(slot: &mut Option<SummaryWriter>, dir: PathBuf) -> Result<&mut SummaryWriter> {
+        if slot.is_none() {
+            *slot = Some(SummaryWriter::create(&dir).map_err(summary_error)?);
+        }
+        Ok(slot.as_mut().expect("set above"))
+    }
+}
+
+fn summary_error(e: ferroflow_summary::SummaryError) -> TrainError {
+    TrainError::Invalid(format!("TensorBoard callback: {e}"))
+}
+
+impl Callback for TensorBoard {
+    fn on_train_begin(&mut self, model: &Model) -> Result<()> {
+        let graph = self.write_graph.then(|| model.session().graph().to_graph_def());
+        let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
+        if let Some(g) = graph {
+            w.graph(&g).map_err(summary_error)?;
+        }
+        Ok(())
+    }
+
+    fn on_train_batch_begin(&mut self, _model: &Model, batch: u64) -> Result<()> {
+        match self.profile.as_mut() {
+            Some(p) => p.batch_begin(batch),
+            None => Ok(()),
+        }
+    }
+
+    fn on_train_batch_end(&mut self, _model: &Model, batch: u64, logs: &Logs) -> Result<()> {
+        if let Some(p) = self.profile.as_mut() {
+            p.batch_end(batch)?;
+        }
+        if let (UpdateFreq::Batches(n), Some(&loss)) = (self.update_freq, logs.get("loss")) {
+            if n > 0 && batch % n == 0 {
+                let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
+                w.scalar("batch_loss", loss as f32, batch as i64).map_err(summary_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
+        let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
+        for (k, v) in logs.iter().filter(|(k, _)| !k.starts_with("val_")) {
+            w.scalar(&format!("epoch_{k}"), *v as f32, epoch as i64).map_err(summary_error)?;
+        }
+        if self.histogram_freq > 0 && epoch % self.histogram_freq == 0 {
+            for (name, t) in model.trainable_weights()? {
+                let values: Vec<f32> = crate::to_f64(&t)?.into_iter().map(|v| v as f32).collect();
+                w.histogram(&name, &values, epoch as i64).map_err(summary_error)?;
+            }
+        }
+        let val: Vec<(&String, &f64)> = logs.iter().filter(|(k, _)| k.starts_with("val_")).collect();
+        if !val.is_empty() {
+            let w = Self::writer(&mut self.validation, self.log_dir.join("validation"))?;
+            for (k, v) in val {
+                w.scalar(&format!("epoch_{}", &k[4..]), *v as f32, epoch as i64).map_err(summary_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_train_end(&mut self, _model: &Model, _logs: &Logs) -> Result<()> {
+        if let Some(p) = self.profile.as_mut() {
+            p.finish()?;
+        }
+        for w in [&mut self.train, &mut self.validation].into_iter().flatten() {
+            w.close().map_err(summary_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// Keras's `CSVLogger`: one row per epoch (`epoch` and every log, columns from the first
+/// epoch), flushed as written.
+pub struct CsvLogger {
+    path: PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    columns: Vec<String>,
+}
+
+impl CsvLogger {
+    /// A logger writing `path` (replaced).
+    pub fn new(path: &Path) -> CsvLogger {
+        CsvLogger { path: path.to_path_buf(), file: None, columns: Vec::new() }
+    }
+}
+
+impl Callback for CsvLogger {
+    fn on_train_begin(&mut self, _model: &Model) -> Result<()> {
+        let f = std::fs::File::create(&self.path)
+            .map_err(|e| TrainError::Invalid(format!("CSVLogger: {}: {e}", self.path.display())))?;
+        self.file = Some(std::io::BufWriter::new(f));
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, _model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
+        let io = |e: std::io::Error| TrainError::Invalid(format!("CSVLogger: {e}"));
+        let Some(f) = self.file.as_mut() else { return Ok(()) };
+        if self.columns.is_empty() {
+            self.columns = logs.keys().cloned().collect();
+            writeln!(f, "epoch,{}", self.columns.join(",")).map_err(io)?;
+        }
+        let row: Vec<String> =
+            self.columns.iter().map(|c| logs.get(c).map_or(String::new(), |v| v.to_string())).collect();
+        writeln!(f, "{epoch},{}", row.join(",")).map_err(io)?;
+        f.flush().map_err(io)
+    }
+}
+
+/// Whether a smaller or a larger monitored value is better.
+fn lower_is_better(monitor: &str) -> bool {
+    !(monitor.contains("acc") || monitor.contains("auc"))
+}
+
+/// Keras's `EarlyStopping`: stop when `monitor` has not improved by more than `min_delta` for
+/// `patience` epochs.
+pub struct EarlyStopping {
+    monitor: String,
+    min_delta: f64,
+    patience: usize,
+    best: Option<f64>,
+    wait: usize,
+    stop: bool,
+    /// The epoch training stopped after, if it did.
+    pub stopped_epoch: Option<usize>,
+}
+
+impl EarlyStopping {
+    /// Stops after `patience` epochs without an improvement of `monitor` (`val_loss`,
+    /// `val_accuracy`, `loss`) above `min_delta`.
+    pub fn new(monitor: &str, min_delta: f64, patience: usize) -> EarlyStopping {
+        EarlyStopping {
+            monitor: monitor.into(),
+            min_delta: min_delta.abs(),
+            patience,
+            best: None,
+            wait: 0,
+            stop: false,
+            stopped_epoch: None,
+        }
+    }
+}
+
+impl Callback for EarlyStopping {
+    fn on_epoch_end(&mut self, _model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
+        let Some(&v) = logs.get(&self.monitor) else {
+            return Err(TrainError::Invalid(format!(
+                "EarlyStopping monitors '{}', which the logs do not have (they have: {})",
+                self.monitor,
+                logs.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let improved = match self.best {
+            None => true,
+            Some(b) if lower_is_better(&self.monitor) => v < b - self.min_delta,
+            Some(b) => v > b + self.min_delta,
+        };
+        if improved {
+            self.best = Some(v);
+            self.wait = 0;
+        } else {
+            self.wait += 1;
+            if self.wait >= self.patience {
+                self.stop = true;
+                self.stopped_epoch = Some(epoch);
+            }
+        }
+        Ok(())
+    }
+
+    fn stop_training(&self) -> bool {
+        self.stop
+    }
+}
+
+/// Keras's `ModelCheckpoint`: after each epoch, save the model with its Saver
+/// (`PREFIX-STEP.index/.data/.meta` and the `checkpoint` file), or with `save_best_only` only
+/// when `monitor` improved.
+pub struct ModelCheckpoint {
+    prefix: PathBuf,
+    monitor: String,
+    save_best_only: bool,
+    best: Option<f64>,
+    /// Every checkpoint written.
+    pub saved: Vec<PathBuf>,
+}
+
+impl ModelCheckpoint {
+    /// Saves to `prefix` after each epoch (or only on improvements of `monitor`).
+    pub fn new(prefix: &Path, monitor: &str, save_best_only: bool) -> ModelCheckpoint {
+        ModelCheckpoint {
+            prefix: prefix.to_path_buf(),
+            monitor: monitor.into(),
+            save_best_only,
+            best: None,
+            saved: Vec::new(),
+        }
+    }
+}
+
+impl Callback for ModelCheckpoint {
+    fn on_train_begin(&mut self, model: &Model) -> Result<()> {
+        if let Some(dir) = self.prefix.parent().filter(|d| !d.as_os_str().is_empty()) {
+            check_writable(dir)?;
+        }
+        // Fails now, not after an epoch, when the model cannot save.
+        model
+            .has_saver()
+            .then_some(())
+            .ok_or_else(|| TrainError::Invalid("ModelCheckpoint: this model has no saver (Model::with_saver)".into()))
+    }
+
+    fn on_epoch_end(&mut self, model: &Model, _epoch: usize, logs: &Logs) -> Result<()> {
+        if self.save_best_only {
+            let Some(&v) = logs.get(&self.monitor) else {
+                return Err(TrainError::Invalid(format!(
+                    "ModelCheckpoint monitors '{}', not in the logs",
+                    self.monitor
+                )));
+            };
+            let better = self.best.is_none_or(|b| if lower_is_better(&self.monitor) { v < b } else { v > b });
+            if !better {
+                return Ok(());
+            }
+            self.best = Some(v);
+        }
+        self.saved.push(model.save(&self.prefix)?);
+        Ok(())
+    }
+}
+
+impl Model {
+    /// The trainable weights, by variable name: the variables the train op's `ResourceApply*`
+    /// updates write.
+    pub fn trainable_weights(&self) -> Result<Vec<(String, Tensor)>> {
+        let g = self.session().graph();
+        let mut names: Vec<String> = g
+            .nodes()
+            .iter()
+            .filter(|n| n.op.starts_with("ResourceApply"))
+            .filter_map(|n| n.inputs.first().map(|o| g.node(o.node).name.clone()))
+            .collect();
+        names.sort();
+        names.dedup();
+        let reads: Vec<String> = names.iter().map(|n| format!("{n}/Read/ReadVariableOp:0")).collect();
+        let present: Vec<(String, String)> =
+            names.into_iter().zip(reads).filter(|(_, r)| g.find(r.trim_end_matches(":0")).is_some()).collect();
+        let fetches: Vec<&str> = present.iter().map(|(_, r)| r.as_str()).collect();
+        let values = self.session().run(&[], &fetches, &[])?;
+        Ok(present.into_iter().map(|(n, _)| n).zip(values).collect())
+    }
+}
