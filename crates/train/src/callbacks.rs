@@ -147,7 +147,7 @@ impl Callback for TensorBoard {
             p.batch_end(batch)?;
         }
         if let (UpdateFreq::Batches(n), Some(&loss)) = (self.update_freq, logs.get("loss")) {
-            if n > 0 && batch % n == 0 {
+            if n > 0 && batch.is_multiple_of(n) {
                 let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
                 w.scalar("batch_loss", loss as f32, batch as i64).map_err(summary_error)?;
             }
@@ -160,7 +160,7 @@ impl Callback for TensorBoard {
         for (k, v) in logs.iter().filter(|(k, _)| !k.starts_with("val_")) {
             w.scalar(&format!("epoch_{k}"), *v as f32, epoch as i64).map_err(summary_error)?;
         }
-        if self.histogram_freq > 0 && epoch % self.histogram_freq == 0 {
+        if self.histogram_freq > 0 && epoch.is_multiple_of(self.histogram_freq) {
             for (name, t) in model.trainable_weights()? {
                 let values: Vec<f32> = crate::to_f64(&t)?.into_iter().map(|v| v as f32).collect();
                 w.histogram(&name, &values, epoch as i64).map_err(summary_error)?;

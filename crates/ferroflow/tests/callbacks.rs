@@ -1,0 +1,122 @@
+//! fit callbacks: EarlyStopping stops, CSVLogger writes a row per epoch, ModelCheckpoint
+//! without a saver and TensorBoard with an unwritable log directory fail before training,
+//! and every hook is called in Keras's order.
+use ferroflow::data::Dataset;
+use ferroflow::runtime::SessionOptions;
+use ferroflow::tensor::Tensor;
+use ferroflow::train::callbacks::{Callback, CsvLogger, EarlyStopping, Logs, ModelCheckpoint, TensorBoard, UpdateFreq};
+use ferroflow::train::layers::Activation;
+use ferroflow::train::model::{FitOptions, Layer, Loss, Model, Sequential};
+use ferroflow::train::optimizers::Optimizer;
+
+fn model_and_data() -> (Model, Dataset<(Tensor, Tensor)>) {
+    let model = Sequential::new(&[4])
+        .seed(1)
+        .push(Layer::dense(3, Activation::Softmax))
+        .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(1e-2), SessionOptions::default())
+        .unwrap();
+    let x: Vec<f32> = (0..32).map(|i| ((i * 7) % 11) as f32 / 11.0).collect();
+    let y: Vec<i64> = (0..8).map(|i| i % 3).collect();
+    let ds = Dataset::from_tensor_slices((Tensor::from_vec(&[8, 4], x).unwrap(), Tensor::from_vec(&[8], y).unwrap()))
+        .unwrap()
+        .batch(4, false)
+        .unwrap();
+    (model, ds)
+}
+
+/// Records the order of the hooks.
+#[derive(Default)]
+struct Trace(Vec<String>);
+impl Callback for Trace {
+    fn on_train_begin(&mut self, _: &Model) -> ferroflow::train::Result<()> {
+        self.0.push("train_begin".into());
+        Ok(())
+    }
+    fn on_epoch_begin(&mut self, _: &Model, e: usize) -> ferroflow::train::Result<()> {
+        self.0.push(format!("epoch_begin {e}"));
+        Ok(())
+    }
+    fn on_train_batch_end(&mut self, _: &Model, b: u64, logs: &Logs) -> ferroflow::train::Result<()> {
+        assert!(logs["loss"].is_finite());
+        self.0.push(format!("batch_end {b}"));
+        Ok(())
+    }
+    fn on_test_end(&mut self, _: &Model, logs: &Logs) -> ferroflow::train::Result<()> {
+        self.0.push(format!("test_end {}", logs.contains_key("val_loss")));
+        Ok(())
+    }
+    fn on_epoch_end(&mut self, _: &Model, e: usize, logs: &Logs) -> ferroflow::train::Result<()> {
+        self.0.push(format!("epoch_end {e} {}", logs.keys().cloned().collect::<Vec<_>>().join(",")));
+        Ok(())
+    }
+    fn on_train_end(&mut self, _: &Model, _: &Logs) -> ferroflow::train::Result<()> {
+        self.0.push("train_end".into());
+        Ok(())
+    }
+}
+
+#[test]
+fn hooks_run_in_keras_order_and_early_stopping_stops() {
+    let (model, ds) = model_and_data();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("log.csv");
+    let mut trace = Trace::default();
+    let mut logger = CsvLogger::new(&csv);
+    // min_delta so large that nothing counts as an improvement: stops after `patience` epochs.
+    let mut stop = EarlyStopping::new("val_loss", 1e9, 2);
+    let opts = FitOptions { epochs: 10, verbose: false, ..FitOptions::default() };
+    let h = model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut trace, &mut logger, &mut stop]).unwrap();
+    assert_eq!(h.history.loss.len(), 3, "epoch 0 sets the best, epochs 1 and 2 do not improve");
+    assert_eq!(stop.stopped_epoch, Some(2));
+    assert_eq!(
+        trace.0[..7],
+        [
+            "train_begin",
+            "epoch_begin 0",
+            "batch_end 1",
+            "batch_end 2",
+            "test_end true",
+            "epoch_end 0 loss,val_accuracy,val_loss",
+            "epoch_begin 1"
+        ]
+    );
+    assert_eq!(trace.0.last().unwrap(), "train_end");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "epoch,loss,val_accuracy,val_loss");
+    assert_eq!(lines.len(), 4);
+    assert!(lines[3].starts_with("2,"));
+
+    let e = EarlyStopping::new("val_auc", 0.0, 1);
+    let mut e = e;
+    let err = model.fit_dataset_with(&ds, &opts, None, None, &mut [&mut e]).unwrap_err().to_string();
+    assert!(err.contains("val_auc") && err.contains("loss"), "{err}");
+}
+
+#[test]
+fn checkpoints_and_bad_setups() {
+    let (model, ds) = model_and_data();
+    let dir = tempfile::tempdir().unwrap();
+    let mut ckpt = ModelCheckpoint::new(&dir.path().join("ckpt/model"), "val_loss", true);
+    let opts = FitOptions { epochs: 3, verbose: false, ..FitOptions::default() };
+    model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut ckpt]).unwrap();
+    assert!(!ckpt.saved.is_empty() && ckpt.saved.len() <= 3);
+    for p in &ckpt.saved {
+        assert!(
+            p.with_extension("index").exists() || std::path::PathBuf::from(format!("{}.index", p.display())).exists(),
+            "{p:?}"
+        );
+    }
+    assert!(dir.path().join("ckpt/checkpoint").exists());
+    // Monitoring a metric the logs lack names it.
+    let mut ckpt = ModelCheckpoint::new(&dir.path().join("ckpt/model"), "val_loss", true);
+    let e = model.fit_dataset_with(&ds, &opts, None, None, &mut [&mut ckpt]).unwrap_err().to_string();
+    assert!(e.contains("val_loss"), "{e}");
+    let e = TensorBoard::new(std::path::Path::new("/proc/ff-tb"), 1, true, UpdateFreq::Epoch, "")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("/proc/ff-tb") && e.contains("not writable"), "{e}");
+    let e = TensorBoard::new(dir.path(), 1, true, UpdateFreq::Epoch, "3,x").err().unwrap().to_string();
+    assert!(e.contains("profile_batch"), "{e}");
+}
