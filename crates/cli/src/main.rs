@@ -72,6 +72,11 @@ enum Command {
         /// Write the step's partition graphs to DIR/global_step_0/<device>.pbtxt.
         #[arg(long, value_name = "DIR")]
         partition_graphs: Option<PathBuf>,
+        /// Profile the step (one `run` step: its ops on their threads) into the log directory
+        /// DIR (DIR/plugins/profile/<run>/<host>.xplane.pb, for TensorBoard's profile plugin
+        /// and `ferroflow profile`) and print the report.
+        #[arg(long, value_name = "DIR")]
+        profile: Option<PathBuf>,
         /// Fail the step with a deadline-exceeded error (naming the nodes still running) once
         /// it has run this long (TensorFlow's RunOptions.timeout_in_ms; 0 = no deadline).
         /// Ctrl-C stops a running step the same way (exit status 130).
@@ -264,6 +269,7 @@ fn main() {
             no_optimize,
             cpu_devices,
             partition_graphs,
+            profile,
             timeout_ms,
             memory_limit,
         } => {
@@ -277,8 +283,12 @@ fn main() {
             };
             opts.optimizer.enabled = !no_optimize;
             let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
-            let files =
-                RunFiles { checkpoint: checkpoint.as_deref(), inputs: inputs.as_deref(), output: output.as_deref() };
+            let files = RunFiles {
+                checkpoint: checkpoint.as_deref(),
+                inputs: inputs.as_deref(),
+                output: output.as_deref(),
+                profile: profile.as_deref(),
+            };
             let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
             run(&graph, files, names, opts, partition_graphs.as_deref(), limits)
         }
@@ -416,6 +426,7 @@ struct RunFiles<'a> {
     checkpoint: Option<&'a Path>,
     inputs: Option<&'a Path>,
     output: Option<&'a Path>,
+    profile: Option<&'a Path>,
 }
 
 /// A checkpoint prefix, or the latest checkpoint named by a directory's `checkpoint` file.
@@ -430,7 +441,7 @@ fn checkpoint_prefix(path: &Path) -> Result<PathBuf> {
 
 fn run(
     graph: &Path,
-    RunFiles { checkpoint, inputs, output }: RunFiles,
+    RunFiles { checkpoint, inputs, output, profile }: RunFiles,
     Names { feeds, fetches, targets }: Names,
     opts: SessionOptions,
     partition_graphs: Option<&Path>,
@@ -464,6 +475,11 @@ fn run(
     let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
     let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
+    if let Some(dir) = profile {
+        ferroflow::train::profile::check_writable(dir)?;
+        ferroflow::profiler::start(&Default::default())?;
+    }
+    let step = ferroflow::profiler::step("run", 0);
     let results = match partition_graphs {
         None => {
             let options = RunOptions { timeout_in_ms, ..Default::default() };
@@ -479,8 +495,15 @@ fn run(
             r
         }
     };
+    drop(step);
     for (name, t) in fetches.iter().zip(&results) {
         print_tensor(name, t);
+    }
+    if let Some(dir) = profile {
+        let p = ferroflow::profiler::stop()?;
+        let path = ferroflow::profiler::xspace::write_to_logdir(&p, dir)?;
+        out!("wrote the profile to {}", path.display());
+        print!("{}", ferroflow::profiler::report::analyze(&ferroflow::profiler::xspace::to_xspace(&p, "localhost"))?);
     }
     if let Some(out) = output {
         let arrays: Vec<(String, Tensor)> = fetches.iter().cloned().zip(results).collect();

@@ -599,6 +599,25 @@ fn pipeline_logdir_profiles_and_profile_reports() {
     assert!(e.contains("/proc/ff-log") && e.contains("not writable"), "{e}");
     let e = error_of(&["profile", dir.path().join("nothing").to_str().unwrap()]);
     assert!(e.contains("nothing"), "{e}");
+
+    // `run --profile`: one `run` step with the graph's ops.
+    let prof = dir.path().join("runprof");
+    let mlp = fixtures().join("mlp.pb");
+    let inputs = fixtures().join("mlp.inputs.npz");
+    let out = run(&[
+        "run",
+        mlp.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "--fetch",
+        "Identity:0",
+        "--profile",
+        prof.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("wrote the profile to") && stdout.contains("_FusedMatMul"), "{stdout}");
+    let e = error_of(&["run", mlp.to_str().unwrap(), "--fetch", "Identity:0", "--profile", "/proc/ff-prof"]);
+    assert!(e.contains("/proc/ff-prof"), "{e}");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {

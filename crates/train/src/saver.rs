@@ -210,6 +210,7 @@ impl Saver {
     /// checkpoint's prefix. A saver that has not saved into this directory yet takes over the
     /// list in an existing `checkpoint` file, so `max_to_keep` holds across restarts.
     pub fn save(&mut self, sess: &Session, prefix: impl AsRef<Path>, global_step: Option<i64>) -> Result<PathBuf> {
+        let _traced = ferroflow_profiler::span("Saver::save");
         let prefix = prefix.as_ref();
         let path = match global_step {
             Some(s) => PathBuf::from(format!("{}-{s}", prefix.display())),
@@ -269,6 +270,7 @@ impl Saver {
     /// if the checkpoint lacks any, or has one with another dtype or shape. The report also
     /// lists the checkpoint's tensors no variable takes.
     pub fn restore(&self, sess: &Session, prefix: impl AsRef<Path>) -> Result<RestoreReport> {
+        let _traced = ferroflow_profiler::span("Saver::restore");
         self.restore_with(sess, prefix, &RestoreOptions::default())
     }
 
