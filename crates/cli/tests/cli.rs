@@ -615,7 +615,10 @@ fn pipeline_logdir_profiles_and_profile_reports() {
         prof.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("wrote the profile to") && stdout.contains("_FusedMatMul"), "{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("wrote the profile to") && stdout.contains("_FusedMatMul"),
+        "{stdout}"
+    );
     let e = error_of(&["run", mlp.to_str().unwrap(), "--fetch", "Identity:0", "--profile", "/proc/ff-prof"]);
     assert!(e.contains("/proc/ff-prof"), "{e}");
 }

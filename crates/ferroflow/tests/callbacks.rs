@@ -120,3 +120,25 @@ fn checkpoints_and_bad_setups() {
     let e = TensorBoard::new(dir.path(), 1, true, UpdateFreq::Epoch, "3,x").err().unwrap().to_string();
     assert!(e.contains("profile_batch"), "{e}");
 }
+
+#[test]
+fn the_progress_bar_shows_steps_eta_rate_and_metrics() {
+    use ferroflow::train::callbacks::ProgbarLogger;
+    let (model, ds) = model_and_data();
+    let mut bar = ProgbarLogger::new(false);
+    let opts = FitOptions { epochs: 2, verbose: false, ..FitOptions::default() };
+    model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut bar]).unwrap();
+    let logs = Logs::from([("loss".to_string(), 0.5), ("val_loss".to_string(), 0.25)]);
+    let line = bar.line(Some(&logs));
+    assert!(line.starts_with("Epoch 2/2 [========================] 2/2 "), "{line}");
+    assert!(line.contains("steps/s") && line.contains("loss 0.5000") && line.contains("val_loss 0.2500"), "{line}");
+    let mut half = ProgbarLogger::new(false);
+    half.set_params(3, Some(4));
+    half.on_epoch_begin(&model, 0).unwrap();
+    half.on_train_batch_end(&model, 1, &Logs::from([("loss".to_string(), 1.0)])).unwrap();
+    let line = half.line(None);
+    assert!(
+        line.starts_with("Epoch 1/3 [=====>") && line.contains("1/4 ETA") && line.contains("loss 1.0000"),
+        "{line}"
+    );
+}

@@ -20,6 +20,8 @@ pub type Logs = BTreeMap<String, f64>;
 /// Called by `fit_dataset_with` as training runs. Every method does nothing by default.
 #[allow(unused_variables)]
 pub trait Callback {
+    /// Before training: the epochs and, when known, the steps per epoch.
+    fn set_params(&mut self, epochs: usize, steps_per_epoch: Option<u64>) {}
     /// Before the first epoch.
     fn on_train_begin(&mut self, model: &Model) -> Result<()> {
         Ok(())
@@ -365,5 +367,116 @@ impl Model {
         let fetches: Vec<&str> = present.iter().map(|(_, r)| r.as_str()).collect();
         let values = self.session().run(&[], &fetches, &[])?;
         Ok(present.into_iter().map(|(n, _)| n).zip(values).collect())
+    }
+}
+
+/// Keras's progress bar: on a terminal, one line per epoch redrawn after each batch —
+/// `Epoch 2/5 [=========>......] 12/20 ETA 1.3s 9.1 steps/s loss 0.4321` — and the epoch's
+/// final metrics; when stdout is not a terminal (a log file, CI), only the final line of each
+/// epoch.
+pub struct ProgbarLogger {
+    epochs: usize,
+    steps: Option<u64>,
+    epoch: usize,
+    start: std::time::Instant,
+    last_draw: Option<std::time::Instant>,
+    done: u64,
+    loss_sum: f64,
+    terminal: bool,
+}
+
+impl Default for ProgbarLogger {
+    fn default() -> Self {
+        use std::io::IsTerminal;
+        ProgbarLogger::new(std::io::stdout().is_terminal())
+    }
+}
+
+impl ProgbarLogger {
+    /// A bar drawn when `terminal` (otherwise only each epoch's summary line).
+    pub fn new(terminal: bool) -> ProgbarLogger {
+        ProgbarLogger {
+            epochs: 0,
+            steps: None,
+            epoch: 0,
+            start: std::time::Instant::now(),
+            last_draw: None,
+            done: 0,
+            loss_sum: 0.0,
+            terminal,
+        }
+    }
+
+    /// The line for the current state (`final_logs` at the epoch's end).
+    pub fn line(&self, final_logs: Option<&Logs>) -> String {
+        let secs = self.start.elapsed().as_secs_f64();
+        let rate = self.done as f64 / secs.max(1e-9);
+        let mut out = format!("Epoch {}/{}", self.epoch + 1, self.epochs);
+        if let Some(total) = self.steps.filter(|&t| t > 0) {
+            const WIDTH: u64 = 24;
+            let filled = (self.done.min(total) * WIDTH / total) as usize;
+            let head = if self.done < total { ">" } else { "=" };
+            let bar = format!(
+                "{}{}{}",
+                "=".repeat(filled.saturating_sub(1)),
+                if filled > 0 { head } else { "" },
+                ".".repeat(WIDTH as usize - filled)
+            );
+            out += &format!(" [{bar}] {}/{total}", self.done);
+            if final_logs.is_none() && rate > 0.0 {
+                out += &format!(" ETA {:.1}s", total.saturating_sub(self.done) as f64 / rate);
+            }
+        } else {
+            out += &format!(" {} steps", self.done);
+        }
+        match final_logs {
+            Some(logs) => {
+                out += &format!(" {secs:.1}s {rate:.1} steps/s");
+                for (k, v) in logs {
+                    out += &format!(" {k} {v:.4}");
+                }
+            }
+            None => out += &format!(" {rate:.1} steps/s loss {:.4}", self.loss_sum / self.done.max(1) as f64),
+        }
+        out
+    }
+}
+
+impl Callback for ProgbarLogger {
+    fn set_params(&mut self, epochs: usize, steps_per_epoch: Option<u64>) {
+        self.epochs = epochs;
+        self.steps = steps_per_epoch;
+    }
+
+    fn on_epoch_begin(&mut self, _model: &Model, epoch: usize) -> Result<()> {
+        self.epoch = epoch;
+        self.start = std::time::Instant::now();
+        self.done = 0;
+        self.loss_sum = 0.0;
+        self.last_draw = None;
+        Ok(())
+    }
+
+    fn on_train_batch_end(&mut self, _model: &Model, _batch: u64, logs: &Logs) -> Result<()> {
+        self.done += 1;
+        self.loss_sum += logs.get("loss").copied().unwrap_or(0.0);
+        // Redrawn at most 20 times a second.
+        if self.terminal && self.last_draw.is_none_or(|t| t.elapsed().as_millis() >= 50) {
+            self.last_draw = Some(std::time::Instant::now());
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "\r\x1b[2K{}", self.line(None));
+            let _ = out.flush();
+        }
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, _model: &Model, _epoch: usize, logs: &Logs) -> Result<()> {
+        let line = self.line(Some(logs));
+        if self.terminal {
+            println!("\r\x1b[2K{line}");
+        } else {
+            println!("{line}");
+        }
+        Ok(())
     }
 }

@@ -79,7 +79,12 @@ impl Model {
             crate::profile::check_writable(&p.log_dir)?;
         }
         let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
+        let steps = steps_per_epoch.or(match train.cardinality() {
+            ferroflow_data::Cardinality::Finite(n) => Some(n),
+            _ => None,
+        });
         for c in callbacks.iter_mut() {
+            c.set_params(opts.epochs, steps);
             c.on_train_begin(self)?;
         }
         let mut logs = Logs::new();
