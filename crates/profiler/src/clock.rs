@@ -52,7 +52,7 @@ impl Anchor {
 
 /// Nanoseconds per tick between two anchors (1 for the ns clock); short profiles measure
 /// over a few more milliseconds so the scale is not noise.
-pub(crate) fn ns_per_tick(start: Anchor, mut end: Anchor) -> f64 {
+pub(crate) fn ns_per_tick_between(start: Anchor, mut end: Anchor) -> f64 {
     if !tsc_usable() {
         return 1.0;
     }
@@ -62,4 +62,19 @@ pub(crate) fn ns_per_tick(start: Anchor, mut end: Anchor) -> f64 {
     }
     let ns = end.at.duration_since(start.at).as_nanos() as f64;
     ns / (end.ticks.saturating_sub(start.ticks)).max(1) as f64
+}
+
+/// Nanoseconds per tick, measured once per process (over 10 ms, the first time it is asked
+/// for); 1 for the ns clock. For converting short spans such as one traced step.
+pub fn ns_per_tick() -> f64 {
+    static SCALE: OnceLock<f64> = OnceLock::new();
+    *SCALE.get_or_init(|| {
+        if !tsc_usable() {
+            return 1.0;
+        }
+        let start = Anchor::now();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let end = Anchor::now();
+        end.at.duration_since(start.at).as_nanos() as f64 / end.ticks.saturating_sub(start.ticks).max(1) as f64
+    })
 }

@@ -305,7 +305,7 @@ pub fn stop() -> Result<Profile, ProfileError> {
     };
     // A new generation makes every thread drop its buffer for this profile on next use.
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    let scale = clock::ns_per_tick(s.start, end);
+    let scale = clock::ns_per_tick_between(s.start, end);
     let ns = |t: u64| (t.saturating_sub(s.start.ticks) as f64 * scale) as u64;
     let mut by_thread: std::collections::BTreeMap<u32, Vec<Event>> = Default::default();
     for b in &s.buffers {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::fmt::Write;
 
@@ -21,15 +21,18 @@ use smallvec::SmallVec;
 /// The allocator name reported for CPU memory.
 const ALLOCATOR: &str = "cpu";
 
-/// This thread's small id and name, computed once per thread.
-fn thread_id() -> (u32, &'static str) {
+/// The names of the threads that ever recorded, by their small id.
+static THREAD_NAMES: Mutex<BTreeMap<u32, String>> = Mutex::new(BTreeMap::new());
+
+/// This thread's small id (its name is registered in [`THREAD_NAMES`] the first time).
+fn thread_id() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     thread_local! {
-        static ID: (u32, &'static str) = {
+        static ID: u32 = {
             let id = NEXT.fetch_add(1, Ordering::Relaxed);
             let name = std::thread::current().name().map_or_else(|| format!("thread-{id}"), str::to_string);
-            // One small string per thread that ever records, kept for the process's life.
-            (id, Box::leak(name.into_boxed_str()))
+            THREAD_NAMES.lock().unwrap_or_else(|p| p.into_inner()).insert(id, name);
+            id
         };
     }
     ID.with(|i| *i)
@@ -43,16 +46,15 @@ struct Record {
     outputs: SmallVec<[(DType, SmallVec<[usize; 4]>); 1]>,
 }
 
-/// Collects the stats of one step. Recording costs a few clock reads and one uncontended
-/// lock; names, labels and protos are built once, at the end.
+/// Collects the stats of one step. Recording costs two reads of the profiler's clock (the
+/// TSC) and one uncontended lock; times, names, labels and protos are made once, at the end.
 pub(crate) struct Tracer {
     wall_ns: i64,
-    origin: Instant,
+    origin: u64,
     records: Mutex<Vec<Record>>,
-    threads: Mutex<BTreeMap<u32, String>>,
 }
 
-/// The moments of one node's execution, in ns since the epoch.
+/// The moments of one node's execution, in clock ticks while recording.
 pub(crate) struct Timing {
     pub start: i64,
     pub op_start: i64,
@@ -62,26 +64,24 @@ pub(crate) struct Timing {
 
 impl Tracer {
     pub(crate) fn new() -> Tracer {
+        // Calibrated once per process, before the step's first reading.
+        let _ = ferroflow_profiler::clock::ns_per_tick();
+        let origin = ferroflow_profiler::clock::ticks();
         let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-        Tracer { wall_ns, origin: Instant::now(), records: Mutex::new(Vec::new()), threads: Mutex::default() }
+        Tracer { wall_ns, origin, records: Mutex::new(Vec::new()) }
     }
 
-    /// Now, in ns since the epoch (monotonic within the step).
+    /// Now, in clock ticks (turned into ns since the epoch by `finish`).
+    #[inline]
     pub(crate) fn now(&self) -> i64 {
-        self.wall_ns + self.origin.elapsed().as_nanos() as i64
+        ferroflow_profiler::clock::ticks() as i64
     }
 
     /// Records one executed node.
     pub(crate) fn record(&self, id: NodeId, timing: Timing, outputs: &[Tensor]) {
-        let (thread, name) = thread_id();
+        let thread = thread_id();
         let outputs = outputs.iter().map(|o| (o.dtype(), o.dims().iter().copied().collect())).collect();
-        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
-        let first_of_thread = !records.iter().rev().take(64).any(|r| r.thread == thread);
-        records.push(Record { node: id, timing, thread, outputs });
-        drop(records);
-        if first_of_thread {
-            self.threads.lock().unwrap_or_else(|p| p.into_inner()).entry(thread).or_insert_with(|| name.to_string());
-        }
+        self.records.lock().unwrap_or_else(|p| p.into_inner()).push(Record { node: id, timing, thread, outputs });
     }
 
     /// The step's stats for `device`, nodes in start order; `labels` are the graph's timeline
@@ -89,11 +89,24 @@ impl Tracer {
     pub(crate) fn finish(self, graph: &Graph, labels: &[String], device: &str) -> StepStats {
         let mut records = self.records.into_inner().unwrap_or_else(|p| p.into_inner());
         records.sort_by_key(|r| r.timing.start);
-        let mut thread_names = self.threads.into_inner().unwrap_or_else(|p| p.into_inner());
+        let scale = ferroflow_profiler::clock::ns_per_tick();
+        let (origin, wall) = (self.origin as i64, self.wall_ns);
+        let ns = |t: i64| wall + ((t - origin) as f64 * scale) as i64;
+        for r in &mut records {
+            let t = &mut r.timing;
+            (t.start, t.op_start, t.op_end, t.end) = (ns(t.start), ns(t.op_start), ns(t.op_end), ns(t.end));
+        }
+        let registered = THREAD_NAMES.lock().unwrap_or_else(|p| p.into_inner());
+        let mut thread_names: BTreeMap<u32, String> = BTreeMap::new();
+        for r in &records {
+            thread_names.entry(r.thread).or_insert_with(|| {
+                registered.get(&r.thread).cloned().unwrap_or_else(|| format!("thread-{}", r.thread))
+            });
+        }
+        drop(registered);
         // One DeviceStepStats per device the nodes ran on (`device` for unplaced nodes).
         let mut by_device: BTreeMap<String, Vec<NodeExecStats>> = BTreeMap::new();
         for r in records {
-            thread_names.entry(r.thread).or_insert_with(|| format!("thread-{}", r.thread));
             let d = &graph.node(r.node).device;
             let d = if d.is_empty() { device.to_string() } else { d.clone() };
             let label = labels[r.node].clone();

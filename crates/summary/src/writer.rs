@@ -25,12 +25,18 @@ pub struct SummaryWriter {
     dir: PathBuf,
 }
 
-fn plugin(name: &str, class: DataClass) -> Option<SummaryMetadata> {
-    Some(SummaryMetadata {
-        plugin_data: Some(PluginData { plugin_name: name.into(), content: vec![] }),
-        data_class: class as i32,
+/// A summary value of `tag` for TensorBoard's `plugin`.
+fn tagged(tag: &str, plugin: &str, class: DataClass, value: summary::value::Value) -> summary::Value {
+    summary::Value {
+        tag: tag.into(),
+        metadata: Some(SummaryMetadata {
+            plugin_data: Some(PluginData { plugin_name: plugin.into(), content: vec![] }),
+            data_class: class as i32,
+            ..Default::default()
+        }),
+        value: Some(value),
         ..Default::default()
-    })
+    }
 }
 
 impl SummaryWriter {
@@ -96,13 +102,7 @@ impl SummaryWriter {
     pub fn histogram(&mut self, tag: &str, values: &[f32], step: i64) -> Result<(), SummaryError> {
         let histo = crate::histogram::histogram(values.iter().map(|&v| f64::from(v)))
             .map_err(|e| SummaryError::Invalid(format!("histogram '{tag}': {e}")))?;
-        let v = summary::Value {
-            tag: tag.into(),
-            metadata: plugin("histograms", DataClass::Unknown),
-            value: Some(summary::value::Value::Histo(histo)),
-            ..Default::default()
-        };
-        self.value(step, v)
+        self.value(step, tagged(tag, "histograms", DataClass::Unknown, summary::value::Value::Histo(histo)))
     }
 
     /// An image of `height × width × channels` (1, 3 or 4) bytes, PNG-encoded (the images
@@ -128,13 +128,7 @@ impl SummaryWriter {
             colorspace: channels as i32,
             encoded_image_string: png,
         };
-        let v = summary::Value {
-            tag: tag.into(),
-            metadata: plugin("images", DataClass::Unknown),
-            value: Some(summary::value::Value::Image(image)),
-            ..Default::default()
-        };
-        self.value(step, v)
+        self.value(step, tagged(tag, "images", DataClass::Unknown, summary::value::Value::Image(image)))
     }
 
     /// Markdown text (the text dashboard).
@@ -145,13 +139,7 @@ impl SummaryWriter {
             string_val: vec![text.as_bytes().to_vec()],
             ..Default::default()
         };
-        let v = summary::Value {
-            tag: tag.into(),
-            metadata: plugin("text", DataClass::Tensor),
-            value: Some(summary::value::Value::Tensor(tensor)),
-            ..Default::default()
-        };
-        self.value(step, v)
+        self.value(step, tagged(tag, "text", DataClass::Tensor, summary::value::Value::Tensor(tensor)))
     }
 
     /// The graph (the graphs dashboard).
