@@ -187,6 +187,13 @@ enum Command {
         /// and SAVE's directory's `checkpoint` file.
         #[arg(long, value_name = "PREFIX")]
         save: Option<PathBuf>,
+        /// TensorBoard log directory (Keras's TensorBoard callback: loss every 100 batches and
+        /// per epoch, weight histograms, the graph, and the profile of --profile-batch).
+        #[arg(long, value_name = "DIR")]
+        logdir: Option<PathBuf>,
+        /// With --logdir: the batches to profile ('A,B', 1-based; empty for none).
+        #[arg(long, value_name = "A,B", default_value = "", requires = "logdir")]
+        profile_batch: String,
     },
     /// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
     /// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
@@ -319,9 +326,10 @@ fn main() {
         Command::InspectCheckpoint { prefix, tensor, all, max_values } => {
             inspect_checkpoint(&prefix, tensor.as_deref(), all, max_values)
         }
-        Command::Mnist { steps, data, seed, intra_op_threads, save } => {
+        Command::Mnist { steps, data, seed, intra_op_threads, save, logdir, profile_batch } => {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
-            mnist(data.as_deref(), steps, seed, options, save.as_deref()).map(|_| ())
+            let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
+            mnist(data.as_deref(), steps, seed, options, save.as_deref(), tb).map(|_| ())
         }
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Pipeline(args) => pipeline::pipeline(&args),
@@ -699,11 +707,15 @@ fn mnist(
     seed: i64,
     options: SessionOptions,
     save: Option<&Path>,
+    tensorboard: Option<(&Path, &str)>,
 ) -> Result<ferroflow::models::seed_003::Report> {
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
-    let r = ferroflow::models::seed_003::train(&data, steps, seed, options, 500, save)
+    let r = ferroflow::models::seed_003::train_logged(&data, steps, seed, options, 500, save, tensorboard)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
+    if let Some((dir, _)) = tensorboard {
+        out!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display());
+    }
     out!(
         "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
         r.steps,
@@ -790,7 +802,7 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize) -> Result<()> {
 
     out!("\n== Seed 003: the article's MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
     let prefix = out_dir.join("seed_003").join("model.ckpt");
-    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix))?;
+    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix), None)?;
     let ckpt = r.checkpoint.expect("saved");
     out!(
         "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",

@@ -193,6 +193,22 @@ fn mnist_trains_and_rejects_bad_data() {
     assert!(e.contains("train-images-idx3-ubyte") && e.contains("truncated"), "{e}");
     let e = error_of(&["mnist", "--data", "/no/such/dir"]);
     assert!(e.contains("/no/such/dir"), "{e}");
+
+    // --logdir: the TensorBoard callback's train run (event file) and the profile of 3..5.
+    let log = dir.path().join("tb");
+    let o = run(&["mnist", "--steps", "8", "--logdir", log.to_str().unwrap(), "--profile-batch", "3,5"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = walk(&log);
+    assert!(
+        files.iter().any(|f| f.starts_with(log.join("train")) && f.to_string_lossy().contains("tfevents")),
+        "{files:?}"
+    );
+    let capture = files.iter().find(|f| f.to_string_lossy().ends_with(".xplane.pb")).expect("a profile");
+    let out = run(&["profile", capture.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && report.contains("3 steps") && report.contains("MatMul"), "{report}");
+    let e = error_of(&["mnist", "--logdir", "/proc/ff-mnist"]);
+    assert!(e.contains("/proc/ff-mnist"), "{e}");
 }
 
 #[test]

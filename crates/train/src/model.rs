@@ -601,6 +601,22 @@ impl Model {
         opts: &FitOptions,
         validation: Option<(&Tensor, &Tensor)>,
     ) -> Result<History> {
+        self.fit_with(x, y, opts, validation, &mut [])
+    }
+
+    /// [`Model::fit`] calling `callbacks` (Keras's `callbacks=[...]`) at the start and end of
+    /// training, of every epoch, batch and validation; training stops after an epoch when one
+    /// of them asks. Each batch is a profiler step (`train`, its row gathering the input wait),
+    /// and `opts.profile` profiles batches as in `fit_dataset`.
+    pub fn fit_with(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        opts: &FitOptions,
+        validation: Option<(&Tensor, &Tensor)>,
+        callbacks: &mut [&mut dyn crate::callbacks::Callback],
+    ) -> Result<History> {
+        use crate::callbacks::Logs;
         let n = x.dims().first().copied().unwrap_or(0);
         if n == 0 || opts.batch_size == 0 || opts.epochs == 0 {
             return Err(TrainError::Invalid(format!(
@@ -619,7 +635,19 @@ impl Model {
         let mut hist = History::default();
         let steps_per_epoch = n.div_ceil(opts.batch_size) as u64;
         let mut train_time = 0.0;
+        if let Some(p) = &opts.profile {
+            crate::profile::check_writable(&p.log_dir)?;
+        }
+        let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
+        for c in callbacks.iter_mut() {
+            c.set_params(opts.epochs, Some(steps_per_epoch));
+            c.on_train_begin(self)?;
+        }
+        let mut logs = Logs::new();
         'epochs: for epoch in 0..opts.epochs {
+            for c in callbacks.iter_mut() {
+                c.on_epoch_begin(self, epoch)?;
+            }
             rng.shuffle(&mut order);
             let (mut sum, mut count) = (0.0, 0u64);
             let epoch_start = Instant::now();
@@ -631,11 +659,31 @@ impl Model {
                     }
                     break 'epochs;
                 }
+                let batch_no = hist.steps + 1;
+                if let Some(w) = window.as_mut() {
+                    w.batch_begin(batch_no)?;
+                }
+                for c in callbacks.iter_mut() {
+                    c.on_train_batch_begin(self, batch_no)?;
+                }
+                let step_span = ferroflow_profiler::step("train", batch_no as i64);
+                let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
                 let xb = gather_rows(x, chunk)?;
                 let yb = gather_rows(y, chunk)?;
+                drop(input_span);
                 let t0 = Instant::now();
-                let loss = self.train_step(xb, yb, hist.steps + 1)?;
+                let loss = self.train_step(xb, yb, batch_no)?;
                 train_time += t0.elapsed().as_secs_f64();
+                drop(step_span);
+                if let Some(w) = window.as_mut() {
+                    w.batch_end(batch_no)?;
+                }
+                if !callbacks.is_empty() {
+                    let batch_logs = Logs::from([("loss".to_string(), loss)]);
+                    for c in callbacks.iter_mut() {
+                        c.on_train_batch_end(self, batch_no, &batch_logs)?;
+                    }
+                }
                 hist.steps += 1;
                 sum += loss;
                 count += 1;
@@ -660,8 +708,20 @@ impl Model {
                 }
             }
             hist.loss.push(sum / count.max(1) as f64);
+            logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some((vx, vy)) = validation {
+                for c in callbacks.iter_mut() {
+                    c.on_test_begin(self)?;
+                }
                 let (l, a) = self.evaluate(vx, vy, opts.batch_size.max(256))?;
+                let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
+                if let Some(a) = a {
+                    test_logs.insert("val_accuracy".into(), a);
+                }
+                for c in callbacks.iter_mut() {
+                    c.on_test_end(self, &test_logs)?;
+                }
+                logs.extend(test_logs);
                 hist.validation.push((l, a));
                 if opts.verbose {
                     eprint!(" - val_loss {l:.4}");
@@ -673,6 +733,18 @@ impl Model {
             if opts.verbose {
                 eprintln!();
             }
+            for c in callbacks.iter_mut() {
+                c.on_epoch_end(self, epoch, &logs)?;
+            }
+            if callbacks.iter().any(|c| c.stop_training()) {
+                break;
+            }
+        }
+        for c in callbacks.iter_mut() {
+            c.on_train_end(self, &logs)?;
+        }
+        if let Some(w) = window.as_mut() {
+            w.finish()?;
         }
         hist.steps_per_sec = hist.steps as f64 / train_time.max(1e-9);
         Ok(hist)

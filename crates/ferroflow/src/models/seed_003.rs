@@ -113,6 +113,26 @@ pub fn train(
     log_every: u64,
     save: Option<&Path>,
 ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    train_logged(data, steps, seed, options, log_every, save, None)
+}
+
+/// [`train`] with Keras's `TensorBoard` callback when `tensorboard` is given: `(log_dir,
+/// profile_batch)` — per-epoch and per-100-batch loss, weight histograms, the graph and the
+/// profile of those batches under `log_dir`.
+pub fn train_logged(
+    data: &Path,
+    steps: u64,
+    seed: i64,
+    options: SessionOptions,
+    log_every: u64,
+    save: Option<&Path>,
+    tensorboard: Option<(&Path, &str)>,
+) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    use crate::train::callbacks::{Callback, TensorBoard, UpdateFreq};
+    let mut tb = match tensorboard {
+        Some((dir, profile_batch)) => Some(TensorBoard::new(dir, 1, true, UpdateFreq::Batches(100), profile_batch)?),
+        None => None,
+    };
     let m = mnist::load(data)?;
     let b = Builder::with_seed(seed);
     let roles = build(&b, &Config::default())?;
@@ -128,7 +148,8 @@ pub fn train(
         log_every,
         profile: None,
     };
-    let hist = model.fit(&m.train.images, &m.train.one_hot(10)?, &opts, None)?;
+    let mut callbacks: Vec<&mut dyn Callback> = tb.iter_mut().map(|t| t as &mut dyn Callback).collect();
+    let hist = model.fit_with(&m.train.images, &m.train.one_hot(10)?, &opts, None, &mut callbacks)?;
     let sess = model.session();
     let global_step = sess.run(&[], &["global_step/Read/ReadVariableOp:0"], &[])?[0].scalar_value::<i64>()?;
     let feeds = [
