@@ -480,3 +480,90 @@ impl Callback for ProgbarLogger {
         Ok(())
     }
 }
+
+/// What both training loops do around their work: the callbacks and `FitOptions::profile`'s
+/// window, called at the same points in the same order.
+pub(crate) struct Hooks<'a, 'b> {
+    callbacks: &'a mut [&'b mut dyn Callback],
+    window: Option<ProfileWindow>,
+}
+
+impl<'a, 'b> Hooks<'a, 'b> {
+    /// Checks the profile's log directory and starts training (`set_params`, `on_train_begin`).
+    pub(crate) fn begin(
+        model: &Model,
+        callbacks: &'a mut [&'b mut dyn Callback],
+        profile: Option<&ProfileBatches>,
+        epochs: usize,
+        steps: Option<u64>,
+    ) -> Result<Hooks<'a, 'b>> {
+        if let Some(p) = profile {
+            check_writable(&p.log_dir)?;
+        }
+        for c in callbacks.iter_mut() {
+            c.set_params(epochs, steps);
+            c.on_train_begin(model)?;
+        }
+        Ok(Hooks { callbacks, window: profile.map(ProfileWindow::new) })
+    }
+
+    pub(crate) fn epoch_begin(&mut self, model: &Model, epoch: usize) -> Result<()> {
+        self.callbacks.iter_mut().try_for_each(|c| c.on_epoch_begin(model, epoch))
+    }
+
+    pub(crate) fn batch_begin(&mut self, model: &Model, batch: u64) -> Result<()> {
+        if let Some(w) = self.window.as_mut() {
+            w.batch_begin(batch)?;
+        }
+        self.callbacks.iter_mut().try_for_each(|c| c.on_train_batch_begin(model, batch))
+    }
+
+    pub(crate) fn batch_end(&mut self, model: &Model, batch: u64, loss: f64) -> Result<()> {
+        if let Some(w) = self.window.as_mut() {
+            w.batch_end(batch)?;
+        }
+        if self.callbacks.is_empty() {
+            return Ok(());
+        }
+        let logs = Logs::from([("loss".to_string(), loss)]);
+        self.callbacks.iter_mut().try_for_each(|c| c.on_train_batch_end(model, batch, &logs))
+    }
+
+    /// Runs `evaluate` between `on_test_begin` and `on_test_end` and adds `val_loss` (and
+    /// `val_accuracy`) to `logs`.
+    pub(crate) fn validate(
+        &mut self,
+        model: &Model,
+        logs: &mut Logs,
+        evaluate: impl FnOnce() -> Result<(f64, Option<f64>)>,
+    ) -> Result<(f64, Option<f64>)> {
+        self.callbacks.iter_mut().try_for_each(|c| c.on_test_begin(model))?;
+        let (l, a) = evaluate()?;
+        let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
+        if let Some(a) = a {
+            test_logs.insert("val_accuracy".into(), a);
+        }
+        self.callbacks.iter_mut().try_for_each(|c| c.on_test_end(model, &test_logs))?;
+        logs.extend(test_logs);
+        Ok((l, a))
+    }
+
+    /// `on_epoch_end`; true when a callback asks training to stop.
+    pub(crate) fn epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<bool> {
+        self.callbacks.iter_mut().try_for_each(|c| c.on_epoch_end(model, epoch, logs))?;
+        Ok(self.callbacks.iter().any(|c| c.stop_training()))
+    }
+
+    /// `on_train_end`, and the profile written if its window is still open; returns where the
+    /// profile went.
+    pub(crate) fn end(mut self, model: &Model, logs: &Logs) -> Result<Option<PathBuf>> {
+        self.callbacks.iter_mut().try_for_each(|c| c.on_train_end(model, logs))?;
+        match self.window.as_mut() {
+            Some(w) => {
+                w.finish()?;
+                Ok(w.written.clone())
+            }
+            None => Ok(None),
+        }
+    }
+}

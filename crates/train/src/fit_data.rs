@@ -7,7 +7,7 @@ use std::time::Instant;
 use ferroflow_data::Dataset;
 use ferroflow_tensor::Tensor;
 
-use crate::callbacks::{Callback, Logs};
+use crate::callbacks::{Callback, Hooks, Logs};
 use crate::model::{FitOptions, History, Model};
 use crate::{Result, TrainError};
 
@@ -75,24 +75,15 @@ impl Model {
             return Err(TrainError::Invalid("fit_dataset needs epochs and steps_per_epoch above 0".into()));
         }
         let mut out = PipelineHistory::default();
-        if let Some(p) = &opts.profile {
-            crate::profile::check_writable(&p.log_dir)?;
-        }
-        let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
         let steps = steps_per_epoch.or(match train.cardinality() {
             ferroflow_data::Cardinality::Finite(n) => Some(n),
             _ => None,
         });
-        for c in callbacks.iter_mut() {
-            c.set_params(opts.epochs, steps);
-            c.on_train_begin(self)?;
-        }
+        let mut hooks = Hooks::begin(self, callbacks, opts.profile.as_ref(), opts.epochs, steps)?;
         let mut logs = Logs::new();
         let mut kept = None;
         'epochs: for epoch in 0..opts.epochs {
-            for c in callbacks.iter_mut() {
-                c.on_epoch_begin(self, epoch)?;
-            }
+            hooks.epoch_begin(self, epoch)?;
             let mut fresh;
             let it = match steps_per_epoch {
                 Some(_) => kept.get_or_insert(train.iter().map_err(data_error)?),
@@ -112,12 +103,7 @@ impl Model {
                     break 'epochs;
                 }
                 let batch_no = out.history.steps + 1;
-                if let Some(w) = window.as_mut() {
-                    w.batch_begin(batch_no)?;
-                }
-                for c in callbacks.iter_mut() {
-                    c.on_train_batch_begin(self, batch_no)?;
-                }
+                hooks.batch_begin(self, batch_no)?;
                 let step_span = ferroflow_profiler::step("train", batch_no as i64);
                 let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
                 let t0 = Instant::now();
@@ -143,15 +129,7 @@ impl Model {
                 let loss = self.train_step(x, y, batch_no)?;
                 let t2 = Instant::now();
                 drop(step_span);
-                if let Some(w) = window.as_mut() {
-                    w.batch_end(batch_no)?;
-                }
-                if !callbacks.is_empty() {
-                    let batch_logs = Logs::from([("loss".to_string(), loss)]);
-                    for c in callbacks.iter_mut() {
-                        c.on_train_batch_end(self, batch_no, &batch_logs)?;
-                    }
-                }
+                hooks.batch_end(self, batch_no, loss)?;
                 out.input_seconds += (t1 - t0).as_secs_f64();
                 out.train_seconds += (t2 - t1).as_secs_f64();
                 out.step_seconds.push((t2 - t0).as_secs_f64());
@@ -174,18 +152,7 @@ impl Model {
             }
             logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some(v) = validation {
-                for c in callbacks.iter_mut() {
-                    c.on_test_begin(self)?;
-                }
-                let (l, a) = self.evaluate_dataset(v)?;
-                let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
-                if let Some(a) = a {
-                    test_logs.insert("val_accuracy".into(), a);
-                }
-                for c in callbacks.iter_mut() {
-                    c.on_test_end(self, &test_logs)?;
-                }
-                logs.extend(test_logs);
+                let (l, a) = hooks.validate(self, &mut logs, || self.evaluate_dataset(v))?;
                 out.history.validation.push((l, a));
                 if opts.verbose {
                     eprint!(" - val_loss {l:.4}");
@@ -197,21 +164,12 @@ impl Model {
             if opts.verbose {
                 eprintln!();
             }
-            for c in callbacks.iter_mut() {
-                c.on_epoch_end(self, epoch, &logs)?;
-            }
-            if callbacks.iter().any(|c| c.stop_training()) {
+            if hooks.epoch_end(self, epoch, &logs)? {
                 break;
             }
         }
-        for c in callbacks.iter_mut() {
-            c.on_train_end(self, &logs)?;
-        }
+        out.profile = hooks.end(self, &logs)?;
         out.history.steps_per_sec = out.history.steps as f64 / out.train_seconds.max(1e-9);
-        if let Some(w) = window.as_mut() {
-            w.finish()?;
-            out.profile = w.written.clone();
-        }
         Ok(out)
     }
 

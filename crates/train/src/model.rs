@@ -635,19 +635,11 @@ impl Model {
         let mut hist = History::default();
         let steps_per_epoch = n.div_ceil(opts.batch_size) as u64;
         let mut train_time = 0.0;
-        if let Some(p) = &opts.profile {
-            crate::profile::check_writable(&p.log_dir)?;
-        }
-        let mut window = opts.profile.as_ref().map(crate::profile::ProfileWindow::new);
-        for c in callbacks.iter_mut() {
-            c.set_params(opts.epochs, Some(steps_per_epoch));
-            c.on_train_begin(self)?;
-        }
+        let mut hooks =
+            crate::callbacks::Hooks::begin(self, callbacks, opts.profile.as_ref(), opts.epochs, Some(steps_per_epoch))?;
         let mut logs = Logs::new();
         'epochs: for epoch in 0..opts.epochs {
-            for c in callbacks.iter_mut() {
-                c.on_epoch_begin(self, epoch)?;
-            }
+            hooks.epoch_begin(self, epoch)?;
             rng.shuffle(&mut order);
             let (mut sum, mut count) = (0.0, 0u64);
             let epoch_start = Instant::now();
@@ -660,12 +652,7 @@ impl Model {
                     break 'epochs;
                 }
                 let batch_no = hist.steps + 1;
-                if let Some(w) = window.as_mut() {
-                    w.batch_begin(batch_no)?;
-                }
-                for c in callbacks.iter_mut() {
-                    c.on_train_batch_begin(self, batch_no)?;
-                }
+                hooks.batch_begin(self, batch_no)?;
                 let step_span = ferroflow_profiler::step("train", batch_no as i64);
                 let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
                 let xb = gather_rows(x, chunk)?;
@@ -675,15 +662,7 @@ impl Model {
                 let loss = self.train_step(xb, yb, batch_no)?;
                 train_time += t0.elapsed().as_secs_f64();
                 drop(step_span);
-                if let Some(w) = window.as_mut() {
-                    w.batch_end(batch_no)?;
-                }
-                if !callbacks.is_empty() {
-                    let batch_logs = Logs::from([("loss".to_string(), loss)]);
-                    for c in callbacks.iter_mut() {
-                        c.on_train_batch_end(self, batch_no, &batch_logs)?;
-                    }
-                }
+                hooks.batch_end(self, batch_no, loss)?;
                 hist.steps += 1;
                 sum += loss;
                 count += 1;
@@ -710,18 +689,7 @@ impl Model {
             hist.loss.push(sum / count.max(1) as f64);
             logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some((vx, vy)) = validation {
-                for c in callbacks.iter_mut() {
-                    c.on_test_begin(self)?;
-                }
-                let (l, a) = self.evaluate(vx, vy, opts.batch_size.max(256))?;
-                let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
-                if let Some(a) = a {
-                    test_logs.insert("val_accuracy".into(), a);
-                }
-                for c in callbacks.iter_mut() {
-                    c.on_test_end(self, &test_logs)?;
-                }
-                logs.extend(test_logs);
+                let (l, a) = hooks.validate(self, &mut logs, || self.evaluate(vx, vy, opts.batch_size.max(256)))?;
                 hist.validation.push((l, a));
                 if opts.verbose {
                     eprint!(" - val_loss {l:.4}");
@@ -733,19 +701,11 @@ impl Model {
             if opts.verbose {
                 eprintln!();
             }
-            for c in callbacks.iter_mut() {
-                c.on_epoch_end(self, epoch, &logs)?;
-            }
-            if callbacks.iter().any(|c| c.stop_training()) {
+            if hooks.epoch_end(self, epoch, &logs)? {
                 break;
             }
         }
-        for c in callbacks.iter_mut() {
-            c.on_train_end(self, &logs)?;
-        }
-        if let Some(w) = window.as_mut() {
-            w.finish()?;
-        }
+        hooks.end(self, &logs)?;
         hist.steps_per_sec = hist.steps as f64 / train_time.max(1e-9);
         Ok(hist)
     }
