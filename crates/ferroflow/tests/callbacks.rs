@@ -142,3 +142,73 @@ fn the_progress_bar_shows_steps_eta_rate_and_metrics() {
         "{line}"
     );
 }
+
+/// Copies the weights at the end of every epoch.
+#[derive(Default)]
+struct Weights(Vec<Vec<(String, Vec<f32>)>>);
+impl Callback for Weights {
+    fn on_epoch_end(&mut self, m: &Model, _: usize, _: &Logs) -> ferroflow::train::Result<()> {
+        self.0.push(copy(&m.get_weights()?));
+        Ok(())
+    }
+}
+
+fn copy(w: &[(String, Tensor)]) -> Vec<(String, Vec<f32>)> {
+    w.iter().map(|(n, t)| (n.clone(), t.as_slice::<f32>().unwrap().to_vec())).collect()
+}
+
+#[test]
+fn early_stopping_restores_the_best_epochs_weights() {
+    let (model, ds) = model_and_data();
+    let names: Vec<&str> = model.weights().iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["dense/kernel", "dense/bias"], "layers' variables only: no slots, no global_step");
+    let mut seen = Weights::default();
+    // Only epoch 0 counts as an improvement: training stops after epoch 2 and ends with epoch
+    // 0's weights, which epochs 1 and 2 changed.
+    let mut stop = EarlyStopping::new("val_loss", 1e9, 2).restore_best_weights(true);
+    let opts = FitOptions { epochs: 10, verbose: false, ..FitOptions::default() };
+    model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut seen, &mut stop]).unwrap();
+    assert_eq!((stop.best_epoch, stop.stopped_epoch, seen.0.len()), (Some(0), Some(2), 3));
+    assert_ne!(seen.0[0], seen.0[2], "training moved the weights");
+    assert_eq!(copy(&model.get_weights().unwrap()), seen.0[0]);
+    // Without restore_best_weights the last epoch's weights stay.
+    let (model, ds) = model_and_data();
+    let mut seen = Weights::default();
+    let mut stop = EarlyStopping::new("val_loss", 1e9, 2);
+    model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut seen, &mut stop]).unwrap();
+    assert_eq!(copy(&model.get_weights().unwrap()), seen.0[2]);
+}
+
+#[test]
+fn set_weights_checks_names_dtypes_and_shapes_before_assigning() {
+    let (model, _) = model_and_data();
+    let before = copy(&model.get_weights().unwrap());
+    let good = Tensor::from_vec(&[4, 3], vec![0.5f32; 12]).unwrap();
+    let cases = [
+        (
+            vec![("dense/kernel".to_string(), good.clone()), ("dense/kernel/Adam".to_string(), good.clone())],
+            "dense/kernel/Adam",
+        ),
+        (vec![("dense/kernel".to_string(), good.clone()), ("dense/bias".to_string(), good.clone())], "[3]"),
+        (vec![("dense/bias".to_string(), Tensor::from_vec(&[3], vec![1i64, 2, 3]).unwrap())], "int64"),
+    ];
+    for (values, want) in cases {
+        let e = model.set_weights(&values).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+        assert_eq!(copy(&model.get_weights().unwrap()), before, "nothing assigned when one value is wrong");
+    }
+    model.set_weights(&[("dense/kernel".to_string(), good)]).unwrap();
+    assert_eq!(model.get_weights().unwrap()[0].1.as_slice::<f32>().unwrap(), &[0.5f32; 12]);
+    assert_eq!(model.trainable_weights().unwrap().len(), 2);
+}
+
+#[test]
+fn two_profiles_of_one_fit_are_refused_at_the_start() {
+    let (model, ds) = model_and_data();
+    let dir = tempfile::tempdir().unwrap();
+    let mut tb = TensorBoard::new(dir.path(), 0, false, UpdateFreq::Epoch, "1,2").unwrap();
+    let profile = ferroflow::train::profile::ProfileBatches::parse(dir.path(), "1").unwrap();
+    let opts = FitOptions { epochs: 1, verbose: false, profile: Some(profile), ..FitOptions::default() };
+    let e = model.fit_dataset_with(&ds, &opts, None, None, &mut [&mut tb]).unwrap_err().to_string();
+    assert!(e.contains("1..=1") && e.contains("1..=2") && e.contains("one profile"), "{e}");
+}

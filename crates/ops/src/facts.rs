@@ -188,6 +188,9 @@ pub struct OpFacts {
     /// Its `shared_name` attr names session state (a variable): importing a graph under a
     /// scope moves that name under the scope too.
     pub owns_shared_state: bool,
+    /// An optimizer's update (`ResourceApplyAdam`): input 0 is the variable being trained,
+    /// the other resource inputs are its slots (Keras's trainable weights are input 0s).
+    pub optimizer_update: bool,
 }
 
 impl Default for OpFacts {
@@ -208,6 +211,7 @@ impl Default for OpFacts {
             gradient: None,
             ref_forms: Vec::new(),
             owns_shared_state: false,
+            optimizer_update: false,
         }
     }
 }

@@ -231,6 +231,11 @@ impl OpBuilder {
         self.def.facts.owns_shared_state = true;
         self
     }
+    /// Declares an optimizer update (see [`OpFacts::optimizer_update`]).
+    pub fn optimizer_update(mut self) -> Self {
+        self.def.facts.optimizer_update = true;
+        self
+    }
     /// Finishes the definition; `TypeAttr` args naming a `list(type)` attr become `TypeList`.
     pub fn build(mut self) -> OpDef {
         let lists: Vec<String> =

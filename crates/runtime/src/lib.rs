@@ -18,6 +18,7 @@ mod session;
 mod trace;
 
 pub use error::{RendezvousError, RuntimeError};
+pub use ferroflow_kernels::resource::Variable;
 pub use ferroflow_kernels::step::{Cancellation, Interrupt};
 pub use merge::{merge_partitions, MergeError};
 pub use partition::{PartitionError, Partitions};

@@ -114,6 +114,22 @@ impl Session {
         &self.env.resources
     }
 
+    /// The variable that the `VarHandleOp` node `name` of the session's graph refers to (by its
+    /// `container` and `shared_name`, as the op's kernel finds it), once a step created it;
+    /// `None` for another node or a variable no step has touched.
+    pub fn variable(&self, name: &str) -> Option<Arc<ferroflow_kernels::resource::Variable>> {
+        let node = self.graph.node(self.graph.find(name)?);
+        if node.op != "VarHandleOp" {
+            return None;
+        }
+        let attr = |key: &str| match node.attrs.get(key).and_then(|a| a.value.as_ref()) {
+            Some(ferroflow_proto::attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
+            _ => String::new(),
+        };
+        let key = ferroflow_kernels::resource::handle_key(&attr("container"), &attr("shared_name"), &node.name);
+        self.env.resources.lookup(&key)
+    }
+
     /// The session's graph.
     pub fn graph(&self) -> &Graph {
         &self.graph

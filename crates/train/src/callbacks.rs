@@ -58,6 +58,11 @@ pub trait Callback {
     fn stop_training(&self) -> bool {
         false
     }
+    /// The batches (first, last; 1-based) this callback profiles, if it does: training
+    /// refuses a second profile at the start rather than failing at its first batch.
+    fn profile_batches(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// How often [`TensorBoard`] writes the loss.
@@ -128,6 +133,10 @@ fn summary_error(e: ferroflow_summary::SummaryError) -> TrainError {
 }
 
 impl Callback for TensorBoard {
+    fn profile_batches(&self) -> Option<(u64, u64)> {
+        self.profile.as_ref().map(|p| p.batches())
+    }
+
     fn on_train_begin(&mut self, model: &Model) -> Result<()> {
         let graph = self.write_graph.then(|| model.session().graph().to_graph_def());
         let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
@@ -232,16 +241,21 @@ fn lower_is_better(monitor: &str) -> bool {
 }
 
 /// Keras's `EarlyStopping`: stop when `monitor` has not improved by more than `min_delta` for
-/// `patience` epochs.
+/// `patience` epochs; with `restore_best_weights`, the model ends training with the weights of
+/// its best epoch (Keras 3: whether or not training stopped early).
 pub struct EarlyStopping {
     monitor: String,
     min_delta: f64,
     patience: usize,
+    restore_best_weights: bool,
     best: Option<f64>,
+    best_weights: Option<Vec<(String, Tensor)>>,
     wait: usize,
     stop: bool,
     /// The epoch training stopped after, if it did.
     pub stopped_epoch: Option<usize>,
+    /// The epoch with the best `monitor` value so far (0-based).
+    pub best_epoch: Option<usize>,
 }
 
 impl EarlyStopping {
@@ -252,16 +266,33 @@ impl EarlyStopping {
             monitor: monitor.into(),
             min_delta: min_delta.abs(),
             patience,
+            restore_best_weights: false,
             best: None,
+            best_weights: None,
             wait: 0,
             stop: false,
             stopped_epoch: None,
+            best_epoch: None,
         }
+    }
+
+    /// Keras's `restore_best_weights`: keep the weights of the best epoch (a snapshot that
+    /// shares the session's buffers until the next update writes them) and assign them when
+    /// training ends.
+    pub fn restore_best_weights(mut self, on: bool) -> EarlyStopping {
+        self.restore_best_weights = on;
+        self
     }
 }
 
 impl Callback for EarlyStopping {
-    fn on_epoch_end(&mut self, _model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
+    fn on_train_begin(&mut self, _model: &Model) -> Result<()> {
+        (self.best, self.best_weights, self.wait, self.stop) = (None, None, 0, false);
+        (self.stopped_epoch, self.best_epoch) = (None, None);
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
         let Some(&v) = logs.get(&self.monitor) else {
             return Err(TrainError::Invalid(format!(
                 "EarlyStopping monitors '{}', which the logs do not have (they have: {})",
@@ -276,7 +307,11 @@ impl Callback for EarlyStopping {
         };
         if improved {
             self.best = Some(v);
+            self.best_epoch = Some(epoch);
             self.wait = 0;
+            if self.restore_best_weights {
+                self.best_weights = Some(model.get_weights()?);
+            }
         } else {
             self.wait += 1;
             if self.wait >= self.patience {
@@ -285,6 +320,13 @@ impl Callback for EarlyStopping {
             }
         }
         Ok(())
+    }
+
+    fn on_train_end(&mut self, model: &Model, _logs: &Logs) -> Result<()> {
+        match self.best_weights.take() {
+            Some(w) => model.set_weights(&w),
+            None => Ok(()),
+        }
     }
 
     fn stop_training(&self) -> bool {
@@ -345,28 +387,6 @@ impl Callback for ModelCheckpoint {
         }
         self.saved.push(model.save(&self.prefix)?);
         Ok(())
-    }
-}
-
-impl Model {
-    /// The trainable weights, by variable name: the variables the train op's `ResourceApply*`
-    /// updates write.
-    pub fn trainable_weights(&self) -> Result<Vec<(String, Tensor)>> {
-        let g = self.session().graph();
-        let mut names: Vec<String> = g
-            .nodes()
-            .iter()
-            .filter(|n| n.op.starts_with("ResourceApply"))
-            .filter_map(|n| n.inputs.first().map(|o| g.node(o.node).name.clone()))
-            .collect();
-        names.sort();
-        names.dedup();
-        let reads: Vec<String> = names.iter().map(|n| format!("{n}/Read/ReadVariableOp:0")).collect();
-        let present: Vec<(String, String)> =
-            names.into_iter().zip(reads).filter(|(_, r)| g.find(r.trim_end_matches(":0")).is_some()).collect();
-        let fetches: Vec<&str> = present.iter().map(|(_, r)| r.as_str()).collect();
-        let values = self.session().run(&[], &fetches, &[])?;
-        Ok(present.into_iter().map(|(n, _)| n).zip(values).collect())
     }
 }
 
@@ -481,10 +501,12 @@ impl Callback for ProgbarLogger {
     }
 }
 
-/// What both training loops do around their work: the callbacks and `FitOptions::profile`'s
-/// window, called at the same points in the same order.
+/// What both training loops do around their work: the callbacks, then (with
+/// `FitOptions::verbose`) the progress bar, and `FitOptions::profile`'s window, called at the
+/// same points in the same order.
 pub(crate) struct Hooks<'a, 'b> {
     callbacks: &'a mut [&'b mut dyn Callback],
+    progbar: Option<ProgbarLogger>,
     window: Option<ProfileWindow>,
 }
 
@@ -493,40 +515,60 @@ impl<'a, 'b> Hooks<'a, 'b> {
     pub(crate) fn begin(
         model: &Model,
         callbacks: &'a mut [&'b mut dyn Callback],
-        profile: Option<&ProfileBatches>,
-        epochs: usize,
+        opts: &crate::model::FitOptions,
         steps: Option<u64>,
     ) -> Result<Hooks<'a, 'b>> {
-        if let Some(p) = profile {
+        if let Some(p) = &opts.profile {
             check_writable(&p.log_dir)?;
+            if let Some(other) = callbacks.iter().find_map(|c| c.profile_batches()) {
+                return Err(TrainError::Invalid(format!(
+                    "FitOptions::profile (batches {}..={}) and a callback's profile_batch ({}..={}) both profile: \
+                     one profile can be collected at a time, keep one of them",
+                    p.first, p.last, other.0, other.1
+                )));
+            }
         }
-        for c in callbacks.iter_mut() {
-            c.set_params(epochs, steps);
-            c.on_train_begin(model)?;
+        let mut hooks = Hooks {
+            callbacks,
+            progbar: opts.verbose.then(ProgbarLogger::default),
+            window: opts.profile.as_ref().map(ProfileWindow::new),
+        };
+        hooks.each(|c| {
+            c.set_params(opts.epochs, steps);
+            c.on_train_begin(model)
+        })?;
+        Ok(hooks)
+    }
+
+    /// Calls `f` on every callback, then on the progress bar (Keras calls its bar last).
+    fn each(&mut self, mut f: impl FnMut(&mut dyn Callback) -> Result<()>) -> Result<()> {
+        self.callbacks.iter_mut().try_for_each(|c| f(&mut **c))?;
+        match self.progbar.as_mut() {
+            Some(p) => f(p),
+            None => Ok(()),
         }
-        Ok(Hooks { callbacks, window: profile.map(ProfileWindow::new) })
     }
 
     pub(crate) fn epoch_begin(&mut self, model: &Model, epoch: usize) -> Result<()> {
-        self.callbacks.iter_mut().try_for_each(|c| c.on_epoch_begin(model, epoch))
+        self.each(|c| c.on_epoch_begin(model, epoch))
     }
 
     pub(crate) fn batch_begin(&mut self, model: &Model, batch: u64) -> Result<()> {
         if let Some(w) = self.window.as_mut() {
             w.batch_begin(batch)?;
         }
-        self.callbacks.iter_mut().try_for_each(|c| c.on_train_batch_begin(model, batch))
+        self.each(|c| c.on_train_batch_begin(model, batch))
     }
 
     pub(crate) fn batch_end(&mut self, model: &Model, batch: u64, loss: f64) -> Result<()> {
         if let Some(w) = self.window.as_mut() {
             w.batch_end(batch)?;
         }
-        if self.callbacks.is_empty() {
+        if self.callbacks.is_empty() && self.progbar.is_none() {
             return Ok(());
         }
         let logs = Logs::from([("loss".to_string(), loss)]);
-        self.callbacks.iter_mut().try_for_each(|c| c.on_train_batch_end(model, batch, &logs))
+        self.each(|c| c.on_train_batch_end(model, batch, &logs))
     }
 
     /// Runs `evaluate` between `on_test_begin` and `on_test_end` and adds `val_loss` (and
@@ -537,27 +579,27 @@ impl<'a, 'b> Hooks<'a, 'b> {
         logs: &mut Logs,
         evaluate: impl FnOnce() -> Result<(f64, Option<f64>)>,
     ) -> Result<(f64, Option<f64>)> {
-        self.callbacks.iter_mut().try_for_each(|c| c.on_test_begin(model))?;
+        self.each(|c| c.on_test_begin(model))?;
         let (l, a) = evaluate()?;
         let mut test_logs = Logs::from([("val_loss".to_string(), l)]);
         if let Some(a) = a {
             test_logs.insert("val_accuracy".into(), a);
         }
-        self.callbacks.iter_mut().try_for_each(|c| c.on_test_end(model, &test_logs))?;
+        self.each(|c| c.on_test_end(model, &test_logs))?;
         logs.extend(test_logs);
         Ok((l, a))
     }
 
     /// `on_epoch_end`; true when a callback asks training to stop.
     pub(crate) fn epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<bool> {
-        self.callbacks.iter_mut().try_for_each(|c| c.on_epoch_end(model, epoch, logs))?;
+        self.each(|c| c.on_epoch_end(model, epoch, logs))?;
         Ok(self.callbacks.iter().any(|c| c.stop_training()))
     }
 
     /// `on_train_end`, and the profile written if its window is still open; returns where the
     /// profile went.
     pub(crate) fn end(mut self, model: &Model, logs: &Logs) -> Result<Option<PathBuf>> {
-        self.callbacks.iter_mut().try_for_each(|c| c.on_train_end(model, logs))?;
+        self.each(|c| c.on_train_end(model, logs))?;
         match self.window.as_mut() {
             Some(w) => {
                 w.finish()?;

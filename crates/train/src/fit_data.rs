@@ -79,7 +79,7 @@ impl Model {
             ferroflow_data::Cardinality::Finite(n) => Some(n),
             _ => None,
         });
-        let mut hooks = Hooks::begin(self, callbacks, opts.profile.as_ref(), opts.epochs, steps)?;
+        let mut hooks = Hooks::begin(self, callbacks, opts, steps)?;
         let mut logs = Logs::new();
         let mut kept = None;
         'epochs: for epoch in 0..opts.epochs {
@@ -93,7 +93,6 @@ impl Model {
                 }
             };
             let (mut sum, mut count) = (0.0, 0u64);
-            let epoch_start = Instant::now();
             loop {
                 if steps_per_epoch.is_some_and(|s| count >= s) {
                     break;
@@ -141,28 +140,10 @@ impl Model {
                 }
             }
             out.history.loss.push(sum / count.max(1) as f64);
-            if opts.verbose {
-                eprint!(
-                    "Epoch {}/{}: {count} steps in {:.2} s, loss {:.4}",
-                    epoch + 1,
-                    opts.epochs,
-                    epoch_start.elapsed().as_secs_f64(),
-                    sum / count.max(1) as f64
-                );
-            }
             logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some(v) = validation {
                 let (l, a) = hooks.validate(self, &mut logs, || self.evaluate_dataset(v))?;
                 out.history.validation.push((l, a));
-                if opts.verbose {
-                    eprint!(" - val_loss {l:.4}");
-                    if let Some(a) = a {
-                        eprint!(" val_accuracy {a:.4}");
-                    }
-                }
-            }
-            if opts.verbose {
-                eprintln!();
             }
             if hooks.epoch_end(self, epoch, &logs)? {
                 break;

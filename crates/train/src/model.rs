@@ -6,7 +6,6 @@
 //! [`Model::fit`] trains over shuffled batches and epochs with a progress line (steps/s,
 //! loss), validates after each epoch, and stops with an error naming the step and tensor
 //! when the loss stops being finite or a batch has the wrong shape.
-use std::io::Write;
 use std::time::Instant;
 
 use ferroflow_graph::{NodeId, Output};
@@ -254,6 +253,8 @@ fn finish(
     options: SessionOptions,
 ) -> Result<Model> {
     let s = b.scope().clone();
+    // Everything created so far is the body's: the model's weights.
+    let weights = b.variables().into_iter().map(|v| Weight { name: v.name, trainable: v.trainable }).collect();
     let Body { inputs: x, training, outputs: h, logits } = body;
     let classes = layers::static_shape(b, h)?.dims().and_then(|d| d.last().copied().flatten());
     let (labels, loss_t, acc) = match loss {
@@ -301,7 +302,7 @@ fn finish(
     };
     let saver = crate::saver::Saver::new(b, None, Default::default())?;
     let session = Session::new(b.graph(), options)?;
-    let m = Model { session, roles, input_shape: input_shape.to_vec(), saver: Some(saver.into()) };
+    let m = Model { session, roles, input_shape: input_shape.to_vec(), saver: Some(saver.into()), weights };
     m.initialize()?;
     Ok(m)
 }
@@ -378,7 +379,8 @@ pub struct FitOptions {
     pub max_steps: Option<u64>,
     /// Shuffle seed: each epoch visits the examples in a new order drawn from it.
     pub shuffle_seed: u64,
-    /// Print a progress line to stderr.
+    /// Show Keras's progress bar ([`crate::callbacks::ProgbarLogger`]) on stdout: redrawn
+    /// after each batch on a terminal, one line per epoch otherwise.
     pub verbose: bool,
     /// Print the loss every this many steps (0 = never), like seed 003's loop.
     pub log_every: u64,
@@ -419,6 +421,32 @@ pub struct Model {
     roles: Roles,
     input_shape: Vec<usize>,
     saver: Option<std::sync::Mutex<crate::saver::Saver>>,
+    weights: Vec<Weight>,
+}
+
+/// One of a model's weights (Keras's `model.weights`): a variable of its layers, not of the
+/// optimizer (slots) or the loop (`global_step`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Weight {
+    /// The variable's name (its `VarHandleOp` node), e.g. `dense/kernel`.
+    pub name: String,
+    /// Whether the optimizer trains it (batch normalization's moving statistics are not).
+    pub trainable: bool,
+}
+
+/// The variables a hand-built graph's optimizer updates (input 0 of every node the registry
+/// calls an optimizer update), by name.
+fn trained_variables(g: &ferroflow_graph::Graph) -> Vec<Weight> {
+    let registry = ferroflow_ops::OpRegistry::global();
+    let mut names: Vec<String> = g
+        .nodes()
+        .iter()
+        .filter(|n| registry.facts(&n.op).is_some_and(|f| f.optimizer_update))
+        .filter_map(|n| n.inputs.first().map(|o| g.node(o.node).name.clone()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names.into_iter().map(|name| Weight { name, trainable: true }).collect()
 }
 
 /// Rows `idx` of a `[n, ...]` tensor, as a new tensor.
@@ -469,9 +497,71 @@ impl SplitMix {
 
 impl Model {
     /// A model over an existing session whose graph has these roles (e.g. seed 003's graph
-    /// built by hand). `input_shape` excludes the batch dimension.
+    /// built by hand). `input_shape` excludes the batch dimension. Its weights are the
+    /// variables the graph's optimizer updates.
     pub fn new(session: Session, roles: Roles, input_shape: &[usize]) -> Model {
-        Model { session, roles, input_shape: input_shape.to_vec(), saver: None }
+        let weights = trained_variables(session.graph());
+        Model { session, roles, input_shape: input_shape.to_vec(), saver: None, weights }
+    }
+
+    /// The weights (Keras's `model.weights`), in creation order.
+    pub fn weights(&self) -> &[Weight] {
+        &self.weights
+    }
+
+    fn variable(&self, name: &str) -> Result<std::sync::Arc<ferroflow_runtime::Variable>> {
+        self.session
+            .variable(name)
+            .ok_or_else(|| TrainError::Invalid(format!("weight '{name}' has no value yet (initialize the model)")))
+    }
+
+    /// The weights' current values (Keras's `get_weights`), by name. The tensors share the
+    /// session's buffers, which the next update copies before writing (copy-on-write), so a
+    /// snapshot costs no copy of its own.
+    pub fn get_weights(&self) -> Result<Vec<(String, Tensor)>> {
+        self.weights
+            .iter()
+            .map(|w| {
+                let value = self.variable(&w.name)?.read();
+                let value = value.ok_or_else(|| TrainError::Invalid(format!("weight '{}' is unassigned", w.name)))?;
+                Ok((w.name.clone(), value))
+            })
+            .collect()
+    }
+
+    /// The trainable weights' current values, by name.
+    pub fn trainable_weights(&self) -> Result<Vec<(String, Tensor)>> {
+        let trainable: std::collections::HashSet<&str> =
+            self.weights.iter().filter(|w| w.trainable).map(|w| w.name.as_str()).collect();
+        Ok(self.get_weights()?.into_iter().filter(|(n, _)| trainable.contains(n.as_str())).collect())
+    }
+
+    /// Assigns weights by name (Keras's `set_weights`, e.g. values from [`Model::get_weights`]).
+    /// Every name must be a weight and every value keep its weight's dtype and shape; nothing
+    /// is assigned unless all are.
+    pub fn set_weights(&self, values: &[(String, Tensor)]) -> Result<()> {
+        let mut checked = Vec::with_capacity(values.len());
+        for (name, value) in values {
+            if !self.weights.iter().any(|w| &w.name == name) {
+                return Err(TrainError::Invalid(format!("set_weights: '{name}' is not one of the model's weights")));
+            }
+            let var = self.variable(name)?;
+            let current = var.read();
+            let (dtype, dims) = current.as_ref().map_or((var.dtype(), None), |t| (t.dtype(), Some(t.dims())));
+            if value.dtype() != dtype || dims.is_some_and(|d| d != value.dims()) {
+                return Err(TrainError::Invalid(format!(
+                    "set_weights: '{name}' holds {dtype}{:?}, got {}{:?}",
+                    dims.unwrap_or_default(),
+                    value.dtype(),
+                    value.dims()
+                )));
+            }
+            checked.push((var, value.clone()));
+        }
+        for (var, value) in checked {
+            var.assign(value);
+        }
+        Ok(())
     }
 
     /// The model with a saver for its session's graph (one made before the session).
@@ -635,16 +725,13 @@ impl Model {
         let mut hist = History::default();
         let steps_per_epoch = n.div_ceil(opts.batch_size) as u64;
         let mut train_time = 0.0;
-        let mut hooks =
-            crate::callbacks::Hooks::begin(self, callbacks, opts.profile.as_ref(), opts.epochs, Some(steps_per_epoch))?;
+        let mut hooks = crate::callbacks::Hooks::begin(self, callbacks, opts, Some(steps_per_epoch))?;
         let mut logs = Logs::new();
         'epochs: for epoch in 0..opts.epochs {
             hooks.epoch_begin(self, epoch)?;
             rng.shuffle(&mut order);
             let (mut sum, mut count) = (0.0, 0u64);
-            let epoch_start = Instant::now();
-            let mut last_print = Instant::now();
-            for (k, chunk) in order.chunks(opts.batch_size).enumerate() {
+            for chunk in order.chunks(opts.batch_size) {
                 if opts.max_steps.is_some_and(|m| hist.steps >= m) {
                     if count > 0 {
                         hist.loss.push(sum / count as f64);
@@ -669,37 +756,12 @@ impl Model {
                 if opts.log_every > 0 && hist.steps % opts.log_every == 0 {
                     eprintln!("{} step loss: {loss}", hist.steps);
                 }
-                if opts.verbose && (last_print.elapsed().as_millis() >= 200 || k as u64 + 1 == steps_per_epoch) {
-                    last_print = Instant::now();
-                    let done = k + 1;
-                    let width = 24;
-                    let filled = done * width / steps_per_epoch as usize;
-                    let rate = done as f64 / epoch_start.elapsed().as_secs_f64().max(1e-9);
-                    eprint!(
-                        "\rEpoch {}/{} [{}{}] {done}/{steps_per_epoch} {rate:.0} steps/s loss {:.4}",
-                        epoch + 1,
-                        opts.epochs,
-                        "=".repeat(filled),
-                        " ".repeat(width - filled.min(width)),
-                        sum / count as f64
-                    );
-                    let _ = std::io::stderr().flush();
-                }
             }
             hist.loss.push(sum / count.max(1) as f64);
             logs = Logs::from([("loss".to_string(), sum / count.max(1) as f64)]);
             if let Some((vx, vy)) = validation {
                 let (l, a) = hooks.validate(self, &mut logs, || self.evaluate(vx, vy, opts.batch_size.max(256)))?;
                 hist.validation.push((l, a));
-                if opts.verbose {
-                    eprint!(" - val_loss {l:.4}");
-                    if let Some(a) = a {
-                        eprint!(" val_accuracy {a:.4}");
-                    }
-                }
-            }
-            if opts.verbose {
-                eprintln!();
             }
             if hooks.epoch_end(self, epoch, &logs)? {
                 break;

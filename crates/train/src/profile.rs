@@ -67,6 +67,11 @@ impl ProfileWindow {
         ProfileWindow { spec: spec.clone(), running: false, done: false, written: None }
     }
 
+    /// The first and last batch profiled (1-based).
+    pub(crate) fn batches(&self) -> (u64, u64) {
+        (self.spec.first, self.spec.last)
+    }
+
     /// Before global batch `batch` (1-based).
     pub(crate) fn batch_begin(&mut self, batch: u64) -> Result<()> {
         if !self.running && !self.done && batch >= self.spec.first && batch <= self.spec.last {

@@ -249,7 +249,7 @@ pub fn train_profiled_cnn(
     profile_batch: &str,
 ) -> Result<crate::train::fit_data::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
     use crate::summary::SummaryWriter;
-    use crate::train::callbacks::{ProgbarLogger, TensorBoard, UpdateFreq};
+    use crate::train::callbacks::{TensorBoard, UpdateFreq};
     use crate::train::layers::{Activation, Padding};
     use crate::train::model::{FitOptions, Layer, Loss, Sequential};
     use crate::train::optimizers::Optimizer;
@@ -298,10 +298,9 @@ pub fn train_profiled_cnn(
             &Optimizer::adam(1e-3),
             crate::runtime::SessionOptions::default(),
         )?;
-    let fit = FitOptions { epochs: 2, verbose: false, ..FitOptions::default() };
-    let mut bar = ProgbarLogger::default();
-    let mut h =
-        model.fit_dataset_with(&train, &fit, Some(steps.div_ceil(2)), None, &mut [&mut tensorboard, &mut bar])?;
+    // verbose: Keras's progress bar.
+    let fit = FitOptions { epochs: 2, verbose: true, ..FitOptions::default() };
+    let mut h = model.fit_dataset_with(&train, &fit, Some(steps.div_ceil(2)), None, &mut [&mut tensorboard])?;
     h.profile = tensorboard.profile_path().map(Path::to_path_buf);
     Ok(h)
 }

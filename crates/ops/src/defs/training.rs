@@ -18,6 +18,7 @@ fn apply(name: &str, tf1: &'static str, vars: &[&str], args: &[&str], extra: &[&
         .stateful()
         .shape(s::no_outputs)
         .ref_form(tf1, vars.len())
+        .optimizer_update()
         .not_differentiable("it has no outputs: it updates variables")
         .build()
 }
