@@ -29,7 +29,7 @@ fixtures=$root/fixtures/tf
 cd "$fuzz"
 
 all_targets=(graph_def_binary graph_def_text meta_graph npy npz event_file bundle_index checkpoint_data
-    checkpoint_bundle mnist_idx jpeg png tfrecord_examples)
+    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # Seeds larger than this slow every execution down more than they add.
@@ -56,6 +56,7 @@ seed_target() {
     jpeg) seed "$dir" "$root"/fixtures/codec/*.jpg "$root"/fixtures/data/flowers_tiny/*/*.jpg ;;
     png) seed "$dir" "$root"/fixtures/codec/*.png "$root"/fixtures/data/flowers_tiny/*/*.png ;;
     tfrecord_examples) seed "$dir" "$root"/fixtures/data/*.tfrecord ;;
+    xspace) seed "$dir" "$root"/fixtures/profile/*.xplane.pb ;;
     graph_def_text) seed "$dir" "$fixtures"/**/*.pbtxt ;;
     meta_graph)
         seed "$dir" "$fixtures"/checkpoints/*/*.meta

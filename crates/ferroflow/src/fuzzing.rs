@@ -17,7 +17,7 @@ use std::fmt::Display;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use crate::{checkpoint, codec, data, graph, kernels, ops, proto, summary, tensor, train};
+use crate::{checkpoint, codec, data, graph, kernels, ops, profiler, proto, summary, tensor, train};
 
 /// The memory limit the readers run under ([`tensor::limit`]).
 pub const MEMORY_LIMIT: usize = 256 << 20;
@@ -43,6 +43,7 @@ pub const TARGETS: &[Target] = &[
     ("jpeg", jpeg),
     ("png", png),
     ("tfrecord_examples", tfrecord_examples),
+    ("xspace", xspace),
 ];
 
 /// The target named `name`.
@@ -284,4 +285,17 @@ pub fn tfrecord_examples(data: &[u8]) {
     if let Some(batch) = ok(Tensor::from_strings(&[records.len()], records)) {
         ok(parse_example(&batch, &spec));
     }
+}
+
+/// A profile (`.xplane.pb`, ferroflow's or TensorFlow's), as `ferroflow profile` reads one:
+/// decoded, analysed into the report (printed, and compared with itself) and exported as
+/// Chrome trace JSON.
+pub fn xspace(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let Some(space) = ok(profiler::xspace::decode_xspace(data, Path::new("fuzz.xplane.pb"))) else { return };
+    if let Some(report) = ok(profiler::report::analyze(&space)) {
+        let _ = report.to_string();
+        let _ = profiler::report::compare(&report, &report);
+    }
+    let _ = profiler::chrome::xspace_to_chrome_trace(&space).to_string();
 }

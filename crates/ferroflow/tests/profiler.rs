@@ -160,3 +160,32 @@ fn chrome_trace_and_damaged_files() {
     let e = xspace::read_xspace(&dir.path().join("missing.xplane.pb")).unwrap_err().to_string();
     assert!(e.contains("missing.xplane.pb"), "{e}");
 }
+
+/// TensorFlow's own profile of a Keras `fit` (`scripts/make_profile_fixtures.py`): the report
+/// finds its three steps, its ops and its tf.data stages; events with hostile durations and
+/// offsets do not overflow the sums.
+#[test]
+fn tensorflow_s_profile_is_reported_and_hostile_times_saturate() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/profile/tf_keras_fit.xplane.pb");
+    let mut space = xspace::read_xspace(&path).unwrap();
+    let report = analyze(&space).unwrap();
+    assert_eq!(report.steps.len(), 3, "profile_batch='3,5'");
+    assert!(report.steps.iter().all(|s| s.total_ns > 0 && s.compute_ns > 0 && s.compute_ns <= s.total_ns));
+    let types: Vec<&str> = report.op_types.iter().map(|s| s.name.as_str()).collect();
+    assert!(types.contains(&"_FusedMatMul") && types.contains(&"MatMul"), "{types:?}");
+    assert!(report.stages.iter().any(|s| s.name.starts_with("Iterator::Root::")), "{:?}", report.stages);
+    assert_ne!(report.verdict, Verdict::NoSteps);
+
+    for plane in &mut space.planes {
+        for line in &mut plane.lines {
+            line.timestamp_ns = i64::MIN / 2;
+            for (i, e) in line.events.iter_mut().enumerate() {
+                e.duration_ps = if i % 2 == 0 { i64::MAX } else { -5 };
+                e.data = Some(x_event::Data::OffsetPs(if i % 3 == 0 { i64::MAX } else { i64::MIN }));
+            }
+        }
+    }
+    let report = analyze(&space).unwrap();
+    assert!(report.steps.iter().all(|s| s.input_ns.saturating_add(s.compute_ns) <= s.total_ns));
+    let _ = report.to_string();
+}

@@ -37,7 +37,7 @@ pub struct StepTime {
 impl StepTime {
     /// The rest: framework overhead and idle threads, ns.
     pub fn other_ns(&self) -> u64 {
-        self.total_ns.saturating_sub(self.input_ns + self.compute_ns)
+        self.total_ns.saturating_sub(self.input_ns.saturating_add(self.compute_ns))
     }
 }
 
@@ -125,7 +125,7 @@ impl Report {
     pub fn average(&self) -> (f64, f64, f64, f64) {
         let s = self.counted_steps();
         let n = s.len().max(1) as f64;
-        let sum = |f: &dyn Fn(&StepTime) -> u64| s.iter().map(f).sum::<u64>() as f64 / n;
+        let sum = |f: &dyn Fn(&StepTime) -> u64| s.iter().map(|x| f(x) as f64).sum::<f64>() / n;
         (sum(&|x| x.total_ns), sum(&|x| x.input_ns), sum(&|x| x.compute_ns), sum(&|x| x.other_ns()))
     }
 
@@ -226,15 +226,15 @@ pub fn analyze(space: &XSpace) -> Result<Report, ProfileError> {
         };
         let s = table.entry(e.name).or_default();
         s.0 += 1;
-        s.1 += e.self_ns as u64;
+        s.1 = s.1.saturating_add(e.self_ns as u64);
     }
     let sorted = |m: HashMap<usize, (u64, u64)>, key: &dyn Fn(&str) -> String| -> Vec<Stat> {
         let mut by: HashMap<String, Stat> = HashMap::new();
         for (n, (count, self_ns)) in m {
             let k = key(&interned[n]);
             let s = by.entry(k.clone()).or_insert(Stat { name: k, count: 0, self_ns: 0 });
-            s.count += count;
-            s.self_ns += self_ns;
+            s.count = s.count.saturating_add(count);
+            s.self_ns = s.self_ns.saturating_add(self_ns);
         }
         let mut v: Vec<Stat> = by.into_values().collect();
         v.sort_by(|a, b| b.self_ns.cmp(&a.self_ns).then(a.name.cmp(&b.name)));
@@ -244,32 +244,51 @@ pub fn analyze(space: &XSpace) -> Result<Report, ProfileError> {
     let ops = sorted(ops, &|n| n.to_string());
     let stages = sorted(stages, &|n| n.to_string());
 
-    // Steps: input waits and op time inside each.
+    // Steps: input waits and op time inside each. Each line's events are sorted by start, so
+    // the events inside a window are found by binary search (a hostile file with many steps
+    // and events stays near-linear).
     let mut steps: Vec<StepTime> = Vec::new();
     let is_op = |x: &Ev| op_type(&interned[x.name]).is_some() && !is_input_wait(&interned[x.name]);
+    let within = |evs: &'_ [Ev], from: i64, to: i64| -> std::ops::Range<usize> {
+        let lo = evs.partition_point(|x| x.start < from);
+        lo..evs.partition_point(|x| x.start <= to).max(lo)
+    };
     for (l, e) in lines.iter().enumerate().flat_map(|(l, evs)| evs.iter().map(move |e| (l, e))) {
         let Some(step) = e.step else { continue };
-        let inside = |x: &&Ev| x.start >= e.start && x.end <= e.end;
+        let inside = |x: &&Ev| x.end <= e.end;
         // The step's work: its own line's events, and on other lines the events inside the
         // ones linked to it (`_c` equal to a `_p` inside the step); without links, every
         // event in the step's time.
-        let producers: Vec<i64> = lines[l].iter().filter(inside).filter_map(|x| x.producer).collect();
-        let mut work: Vec<&Ev> = lines[l].iter().filter(inside).collect();
+        let own = &lines[l][within(&lines[l], e.start, e.end)];
+        let producers: std::collections::HashSet<i64> = own.iter().filter(inside).filter_map(|x| x.producer).collect();
+        let mut work: Vec<&Ev> = own.iter().filter(inside).collect();
         for (_, other) in lines.iter().enumerate().filter(|(m, _)| *m != l) {
-            let windows: Vec<(i64, i64)> = if producers.is_empty() {
+            let in_step = &other[within(other, e.start, e.end)];
+            let mut windows: Vec<(i64, i64)> = if producers.is_empty() {
                 vec![(e.start, e.end)]
             } else {
-                other
+                in_step
                     .iter()
                     .filter(|x| x.consumer.is_some_and(|c| producers.contains(&c)))
                     .map(|x| (x.start, x.end))
                     .collect()
             };
-            work.extend(
-                other.iter().filter(inside).filter(|x| windows.iter().any(|&(a, b)| x.start >= a && x.end <= b)),
-            );
+            windows.sort_unstable();
+            let mut merged: Vec<(i64, i64)> = Vec::with_capacity(windows.len());
+            for (a, b) in windows {
+                match merged.last_mut() {
+                    Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                    _ => merged.push((a, b)),
+                }
+            }
+            for (a, b) in merged {
+                work.extend(other[within(other, a, b)].iter().filter(|x| x.end <= b).filter(inside));
+            }
         }
-        let input_ps: i64 = work.iter().filter(|x| is_input_wait(&interned[x.name])).map(|x| x.end - x.start).sum();
+        let input_ps = work
+            .iter()
+            .filter(|x| is_input_wait(&interned[x.name]))
+            .fold(0i64, |acc, x| acc.saturating_add(x.end - x.start));
         // Compute is the time some op was running (ops on several threads at once count
         // once), outside the input waits.
         let mut spans: Vec<(i64, i64)> = work.iter().filter(|x| is_op(x)).map(|x| (x.start, x.end)).collect();
@@ -278,7 +297,7 @@ pub fn analyze(space: &XSpace) -> Result<Report, ProfileError> {
         for (s0, e0) in spans {
             let s0 = s0.max(reach);
             if e0 > s0 {
-                compute_ps += e0 - s0;
+                compute_ps = compute_ps.saturating_add(e0.saturating_sub(s0));
                 reach = e0;
             }
         }
@@ -318,12 +337,16 @@ pub fn analyze(space: &XSpace) -> Result<Report, ProfileError> {
     Ok(report)
 }
 
+/// The planes' names for an error message: at most five, each cut to 60 characters.
 fn plane_names(space: &XSpace) -> String {
-    let v: Vec<&str> = space.planes.iter().map(|p| p.name.as_str()).collect();
+    let mut v: Vec<String> = space.planes.iter().take(5).map(|p| p.name.chars().take(60).collect()).collect();
+    if space.planes.len() > 5 {
+        v.push(format!("{} more", space.planes.len() - 5));
+    }
     if v.is_empty() {
         "none".into()
     } else {
-        v.join(", ")
+        v.join(", ").replace(['\n', '\r'], " ")
     }
 }
 
@@ -386,7 +409,7 @@ fn recommend(r: &Report) -> Vec<String> {
         ));
     }
     if let Some(slow) = r.stages.first() {
-        let total: u64 = r.stages.iter().map(|s| s.self_ns).sum();
+        let total = r.stages.iter().fold(0u64, |t, s| t.saturating_add(s.self_ns));
         out.push(format!(
             "slowest stage: `{}`, {} per step ({:.0}% of the pipeline's time)",
             slow.name,

@@ -273,10 +273,15 @@ pub fn write_xspace(space: &XSpace, path: &Path) -> Result<(), ProfileError> {
 /// Reads an `.xplane.pb` file.
 pub fn read_xspace(path: &Path) -> Result<XSpace, ProfileError> {
     let bytes = std::fs::read(path).map_err(|e| ProfileError::io(path, e))?;
-    XSpace::decode(bytes.as_slice()).map_err(|e| ProfileError::Decode {
+    decode_xspace(&bytes, path)
+}
+
+/// Decodes the bytes of an `.xplane.pb`; errors name `path` and where the bytes are damaged.
+pub fn decode_xspace(bytes: &[u8], path: &Path) -> Result<XSpace, ProfileError> {
+    XSpace::decode(bytes).map_err(|e| ProfileError::Decode {
         path: path.to_path_buf(),
         len: bytes.len() as u64,
-        at: crate::wire::first_damage(&bytes),
+        at: crate::wire::first_damage(bytes),
         reason: ferroflow_proto::decode_reason(&e),
     })
 }
