@@ -5,7 +5,7 @@
 //!
 //! Off, recording is one relaxed load and a branch ([`enabled`]); spans do not read the
 //! clock. Names are interned once into [`NameId`]s, so an event is 32 plain bytes.
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -179,9 +179,22 @@ fn session() -> std::sync::MutexGuard<'static, Option<Session>> {
     SESSION.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// This thread's buffer for the profile of a generation (None: refused). Dropping it (at
+/// thread exit) clears the fast path's pointer to it.
+struct Local(u64, Option<Arc<ThreadBuf>>);
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = FAST.try_with(|f| f.set((0, std::ptr::null())));
+    }
+}
+
 thread_local! {
-    /// This thread's buffer for the profile of the given generation (None: refused).
-    static LOCAL: RefCell<(u64, Option<Arc<ThreadBuf>>)> = const { RefCell::new((0, None)) };
+    static LOCAL: RefCell<Local> = const { RefCell::new(Local(0, None)) };
+    /// The recording fast path's copy of `LOCAL`: its generation and buffer, as a plain
+    /// pointer in a thread-local without a destructor (one load, no lazy-init check). Valid
+    /// while `LOCAL` holds that buffer: only this thread changes either, together.
+    static FAST: Cell<(u64, *const ThreadBuf)> = const { Cell::new((0, std::ptr::null())) };
     static THREAD: (u32, Arc<str>) = {
         static NEXT: AtomicU32 = AtomicU32::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -231,8 +244,14 @@ pub fn intern(name: &str) -> NameId {
 /// thread; nothing when no profile is running.
 #[inline]
 pub fn record(name: NameId, kind: Kind, start: u64, end: u64, arg: i64) {
-    if enabled() {
-        record_on(RawEvent { start, end, arg, name, kind });
+    if !enabled() {
+        return;
+    }
+    let e = RawEvent { start, end, arg, name, kind };
+    let (generation, buf) = FAST.with(Cell::get);
+    // SAFETY: a non-null FAST pointer is the buffer this thread's LOCAL holds (see FAST).
+    if buf.is_null() || generation != GENERATION.load(Ordering::Acquire) || !unsafe { &*buf }.push(e) {
+        record_on(e);
     }
 }
 
@@ -253,12 +272,14 @@ fn new_buffer(generation: u64) -> Option<Arc<ThreadBuf>> {
     Some(buf)
 }
 
+#[cold]
 fn record_on(e: RawEvent) {
     let _ = LOCAL.try_with(|local| {
         let mut local = local.borrow_mut();
         let generation = GENERATION.load(Ordering::Acquire);
         if local.0 != generation {
-            *local = (generation, new_buffer(generation));
+            local.0 = generation;
+            local.1 = new_buffer(generation);
         }
         let pushed = match &local.1 {
             Some(b) => {
@@ -269,6 +290,8 @@ fn record_on(e: RawEvent) {
             }
             None => false,
         };
+        let fast = local.1.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+        FAST.with(|f| f.set((generation, fast)));
         if !pushed {
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
