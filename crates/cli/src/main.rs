@@ -256,6 +256,16 @@ enum Command {
         /// Epochs of the seed 001 EfficientNet-style model (0 skips the training).
         #[arg(long, default_value_t = 12)]
         effnet_epochs: usize,
+        /// A TensorBoard log directory: seed 003's training (scalars, histograms, graph and
+        /// the profile of --profile-batch) goes to LOGDIR/seed_003, and seed 001's bottleneck
+        /// hunt — a small CNN trained from the flowers pipeline as it is, then with prefetch and
+        /// a parallel map, each profiled and reported — to LOGDIR/seed_001_serial and
+        /// LOGDIR/seed_001_prefetch.
+        #[arg(long)]
+        logdir: Option<PathBuf>,
+        /// With --logdir: the batches to profile ('A,B', 1-based, Keras's profile_batch).
+        #[arg(long, value_name = "A,B", default_value = "3,8", requires = "logdir")]
+        profile_batch: String,
     },
 }
 
@@ -337,7 +347,10 @@ fn main() {
         Command::Flowers { dir, per_class, size, seed, tfrecord } => {
             pipeline::make_flowers(&dir, per_class, size.as_deref(), seed, tfrecord.as_deref())
         }
-        Command::Demo { out, mnist_steps, effnet_epochs } => demo(&out, mnist_steps, effnet_epochs),
+        Command::Demo { out, mnist_steps, effnet_epochs, logdir, profile_batch } => {
+            let tensorboard = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
+            demo(&out, mnist_steps, effnet_epochs, tensorboard)
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));
@@ -760,7 +773,13 @@ fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values
     Ok(())
 }
 
-fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize) -> Result<()> {
+/// The demo; `tensorboard` is the log directory and profile_batch of `--logdir`.
+fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
+    if let Some((logdir, spec)) = tensorboard {
+        // Both fail now rather than after the first parts of the demo ran.
+        ferroflow::train::profile::ProfileBatches::parse(logdir, spec)?;
+        ferroflow::train::profile::check_writable(logdir)?;
+    }
     out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
     let (graph, fetch) = ferroflow::models::seed_000::graph()?;
     print_nodes(&graph);
@@ -802,7 +821,9 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize) -> Result<()> {
 
     out!("\n== Seed 003: the article's MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
     let prefix = out_dir.join("seed_003").join("model.ckpt");
-    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix), None)?;
+    let seed_003_log = tensorboard.map(|(d, spec)| (d.join("seed_003"), spec));
+    let seed_003_tb = seed_003_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
+    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix), seed_003_tb)?;
     let ckpt = r.checkpoint.expect("saved");
     out!(
         "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",
@@ -813,14 +834,51 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize) -> Result<()> {
     let acc = ferroflow::models::seed_003::evaluate_restored(&ckpt, &data, "restored")
         .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
     out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
-    demo_seed_001(out_dir, effnet_epochs)?;
+    demo_seed_001(out_dir, effnet_epochs, tensorboard)?;
+    if let Some((logdir, _)) = tensorboard {
+        out!(
+            "\n-- see it all: tensorboard --logdir {} (Scalars, Histograms, Images, Text, Graphs, Profile)",
+            logdir.display()
+        );
+    }
     out!("test_accuracy={:.4}", r.test_accuracy);
+    Ok(())
+}
+
+/// Seed 001's bottleneck hunt: a small CNN trained from the pipeline with the TensorBoard
+/// callback profiling `spec`, as it is (serial map, no prefetch) and then with a parallel map
+/// and prefetch; each profile's report, then how the second changed against the first.
+fn demo_bottleneck_hunt(dir: &Path, logdir: &Path, spec: &str, quiet: &ferroflow::data::Budget) -> Result<()> {
+    use ferroflow::data::AUTOTUNE;
+    use ferroflow::models::seed_001::{self, PipelineOptions};
+    use ferroflow::profiler::report;
+    out!("\n-- seed 001's bottleneck hunt: a small CNN trained from the pipeline with TensorBoard(profile_batch='{spec}'),");
+    out!("   first as it is, then with map(num_parallel_calls=AUTOTUNE) and prefetch(AUTOTUNE):");
+    let mut reports = Vec::new();
+    for (run, parallel, prefetch) in
+        [("seed_001_serial", None, None), ("seed_001_prefetch", Some(AUTOTUNE), Some(AUTOTUNE))]
+    {
+        let options = PipelineOptions { size: 224, parallel, prefetch, budget: quiet.clone(), ..Default::default() };
+        let h = seed_001::train_profiled_cnn(dir, &options, 12, &logdir.join(run), spec)
+            .map_err(|e| anyhow::anyhow!("seed 001, {run}: {e}"))?;
+        let path = h.profile.clone().ok_or_else(|| anyhow::anyhow!("seed 001, {run}: no profile was written"))?;
+        let r = report::analyze(&ferroflow::profiler::xspace::read_xspace(&path)?)?;
+        out!(
+            "\n   {run}: {:.1} ms per step, input wait {:.0}% of the loop; `ferroflow profile {}` says:",
+            1e3 * h.mean_step_seconds(),
+            100.0 * h.input_fraction(),
+            path.display()
+        );
+        out!("{}", r.to_string().trim_end());
+        reports.push(r);
+    }
+    out!("\n{}", report::compare(&reports[0], &reports[1]).trim_end());
     Ok(())
 }
 
 /// Seed 001: the flowers pipeline with and without its speed-ups, then the EfficientNet-style
 /// model trained from it.
-fn demo_seed_001(out_dir: &Path, effnet_epochs: usize) -> Result<()> {
+fn demo_seed_001(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
     use ferroflow::data::{Budget, AUTOTUNE};
     use ferroflow::models::flowers::{self, FlowersOptions};
     use ferroflow::models::seed_001::{self, PipelineOptions};
@@ -848,6 +906,9 @@ fn demo_seed_001(out_dir: &Path, effnet_epochs: usize) -> Result<()> {
         let (epochs, _) = seed_001::run_epochs(&ds, 2, |_, _, _, _| Ok(()))?;
         let rates: Vec<String> = epochs.iter().map(|e| format!("{:.0}", e.images_per_second())).collect();
         out!("  {name:<46} images/s per epoch: {}", rates.join(", "));
+    }
+    if let Some((logdir, spec)) = tensorboard {
+        demo_bottleneck_hunt(&dir, logdir, spec, &quiet)?;
     }
     if effnet_epochs == 0 {
         return Ok(());
