@@ -26,6 +26,7 @@ pub use ferroflow_autodiff as autodiff;
 pub use ferroflow_checkpoint as checkpoint;
 pub use ferroflow_codec as codec;
 pub use ferroflow_data as data;
+pub use ferroflow_function as function;
 pub use ferroflow_graph as graph;
 pub use ferroflow_kernels as kernels;
 pub use ferroflow_ops as ops;

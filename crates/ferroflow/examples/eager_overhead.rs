@@ -1,0 +1,47 @@
+//! Prints the cost of eager calls in ns/op for tiny inputs, as JSON lines:
+//! `cargo run --release --example eager_overhead -- [ITERS]`.
+//! Used by `scripts/bench_eager.py`, which times the same calls in TensorFlow's eager mode.
+use std::time::Instant;
+
+use ferroflow::function::eager::{self, Eager};
+use ferroflow::tensor::Tensor;
+
+/// A named call to time.
+type Case<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+fn time(iters: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..iters / 10 + 1 {
+        f();
+    }
+    let mut samples: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[3]
+}
+
+fn main() -> anyhow::Result<()> {
+    let iters: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(100_000);
+    let (x, y) = (Tensor::scalar(2.0f32), Tensor::scalar(3.0f32));
+    let m = Tensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0])?;
+    let v = Tensor::from_vec(&[4], vec![1.0f32, 2.0, 3.0, 4.0])?;
+    let parts = [v.clone(), v.clone()];
+    let axis = Tensor::scalar(0i32);
+    let cases: Vec<Case> = vec![
+        ("add_scalar", Box::new(|| drop(x.add(&y).unwrap()))),
+        ("relu_scalar", Box::new(|| drop(x.relu().unwrap()))),
+        ("matmul_2x2", Box::new(|| drop(m.matmul(&m).unwrap()))),
+        ("reduce_sum_4", Box::new(|| drop(v.reduce_sum(&[0], false).unwrap()))),
+        ("concat_2x4", Box::new(|| drop(eager::op("ConcatV2").inputs(&parts).input(&axis).run1().unwrap()))),
+    ];
+    for (name, f) in cases {
+        println!("{{\"op\": \"{name}\", \"ns_per_op\": {:.1}}}", time(iters, f));
+    }
+    Ok(())
+}

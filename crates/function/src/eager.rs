@@ -1,0 +1,419 @@
+//! Eager execution: an op runs on concrete tensors when it is called, through the same
+//! definitions graphs use — the op registry's signature (type attrs are taken from the inputs,
+//! as TensorFlow's eager `op_def` matching does), its shape function (a bad call is refused
+//! before the kernel runs, with the op and the input shapes named) and the CPU kernel, on the
+//! process's intra-op pool.
+//!
+//! ```ignore
+//! use ferroflow_function::eager::{self, Eager};
+//! let y = x.matmul(&w)?.add(&b)?.relu()?;
+//! let z = eager::op("ConcatV2").inputs(&[a, b]).input(&axis).run1()?;
+//! ```
+//!
+//! TensorFlow's dtype rules hold: no implicit conversion (`int32 + float32` is an error that
+//! says to cast), broadcasting by the kernels' NumPy rules. Kernels are instantiated once per
+//! (op, attrs) on each thread and reused, so a call costs the type and shape checks plus the
+//! kernel itself.
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::OnceLock;
+
+use ferroflow_graph::Attrs;
+use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc, OpKernel};
+use ferroflow_ops::{ArgType, Known, OpDef, OpRegistry};
+use ferroflow_proto::{attr, AttrValue};
+use ferroflow_tensor::{DType, Shape, Tensor};
+use prost::Message;
+use smallvec::SmallVec;
+
+/// Why an eager call failed: the op, its inputs' dtypes and shapes, and the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{op}({inputs}): {reason}")]
+pub struct EagerError {
+    /// The op (`MatMul`).
+    pub op: String,
+    /// The inputs as `float[2, 3], float[4, 5]` (TensorFlow's dtype names).
+    pub inputs: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Inputs whose values the shape function sees (`Reshape`'s shape, `Sum`'s axes): integer
+/// tensors up to this many elements.
+const KNOWN_VALUES: usize = 64;
+
+/// Kernels kept per thread before the cache starts over (distinct (op, attrs) pairs).
+const CACHE_ENTRIES: usize = 4096;
+
+/// One argument of a call: a tensor, or a list for an `N * T` / `list(type)` input.
+enum Arg<'a> {
+    One(&'a Tensor),
+    List(&'a [Tensor]),
+}
+
+/// An eager call being built: [`op`], then its inputs in signature order, its attrs, and
+/// [`Call::run`].
+pub struct Call<'a> {
+    op: &'a str,
+    args: SmallVec<[Arg<'a>; 3]>,
+    attrs: SmallVec<[(&'a str, AttrValue); 2]>,
+}
+
+/// Starts an eager call of `op` (any registered op with a CPU kernel).
+pub fn op(op: &str) -> Call<'_> {
+    Call { op, args: SmallVec::new(), attrs: SmallVec::new() }
+}
+
+impl<'a> Call<'a> {
+    /// The next input.
+    pub fn input(mut self, t: &'a Tensor) -> Self {
+        self.args.push(Arg::One(t));
+        self
+    }
+
+    /// The next input as a list (`values: N * T` of `ConcatV2`, `AddN`, `Pack`).
+    pub fn inputs(mut self, ts: &'a [Tensor]) -> Self {
+        self.args.push(Arg::List(ts));
+        self
+    }
+
+    /// Sets an attr (`attr::boolean(true)`, `attr::int(1)`, ...); type attrs are inferred
+    /// from the inputs unless set here.
+    pub fn attr(mut self, name: &'a str, value: AttrValue) -> Self {
+        self.attrs.push((name, value));
+        self
+    }
+
+    fn flat(&self) -> SmallVec<[&'a Tensor; 4]> {
+        let mut v = SmallVec::new();
+        for a in &self.args {
+            match a {
+                Arg::One(t) => v.push(*t),
+                Arg::List(ts) => v.extend(ts.iter()),
+            }
+        }
+        v
+    }
+
+    fn error(&self, reason: impl Into<String>) -> EagerError {
+        failure(self.op, &self.flat(), reason)
+    }
+
+    /// Runs the op; returns its outputs. A call like an earlier one on this thread (same op,
+    /// input dtypes and list lengths, attrs) reuses its checked signature and kernel, and its
+    /// shape check when the input shapes are the same too.
+    pub fn run(self) -> Result<Vec<Tensor>, EagerError> {
+        let inputs = self.flat();
+        let entry = KERNELS.with(|cell| {
+            let (cache, key) = &mut *cell.borrow_mut();
+            self.key(key)?;
+            if let Some(e) = cache.get(key.as_slice()) {
+                return Ok(e.clone());
+            }
+            let made = Rc::new(self.prepare()?);
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(key.clone(), made.clone());
+            Ok(made)
+        })?;
+        entry.run(self.op, &inputs)
+    }
+
+    /// Runs an op with one output.
+    pub fn run1(self) -> Result<Tensor, EagerError> {
+        let op = self.op.to_string();
+        let mut out = self.run()?;
+        match out.len() {
+            1 => Ok(out.pop().expect("one output")),
+            n => Err(EagerError { op, inputs: String::new(), reason: format!("has {n} outputs; use run()") }),
+        }
+    }
+
+    /// The cache key: the op, each argument's dtype (or a list's length and dtypes), and the
+    /// attrs given, encoded.
+    fn key(&self, key: &mut Vec<u8>) -> Result<(), EagerError> {
+        key.clear();
+        key.extend_from_slice(self.op.as_bytes());
+        for a in &self.args {
+            match a {
+                Arg::One(t) => key.extend_from_slice(&[0, t.dtype().to_tf() as u8]),
+                Arg::List(ts) => {
+                    key.push(1);
+                    key.extend_from_slice(&(ts.len() as u32).to_le_bytes());
+                    key.extend(ts.iter().map(|t| t.dtype().to_tf() as u8));
+                }
+            }
+        }
+        for (name, value) in &self.attrs {
+            key.push(2);
+            key.extend_from_slice(name.as_bytes());
+            key.push(0);
+            value.encode(key).map_err(|e| self.error(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The slow path of a first call: the attrs completed from the inputs, the signature's
+    /// dtypes checked, the kernel made.
+    fn prepare(&self) -> Result<Prepared, EagerError> {
+        let def = OpRegistry::global().get(self.op).ok_or_else(|| self.error("no such op in the registry"))?;
+        let mut attrs: Attrs = self.attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        self.infer_type_attrs(def, &mut attrs)?;
+        Prepared::new(self.op, def, attrs, &self.flat())
+    }
+
+    /// Sets the type and count attrs the caller left out from the inputs, argument by argument.
+    fn infer_type_attrs(&self, def: &OpDef, attrs: &mut Attrs) -> Result<(), EagerError> {
+        if def.inputs.len() != self.args.len() {
+            let names: Vec<&str> = def.inputs.iter().map(|a| a.name.as_str()).collect();
+            return Err(self.error(format!(
+                "takes {} arguments ({}), got {}",
+                def.inputs.len(),
+                names.join(", "),
+                self.args.len()
+            )));
+        }
+        let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
+            if !attrs.contains_key(name) {
+                attrs.insert(name.to_string(), v);
+            }
+        };
+        for (arg, a) in def.inputs.iter().zip(&self.args) {
+            match (&arg.ty, a) {
+                (ArgType::TypeAttr(t), Arg::One(x)) => set(attrs, t, attr::dtype(x.dtype())),
+                (ArgType::Number { count_attr, elem }, Arg::List(xs)) => {
+                    set(attrs, count_attr, attr::int(xs.len() as i64));
+                    if let (ArgType::TypeAttr(t), Some(first)) = (elem.as_ref(), xs.first()) {
+                        set(attrs, t, attr::dtype(first.dtype()));
+                    }
+                }
+                (ArgType::TypeList(t), Arg::List(xs)) => {
+                    let dtypes: Vec<DType> = xs.iter().map(Tensor::dtype).collect();
+                    set(attrs, t, attr::dtypes(&dtypes));
+                }
+                (ArgType::Fixed(_), Arg::One(_)) | (ArgType::TypeAttr(_), Arg::List(_)) => {}
+                (ArgType::Number { .. } | ArgType::TypeList(_), Arg::One(_)) => {
+                    return Err(self.error(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name)))
+                }
+                (ArgType::Fixed(_), Arg::List(_)) => {
+                    return Err(self.error(format!("argument '{}' is one tensor, not a list", arg.name)))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An op with complete attrs whose input dtypes were checked against its signature: its
+/// kernel, and the last input shapes (and small integer values) its shape function accepted
+/// (a memo: the shape function is a pure function of those and the attrs). Lives in one
+/// thread's cache.
+struct Prepared {
+    def: &'static OpDef,
+    attrs: Attrs,
+    outputs: usize,
+    kernel: Box<dyn OpKernel>,
+    accepted: RefCell<(Vec<usize>, Vec<u8>)>,
+}
+
+impl Prepared {
+    fn new(op: &str, def: &'static OpDef, attrs: Attrs, inputs: &[&Tensor]) -> Result<Prepared, EagerError> {
+        let fail = |reason: String| failure(op, inputs, reason);
+        let types = def.resolve_types(&attrs).map_err(fail)?;
+        if types.inputs.len() != inputs.len() {
+            return Err(fail(format!("takes {} inputs, got {}", types.inputs.len(), inputs.len())));
+        }
+        for (i, (t, want)) in inputs.iter().zip(&types.inputs).enumerate() {
+            if t.dtype() != *want {
+                return Err(fail(format!(
+                    "input {i} is {}, expected {want} (ops do not convert dtypes: Cast first)",
+                    t.dtype()
+                )));
+            }
+        }
+        let kernel = KernelRegistry::global()
+            .create(&NodeDesc { name: op, def, attrs: &attrs, types: &types })
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Prepared { def, attrs, outputs: types.outputs.len(), kernel, accepted: RefCell::new(Default::default()) })
+    }
+
+    /// The inputs' shapes and small integer values, as the shape check's memo compares them.
+    fn signature(inputs: &[&Tensor], dims: &mut Vec<usize>, values: &mut Vec<u8>) {
+        for t in inputs {
+            dims.push(t.dims().len());
+            dims.extend_from_slice(t.dims());
+            if let Some(bytes) = known_value(t).and_then(|t| t.as_bytes().ok()) {
+                values.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                values.extend_from_slice(bytes);
+            }
+        }
+    }
+
+    /// Checks the shapes (unless these were accepted last time) and runs the kernel.
+    fn run(&self, op: &str, inputs: &[&Tensor]) -> Result<Vec<Tensor>, EagerError> {
+        let fail = |reason: String| failure(op, inputs, reason);
+        let same = {
+            let last = self.accepted.borrow();
+            let (mut at, mut vat) = (0, 0);
+            !last.0.is_empty()
+                && inputs.iter().all(|t| {
+                    let d = t.dims();
+                    let ok = last.0.get(at) == Some(&d.len()) && last.0.get(at + 1..at + 1 + d.len()) == Some(d);
+                    at += 1 + d.len();
+                    match known_value(t).and_then(|t| t.as_bytes().ok()) {
+                        Some(b) => {
+                            let n =
+                                last.1.get(vat..vat + 4).map(|l| u32::from_le_bytes(l.try_into().expect("4 bytes")));
+                            let same = n == Some(b.len() as u32) && last.1.get(vat + 4..vat + 4 + b.len()) == Some(b);
+                            vat += 4 + b.len();
+                            ok && same
+                        }
+                        None => ok,
+                    }
+                })
+                && at == last.0.len()
+        };
+        if !same {
+            let shapes: Vec<Shape> = inputs.iter().map(|t| Shape::known(t.dims())).collect();
+            let known: Vec<Option<Known>> =
+                inputs.iter().map(|t| known_value(t).map(|v| Known::Value(v.clone()))).collect();
+            ferroflow_ops::infer_node(self.def, &self.attrs, &shapes, &known).map_err(fail)?;
+            let (mut dims, mut values) = (Vec::new(), Vec::new());
+            Self::signature(inputs, &mut dims, &mut values);
+            *self.accepted.borrow_mut() = (dims, values);
+        }
+        let mut owned: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        let mut outputs = Vec::with_capacity(self.outputs);
+        let ctx = KernelContext { intra_op: Some(intra_op_pool()), resources: None, step: None };
+        self.kernel.compute(&ctx, &mut owned, &mut outputs).map_err(|e| fail(e.to_string()))?;
+        Ok(outputs)
+    }
+}
+
+/// An input whose value the shape function sees (`Reshape`'s shape, `Sum`'s axes).
+fn known_value(t: &Tensor) -> Option<&Tensor> {
+    (t.dtype().is_integer() && t.len() <= KNOWN_VALUES).then_some(t)
+}
+
+/// Runs `op` with complete attrs (type and count attrs included, as a graph node has them) on
+/// `inputs` in flat signature order — how a graph's node runs eagerly (no caching).
+pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, EagerError> {
+    let def = OpRegistry::global().get(op).ok_or_else(|| failure(op, inputs, "no such op in the registry"))?;
+    Prepared::new(op, def, attrs.clone(), inputs)?.run(op, inputs)
+}
+
+fn failure(op: &str, inputs: &[&Tensor], reason: impl Into<String>) -> EagerError {
+    let described: Vec<String> = inputs.iter().map(|t| describe(t)).collect();
+    EagerError { op: op.to_string(), inputs: described.join(", "), reason: reason.into() }
+}
+
+/// `float[2, 3]`.
+fn describe(t: &Tensor) -> String {
+    let dims: Vec<String> = t.dims().iter().map(usize::to_string).collect();
+    format!("{}[{}]", t.dtype(), dims.join(", "))
+}
+
+/// Prepared ops by their call's key (see `Call::key`).
+type KernelCache = HashMap<Vec<u8>, Rc<Prepared>>;
+
+thread_local! {
+    /// This thread's prepared ops, and the key being built (reused: a hit allocates nothing).
+    static KERNELS: RefCell<(KernelCache, Vec<u8>)> = RefCell::new((HashMap::new(), Vec::new()));
+}
+
+/// The intra-op pool eager kernels split their work on: one thread per core, made on first
+/// use.
+pub fn intra_op_pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("ferroflow-eager-{i}"))
+            .build()
+            .expect("the eager intra-op pool starts")
+    })
+}
+
+/// The ops people call most, as methods on tensors (each one eager call).
+pub trait Eager {
+    /// `x + y` (`AddV2`, broadcasting).
+    fn add(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// `x - y` (`Sub`).
+    fn sub(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// `x * y` (`Mul`).
+    fn mul(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// `x / y` (`RealDiv`).
+    fn div(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// `x // y` (`FloorDiv`, Python's floor division on integers).
+    fn floor_div(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// `x ** y` (`Pow`).
+    fn pow(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// The matrix product (`MatMul`; `BatchMatMulV2` above rank 2).
+    fn matmul(&self, y: &Tensor) -> Result<Tensor, EagerError>;
+    /// A unary op by name (`Relu`, `Tanh`, `Exp`, `Neg`, `Square`, ...).
+    fn unary(&self, op: &str) -> Result<Tensor, EagerError>;
+    /// `max(x, 0)`.
+    fn relu(&self) -> Result<Tensor, EagerError> {
+        self.unary("Relu")
+    }
+    /// The sum over `axes` (`Sum`).
+    fn reduce_sum(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError>;
+    /// The mean over `axes` (`Mean`).
+    fn reduce_mean(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError>;
+    /// The same values in a new shape (`Reshape`; one dimension may be -1).
+    fn reshape(&self, dims: &[i64]) -> Result<Tensor, EagerError>;
+    /// The values converted to `dtype` (`Cast`).
+    fn cast(&self, dtype: DType) -> Result<Tensor, EagerError>;
+}
+
+fn binary(op_name: &str, x: &Tensor, y: &Tensor) -> Result<Tensor, EagerError> {
+    op(op_name).input(x).input(y).run1()
+}
+
+fn reduce(op_name: &str, x: &Tensor, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
+    let axes = Tensor::from_vec(&[axes.len()], axes.to_vec()).expect("a vector of the axes");
+    op(op_name).input(x).input(&axes).attr("keep_dims", attr::boolean(keep_dims)).run1()
+}
+
+impl Eager for Tensor {
+    fn add(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("AddV2", self, y)
+    }
+    fn sub(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("Sub", self, y)
+    }
+    fn mul(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("Mul", self, y)
+    }
+    fn div(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("RealDiv", self, y)
+    }
+    fn floor_div(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("FloorDiv", self, y)
+    }
+    fn pow(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary("Pow", self, y)
+    }
+    fn matmul(&self, y: &Tensor) -> Result<Tensor, EagerError> {
+        binary(if self.dims().len() > 2 || y.dims().len() > 2 { "BatchMatMulV2" } else { "MatMul" }, self, y)
+    }
+    fn unary(&self, op_name: &str) -> Result<Tensor, EagerError> {
+        op(op_name).input(self).run1()
+    }
+    fn reduce_sum(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
+        reduce("Sum", self, axes, keep_dims)
+    }
+    fn reduce_mean(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
+        reduce("Mean", self, axes, keep_dims)
+    }
+    fn reshape(&self, dims: &[i64]) -> Result<Tensor, EagerError> {
+        let shape = Tensor::from_vec(&[dims.len()], dims.to_vec()).expect("a vector of the dims");
+        op("Reshape").input(self).input(&shape).run1()
+    }
+    fn cast(&self, dtype: DType) -> Result<Tensor, EagerError> {
+        op("Cast").input(self).attr("DstT", attr::dtype(dtype)).run1()
+    }
+}
