@@ -105,20 +105,7 @@ impl<'a> Call<'a> {
     /// shape check when the input shapes are the same too.
     pub fn run(self) -> Result<Vec<Tensor>, EagerError> {
         let inputs = self.flat();
-        let entry = KERNELS.with(|cell| {
-            let (cache, key) = &mut *cell.borrow_mut();
-            self.key(key)?;
-            if let Some(e) = cache.get(key.as_slice()) {
-                return Ok(e.clone());
-            }
-            let made = Rc::new(self.prepare()?);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(key.clone(), made.clone());
-            Ok(made)
-        })?;
-        entry.run(self.op, &inputs)
+        prepared(|key| self.key(key), || self.prepare())?.run(self.op, &inputs)
     }
 
     /// Runs an op with one output.
@@ -288,6 +275,7 @@ impl Prepared {
         let mut outputs = Vec::with_capacity(self.outputs);
         let ctx = KernelContext { intra_op: Some(intra_op_pool()), resources: None, step: None };
         self.kernel.compute(&ctx, &mut owned, &mut outputs).map_err(|e| fail(e.to_string()))?;
+        crate::tape::record(op, &self.attrs, inputs, &mut outputs);
         Ok(outputs)
     }
 }
@@ -298,10 +286,47 @@ fn known_value(t: &Tensor) -> Option<&Tensor> {
 }
 
 /// Runs `op` with complete attrs (type and count attrs included, as a graph node has them) on
-/// `inputs` in flat signature order — how a graph's node runs eagerly (no caching).
+/// `inputs` in flat signature order — how a graph's node runs eagerly (prepared once per
+/// op, attrs and input dtypes on each thread, like [`Call::run`]).
 pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, EagerError> {
-    let def = OpRegistry::global().get(op).ok_or_else(|| failure(op, inputs, "no such op in the registry"))?;
-    Prepared::new(op, def, attrs.clone(), inputs)?.run(op, inputs)
+    let key = |key: &mut Vec<u8>| {
+        key.clear();
+        key.push(3);
+        key.extend_from_slice(op.as_bytes());
+        key.extend(inputs.iter().map(|t| t.dtype().to_tf() as u8));
+        for (name, value) in attrs {
+            key.push(0);
+            key.extend_from_slice(name.as_bytes());
+            key.push(0);
+            value.encode(key).map_err(|e| failure(op, inputs, e.to_string()))?;
+        }
+        Ok(())
+    };
+    let prepare = || {
+        let def = OpRegistry::global().get(op).ok_or_else(|| failure(op, inputs, "no such op in the registry"))?;
+        Prepared::new(op, def, attrs.clone(), inputs)
+    };
+    prepared(key, prepare)?.run(op, inputs)
+}
+
+/// This thread's prepared op for the key `key` writes, made by `prepare` on a miss.
+fn prepared(
+    key: impl FnOnce(&mut Vec<u8>) -> Result<(), EagerError>,
+    prepare: impl FnOnce() -> Result<Prepared, EagerError>,
+) -> Result<Rc<Prepared>, EagerError> {
+    KERNELS.with(|cell| {
+        let (cache, k) = &mut *cell.borrow_mut();
+        key(k)?;
+        if let Some(e) = cache.get(k.as_slice()) {
+            return Ok(e.clone());
+        }
+        let made = Rc::new(prepare()?);
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(k.clone(), made.clone());
+        Ok(made)
+    })
 }
 
 fn failure(op: &str, inputs: &[&Tensor], reason: impl Into<String>) -> EagerError {
