@@ -5,6 +5,7 @@ The same five calls on tiny inputs (a scalar add and relu, a 2x2 matmul, a sum o
 values, a concat of two 4-vectors), where the kernel's own work is a few ns and the rest is
 dispatch. TensorFlow runs them in eager mode from Python (`tf.add(x, y)` ...); ferroflow
 through `function::eager` from Rust (examples/eager_overhead.rs). Prints µs/op and the ratio.
+Then a 1,000-op body (Square of a scalar) eagerly and as a graph function on both sides.
 
 Run:  .venv/bin/python scripts/bench_eager.py [--iters 100000]
 """
@@ -41,7 +42,7 @@ def main():
     ours = {}
     for line in subprocess.run([exe, str(args.iters)], capture_output=True, text=True, check=True).stdout.splitlines():
         r = json.loads(line)
-        ours[r["op"]] = r["ns_per_op"]
+        ours[r["op"]] = r.get("ns_per_op", r.get("ns_per_call"))
     x, y = tf.constant(2.0), tf.constant(3.0)
     m = tf.constant([[1.0, 2.0], [3.0, 4.0]])
     v = tf.constant([1.0, 2.0, 3.0, 4.0])
@@ -58,6 +59,21 @@ def main():
     for name, fn in cases.items():
         theirs = tf_ns(fn, tf_iters)
         print(f"{name:<14}{theirs / 1e3:>12.2f}{ours[name] / 1e3:>12.3f}{theirs / ours[name]:>8.1f}x")
+
+    # The same 1,000-op body (Square of a scalar) eagerly and as a graph function, both sides.
+    def body(x):
+        for _ in range(1000):
+            x = tf.math.square(x)
+        return x
+    graph_fn = tf.function(body)
+    one = tf.constant(1.0)
+    graph_fn(one)
+    calls = max(20, args.iters // 1000)
+    tf_eager, tf_graph = tf_ns(lambda: body(one), calls // 10 or 1), tf_ns(lambda: graph_fn(one), calls)
+    ff_eager, ff_graph = ours["function_1000_eager"], ours["function_1000_graph"]
+    print(f"\n1,000-op body, ms per call: TensorFlow eager {tf_eager / 1e6:.2f}, tf.function {tf_graph / 1e6:.3f} "
+          f"({tf_eager / tf_graph:.1f}x); ferroflow eager {ff_eager / 1e6:.3f}, function {ff_graph / 1e6:.3f} "
+          f"({ff_eager / ff_graph:.1f}x)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use ferroflow::function::eager::{self, Eager};
+use ferroflow::function::{function, Value};
 use ferroflow::tensor::Tensor;
 
 /// A named call to time.
@@ -43,5 +44,20 @@ fn main() -> anyhow::Result<()> {
     for (name, f) in cases {
         println!("{{\"op\": \"{name}\", \"ns_per_op\": {:.1}}}", time(iters, f));
     }
+    // A 1,000-op body (Square of a scalar, 1,000 times) eagerly and as a graph function.
+    let body = |a: &[Value]| {
+        let mut x = a[0].clone();
+        for _ in 0..1000 {
+            x = x.unary("Square")?;
+        }
+        Ok(vec![x])
+    };
+    let f = function("chain_1000", body);
+    let one = [Tensor::scalar(1.0f32)];
+    let calls = (iters / 1000).max(10);
+    let eager_ns = time(calls, || drop(f.call_eagerly(&one).unwrap()));
+    let graph_ns = time(calls, || drop(f.call(&one).unwrap()));
+    println!("{{\"op\": \"function_1000_eager\", \"ns_per_call\": {eager_ns:.1}}}");
+    println!("{{\"op\": \"function_1000_graph\", \"ns_per_call\": {graph_ns:.1}}}");
     Ok(())
 }

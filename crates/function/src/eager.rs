@@ -151,46 +151,58 @@ impl<'a> Call<'a> {
         Prepared::new(self.op, def, attrs, &self.flat())
     }
 
-    /// Sets the type and count attrs the caller left out from the inputs, argument by argument.
+    /// Sets the type and count attrs the caller left out from the inputs.
     fn infer_type_attrs(&self, def: &OpDef, attrs: &mut Attrs) -> Result<(), EagerError> {
-        if def.inputs.len() != self.args.len() {
-            let names: Vec<&str> = def.inputs.iter().map(|a| a.name.as_str()).collect();
-            return Err(self.error(format!(
-                "takes {} arguments ({}), got {}",
-                def.inputs.len(),
-                names.join(", "),
-                self.args.len()
-            )));
-        }
-        let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
-            if !attrs.contains_key(name) {
-                attrs.insert(name.to_string(), v);
-            }
-        };
-        for (arg, a) in def.inputs.iter().zip(&self.args) {
-            match (&arg.ty, a) {
-                (ArgType::TypeAttr(t), Arg::One(x)) => set(attrs, t, attr::dtype(x.dtype())),
-                (ArgType::Number { count_attr, elem }, Arg::List(xs)) => {
-                    set(attrs, count_attr, attr::int(xs.len() as i64));
-                    if let (ArgType::TypeAttr(t), Some(first)) = (elem.as_ref(), xs.first()) {
-                        set(attrs, t, attr::dtype(first.dtype()));
-                    }
-                }
-                (ArgType::TypeList(t), Arg::List(xs)) => {
-                    let dtypes: Vec<DType> = xs.iter().map(Tensor::dtype).collect();
-                    set(attrs, t, attr::dtypes(&dtypes));
-                }
-                (ArgType::Fixed(_), Arg::One(_)) | (ArgType::TypeAttr(_), Arg::List(_)) => {}
-                (ArgType::Number { .. } | ArgType::TypeList(_), Arg::One(_)) => {
-                    return Err(self.error(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name)))
-                }
-                (ArgType::Fixed(_), Arg::List(_)) => {
-                    return Err(self.error(format!("argument '{}' is one tensor, not a list", arg.name)))
-                }
-            }
-        }
-        Ok(())
+        let dtypes: SmallVec<[ArgDTypes; 3]> = self
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::One(t) => ArgDTypes::One(t.dtype()),
+                Arg::List(ts) => ArgDTypes::List(ts.iter().map(Tensor::dtype).collect()),
+            })
+            .collect();
+        infer_type_attrs(def, &dtypes, attrs).map_err(|e| self.error(e))
     }
+}
+
+/// The dtypes of one argument of a call: one tensor's, or a list's.
+pub(crate) enum ArgDTypes {
+    One(DType),
+    List(Vec<DType>),
+}
+
+/// Sets the type and count attrs missing from `attrs` from the arguments' dtypes, argument by
+/// argument (as TensorFlow's eager op matching does).
+pub(crate) fn infer_type_attrs(def: &OpDef, args: &[ArgDTypes], attrs: &mut Attrs) -> Result<(), String> {
+    if def.inputs.len() != args.len() {
+        let names: Vec<&str> = def.inputs.iter().map(|a| a.name.as_str()).collect();
+        return Err(format!("takes {} arguments ({}), got {}", def.inputs.len(), names.join(", "), args.len()));
+    }
+    let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
+        if !attrs.contains_key(name) {
+            attrs.insert(name.to_string(), v);
+        }
+    };
+    for (arg, a) in def.inputs.iter().zip(args) {
+        match (&arg.ty, a) {
+            (ArgType::TypeAttr(t), ArgDTypes::One(d)) => set(attrs, t, attr::dtype(*d)),
+            (ArgType::Number { count_attr, elem }, ArgDTypes::List(ds)) => {
+                set(attrs, count_attr, attr::int(ds.len() as i64));
+                if let (ArgType::TypeAttr(t), Some(first)) = (elem.as_ref(), ds.first()) {
+                    set(attrs, t, attr::dtype(*first));
+                }
+            }
+            (ArgType::TypeList(t), ArgDTypes::List(ds)) => set(attrs, t, attr::dtypes(ds)),
+            (ArgType::Fixed(_), ArgDTypes::One(_)) | (ArgType::TypeAttr(_), ArgDTypes::List(_)) => {}
+            (ArgType::Number { .. } | ArgType::TypeList(_), ArgDTypes::One(_)) => {
+                return Err(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name))
+            }
+            (ArgType::Fixed(_), ArgDTypes::List(_)) => {
+                return Err(format!("argument '{}' is one tensor, not a list", arg.name))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An op with complete attrs whose input dtypes were checked against its signature: its

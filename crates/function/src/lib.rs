@@ -4,8 +4,10 @@
 //! AutoGraph build on it (issue 17, in progress).
 pub mod eager;
 pub mod tape;
+pub mod traced;
 pub mod variable;
 
 pub use eager::{execute, op, Call, Eager, EagerError};
 pub use tape::GradientTape;
+pub use traced::{function, ConcreteFunction, Function, Value};
 pub use variable::Variable;
