@@ -245,7 +245,8 @@ enum Command {
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
     /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps, saved with a
-    /// Saver and restored from its .meta under an import_scope in a fresh session.
+    /// Saver and restored from its .meta under an import_scope in a fresh session; seed 001's
+    /// input pipeline and EfficientNet-style training; seed 004's traced functions.
     Demo {
         /// Where the demo writes its files.
         #[arg(long, default_value = "ferroflow-demo")]
@@ -835,6 +836,11 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
         .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
     out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
     demo_seed_001(out_dir, effnet_epochs, tensorboard)?;
+    out!("\n== Seed 004: tf.function in Rust — traced per signature, while/if as StatelessWhile/StatelessIf");
+    let (cube, collatz, sum_squares_until) = ferroflow::models::seed_004::functions();
+    for line in ferroflow::models::seed_004::run(&cube, &collatz, &sum_squares_until)? {
+        out!("{line}");
+    }
     if let Some((logdir, _)) = tensorboard {
         out!(
             "\n-- see it all: tensorboard --logdir {} (Scalars, Histograms, Images, Text, Graphs, Profile)",

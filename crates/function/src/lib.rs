@@ -1,7 +1,8 @@
 //! TensorFlow 2's side of ferroflow, on the same op registry, kernels, optimizer and executor
-//! as graphs: [`eager`] execution of ops on concrete tensors and [`tape::GradientTape`] over
-//! them (graph autodiff's gradient functions). Graph functions traced from closures and
-//! AutoGraph build on it (issue 17, in progress).
+//! as graphs: [`eager`] execution of ops on concrete tensors, [`tape::GradientTape`] over them
+//! (graph autodiff's gradient functions), eager [`Variable`]s, and [`traced`] graph functions
+//! (`tf.function`) with functional control flow ([`cond`], [`while_loop`]). The AutoGraph
+//! proc-macro will build on those (issue 17, in progress).
 pub mod eager;
 pub mod tape;
 pub mod traced;
@@ -9,5 +10,5 @@ pub mod variable;
 
 pub use eager::{execute, op, Call, Eager, EagerError};
 pub use tape::GradientTape;
-pub use traced::{function, ConcreteFunction, Function, Value};
+pub use traced::{cond, function, while_loop, ConcreteFunction, Function, Value};
 pub use variable::Variable;

@@ -125,6 +125,15 @@ impl Scope {
         f(&self.graph.borrow())
     }
 
+    /// Adds `f` to the graph's function library (for `If`/`While` branches and calls); a
+    /// function of the same name is replaced.
+    pub fn add_function(&self, f: ferroflow_proto::FunctionDef) {
+        let mut g = self.graph.borrow_mut();
+        let name = f.signature.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+        g.library.function.retain(|old| old.signature.as_ref().is_none_or(|s| s.name != name));
+        g.library.function.push(f);
+    }
+
     /// The dtype of an output in this scope's graph.
     pub fn dtype(&self, o: Output) -> DType {
         self.graph.borrow().output_type(o)

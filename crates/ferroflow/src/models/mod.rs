@@ -4,3 +4,4 @@ pub mod flowers;
 pub mod seed_000;
 pub mod seed_001;
 pub mod seed_003;
+pub mod seed_004;

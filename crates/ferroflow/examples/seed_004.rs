@@ -1,0 +1,38 @@
+//! Seed 004: `tf.function` in Rust. Prints cube(2), cube(2.0), the number of concrete
+//! functions, collatz(27), collatz(97) and sum_squares_until([0.5, 1.5, 2.0, 3.0, 4.0], 6.0),
+//! each run as a traced graph. `--export DIR` also writes the concrete functions of collatz and
+//! sum_squares_until as GraphDefs with their function libraries (`collatz.pb`,
+//! `sum_squares_until.pb`) and their feed/fetch names (`*.names`), which TensorFlow imports and
+//! runs (`scripts/function_interop.py`).
+//! `cargo run --release --example seed_004 -- [--export DIR]`
+use ferroflow::models::seed_004;
+use ferroflow::tensor::Tensor;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let export = match args.as_slice() {
+        [] => None,
+        [flag, dir] if flag == "--export" => Some(std::path::PathBuf::from(dir)),
+        _ => anyhow::bail!("usage: seed_004 [--export DIR]"),
+    };
+    let (cube, collatz, sum_squares_until) = seed_004::functions();
+    for line in seed_004::run(&cube, &collatz, &sum_squares_until)? {
+        println!("{line}");
+    }
+    let x = Tensor::from_vec(&[5], vec![0.5f32, 1.5, 2.0, 3.0, 4.0])?;
+    if let Some(dir) = export {
+        std::fs::create_dir_all(&dir)?;
+        let c = collatz.concrete_function_keyed(&(), &[Tensor::scalar(27i32)])?;
+        let s = sum_squares_until.concrete_function_keyed(&(), &[x, Tensor::scalar(6.0f32)])?;
+        for (name, f) in [("collatz", c), ("sum_squares_until", s)] {
+            ferroflow::graph::io::write_graph_def(&dir.join(format!("{name}.pb")), &f.graph_def())?;
+            let (inputs, outputs) = f.names();
+            std::fs::write(
+                dir.join(format!("{name}.names")),
+                format!("{}\n{}\n", inputs.join(" "), outputs.join(" ")),
+            )?;
+        }
+        println!("exported collatz.pb and sum_squares_until.pb to {}", dir.display());
+    }
+    Ok(())
+}
