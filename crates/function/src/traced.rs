@@ -86,6 +86,22 @@ fn trace_error(op: &str, reason: impl Into<String>) -> EagerError {
 /// are concrete and nothing is being traced, otherwise as a node of the traced graph (concrete
 /// inputs become constants of it).
 pub fn apply(op: &str, inputs: &[&Value], attrs: &[(&str, AttrValue)]) -> Result<Vec<Value>, EagerError> {
+    if TRACING.with(|t| t.borrow().is_empty()) {
+        // Eager: straight to the eager call, borrowing the tensors.
+        let mut call = eager::op(op);
+        for v in inputs {
+            match v {
+                Value::Eager(t) => call = call.input(t),
+                Value::Symbolic(..) => {
+                    return Err(trace_error(op, "a symbolic value was used outside the trace that made it"))
+                }
+            }
+        }
+        for (k, v) in attrs {
+            call = call.attr(k, v.clone());
+        }
+        return Ok(call.run()?.into_iter().map(Value::Eager).collect());
+    }
     let args: Vec<Vec<&Value>> = inputs.iter().map(|v| vec![*v]).collect();
     apply_args(op, &args, &vec![false; inputs.len()], attrs)
 }
