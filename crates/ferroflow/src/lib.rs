@@ -16,6 +16,9 @@
 //! ```
 #![warn(missing_docs)]
 
+// `#[ferroflow::function]` expands to `::ferroflow::...` paths, in this crate too.
+extern crate self as ferroflow;
+
 use std::path::Path;
 
 pub mod fuzzing;
@@ -29,6 +32,10 @@ pub use ferroflow_data as data;
 pub use ferroflow_function as function;
 pub use ferroflow_graph as graph;
 pub use ferroflow_kernels as kernels;
+/// AutoGraph for Rust: `#[ferroflow::function]` on a `fn` over [`function::Value`]s makes
+/// `if`/`while`/`for` over tensors functional control flow when traced (see
+/// [`function::autograph`]).
+pub use ferroflow_macros::function;
 pub use ferroflow_ops as ops;
 pub use ferroflow_optimize as optimize;
 pub use ferroflow_profiler as profiler;

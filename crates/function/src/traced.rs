@@ -40,9 +40,39 @@ impl From<Tensor> for Value {
     }
 }
 
+/// One graph being traced: its scope and id, the outer symbolic values it captured (each
+/// with the placeholder standing for it), and how many explicit arguments precede them.
+pub(crate) struct Frame {
+    pub(crate) scope: Scope,
+    pub(crate) id: u64,
+    pub(crate) args: usize,
+    pub(crate) captures: Vec<(Value, Output)>,
+    /// Whether this is a function's own graph (not a branch or loop body): variables are read
+    /// and assigned here.
+    pub(crate) function: bool,
+    /// Variables captured by the function: (resource key, handle placeholder), and the
+    /// stateful nodes in program order.
+    pub(crate) resources: Vec<(String, Output, Arc<ferroflow_kernels::resource::Variable>)>,
+    pub(crate) stateful: Vec<ferroflow_graph::NodeId>,
+}
+
+impl Frame {
+    pub(crate) fn new(scope: Scope, args: usize) -> Frame {
+        Frame {
+            scope,
+            id: next_id(),
+            args,
+            captures: Vec::new(),
+            function: false,
+            resources: Vec::new(),
+            stateful: Vec::new(),
+        }
+    }
+}
+
 thread_local! {
-    /// The graphs being traced on this thread with their ids (innermost trace last).
-    static TRACING: RefCell<Vec<(Scope, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The graphs being traced on this thread (innermost last).
+    static TRACING: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A new trace id.
@@ -52,33 +82,79 @@ fn next_id() -> u64 {
 }
 
 /// The innermost trace, if any.
-fn current() -> Option<(Scope, u64)> {
-    TRACING.with(|t| t.borrow().last().cloned())
+pub(crate) fn current() -> Option<(Scope, u64)> {
+    TRACING.with(|t| t.borrow().last().map(|f| (f.scope.clone(), f.id)))
 }
 
-/// Runs `f` with `scope` (id `id`) as the innermost trace.
-fn tracing<R>(scope: &Scope, id: u64, f: impl FnOnce() -> R) -> R {
-    TRACING.with(|t| t.borrow_mut().push((scope.clone(), id)));
+/// Runs `f` on the innermost function frame (the concrete function being traced).
+pub(crate) fn with_function_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> Option<R> {
+    TRACING.with(|t| t.borrow_mut().iter_mut().rev().find(|f| f.function).map(f))
+}
+
+/// Runs `f` with `frame` as the innermost trace; gives the frame back (with its captures).
+pub(crate) fn tracing<R>(frame: Frame, f: impl FnOnce() -> R) -> (R, Frame) {
+    TRACING.with(|t| t.borrow_mut().push(frame));
     let r = f();
-    TRACING.with(|t| t.borrow_mut().pop());
-    r
+    let frame = TRACING.with(|t| t.borrow_mut().pop()).expect("the frame pushed above");
+    (r, frame)
 }
 
-/// `v` as an output of the trace `(scope, id)`: a constant when concrete; an error for a
-/// symbolic value of another trace (a branch or loop body must get outer values through its
-/// inputs).
-fn output_in(scope: &Scope, id: u64, v: &Value, op: &str) -> Result<Output, EagerError> {
+/// `v` as an output of the trace `(scope, id)`: a constant when concrete; a symbolic value of
+/// an enclosing trace is captured (a placeholder of this trace stands for it, and the branch or
+/// loop node that calls this trace takes it as an extra input, as TensorFlow 2 captures).
+pub(crate) fn output_in(scope: &Scope, id: u64, v: &Value, op: &str) -> Result<Output, EagerError> {
     match v {
         Value::Symbolic(o, _, t) if *t == id => Ok(*o),
-        Value::Symbolic(..) => Err(trace_error(
-            op,
-            "a symbolic value of another trace was used here: pass outer values to a branch or loop body through its inputs",
-        )),
+        Value::Symbolic(o, d, t) => TRACING.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            let outer = stack.iter().position(|f| f.id == *t);
+            let inner = stack.iter().position(|f| f.id == id);
+            let (Some(outer), Some(inner)) = (outer, inner) else {
+                return Err(trace_error(op, "a symbolic value was used outside the trace that made it"));
+            };
+            if outer >= inner {
+                return Err(trace_error(op, "a value of a branch or loop body was used outside it"));
+            }
+            if let Some((_, p)) = stack[inner].captures.iter().find(|(c, _)| same(c, v)) {
+                return Ok(*p);
+            }
+            let shape = static_shape_in(&stack[outer].scope, *o);
+            let frame = &mut stack[inner];
+            let name = format!("arg{}", frame.args + frame.captures.len());
+            let p = scope.with_exact_name(&name).placeholder(*d, &shape).map_err(|e| trace_error(op, e.to_string()))?;
+            frame.captures.push((Value::Symbolic(*o, *d, *t), p));
+            Ok(p)
+        }),
         Value::Eager(t) => scope.constant(t).map_err(|e| trace_error(op, e.to_string())),
     }
 }
 
-fn trace_error(op: &str, reason: impl Into<String>) -> EagerError {
+/// The static shape of `o` in `scope`'s graph (unknown when it cannot be inferred).
+pub(crate) fn static_shape_in(scope: &Scope, o: Output) -> Shape {
+    scope
+        .with_graph(|g| {
+            ferroflow_ops::infer_shapes(g).ok().and_then(|s| s.get(o.node).and_then(|s| s.get(o.index)).cloned())
+        })
+        .unwrap_or_else(Shape::unknown)
+}
+
+/// The static shape of a value of an enclosing trace (unknown when that trace is not on this
+/// thread's stack).
+pub(crate) fn capture_shape(v: &Value) -> Shape {
+    match v {
+        Value::Eager(t) => Shape::known(t.dims()),
+        Value::Symbolic(o, _, t) => TRACING
+            .with(|stack| stack.borrow().iter().find(|f| f.id == *t).map(|f| static_shape_in(&f.scope, *o)))
+            .unwrap_or_else(Shape::unknown),
+    }
+}
+
+/// Whether two values are the same symbolic output.
+pub(crate) fn same(a: &Value, b: &Value) -> bool {
+    matches!((a, b), (Value::Symbolic(o, _, t), Value::Symbolic(p, _, u)) if o == p && t == u)
+}
+
+pub(crate) fn trace_error(op: &str, reason: impl Into<String>) -> EagerError {
     EagerError { op: op.to_string(), inputs: "(traced)".into(), reason: reason.into() }
 }
 
@@ -160,7 +236,7 @@ fn apply_args(
     Ok(outputs.into_iter().enumerate().map(|(index, d)| Value::Symbolic(Output { node, index }, d, id)).collect())
 }
 
-fn apply1(op: &str, inputs: &[&Value], attrs: &[(&str, AttrValue)]) -> Result<Value, EagerError> {
+pub(crate) fn apply1(op: &str, inputs: &[&Value], attrs: &[(&str, AttrValue)]) -> Result<Value, EagerError> {
     let mut out = apply(op, inputs, attrs)?;
     if out.len() != 1 {
         return Err(trace_error(op, format!("has {} outputs", out.len())));
@@ -247,6 +323,10 @@ impl Value {
     pub fn size(&self) -> Result<Value, EagerError> {
         apply1("Size", &[self], &[])
     }
+    /// `x` as `dtype`.
+    pub fn cast(&self, dtype: DType) -> Result<Value, EagerError> {
+        apply1("Cast", &[self], &[("DstT", attr::dtype(dtype))])
+    }
     /// The sum over `axes`.
     pub fn reduce_sum(&self, axes: &[i32], keep_dims: bool) -> Result<Value, EagerError> {
         let axes = Value::Eager(Tensor::from_vec(&[axes.len()], axes.to_vec()).expect("a vector of axes"));
@@ -262,18 +342,20 @@ struct Signature {
     key: u64,
 }
 
-/// `float[2, ?]`.
+/// `float32[2, ?]`.
 fn spec_text(dtype: DType, dims: &[Option<usize>]) -> String {
-    let dims: Vec<String> = dims.iter().map(|d| d.map_or("?".to_string(), |d| d.to_string())).collect();
-    format!("{dtype}[{}]", dims.join(", "))
+    crate::control::spec(dtype, &Shape::new(dims.to_vec()))
 }
 
 /// One traced graph: its session (optimizer run, plan cached) and its feed and fetch names.
 pub struct ConcreteFunction {
+    name: String,
     session: Session,
     plan: Arc<ExecutionPlan>,
     inputs: Vec<String>,
     outputs: Vec<String>,
+    /// The handles of captured variables, fed after the arguments.
+    handles: Vec<Tensor>,
 }
 
 impl ConcreteFunction {
@@ -294,7 +376,19 @@ impl ConcreteFunction {
 
     /// Runs the graph on `args`.
     pub fn call(&self, args: &[Tensor]) -> Result<Vec<Tensor>, EagerError> {
-        self.session.run_plan(&self.plan, args).map_err(|e| trace_error("function call", e.to_string()))
+        let run = |feeds: &[Tensor]| {
+            self.session.run_plan(&self.plan, feeds).map_err(|e| trace_error(&self.name, e.to_string()))
+        };
+        if self.handles.is_empty() {
+            return run(args);
+        }
+        let feeds: Vec<Tensor> = args.iter().chain(&self.handles).cloned().collect();
+        run(&feeds)
+    }
+
+    /// The session that runs the graph (its optimizer report, its resources).
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 }
 
@@ -310,6 +404,8 @@ pub struct Function<'f> {
     traced: RefCell<Vec<Signature>>,
     warn_after: Cell<usize>,
     explanation: RefCell<Option<String>>,
+    options: SessionOptions,
+    arg_names: Vec<String>,
 }
 
 /// Wraps `body` as a graph function named `name`.
@@ -322,6 +418,8 @@ pub fn function<'f>(name: &str, body: impl Fn(&[Value]) -> Result<Vec<Value>, Ea
         traced: RefCell::new(Vec::new()),
         warn_after: Cell::new(5),
         explanation: RefCell::new(None),
+        options: SessionOptions::default(),
+        arg_names: Vec::new(),
     }
 }
 
@@ -333,9 +431,22 @@ impl<'f> Function<'f> {
         self
     }
 
+    /// Names the arguments (for retrace explanations: `x: float32[2] → float32[3]`).
+    pub fn arg_names(mut self, names: &[&str]) -> Function<'f> {
+        self.arg_names = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
     /// Warns on stderr once the function has been traced more than `n` times (default 5).
     pub fn warn_after_traces(self, n: usize) -> Function<'f> {
         self.warn_after.set(n);
+        self
+    }
+
+    /// The options of the sessions that run its concrete functions (threads, optimizer,
+    /// `max_loop_iterations`: a `while` over tensors that never ends stops there).
+    pub fn session_options(mut self, options: SessionOptions) -> Function<'f> {
+        self.options = options;
         self
     }
 
@@ -406,7 +517,9 @@ impl<'f> Function<'f> {
 
     fn trace(&self, sig: &Signature) -> Result<ConcreteFunction, EagerError> {
         let scope = Scope::new();
-        let id = next_id();
+        let mut frame = Frame::new(scope.clone(), sig.args.len());
+        frame.function = true;
+        let id = frame.id;
         let mut params = Vec::with_capacity(sig.args.len());
         for (i, (dtype, dims)) in sig.args.iter().enumerate() {
             let o = scope
@@ -415,7 +528,7 @@ impl<'f> Function<'f> {
                 .map_err(|e| trace_error(&self.name, e.to_string()))?;
             params.push(Value::Symbolic(o, *dtype, id));
         }
-        let result = tracing(&scope, id, || (self.body)(&params));
+        let (result, frame) = tracing(frame, || (self.body)(&params));
         let mut outputs = Vec::new();
         for v in result? {
             let o = output_in(&scope, id, &v, &self.name)?;
@@ -427,20 +540,31 @@ impl<'f> Function<'f> {
             outputs.push(id);
         }
         let graph = scope.graph();
-        let inputs: Vec<String> = params
+        let mut inputs: Vec<String> = params
             .iter()
             .map(|p| match p {
                 Value::Symbolic(o, ..) => graph.output_name(*o),
                 Value::Eager(_) => unreachable!("parameters are symbolic"),
             })
             .collect();
+        // Captured variables: their handles are fed after the arguments.
+        let mut handles = Vec::new();
+        for (key, placeholder, _) in &frame.resources {
+            inputs.push(graph.output_name(*placeholder));
+            handles.push(Tensor::resource_handle(key));
+        }
         let outputs: Vec<String> = outputs.iter().map(|o| graph.output_name(*o)).collect();
-        let session =
-            Session::new(graph, SessionOptions::default()).map_err(|e| trace_error(&self.name, e.to_string()))?;
+        // Stateful ops (variable updates) run on every call even when no output needs them.
+        let targets: Vec<String> = frame.stateful.iter().map(|n| graph.node(*n).name.clone()).collect();
+        let session = Session::new(graph, self.options.clone()).map_err(|e| trace_error(&self.name, e.to_string()))?;
+        for (key, _, var) in &frame.resources {
+            session.resources().insert_variable(key, var.clone());
+        }
         let feeds: Vec<&str> = inputs.iter().map(String::as_str).collect();
         let fetches: Vec<&str> = outputs.iter().map(String::as_str).collect();
-        let plan = session.plan(&feeds, &fetches, &[]).map_err(|e| trace_error(&self.name, e.to_string()))?;
-        Ok(ConcreteFunction { session, plan, inputs, outputs })
+        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+        let plan = session.plan(&feeds, &fetches, &targets).map_err(|e| trace_error(&self.name, e.to_string()))?;
+        Ok(ConcreteFunction { name: self.name.clone(), session, plan, inputs, outputs, handles })
     }
 
     /// Counts the trace, explains it against the closest earlier one, warns past the limit.
@@ -456,7 +580,10 @@ impl<'f> Function<'f> {
                     .zip(&sig.args)
                     .enumerate()
                     .filter(|(_, (a, b))| a != b)
-                    .map(|(i, (a, b))| format!("arg {i}: {} → {}", spec_text(a.0, &a.1), spec_text(b.0, &b.1)))
+                    .map(|(i, (a, b))| {
+                        let name = self.arg_names.get(i).cloned().unwrap_or_else(|| format!("arg {i}"));
+                        format!("{name}: {} → {}", spec_text(a.0, &a.1), spec_text(b.0, &b.1))
+                    })
                     .collect();
                 if s.key != sig.key {
                     changes.push("the non-tensor arguments (key) changed".into());
@@ -493,188 +620,4 @@ impl<'f> Function<'f> {
     pub fn explain_last_trace(&self) -> Option<String> {
         self.explanation.borrow().clone()
     }
-}
-
-/// Whether a concrete scalar predicate holds (non-zero numbers, `true`).
-fn truth(v: &Value, op: &str) -> Result<bool, EagerError> {
-    let t = v.tensor().ok_or_else(|| trace_error(op, "the predicate is symbolic outside a trace"))?;
-    if t.len() != 1 {
-        return Err(trace_error(op, format!("the predicate must have one element, it has {}", t.len())));
-    }
-    let as_bool = Tensor::scalar(false);
-    let t = if t.dtype() == as_bool.dtype() { t.clone() } else { crate::eager::Eager::cast(t, as_bool.dtype())? };
-    Ok(t.as_slice::<bool>().map_err(|e| trace_error(op, e.to_string()))?[0])
-}
-
-/// A traced branch or loop body: its `FunctionDef`, output dtypes, and the functions it calls.
-struct Traced {
-    def: ferroflow_proto::FunctionDef,
-    outputs: Vec<DType>,
-    library: Vec<ferroflow_proto::FunctionDef>,
-}
-
-/// Traces `f` on parameters of `dtypes` into a function named `<prefix>_<n>`.
-fn trace_function(prefix: &str, dtypes: &[DType], f: &Body<'_>) -> Result<Traced, EagerError> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    let sub = Scope::new();
-    let id = next_id();
-    let mut params = Vec::with_capacity(dtypes.len());
-    for (i, d) in dtypes.iter().enumerate() {
-        let o = sub
-            .with_exact_name(&format!("arg{i}"))
-            .placeholder(*d, &Shape::unknown())
-            .map_err(|e| trace_error(&name, e.to_string()))?;
-        params.push(Value::Symbolic(o, *d, id));
-    }
-    let result = tracing(&sub, id, || f(&params))?;
-    let outputs: Vec<Output> = result.iter().map(|v| output_in(&sub, id, v, &name)).collect::<Result<_, _>>()?;
-    let graph = sub.graph();
-    let def = function_def(&name, &graph, params.len(), &outputs).map_err(|e| trace_error(&name, e))?;
-    Ok(Traced {
-        def,
-        outputs: outputs.iter().map(|o| graph.output_type(*o)).collect(),
-        library: graph.library.function,
-    })
-}
-
-/// A graph whose nodes `arg0..argN` are placeholders as a `FunctionDef` returning `outputs`:
-/// body references in TensorFlow's `node:output_arg:index` form.
-fn function_def(
-    name: &str,
-    g: &Graph,
-    args: usize,
-    outputs: &[Output],
-) -> Result<ferroflow_proto::FunctionDef, String> {
-    use ferroflow_proto::{op_def::ArgDef, FunctionDef, NodeDef, OpDef};
-    let arg_index = |n: &ferroflow_graph::Node| {
-        n.name.strip_prefix("arg").and_then(|i| i.parse::<usize>().ok()).filter(|&i| i < args && n.op == "Placeholder")
-    };
-    let reference = |o: Output| -> Result<String, String> {
-        let n = g.node(o.node);
-        if let Some(i) = arg_index(n) {
-            return Ok(format!("arg{i}"));
-        }
-        let def = OpRegistry::global().get(&n.op).ok_or_else(|| format!("op '{}' is not in the registry", n.op))?;
-        let ranges = def.output_ranges(&n.attrs)?;
-        let (arg, r) = ranges.iter().find(|(_, r)| r.contains(&o.index)).ok_or("an output out of range")?;
-        Ok(format!("{}:{arg}:{}", n.name, o.index - r.start))
-    };
-    let mut nodes = Vec::new();
-    for n in g.nodes().iter().filter(|n| arg_index(n).is_none()) {
-        let mut input: Vec<String> = n.inputs.iter().map(|o| reference(*o)).collect::<Result<_, _>>()?;
-        input.extend(n.control_inputs.iter().map(|c| format!("^{}", g.node(*c).name)));
-        nodes.push(NodeDef {
-            name: n.name.clone(),
-            op: n.op.clone(),
-            input,
-            attr: n.attrs.clone(),
-            ..Default::default()
-        });
-    }
-    let arg_def = |name: String, d: DType| ArgDef { name, r#type: d.to_tf(), ..Default::default() };
-    let input_arg = (0..args)
-        .map(|i| {
-            let n = g.find(&format!("arg{i}")).ok_or("a missing argument")?;
-            Ok(arg_def(format!("arg{i}"), g.node(n).types.outputs[0]))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let output_arg = outputs.iter().enumerate().map(|(i, o)| arg_def(format!("out{i}"), g.output_type(*o))).collect();
-    let ret = outputs
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Ok((format!("out{i}"), reference(*o)?)))
-        .collect::<Result<_, String>>()?;
-    Ok(FunctionDef {
-        signature: Some(OpDef { name: name.to_string(), input_arg, output_arg, ..Default::default() }),
-        node_def: nodes,
-        ret,
-        ..Default::default()
-    })
-}
-
-/// TensorFlow's `tf.cond`: `then_fn(inputs)` when `pred` holds, else `else_fn(inputs)`. Run
-/// eagerly it is an `if`; traced, both branches become functions of the graph's library and a
-/// `StatelessIf` node chooses. Both must return the same number and dtypes of values.
-pub fn cond(
-    pred: &Value,
-    inputs: &[Value],
-    then_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
-    else_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
-) -> Result<Vec<Value>, EagerError> {
-    let Some((scope, id)) = current() else {
-        return if truth(pred, "cond")? { then_fn(inputs) } else { else_fn(inputs) };
-    };
-    let dtypes: Vec<DType> = inputs.iter().map(Value::dtype).collect();
-    let then = trace_function("cond_then", &dtypes, &then_fn)?;
-    let other = trace_function("cond_else", &dtypes, &else_fn)?;
-    if then.outputs != other.outputs {
-        return Err(trace_error(
-            "cond",
-            format!("the branches return different dtypes: then {:?}, else {:?}", then.outputs, other.outputs),
-        ));
-    }
-    let mut flat = vec![output_in(&scope, id, pred, "cond")?];
-    for v in inputs {
-        flat.push(output_in(&scope, id, v, "cond")?);
-    }
-    let mut attrs = Attrs::new();
-    attrs.insert("Tcond".into(), attr::dtype(pred.dtype()));
-    attrs.insert("Tin".into(), attr::dtypes(&dtypes));
-    attrs.insert("Tout".into(), attr::dtypes(&then.outputs));
-    attrs.insert("then_branch".into(), attr::func(&then.def.signature.as_ref().expect("named").name));
-    attrs.insert("else_branch".into(), attr::func(&other.def.signature.as_ref().expect("named").name));
-    let outs = then.outputs.clone();
-    for f in then.library.into_iter().chain(other.library).chain([then.def, other.def]) {
-        scope.add_function(f);
-    }
-    let node =
-        scope.add_op("StatelessIf", "cond", &flat, &[], attrs).map_err(|e| trace_error("cond", e.to_string()))?;
-    Ok(outs.into_iter().enumerate().map(|(index, d)| Value::Symbolic(Output { node, index }, d, id)).collect())
-}
-
-/// TensorFlow's `tf.while_loop`: while `cond_fn(vars)` holds, `vars = body_fn(vars)`. Run
-/// eagerly it is a `while`; traced, both become library functions and a `StatelessWhile` node
-/// loops. The body must return values of the loop variables' dtypes.
-pub fn while_loop(
-    cond_fn: impl Fn(&[Value]) -> Result<Value, EagerError>,
-    body_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
-    vars: &[Value],
-) -> Result<Vec<Value>, EagerError> {
-    let dtypes: Vec<DType> = vars.iter().map(Value::dtype).collect();
-    let Some((scope, id)) = current() else {
-        let mut vars = vars.to_vec();
-        while truth(&cond_fn(&vars)?, "while_loop")? {
-            let next = body_fn(&vars)?;
-            let next_dtypes: Vec<DType> = next.iter().map(Value::dtype).collect();
-            if next_dtypes != dtypes {
-                return Err(trace_error(
-                    "while_loop",
-                    format!("the body returns {next_dtypes:?} for loop variables of {dtypes:?}"),
-                ));
-            }
-            vars = next;
-        }
-        return Ok(vars);
-    };
-    let c = trace_function("while_cond", &dtypes, &|v: &[Value]| Ok(vec![cond_fn(v)?]))?;
-    let b = trace_function("while_body", &dtypes, &body_fn)?;
-    if b.outputs != dtypes {
-        return Err(trace_error(
-            "while_loop",
-            format!("the body returns {:?} for loop variables of {dtypes:?}", b.outputs),
-        ));
-    }
-    let flat: Vec<Output> = vars.iter().map(|v| output_in(&scope, id, v, "while_loop")).collect::<Result<_, _>>()?;
-    let mut attrs = Attrs::new();
-    attrs.insert("T".into(), attr::dtypes(&dtypes));
-    attrs.insert("cond".into(), attr::func(&c.def.signature.as_ref().expect("named").name));
-    attrs.insert("body".into(), attr::func(&b.def.signature.as_ref().expect("named").name));
-    for f in c.library.into_iter().chain(b.library).chain([c.def, b.def]) {
-        scope.add_function(f);
-    }
-    let node = scope
-        .add_op("StatelessWhile", "while", &flat, &[], attrs)
-        .map_err(|e| trace_error("while_loop", e.to_string()))?;
-    Ok(dtypes.into_iter().enumerate().map(|(index, d)| Value::Symbolic(Output { node, index }, d, id)).collect())
 }

@@ -44,7 +44,7 @@ fn retracing_is_counted_explained_and_avoided_with_an_input_signature() {
     square.call(&[Tensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap()]).unwrap();
     assert_eq!(square.trace_count(), 2);
     let why = square.explain_last_trace().unwrap();
-    assert!(why.contains("arg 0: float[2] → float[3]"), "{why}");
+    assert!(why.contains("arg 0: float32[2] → float32[3]"), "{why}");
     square.call_keyed(&"mode b", &[Tensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap()]).unwrap();
     assert!(square.explain_last_trace().unwrap().contains("key"));
 
@@ -56,5 +56,5 @@ fn retracing_is_counted_explained_and_avoided_with_an_input_signature() {
     }
     assert_eq!(any_length.trace_count(), 1);
     let e = any_length.call(&[Tensor::from_vec(&[2], vec![1i32, 2]).unwrap()]).unwrap_err().to_string();
-    assert!(e.contains("int32[2]") && e.contains("float[?]") && e.contains("input signature"), "{e}");
+    assert!(e.contains("int32[2]") && e.contains("float32[?]") && e.contains("input signature"), "{e}");
 }

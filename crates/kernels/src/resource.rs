@@ -23,6 +23,11 @@ pub struct Variable {
 }
 
 impl Variable {
+    /// A variable of `dtype` holding `value` (none: unassigned), for state made outside a
+    /// session (an eager variable a function captures).
+    pub fn new(dtype: DType, value: Option<Tensor>) -> Variable {
+        Variable { dtype, value: RwLock::new(value) }
+    }
     /// The variable's dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
@@ -93,6 +98,12 @@ impl ResourceMgr {
             return Err(invalid(format!("variable '{key}' holds {}, but this handle is for {dtype}", v.dtype)));
         }
         Ok(v.clone())
+    }
+
+    /// Puts `var` under `key` (a variable shared with state outside the session, such as an
+    /// eager variable a traced function captures), replacing what was there.
+    pub fn insert_variable(&self, key: &str, var: Arc<Variable>) {
+        self.vars.write().unwrap_or_else(|p| p.into_inner()).insert(key.to_string(), var);
     }
 
     /// The variable under `key`, if any.

@@ -1,63 +1,51 @@
-//! Seed 004: TensorFlow 2's functions. `cube` (one concrete function per input dtype),
-//! `collatz` and `sum_squares_until` (a `while` with an `if` inside, and a `for` with `break`,
-//! written with `cond` / `while_loop`, so their graphs hold `StatelessWhile` / `StatelessIf`
-//! and library functions rather than an unrolled loop).
-use crate::function::{cond, function, while_loop, EagerError, Function, Value};
+//! Seed 004: TensorFlow 2's functions, written as plain Rust under `#[ferroflow::function]`
+//! (AutoGraph): `cube` (one concrete function per input dtype), `collatz` (a `while` on a
+//! tensor with an `if` inside) and `sum_squares_until` (a `for` over a tensor with a `break`).
+//! Traced, the last two are `StatelessWhile` / `StatelessIf` nodes with library functions,
+//! not unrolled loops; called on concrete values, they run as the Rust they are.
+use crate::function::{python_dtype, EagerError, Function, Value};
 use crate::tensor::{DType, Tensor};
 
 /// `x ** 3`, as `x * x * x` (any numeric dtype).
-pub fn cube_body(a: &[Value]) -> Result<Vec<Value>, EagerError> {
-    Ok(vec![a[0].mul(&a[0])?.mul(&a[0])?])
+#[crate::function]
+pub fn cube(x: Value) -> Result<Value, EagerError> {
+    Ok(x * x * x)
 }
 
-/// The steps of the Collatz sequence from `n` (an int32 scalar) to 1:
-/// `while n > 1: n = n // 2 if n % 2 == 0 else 3 * n + 1; steps += 1`.
-pub fn collatz_body(a: &[Value]) -> Result<Vec<Value>, EagerError> {
-    let (one, two, three) = (Value::scalar(1i32), Value::scalar(2i32), Value::scalar(3i32));
-    let out = while_loop(
-        |v| v[0].greater(&one),
-        |v| {
-            let even = v[0].floor_mod(&two)?.equal(&Value::scalar(0i32))?;
-            let n =
-                cond(&even, &v[..1], |x| Ok(vec![x[0].floor_div(&two)?]), |x| Ok(vec![x[0].mul(&three)?.add(&one)?]))?;
-            Ok(vec![n[0].clone(), v[1].add(&one)?])
-        },
-        &[a[0].clone(), Value::scalar(0i32)],
-    )?;
-    Ok(vec![out[1].clone()])
+/// The steps of the Collatz sequence from `n` (an int32 scalar) to 1.
+#[crate::function]
+pub fn collatz(mut n: Value) -> Result<Value, EagerError> {
+    let mut steps = Value::scalar(0i32);
+    while n > 1 {
+        if n % 2 == 0 {
+            n = n / 2;
+        } else {
+            n = 3 * n + 1;
+        }
+        steps += 1;
+    }
+    Ok(steps)
 }
 
-/// `for v in x: if total > limit: break; total += v * v; i += 1` → `(total, i)`, with `x` a
-/// float vector and `limit` a float scalar.
-pub fn sum_squares_until_body(a: &[Value]) -> Result<Vec<Value>, EagerError> {
-    let out = while_loop(
-        |v| v[0].less(&v[2].size()?)?.logical_and(&v[1].greater(&v[3])?.logical_not()?),
-        |v| {
-            let x = v[2].at(&v[0])?;
-            Ok(vec![v[0].add(&Value::scalar(1i32))?, v[1].add(&x.mul(&x)?)?, v[2].clone(), v[3].clone()])
-        },
-        &[Value::scalar(0i32), Value::scalar(0.0f32), a[0].clone(), a[1].clone()],
-    )?;
-    Ok(vec![out[1].clone(), out[0].clone()])
+/// The sum of squares of `x`'s elements (a float vector) until the sum passes `limit` (a
+/// float scalar), and how many were added.
+#[crate::function]
+pub fn sum_squares_until(x: Value, limit: Value) -> Result<(Value, Value), EagerError> {
+    let mut total = Value::scalar(0.0f32);
+    let mut i = Value::scalar(0i32);
+    for v in x {
+        if total > limit {
+            break;
+        }
+        total += v * v;
+        i += 1;
+    }
+    Ok((total, i))
 }
 
 /// The three graph functions.
 pub fn functions() -> (Function<'static>, Function<'static>, Function<'static>) {
-    (
-        function("cube", cube_body),
-        function("collatz", collatz_body),
-        function("sum_squares_until", sum_squares_until_body),
-    )
-}
-
-/// The dtype as Python's TensorFlow prints it (`float32`, `int32`).
-fn python_name(d: DType) -> &'static str {
-    match d {
-        DType::Float => "float32",
-        DType::Double => "float64",
-        DType::Half => "float16",
-        d => d.name(),
-    }
+    (cube_function(), collatz_function(), sum_squares_until_function())
 }
 
 /// Runs the seed's calls as traced graphs; returns the lines the article prints:
@@ -74,8 +62,8 @@ pub fn run(cube: &Function, collatz: &Function, sum_squares_until: &Function) ->
     let i = cube.call(&[Tensor::scalar(2i32)])?.remove(0);
     let f = cube.call(&[Tensor::scalar(2.0f32)])?.remove(0);
     let mut lines = vec![
-        format!("cube(2) = {} ({})", scalar(&i), python_name(i.dtype())),
-        format!("cube(2.0) = {:.1} ({})", f.scalar_value::<f32>().unwrap_or(f32::NAN), python_name(f.dtype())),
+        format!("cube(2) = {} ({})", scalar(&i), python_dtype(i.dtype())),
+        format!("cube(2.0) = {:.1} ({})", f.scalar_value::<f32>().unwrap_or(f32::NAN), python_dtype(f.dtype())),
         format!("concrete_functions = {}", cube.concrete_functions()),
     ];
     for n in [27, 97] {
