@@ -3,23 +3,41 @@
 //! each run as a traced graph. `--export DIR` also writes the concrete functions of collatz and
 //! sum_squares_until as GraphDefs with their function libraries (`collatz.pb`,
 //! `sum_squares_until.pb`) and their feed/fetch names (`*.names`), which TensorFlow imports and
-//! runs (`scripts/function_interop.py`).
-//! `cargo run --release --example seed_004 -- [--export DIR]`
+//! runs (`scripts/function_interop.py`). `--report` prints what the optimizer did to each of
+//! those concrete functions (as `ferroflow optimize --report` does for a GraphDef).
+//! `cargo run --release --example seed_004 -- [--export DIR] [--report]`
 use ferroflow::models::seed_004;
 use ferroflow::tensor::Tensor;
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let export = match args.as_slice() {
-        [] => None,
-        [flag, dir] if flag == "--export" => Some(std::path::PathBuf::from(dir)),
-        _ => anyhow::bail!("usage: seed_004 [--export DIR]"),
-    };
+    let mut args = std::env::args().skip(1);
+    let (mut export, mut report) = (None, false);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--export" => {
+                let dir = args.next().ok_or_else(|| anyhow::anyhow!("--export needs a directory"))?;
+                export = Some(std::path::PathBuf::from(dir));
+            }
+            "--report" => report = true,
+            other => anyhow::bail!("unknown argument '{other}' (usage: seed_004 [--export DIR] [--report])"),
+        }
+    }
     let (cube, collatz, sum_squares_until) = seed_004::functions();
     for line in seed_004::run(&cube, &collatz, &sum_squares_until)? {
         println!("{line}");
     }
     let x = Tensor::from_vec(&[5], vec![0.5f32, 1.5, 2.0, 3.0, 4.0])?;
+    if report {
+        let c = collatz.concrete_function_keyed(&(), &[Tensor::scalar(27i32)])?;
+        let s = sum_squares_until.concrete_function_keyed(&(), &[x.clone(), Tensor::scalar(6.0f32)])?;
+        for (name, f) in [("collatz", c), ("sum_squares_until", s)] {
+            println!("\noptimizer report for the concrete function {name}:");
+            match f.optimizer_report() {
+                Some(r) => println!("{}", r.table().trim_end()),
+                None => println!("(optimization is off)"),
+            }
+        }
+    }
     if let Some(dir) = export {
         std::fs::create_dir_all(&dir)?;
         let c = collatz.concrete_function_keyed(&(), &[Tensor::scalar(27i32)])?;

@@ -16,6 +16,7 @@ use ferroflow_ops::Scope;
 use ferroflow_tensor::{Shape, Tensor};
 
 use crate::eager::{execute, EagerError};
+use crate::traced::Value;
 
 /// How a tape knows a tensor: its bytes' address, dtype and dims.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -92,6 +93,27 @@ impl GradientTape {
     pub fn stop_recording(&self) -> StopRecording {
         let was = std::mem::replace(&mut self.state.borrow_mut().recording, false);
         StopRecording { state: self.state.clone(), was }
+    }
+
+    /// [`GradientTape::gradient`] for [`Value`]s: inside a traced function (symbolic target)
+    /// the gradients are graph autodiff on the function's graph (the tape records nothing
+    /// there: the graph is the record), so the same step code works eagerly and as a function,
+    /// as TensorFlow's tapes do inside `tf.function`.
+    pub fn gradient_values(&self, target: &Value, sources: &[&Value]) -> Result<Vec<Option<Value>>, EagerError> {
+        if let Value::Eager(t) = target {
+            let tensors: Vec<&Tensor> = sources
+                .iter()
+                .map(|v| {
+                    v.tensor().ok_or_else(|| EagerError {
+                        op: "GradientTape::gradient".into(),
+                        inputs: String::new(),
+                        reason: "a symbolic source for a concrete target".into(),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            return Ok(self.gradient(t, &tensors)?.into_iter().map(|g| g.map(Value::Eager)).collect());
+        }
+        crate::traced::symbolic_gradients(target, sources)
     }
 
     /// The gradients of `target` (summed over its elements) with respect to each source;

@@ -323,6 +323,11 @@ impl Value {
     pub fn size(&self) -> Result<Value, EagerError> {
         apply1("Size", &[self], &[])
     }
+    /// The mean over `axes`.
+    pub fn reduce_mean(&self, axes: &[i32], keep_dims: bool) -> Result<Value, EagerError> {
+        let axes = Value::Eager(Tensor::from_vec(&[axes.len()], axes.to_vec()).expect("a vector of axes"));
+        apply1("Mean", &[self, &axes], &[("keep_dims", attr::boolean(keep_dims))])
+    }
     /// `x` as `dtype`.
     pub fn cast(&self, dtype: DType) -> Result<Value, EagerError> {
         apply1("Cast", &[self], &[("DstT", attr::dtype(dtype))])
@@ -332,6 +337,18 @@ impl Value {
         let axes = Value::Eager(Tensor::from_vec(&[axes.len()], axes.to_vec()).expect("a vector of axes"));
         apply1("Sum", &[self, &axes], &[("keep_dims", attr::boolean(keep_dims))])
     }
+}
+
+/// Gradients of `target` with respect to `sources`, all symbolic values of the innermost
+/// trace: graph autodiff (the same gradient functions as `autodiff::gradients`) on the graph
+/// being traced. `None` where the target does not depend on a source.
+pub(crate) fn symbolic_gradients(target: &Value, sources: &[&Value]) -> Result<Vec<Option<Value>>, EagerError> {
+    let (scope, id) = current().ok_or_else(|| trace_error("gradients", "no function is being traced"))?;
+    let y = output_in(&scope, id, target, "gradients")?;
+    let xs: Vec<Output> = sources.iter().map(|v| output_in(&scope, id, v, "gradients")).collect::<Result<_, _>>()?;
+    let grads =
+        ferroflow_autodiff::gradients(&scope, &[y], &xs, None).map_err(|e| trace_error("gradients", e.to_string()))?;
+    Ok(grads.into_iter().map(|g| g.map(|o| Value::Symbolic(o, scope.dtype(o), id))).collect())
 }
 
 /// The signature of one call: each argument's dtype and dims (`None`: any size), and the key
@@ -386,7 +403,14 @@ impl ConcreteFunction {
         run(&feeds)
     }
 
-    /// The session that runs the graph (its optimizer report, its resources).
+    /// What the optimizer did to the graph for its plan (`None` with optimization off):
+    /// `report.table()` per pass, `report.details()` per node, as `ferroflow optimize
+    /// --report` prints for a GraphDef.
+    pub fn optimizer_report(&self) -> Option<&ferroflow_optimize::Report> {
+        self.plan.optimizer_report()
+    }
+
+    /// The session that runs the graph (its resources, its options).
     pub fn session(&self) -> &Session {
         &self.session
     }

@@ -1120,3 +1120,50 @@ impl VisitMut for Lower<'_> {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
     fn visit_macro_mut(&mut self, _: &mut syn::Macro) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(src: &str) -> (String, usize) {
+        let f: ItemFn = syn::parse_str(src).unwrap();
+        let e = expand(f).expect_err("refused");
+        (e.to_string(), e.span().start().line)
+    }
+
+    #[test]
+    fn refusals_are_compile_errors_that_say_what_to_write() {
+        let (e, line) = refusal(
+            "fn f(x: Value) -> Result<Value, EagerError> {\n let y;\n if x > 0.0 { y = x; } else { y = -x; }\n Ok(y)\n}",
+        );
+        assert!(e.contains("a `let` without a value") && e.contains("Option<Value>"), "{e}");
+        assert_eq!(line, 2, "the span points at the `let`");
+        let (e, line) = refusal(
+            "fn f(x: Value, s: &mut State) -> Result<Value, EagerError> {\n while x > 0 {\n s.total = x;\n }\n Ok(x)\n}",
+        );
+        assert!(e.contains("only local variables can be assigned inside `if`, `while` and `for`"), "{e}");
+        assert_eq!(line, 3);
+        let (e, _) = refusal("fn f(x: Value) -> Value { x }");
+        assert!(e.contains("returns `Result<_, EagerError>`"), "{e}");
+        let (e, _) = refusal("async fn f(x: Value) -> Result<Value, EagerError> { Ok(x) }");
+        assert!(e.contains("cannot be async"), "{e}");
+    }
+
+    #[test]
+    fn the_expansion_has_both_forms_and_an_adapter() {
+        let f: ItemFn = syn::parse_str(
+            "fn collatz(mut n: Value) -> Result<Value, EagerError> {
+                let mut steps = Value::scalar(0i32);
+                while n > 1 { if n % 2 == 0 { n = n / 2; } else { n = 3 * n + 1; } steps += 1; }
+                Ok(steps)
+            }",
+        )
+        .unwrap();
+        let out = expand(f).unwrap().to_string();
+        for want in ["while_stmt", "if_stmt", "Condition :: decide", "fn collatz_function", "\"n\" , \"steps\""] {
+            assert!(out.contains(want), "{want} missing from {out}");
+        }
+        // The expansion is valid Rust.
+        syn::parse_file(&out).unwrap();
+    }
+}
