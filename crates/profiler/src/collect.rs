@@ -4,7 +4,11 @@
 //! on the hot path. Stopping the profile reads every buffer's published events.
 //!
 //! Off, recording is one relaxed load and a branch ([`enabled`]); spans do not read the
-//! clock. Names are interned once into [`NameId`]s, so an event is 32 plain bytes.
+//! clock. Names are interned once into [`NameId`]s, so an event is 16 plain bytes: its start
+//! tick, its duration in ticks and its name and kind. The argument (a run id for ops, the
+//! step number for steps) changes rarely on a thread, so it is a record of its own written
+//! only when it changes; a duration past `u32::MAX` ticks (over a second) takes a second
+//! record. Half the bytes of a 32-byte event: a 2,000-op step writes 32 KiB of trace.
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -33,8 +37,39 @@ pub enum Kind {
     Stage,
 }
 
+impl Kind {
+    fn from_code(c: u32) -> Option<Kind> {
+        Some(match c {
+            0 => Kind::Op,
+            1 => Kind::Step,
+            2 => Kind::Region,
+            3 => Kind::Input,
+            4 => Kind::Stage,
+            _ => return None,
+        })
+    }
+}
+
+/// One 16-byte record of a thread buffer: an event (`start` tick, `dur` ticks, `tag` = name
+/// in the low 24 bits and kind code above), or a record that sets the argument of the events
+/// after it (code [`SET_ARG`], the argument in `start`), or the full duration of the event
+/// before it (code [`LONG`], in `start`, when `dur` is `u32::MAX`).
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct RawEvent {
+    start: u64,
+    dur: u32,
+    tag: u32,
+}
+
+const SET_ARG: u32 = 0xFE;
+const LONG: u32 = 0xFF;
+/// Names past 24 bits (16 M interned names) are recorded as this one (shown as `?`).
+const NAME_MASK: u32 = (1 << 24) - 1;
+
+/// An event as recorded (ticks), before the profile's scale turns it into [`Event`].
+#[derive(Clone, Copy)]
+struct Decoded {
     start: u64,
     end: u64,
     arg: i64,
@@ -104,7 +139,8 @@ impl Profile {
 /// What a profile may use.
 #[derive(Debug, Clone)]
 pub struct ProfilerOptions {
-    /// Most events kept (32 bytes each): threads reserve buffers from this budget, and once
+    /// Most events kept (16-byte records; a change of a thread's run or step argument takes
+    /// one more): threads reserve buffers from this budget, and once
     /// it is spent, further events are counted as dropped.
     pub max_events: usize,
 }
@@ -122,15 +158,17 @@ const BUFFER_EVENTS: usize = ((2 << 20) - ferroflow_tensor::buffer::ALIGNMENT) /
 
 struct ThreadBuf {
     thread: u32,
-    /// Room for `cap` events; only this handle exists.
+    /// Room for `cap` records; only this handle exists.
     events: ferroflow_tensor::buffer::Buffer,
     cap: usize,
     len: AtomicUsize,
+    /// The argument the last `SET_ARG` record set (owner thread only).
+    arg: Cell<i64>,
 }
 
-// SAFETY: only the owning thread writes events, each slot at most once, strictly before
-// publishing it through `len` (Release); readers read only slots below `len` (Acquire). The
-// bytes are reached through raw pointers only (no reference to them is ever made).
+// SAFETY: only the owning thread writes records (and touches `arg`), each slot at most once,
+// strictly before publishing it through `len` (Release); readers read only slots below `len`
+// (Acquire). The bytes are reached through raw pointers only (no reference to them is made).
 unsafe impl Sync for ThreadBuf {}
 unsafe impl Send for ThreadBuf {}
 
@@ -140,24 +178,65 @@ impl ThreadBuf {
         self.events.as_ptr() as *mut RawEvent
     }
 
-    /// Appends (owner thread only); false when full.
+    /// Appends an event (owner thread only): a `SET_ARG` record first when `arg` differs from
+    /// the buffer's current one, a `LONG` record after it for a duration past `u32::MAX`
+    /// ticks. False when it does not fit.
     #[inline]
-    fn push(&self, e: RawEvent) -> bool {
+    fn push(&self, name: NameId, kind: Kind, start: u64, end: u64, arg: i64) -> bool {
         let n = self.len.load(Ordering::Relaxed);
-        if n >= self.cap {
+        let dur = end.saturating_sub(start);
+        let new_arg = arg != self.arg.get();
+        let need = 1 + usize::from(new_arg) + usize::from(dur >= u64::from(u32::MAX));
+        if n + need > self.cap {
             return false;
         }
-        // SAFETY: slot n < cap lies inside the buffer; it is unpublished, so no reader
-        // touches it, and only this thread writes.
-        unsafe { self.slots().add(n).write(e) };
-        self.len.store(n + 1, Ordering::Release);
+        let slots = self.slots();
+        let mut i = n;
+        let mut put = |r: RawEvent| {
+            // SAFETY: i < n + need <= cap lies inside the buffer; unpublished slots are
+            // touched by no reader, and only this thread writes.
+            unsafe { slots.add(i).write(r) };
+            i += 1;
+        };
+        if new_arg {
+            put(RawEvent { start: arg as u64, dur: 0, tag: SET_ARG << 24 });
+            self.arg.set(arg);
+        }
+        let tag = name.min(NAME_MASK) | (kind as u32) << 24;
+        put(RawEvent { start, dur: dur.min(u64::from(u32::MAX)) as u32, tag });
+        if dur >= u64::from(u32::MAX) {
+            put(RawEvent { start: dur, dur: 0, tag: LONG << 24 });
+        }
+        self.len.store(n + need, Ordering::Release);
         true
     }
 
-    fn published(&self) -> impl Iterator<Item = RawEvent> + '_ {
+    /// The published events, decoded.
+    fn published(&self) -> Vec<Decoded> {
         let n = self.len.load(Ordering::Acquire);
-        // SAFETY: slots below `len` were fully written before `len` was released.
-        (0..n).map(move |i| unsafe { self.slots().add(i).read() })
+        // SAFETY: records below `len` were fully written before `len` was released.
+        let raw: Vec<RawEvent> = (0..n).map(|i| unsafe { self.slots().add(i).read() }).collect();
+        let mut out = Vec::with_capacity(raw.len());
+        let mut arg = 0i64;
+        let mut i = 0;
+        while i < raw.len() {
+            let r = raw[i];
+            i += 1;
+            let code = r.tag >> 24;
+            if code == SET_ARG {
+                arg = r.start as i64;
+                continue;
+            }
+            let Some(kind) = Kind::from_code(code) else { continue };
+            let mut dur = u64::from(r.dur);
+            if r.dur == u32::MAX && raw.get(i).is_some_and(|x| x.tag >> 24 == LONG) {
+                dur = raw[i].start;
+                i += 1;
+            }
+            let name = r.tag & NAME_MASK;
+            out.push(Decoded { start: r.start, end: r.start.saturating_add(dur), arg, name, kind });
+        }
+        out
     }
 }
 
@@ -247,11 +326,13 @@ pub fn record(name: NameId, kind: Kind, start: u64, end: u64, arg: i64) {
     if !enabled() {
         return;
     }
-    let e = RawEvent { start, end, arg, name, kind };
     let (generation, buf) = FAST.with(Cell::get);
     // SAFETY: a non-null FAST pointer is the buffer this thread's LOCAL holds (see FAST).
-    if buf.is_null() || generation != GENERATION.load(Ordering::Acquire) || !unsafe { &*buf }.push(e) {
-        record_on(e);
+    if buf.is_null()
+        || generation != GENERATION.load(Ordering::Acquire)
+        || !unsafe { &*buf }.push(name, kind, start, end, arg)
+    {
+        record_on(name, kind, start, end, arg);
     }
 }
 
@@ -267,13 +348,13 @@ fn new_buffer(generation: u64) -> Option<Arc<ThreadBuf>> {
     let (thread, name) = THREAD.with(|t| t.clone());
     thread_names().lock().unwrap_or_else(|p| p.into_inner()).insert(thread, name);
     let events = ferroflow_tensor::buffer::Buffer::try_zeroed(n * std::mem::size_of::<RawEvent>()).ok()?;
-    let buf = Arc::new(ThreadBuf { thread, events, cap: n, len: AtomicUsize::new(0) });
+    let buf = Arc::new(ThreadBuf { thread, events, cap: n, len: AtomicUsize::new(0), arg: Cell::new(0) });
     s.buffers.push(buf.clone());
     Some(buf)
 }
 
 #[cold]
-fn record_on(e: RawEvent) {
+fn record_on(name: NameId, kind: Kind, start: u64, end: u64, arg: i64) {
     let _ = LOCAL.try_with(|local| {
         let mut local = local.borrow_mut();
         let generation = GENERATION.load(Ordering::Acquire);
@@ -283,9 +364,9 @@ fn record_on(e: RawEvent) {
         }
         let pushed = match &local.1 {
             Some(b) => {
-                b.push(e) || {
+                b.push(name, kind, start, end, arg) || {
                     local.1 = new_buffer(generation);
-                    local.1.as_ref().is_some_and(|b| b.push(e))
+                    local.1.as_ref().is_some_and(|b| b.push(name, kind, start, end, arg))
                 }
             }
             None => false,
@@ -333,7 +414,7 @@ pub fn stop() -> Result<Profile, ProfileError> {
     let mut by_thread: std::collections::BTreeMap<u32, Vec<Event>> = Default::default();
     for b in &s.buffers {
         let events = by_thread.entry(b.thread).or_default();
-        events.extend(b.published().map(|r| {
+        events.extend(b.published().into_iter().map(|r| {
             let start_ns = ns(r.start);
             Event { name: r.name, kind: r.kind, start_ns, duration_ns: ns(r.end).saturating_sub(start_ns), arg: r.arg }
         }));
@@ -497,4 +578,35 @@ impl Drop for EnterRun {
 #[inline]
 pub fn enter_run(run: i64) -> EnterRun {
     EnterRun(set_current_run(run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sixteen_byte_records_keep_arguments_and_long_durations() {
+        let _only = exclusive();
+        assert_eq!(std::mem::size_of::<RawEvent>(), 16);
+        start(&ProfilerOptions { max_events: 100 }).unwrap();
+        let (op, step) = (intern("test/a:Op"), intern("step"));
+        let t = clock::ticks();
+        record(op, Kind::Op, t, t + 10, 7);
+        record(op, Kind::Op, t + 10, t + 30, 7);
+        record(step, Kind::Step, t, t + (1u64 << 40), 3);
+        record(op, Kind::Op, t + 40, t + 41, 7);
+        let p = stop().unwrap();
+        let events: Vec<&Event> = p.events().map(|(_, e)| e).collect();
+        assert_eq!(events.len(), 4);
+        let args: Vec<i64> = events.iter().map(|e| e.arg).collect();
+        assert_eq!(args, [7, 7, 3, 7]);
+        let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [Kind::Op, Kind::Op, Kind::Step, Kind::Op]);
+        assert_eq!(p.name(events[2].name), "step");
+        // 2^40 ticks is past u32::MAX: the second record carries it.
+        let long = events[2].duration_ns as f64;
+        let want = (1u64 << 40) as f64 * clock::ns_per_tick();
+        assert!((long / want - 1.0).abs() < 0.05, "{long} ns for {want}");
+        assert!(events[1].start_ns >= events[0].start_ns && events[0].duration_ns < 1000);
+    }
 }

@@ -203,6 +203,8 @@ impl Interpreter<'_> {
         }
         let mut scratch_in = Vec::new();
         let mut scratch_out = Vec::new();
+        // This loop runs its ops back to back: one clock read per profiled op.
+        let mut chain = None;
         let bounded = ctx.step.filter(|s| s.is_bounded());
         while let Some((p, c, mut inputs, dead)) = self.ready.pop_front() {
             if let Some(Err(i)) = bounded.map(|s| s.check()) {
@@ -322,7 +324,7 @@ impl Interpreter<'_> {
                     }
                     let node = &self.plan.nodes[p];
                     let start = self.tracer.map(|t| t.now());
-                    crate::executor::profiled(self.profile, p, || {
+                    crate::executor::profiled(self.profile, p, &mut chain, || {
                         node.kernel.compute(ctx, &mut scratch_in, &mut scratch_out)
                     })
                     .map_err(|e| kernel_error(self.graph, self.plan, p, e))?;

@@ -180,6 +180,7 @@ impl RunState<'_> {
     /// successors are spawned onto the pool.
     fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>, scratch: &mut Scratch) {
         let _run = self.profile.map(|(run, _)| ferroflow_profiler::enter_run(run));
+        scratch.chain = None;
         loop {
             if self.abort.load(Ordering::Acquire) {
                 return;
@@ -326,8 +327,9 @@ impl RunState<'_> {
         let start = self.tracer.map(|t| t.now());
         scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
         let op_start = self.tracer.map(|t| t.now());
-        let result =
-            profiled(self.profile, p, || node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs));
+        let result = profiled(self.profile, p, &mut scratch.chain, || {
+            node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs)
+        });
         if let (Some(t), Some(start), Some(op_start)) = (self.tracer, start, op_start) {
             let op_end = t.now();
             let timing = crate::trace::Timing { start, op_start, op_end, end: op_end };
@@ -366,6 +368,8 @@ struct Scratch {
     inputs: Vec<Tensor>,
     outputs: Vec<Tensor>,
     ready: Vec<usize>,
+    /// When profiling: the tick the previous op this thread ran back to back ended at.
+    chain: Option<u64>,
 }
 
 /// The profiled run this execution belongs to: the caller's (a function body run from a
@@ -379,17 +383,25 @@ pub(crate) fn run_id() -> i64 {
 
 /// Runs plan node `p`'s `compute`, recorded as an op event of the run while a profile runs
 /// (the thread has entered the run, see `run_from`, so function bodies it runs join it).
+///
+/// One clock read per op: on a thread that runs ops back to back, an op's event starts where
+/// the previous one's ended (`chain`; the executor's bookkeeping between them, reading inputs
+/// and readying successors, tens of ns, counts in the second op), so an event costs one
+/// counter read and the record. The first op a thread runs after being idle reads the clock
+/// at its start.
 #[inline]
 pub(crate) fn profiled<R>(
     profile: Option<(i64, &[ferroflow_profiler::NameId])>,
     p: usize,
+    chain: &mut Option<u64>,
     compute: impl FnOnce() -> R,
 ) -> R {
     let Some((run, names)) = profile else { return compute() };
-    let t0 = ferroflow_profiler::clock::ticks();
+    let t0 = chain.take().unwrap_or_else(ferroflow_profiler::clock::ticks);
     let r = compute();
     let t1 = ferroflow_profiler::clock::ticks();
     ferroflow_profiler::record(names[p], ferroflow_profiler::Kind::Op, t0, t1, run);
+    *chain = Some(t1);
     r
 }
 
