@@ -32,8 +32,16 @@ enum Command {
     /// Run a GraphDef (.pb binary or .pbtxt text) or a meta graph (.meta, with
     /// --checkpoint to restore its variables first) and print or save the fetched tensors.
     Run {
-        /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta).
+        /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta), or a SavedModel
+        /// directory (then feeds and fetches are the signature's input and output keys, and
+        /// every output is fetched when no --fetch is given).
         graph: PathBuf,
+        /// With a SavedModel: the signature to call.
+        #[arg(long, value_name = "NAME", default_value = "serving_default")]
+        signature: String,
+        /// With a SavedModel: a tag of the meta graph to load (repeatable; default `serve`).
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
         /// With a .meta graph: restore the variables from this checkpoint prefix (or the
         /// latest checkpoint of this directory) through the meta graph's saver.
         #[arg(long, value_name = "PREFIX")]
@@ -275,6 +283,8 @@ fn main() {
     let result = match cli.command {
         Command::Run {
             graph,
+            signature,
+            tags,
             checkpoint,
             inputs,
             feeds,
@@ -300,15 +310,22 @@ fn main() {
                 ..Default::default()
             };
             opts.optimizer.enabled = !no_optimize;
-            let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
-            let files = RunFiles {
-                checkpoint: checkpoint.as_deref(),
-                inputs: inputs.as_deref(),
-                output: output.as_deref(),
-                profile: profile.as_deref(),
-            };
-            let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
-            run(&graph, files, names, opts, partition_graphs.as_deref(), limits)
+            if graph.join("saved_model.pb").is_file() {
+                let tags: Vec<&str> =
+                    if tags.is_empty() { vec!["serve"] } else { tags.iter().map(String::as_str).collect() };
+                let call = SignatureCall { signature: &signature, tags: &tags, fetches: &fetches };
+                run_saved_model(&graph, call, inputs.as_deref(), &feeds, output.as_deref(), opts)
+            } else {
+                let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
+                let files = RunFiles {
+                    checkpoint: checkpoint.as_deref(),
+                    inputs: inputs.as_deref(),
+                    output: output.as_deref(),
+                    profile: profile.as_deref(),
+                };
+                let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
+                run(&graph, files, names, opts, partition_graphs.as_deref(), limits)
+            }
         }
         Command::Optimize {
             graph,
@@ -430,6 +447,39 @@ fn read_feeds(inputs: Option<&Path>, feeds: &[String]) -> Result<Vec<(String, Te
         out.push((name.to_string(), npy::read_npy(Path::new(file))?));
     }
     Ok(out)
+}
+
+/// What to call in a SavedModel.
+struct SignatureCall<'a> {
+    signature: &'a str,
+    tags: &'a [&'a str],
+    fetches: &'a [String],
+}
+
+/// `ferroflow run DIR` for a SavedModel: loads it, feeds the signature's inputs by key (from
+/// --inputs keys and --feed KEY=FILE.npy), prints (and writes) its outputs by key.
+fn run_saved_model(
+    dir: &Path,
+    call: SignatureCall,
+    inputs: Option<&Path>,
+    feeds: &[String],
+    output: Option<&Path>,
+    opts: SessionOptions,
+) -> Result<()> {
+    let model = ferroflow::train::saved_model::SavedModel::load(dir, call.tags, opts)?;
+    let given = read_feeds(inputs, feeds)?;
+    let given: Vec<(&str, Tensor)> = given.iter().map(|(k, t)| (k.as_str(), t.clone())).collect();
+    let fetches: Vec<&str> = call.fetches.iter().map(String::as_str).collect();
+    let results = model.call(call.signature, &given, &fetches)?;
+    for (key, t) in &results {
+        print_tensor(key, t);
+    }
+    if let Some(out) = output {
+        let arrays: Vec<(String, Tensor)> = results.into_iter().collect();
+        npy::write_npz(out, &arrays)?;
+        out!("wrote {} tensor(s) to {}", arrays.len(), out.display());
+    }
+    Ok(())
 }
 
 fn print_tensor(name: &str, t: &Tensor) {

@@ -651,3 +651,35 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn run_calls_a_saved_model_signature_by_keys() {
+    let dir = fixtures().join("../saved_model/keras_mlp");
+    let want: std::collections::HashMap<String, Tensor> =
+        npy::read_npz(&fixtures().join("../saved_model/keras_mlp.npz")).unwrap().into_iter().collect();
+    let tmp = std::env::temp_dir().join(format!("ff_cli_sm_{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let x = tmp.join("x.npy");
+    npy::write_npy(&x, &want["x"]).unwrap();
+    let out = tmp.join("out.npz");
+    let o = run(&[
+        "run",
+        dir.to_str().unwrap(),
+        "--feed",
+        &format!("keras_tensor={}", x.display()),
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("output_0: float [2, 3]"));
+    let got: Vec<(String, Tensor)> = npy::read_npz(&out).unwrap();
+    assert_eq!(got[0].0, "output_0");
+    for (a, b) in got[0].1.as_slice::<f32>().unwrap().iter().zip(want["output_0"].as_slice::<f32>().unwrap()) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1e-3), "{a} vs TensorFlow's {b}");
+    }
+    let o = run(&["run", dir.to_str().unwrap(), "--feed", &format!("features={}", x.display())]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no input 'features'; its inputs: keras_tensor"), "{err}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

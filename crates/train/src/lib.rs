@@ -20,6 +20,7 @@ pub mod mnist;
 pub mod model;
 pub mod optimizers;
 pub mod profile;
+pub mod saved_model;
 pub mod saver;
 
 use std::cell::RefCell;

@@ -1,0 +1,96 @@
+//! SavedModels written by TensorFlow load and run by their signatures
+//! (`scripts/make_saved_model_fixtures.py`): a Keras 3 `model.export()` MLP gives TensorFlow's
+//! `serving_default` outputs, from 8 threads at once bit for bit the same; bad input is a
+//! one-line error that lists what there is.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use ferroflow::prelude::*;
+use ferroflow::tensor::npy;
+use ferroflow::train::saved_model::SavedModel;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/saved_model")
+}
+
+fn expected() -> HashMap<String, Tensor> {
+    npy::read_npz(&fixtures().join("keras_mlp.npz")).unwrap().into_iter().collect()
+}
+
+fn close(a: &Tensor, b: &Tensor) {
+    assert_eq!(a.dims(), b.dims());
+    for (x, y) in a.as_slice::<f32>().unwrap().iter().zip(b.as_slice::<f32>().unwrap()) {
+        assert!((x - y).abs() <= 1e-5 * y.abs().max(1e-3), "{x} vs TensorFlow's {y}");
+    }
+}
+
+#[test]
+fn a_keras_export_runs_its_serving_signature_as_tensorflow_does() {
+    let want = expected();
+    let m = SavedModel::load(&fixtures().join("keras_mlp"), &["serve"], SessionOptions::default()).unwrap();
+    let names: Vec<&str> = m.signatures().keys().map(String::as_str).collect();
+    assert_eq!(names, ["serve", "serving_default"]);
+    let sig = m.signature("serving_default").unwrap();
+    assert_eq!(sig.inputs[0].key, "keras_tensor");
+    assert_eq!(sig.inputs[0].shape.dims(), Some(&[None, Some(4)][..]), "the batch dimension is unknown");
+    let out = m.call("serving_default", &[("keras_tensor", want["x"].clone())], &[]).unwrap();
+    close(&out["output_0"], &want["output_0"]);
+    // A batch of another size is accepted (the signature's batch dimension is unknown).
+    let one = Tensor::from_vec(&[1, 4], want["x"].as_slice::<f32>().unwrap()[..4].to_vec()).unwrap();
+    let out1 = m.call("serving_default", &[("keras_tensor", one)], &["output_0"]).unwrap();
+    close(
+        &out1["output_0"],
+        &Tensor::from_vec(&[1, 3], want["output_0"].as_slice::<f32>().unwrap()[..3].to_vec()).unwrap(),
+    );
+
+    // Eight threads call the same signature at once: the same bits as one call.
+    let alone = out["output_0"].as_slice::<f32>().unwrap().to_vec();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..20)
+                        .map(|_| {
+                            let o = m.call("serving_default", &[("keras_tensor", want["x"].clone())], &[]).unwrap();
+                            o["output_0"].as_slice::<f32>().unwrap().to_vec()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for got in h.join().unwrap() {
+                assert_eq!(got, alone);
+            }
+        }
+    });
+}
+
+#[test]
+fn bad_input_is_a_one_line_error_listing_what_there_is() {
+    let dir = fixtures().join("keras_mlp");
+    let m = SavedModel::load(&dir, &["serve"], SessionOptions::default()).unwrap();
+    let x = expected()["x"].clone();
+    let e = m.call("predict", &[("keras_tensor", x.clone())], &[]).err().unwrap().to_string();
+    assert!(e.contains("no signature 'predict'") && e.contains("serve, serving_default"), "{e}");
+    let e = m.call("serving_default", &[("inputs", x.clone())], &[]).err().unwrap().to_string();
+    assert!(e.contains("no input 'inputs'; its inputs: keras_tensor"), "{e}");
+    let wrong = Tensor::from_vec(&[2, 3], vec![0.0f32; 6]).unwrap();
+    let e = m.call("serving_default", &[("keras_tensor", wrong)], &[]).err().unwrap().to_string();
+    assert!(e.contains("input 'keras_tensor' is float32[2, 3], the signature wants float32[?, 4]"), "{e}");
+    let e = m.call("serving_default", &[("keras_tensor", x)], &["logits"]).err().unwrap().to_string();
+    assert!(e.contains("no output 'logits'; its outputs: output_0"), "{e}");
+    assert!(!e.contains('\n'));
+
+    let e = SavedModel::load(&dir, &["train"], SessionOptions::default()).err().unwrap().to_string();
+    assert!(e.contains("no meta graph with the tags [train]; it has [serve]"), "{e}");
+    // A copy without variables/.
+    let tmp = std::env::temp_dir().join(format!("ff_sm_novars_{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::copy(dir.join("saved_model.pb"), tmp.join("saved_model.pb")).unwrap();
+    let e = SavedModel::load(&tmp, &["serve"], SessionOptions::default()).err().unwrap().to_string();
+    assert!(e.contains("no variables/variables.index"), "{e}");
+    let e = SavedModel::load(&tmp.join("nothing"), &["serve"], SessionOptions::default()).err().unwrap().to_string();
+    assert!(e.contains("not a SavedModel directory"), "{e}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
