@@ -887,19 +887,7 @@ impl Lower<'_> {
         };
         let own_cond = self.own(Node::Expr(&full), &t.vars);
         let full = self.lowered_expr(&full);
-        let s = format_ident!("__ag_s");
-        let out = format_ident!("__ag_out");
-        let (load, load_mut, slots, store) = (
-            self.state(&t.vars, &s, 0, false),
-            self.state(&t.vars, &s, 0, true),
-            self.slots(&t.vars),
-            self.store(&t.vars, &out, 0),
-        );
-        let names = t.vars.iter().map(Ident::to_string);
-        let flags = &t.flags;
-        let reset = t.cont.as_ref().map(|c| quote!(#c = #ag::flag(false);));
-        let body_t = &t.body;
-        let own_body = &t.own;
+        let traced_form = self.while_call(&stmt, &t, &own_cond, &full, &Tokens::new());
         parse_quote!({
             let __ag_c = #cond;
             match #ag::Condition::decide(&__ag_c, #func, #stmt)? {
@@ -921,26 +909,7 @@ impl Lower<'_> {
                     }
                 }
                 ::core::option::Option::None => {
-                    #(let mut #flags = #ag::flag(false);)*
-                    let __ag_out = #ag::while_stmt(
-                        #func,
-                        #stmt,
-                        &[#(#names),*],
-                        #slots,
-                        |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::EagerError> {
-                            #own_cond
-                            #load
-                            ::core::result::Result::Ok(#ag::condition_value(#full))
-                        },
-                        |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
-                            #own_body
-                            #load_mut
-                            #reset
-                            #body_t
-                            ::core::result::Result::Ok(#slots)
-                        },
-                    )?;
-                    #store
+                    #traced_form
                 }
             }
         })
@@ -971,6 +940,39 @@ impl Lower<'_> {
             }
             None => less,
         };
+        let pat_name = text(pat);
+        // Each iteration binds the pattern to row `i` and advances `i` first (a `continue`
+        // skips only what follows).
+        let prologue = quote! {
+            let #pat = (&#mk).var_from(
+                &::core::option::Option::Some(#ag::element(&#seqv, &#i)?),
+                #func,
+                #pat_name,
+            )?;
+            #i = #ag::add(&#i, &1i32)?;
+        };
+        let traced_form = self.while_call(&stmt, &t, &Tokens::new(), &full, &prologue);
+        parse_quote!({
+            let __ag_kind = (&&#ag::iter(#seq)).ag_iter()?;
+            let #mk = #ag::item_marker(&__ag_kind);
+            match __ag_kind {
+                #ag::ForKind::Plain(__ag_it) => {
+                    #label for #pat in __ag_it #body_plain
+                }
+                #ag::ForKind::Tensor(#seqv) => {
+                    let mut #i = ::ferroflow::function::Value::scalar(0i32);
+                    let #n = #ag::len(&#seqv)?;
+                    #traced_form
+                }
+            }
+        })
+    }
+
+    /// A loop's traced form: its flags, the `while_stmt` call over its state variables (the
+    /// condition `full` after `own_cond`; the body after `prologue`), the state stored back.
+    fn while_call(&self, stmt: &str, t: &TracedLoop, own_cond: &Tokens, full: &Expr, prologue: &Tokens) -> Tokens {
+        let ag = ag();
+        let func = &self.ctx.func;
         let s = format_ident!("__ag_s");
         let out = format_ident!("__ag_out");
         let (load, load_mut, slots, store) = (
@@ -982,47 +984,30 @@ impl Lower<'_> {
         let names = t.vars.iter().map(Ident::to_string);
         let flags = &t.flags;
         let reset = t.cont.as_ref().map(|c| quote!(#c = #ag::flag(false);));
-        let body_t = &t.body;
-        let own_body = &t.own;
-        let pat_name = text(pat);
-        parse_quote!({
-            let __ag_kind = (&&#ag::iter(#seq)).ag_iter()?;
-            let #mk = #ag::item_marker(&__ag_kind);
-            match __ag_kind {
-                #ag::ForKind::Plain(__ag_it) => {
-                    #label for #pat in __ag_it #body_plain
-                }
-                #ag::ForKind::Tensor(#seqv) => {
-                    #(let mut #flags = #ag::flag(false);)*
-                    let mut #i = ::ferroflow::function::Value::scalar(0i32);
-                    let #n = #ag::len(&#seqv)?;
-                    let __ag_out = #ag::while_stmt(
-                        #func,
-                        #stmt,
-                        &[#(#names),*],
-                        #slots,
-                        |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::EagerError> {
-                            #load
-                            ::core::result::Result::Ok(#ag::condition_value(#full))
-                        },
-                        |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
-                            #own_body
-                            #load_mut
-                            let #pat = (&#mk).var_from(
-                                &::core::option::Option::Some(#ag::element(&#seqv, &#i)?),
-                                #func,
-                                #pat_name,
-                            )?;
-                            #i = #ag::add(&#i, &1i32)?;
-                            #reset
-                            #body_t
-                            ::core::result::Result::Ok(#slots)
-                        },
-                    )?;
-                    #store
-                }
-            }
-        })
+        let (body_t, own_body) = (&t.body, &t.own);
+        quote! {
+            #(let mut #flags = #ag::flag(false);)*
+            let __ag_out = #ag::while_stmt(
+                #func,
+                #stmt,
+                &[#(#names),*],
+                #slots,
+                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::EagerError> {
+                    #own_cond
+                    #load
+                    ::core::result::Result::Ok(#ag::condition_value(#full))
+                },
+                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
+                    #own_body
+                    #load_mut
+                    #prologue
+                    #reset
+                    #body_t
+                    ::core::result::Result::Ok(#slots)
+                },
+            )?;
+            #store
+        }
     }
 }
 
