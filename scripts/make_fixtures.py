@@ -863,6 +863,26 @@ def edge_cases():
     print("edge: every AttrValue case, special floats, all byte values, a function library")
 
 
+def tf_op_defs():
+    """fixtures/tf/op_defs.pb: every OpDef TensorFlow registers (an OpList, descriptions
+    cleared), so `cargo test -p ferroflow-ops` checks the registry's signatures and attr
+    defaults against TensorFlow's own (SavedModels strip default-valued attrs)."""
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session
+
+    ops = op_def_pb2.OpList()
+    ops.ParseFromString(pywrap_tf_session.TF_GetBuffer(pywrap_tf_session.TF_GetAllOpList()))
+    for op in ops.op:
+        op.ClearField("summary")
+        op.ClearField("description")
+        for a in list(op.attr) + list(op.input_arg) + list(op.output_arg):
+            a.ClearField("description")
+    ops.op.sort(key=lambda o: o.name)
+    with open(os.path.join(OUT, "op_defs.pb"), "wb") as f:
+        f.write(ops.SerializeToString())
+    print("op_defs.pb:", len(ops.op), "ops")
+
+
 def update_manifest(entries):
     """Replaces (or adds) the MANIFEST lines of `entries`, keeping every other line."""
     path = os.path.join(OUT, "MANIFEST")
@@ -918,6 +938,7 @@ def main():
     partitions()
     seed_000()
     edge_cases()
+    tf_op_defs()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write("# name rtol atol ops...  (written by scripts/make_fixtures.py with TensorFlow "
                 f"{tf.__version__})\n")

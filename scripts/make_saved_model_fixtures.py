@@ -3,11 +3,25 @@
 
 fixtures/saved_model/keras_mlp/   Keras 3 `model.export()` of a 4-8-3 MLP (ReLU), seed 1
 fixtures/saved_model/keras_mlp.npz  x (2x4 float32) and TensorFlow's serving_default output_0
+fixtures/saved_model/keras_cnn/   Keras 3 `model.export()` of a small CNN with BatchNormalization
+                                  (conv-BN-ReLU-pool, conv-BN-ReLU, global average pool, dense 10)
+                                  on 32x32x3 images; BN statistics set away from 0/1
+fixtures/saved_model/keras_cnn.npz  x (2x32x32x3) and TensorFlow's output_0
+fixtures/saved_model/module_loop/ `tf.saved_model.save` of a tf.Module with two variables whose
+                                  tf.function (input_signature x: float32[None, 3], n: int32[])
+                                  runs a `while` with an `if` inside (AutoGraph -> While/If)
+fixtures/saved_model/module_loop.npz  x, n and TensorFlow's outputs y and steps
+fixtures/saved_model/tf1_builder/ a TF1 graph (placeholder -> matmul with a variable -> add
+                                  bias -> tanh) saved by SavedModelBuilder with a Saver
+fixtures/saved_model/tf1_builder.npz  x and TensorFlow's scores
+fixtures/saved_model/*.cli.txt    what `saved_model_cli show --all` prints for each directory
 
 Run:  .venv/bin/python scripts/make_saved_model_fixtures.py
 """
 import os
 import shutil
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
@@ -31,6 +45,119 @@ def keras_mlp():
     print("wrote", d, {k: v.shape for k, v in out.items()})
 
 
+def keras_cnn():
+    tf.random.set_seed(2)
+    rng = np.random.default_rng(2)
+    keras = tf.keras
+    layers = keras.layers
+    m = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            layers.Conv2D(8, 3, padding="same"),
+            layers.BatchNormalization(),
+            layers.ReLU(),
+            layers.MaxPooling2D(),
+            layers.Conv2D(16, 3, padding="same"),
+            layers.BatchNormalization(),
+            layers.ReLU(),
+            layers.GlobalAveragePooling2D(),
+            layers.Dense(10),
+        ]
+    )
+    # Inference-mode BatchNormalization with statistics that are not the 0/1 defaults.
+    for layer in m.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            c = layer.gamma.shape[0]
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, c).astype(np.float32),
+                    rng.uniform(-0.5, 0.5, c).astype(np.float32),
+                    rng.uniform(-0.2, 0.2, c).astype(np.float32),
+                    rng.uniform(0.5, 2.0, c).astype(np.float32),
+                ]
+            )
+    d = os.path.join(OUT, "keras_cnn")
+    shutil.rmtree(d, ignore_errors=True)
+    m.export(d)
+    x = rng.uniform(0, 1, (2, 32, 32, 3)).astype(np.float32)
+    loaded = tf.saved_model.load(d)
+    out = loaded.signatures["serving_default"](keras_tensor=tf.constant(x))
+    np.savez(os.path.join(OUT, "keras_cnn.npz"), x=x, output_0=out["output_0"].numpy())
+    print("wrote", d, {k: v.shape for k, v in out.items()})
+
+
+class Loop(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = tf.Variable(2.0, name="scale")
+        self.offset = tf.Variable([1.0, -1.0, 0.5], name="offset")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x"), tf.TensorSpec([], tf.int32, name="n")])
+    def __call__(self, x, n):
+        i = tf.constant(0)
+        y = x
+        while i < n:
+            if tf.reduce_sum(y) > 10.0:
+                y = y / self.scale
+            else:
+                y = y * self.scale + self.offset
+            i += 1
+        return {"y": y, "steps": i}
+
+
+def module_loop():
+    m = Loop()
+    d = os.path.join(OUT, "module_loop")
+    shutil.rmtree(d, ignore_errors=True)
+    tf.saved_model.save(m, d, signatures={"serving_default": m.__call__})
+    x = np.array([[0.5, 1.0, -2.0], [3.0, 0.25, 1.0]], dtype=np.float32)
+    n = np.array(7, dtype=np.int32)
+    loaded = tf.saved_model.load(d)
+    out = loaded.signatures["serving_default"](x=tf.constant(x), n=tf.constant(n))
+    np.savez(os.path.join(OUT, "module_loop.npz"), x=x, n=n, y=out["y"].numpy(), steps=out["steps"].numpy())
+    print("wrote", d, {k: v.numpy().tolist() for k, v in out.items()})
+
+
+def tf1_builder():
+    v1 = tf.compat.v1
+    d = os.path.join(OUT, "tf1_builder")
+    shutil.rmtree(d, ignore_errors=True)
+    rng = np.random.default_rng(3)
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [None, 5], name="x")
+        w = v1.get_variable("w", initializer=rng.normal(0, 0.5, (5, 2)).astype(np.float32), use_resource=False)
+        b = v1.get_variable("b", initializer=np.array([0.1, -0.2], np.float32), use_resource=False)
+        scores = tf.tanh(tf.matmul(x, w) + b, name="scores")
+        with v1.Session(graph=g) as sess:
+            sess.run(v1.global_variables_initializer())
+            builder = v1.saved_model.builder.SavedModelBuilder(d)
+            sig = v1.saved_model.signature_def_utils.predict_signature_def(inputs={"x": x}, outputs={"scores": scores})
+            builder.add_meta_graph_and_variables(
+                sess, [v1.saved_model.tag_constants.SERVING], signature_def_map={"serving_default": sig}, saver=v1.train.Saver()
+            )
+            builder.save()
+    xv = rng.normal(0, 1, (3, 5)).astype(np.float32)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.saved_model.loader.load(sess, ["serve"], d)
+        out = sess.run("scores:0", {"x:0": xv})
+    np.savez(os.path.join(OUT, "tf1_builder.npz"), x=xv, scores=out)
+    print("wrote", d, out.shape)
+
+
+def cli_listings():
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    for name in ("keras_mlp", "keras_cnn", "module_loop", "tf1_builder"):
+        text = subprocess.run(
+            [cli, "show", "--all", "--dir", os.path.join(OUT, name)], capture_output=True, text=True, check=True
+        ).stdout
+        with open(os.path.join(OUT, name + ".cli.txt"), "w") as f:
+            f.write(text)
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    keras_mlp()
+    only = sys.argv[1:]
+    for f in (keras_mlp, keras_cnn, module_loop, tf1_builder, cli_listings):
+        if not only or f.__name__ in only:
+            f()

@@ -73,24 +73,35 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(depthwise_backprop_filter_grad)
             .build(),
     ];
-    for (name, input, grad) in
-        [("MaxPool", "input: T", max_pool_grad as crate::gradient::GradFn), ("AvgPool", "value: T", avg_pool_grad)]
-    {
-        v.push(
-            op(name)
-                .input(input)
-                .output("output: T")
-                .attr("T: type")
-                .attr("ksize: list(int) >= 4")
-                .attr("strides: list(int) >= 4")
-                .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
-                .attr("explicit_paddings: list(int) = []")
-                .attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
-                .shape(pool)
-                .gradient(grad)
-                .build(),
-        );
-    }
+    // TensorFlow's two pools differ: MaxPool has explicit paddings and a float default for
+    // `T`; AvgPool neither.
+    v.push(
+        op("MaxPool")
+            .input("input: T")
+            .output("output: T")
+            .attr("T: type = DT_FLOAT")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID', 'EXPLICIT'}")
+            .attr("explicit_paddings: list(int) = []")
+            .attr("data_format: {'NHWC', 'NCHW', 'NCHW_VECT_C'} = 'NHWC'")
+            .shape(pool)
+            .gradient(max_pool_grad)
+            .build(),
+    );
+    v.push(
+        op("AvgPool")
+            .input("value: T")
+            .output("output: T")
+            .attr("T: {half, bfloat16, float, double}")
+            .attr("ksize: list(int) >= 4")
+            .attr("strides: list(int) >= 4")
+            .attr("padding: {'SAME', 'VALID'}")
+            .attr("data_format: {'NHWC', 'NCHW'} = 'NHWC'")
+            .shape(pool)
+            .gradient(avg_pool_grad)
+            .build(),
+    );
     v.push(
         op("Conv2DBackpropInput")
             .input("input_sizes: int32")

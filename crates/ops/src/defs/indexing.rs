@@ -97,7 +97,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(unpack_grad)
             .build(),
         op("Split")
-            .input("axis: int32")
+            .input("split_dim: int32")
             .input("value: T")
             .output("output: num_split * T")
             .attr("num_split: int >= 1")
@@ -108,7 +108,7 @@ pub fn defs() -> Vec<OpDef> {
         op("SplitV")
             .input("value: T")
             .input("size_splits: Tlen")
-            .input("axis: int32")
+            .input("split_dim: int32")
             .output("output: num_split * T")
             .attr("num_split: int >= 1")
             .attr("T: type")

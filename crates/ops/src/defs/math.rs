@@ -21,7 +21,7 @@ pub fn defs() -> Vec<OpDef> {
             .input("features: T")
             .output("activations: T")
             .attr("alpha: float = 0.2")
-            .attr("T: type")
+            .attr("T: {half, bfloat16, float, double} = DT_FLOAT")
             .shape(s::unchanged)
             .activation()
             .gradient(leaky_relu_grad)
