@@ -14,6 +14,7 @@ fixtures/saved_model/module_loop.npz  x, n and TensorFlow's outputs y and steps
 fixtures/saved_model/tf1_builder/ a TF1 graph (placeholder -> matmul with a variable -> add
                                   bias -> tanh) saved by SavedModelBuilder with a Saver
 fixtures/saved_model/tf1_builder.npz  x and TensorFlow's scores
+fixtures/saved_model/unsupported_ops/ a tf.Module calling BesselI0e and MatrixDeterminant
 fixtures/saved_model/*.cli.txt    what `saved_model_cli show --all` prints for each directory
 
 Run:  .venv/bin/python scripts/make_saved_model_fixtures.py
@@ -145,6 +146,21 @@ def tf1_builder():
     print("wrote", d, out.shape)
 
 
+class Unsupported(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([2, 2], tf.float32, name="x")])
+    def __call__(self, x):
+        return {"y": tf.math.bessel_i0e(x) + tf.linalg.det(x) + tf.math.erf(x)}
+
+
+def unsupported_ops():
+    """A SavedModel with two ops ferroflow has no kernel for (BesselI0e, MatrixDeterminant)."""
+    m = Unsupported()
+    d = os.path.join(OUT, "unsupported_ops")
+    shutil.rmtree(d, ignore_errors=True)
+    tf.saved_model.save(m, d, signatures={"serving_default": m.__call__})
+    print("wrote", d)
+
+
 def cli_listings():
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     for name in ("keras_mlp", "keras_cnn", "module_loop", "tf1_builder"):
@@ -158,6 +174,6 @@ def cli_listings():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     only = sys.argv[1:]
-    for f in (keras_mlp, keras_cnn, module_loop, tf1_builder, cli_listings):
+    for f in (keras_mlp, keras_cnn, module_loop, tf1_builder, unsupported_ops, cli_listings):
         if not only or f.__name__ in only:
             f()

@@ -153,9 +153,12 @@ enum Command {
         /// Output graph (.pb or .pbtxt).
         output: PathBuf,
     },
-    /// List a graph's nodes with their ops, inputs, dtypes and inferred shapes.
+    /// List a graph's nodes with their ops, inputs, dtypes and inferred shapes; for a SavedModel
+    /// directory, what TensorFlow's `saved_model_cli show --all` prints (tag sets, signatures
+    /// with their inputs' and outputs' dtypes, shapes and tensor names, the ops, the concrete
+    /// functions) and the ops ferroflow cannot run, if any.
     Inspect {
-        /// The graph file.
+        /// The graph file, or a SavedModel directory.
         graph: PathBuf,
     },
     /// List a checkpoint's tensors (name, dtype, shape), or print their values: like
@@ -695,6 +698,33 @@ fn validate(g: &Graph) -> Result<()> {
 }
 
 fn inspect(path: &Path) -> Result<()> {
+    if path.join("saved_model.pb").is_file() {
+        let model = ferroflow::train::saved_model_show::read_saved_model(path)?;
+        let text = ferroflow::train::saved_model_show::show_all_of(&model);
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+        for meta in &model.meta_graphs {
+            let Some(graph) = &meta.graph_def else { continue };
+            let tags = meta.meta_info_def.as_ref().map(|i| i.tags.join(", ")).unwrap_or_default();
+            let save = meta.saver_def.as_ref().map(|s| s.save_tensor_name.split(':').next().unwrap_or_default());
+            let serving = ferroflow::runtime::support::missing_ops(graph, save.as_slice());
+            let all = ferroflow::runtime::support::missing_ops(graph, &[]);
+            if !serving.is_empty() {
+                out!("\nOps ferroflow cannot run in the meta graph tagged '{tags}' (loading it fails):");
+                for m in &serving {
+                    out!("  {m}");
+                }
+            }
+            let save_only: Vec<_> = all.iter().filter(|m| !serving.iter().any(|s| s.op == m.op)).collect();
+            if !save_only.is_empty() {
+                let ops: Vec<&str> = save_only.iter().map(|m| m.op.as_str()).collect();
+                out!(
+                    "\nOnly the meta graph's save function uses ops ferroflow cannot run ({}); loading and calling signatures do not need them.",
+                    ops.join(", ")
+                );
+            }
+        }
+        return Ok(());
+    }
     let g = load(path)?;
     let shapes = ferroflow::ops::infer_shapes(&g)?;
     out!("{}: {} nodes, {} functions", path.display(), g.len(), g.library.function.len());

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use ferroflow::tensor::{npy, Tensor};
+use ferroflow::tensor::{npy, DType, Tensor};
 use ferroflow::testing::{compare, read_manifest};
 
 fn bin() -> Command {
@@ -681,5 +681,64 @@ fn run_calls_a_saved_model_signature_by_keys() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no input 'features'; its inputs: keras_tensor"), "{err}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// Every TensorFlow-written SavedModel fixture through the CLI: `run DIR --inputs in.npz`
+/// (keys = the signature's input names) gives TensorFlow's outputs, and `inspect DIR` prints
+/// what `saved_model_cli show --all` printed.
+#[test]
+fn saved_models_of_every_kind_run_and_inspect_through_the_cli() {
+    let tmp = std::env::temp_dir().join(format!("ff_cli_sm_all_{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: [Case; 3] = [
+        ("keras_cnn", &[("x", "keras_tensor")], &["output_0"]),
+        ("module_loop", &[("x", "x"), ("n", "n")], &["steps", "y"]),
+        ("tf1_builder", &[("x", "x")], &["scores"]),
+    ];
+    for (name, inputs, outputs) in cases {
+        let dir = fixtures().join("../saved_model").join(name);
+        let want: std::collections::HashMap<String, Tensor> =
+            npy::read_npz(&fixtures().join(format!("../saved_model/{name}.npz"))).unwrap().into_iter().collect();
+        let feeds: Vec<(String, Tensor)> = inputs.iter().map(|(f, k)| (k.to_string(), want[*f].clone())).collect();
+        let inp = tmp.join(format!("{name}_in.npz"));
+        npy::write_npz(&inp, &feeds).unwrap();
+        let out = tmp.join(format!("{name}_out.npz"));
+        let o =
+            run(&["run", dir.to_str().unwrap(), "--inputs", inp.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let got: Vec<(String, Tensor)> = npy::read_npz(&out).unwrap();
+        let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, outputs, "{name}");
+        for (k, t) in &got {
+            let w = &want[k];
+            assert_eq!(t.dims(), w.dims(), "{name} {k}");
+            if t.dtype() == DType::Float {
+                for (a, b) in t.as_slice::<f32>().unwrap().iter().zip(w.as_slice::<f32>().unwrap()) {
+                    assert!((a - b).abs() <= 1e-5 * b.abs().max(1e-3), "{name} {k}: {a} vs TensorFlow's {b}");
+                }
+            } else {
+                assert_eq!(t, w, "{name} {k}");
+            }
+        }
+        let o = run(&["inspect", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout);
+        let cli = std::fs::read_to_string(fixtures().join(format!("../saved_model/{name}.cli.txt"))).unwrap();
+        for line in cli.lines().filter(|l| !l.starts_with("The MetaGraph with tag set")) {
+            assert!(text.contains(line), "{name}: inspect lacks the line {line:?}\n{text}");
+        }
+    }
+    let o = run(&["inspect", fixtures().join("../saved_model/unsupported_ops").to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("Ops ferroflow cannot run in the meta graph tagged 'serve' (loading it fails):\n  BesselI0e"),
+        "{text}"
+    );
+    let o = run(&["run", fixtures().join("../saved_model/unsupported_ops").to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ferroflow cannot run: BesselI0e") && err.contains("MatrixDeterminant"), "{err}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }

@@ -131,3 +131,40 @@ fn bad_input_is_a_one_line_error_listing_what_there_is() {
     assert!(e.contains("not a SavedModel directory"), "{e}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn a_saved_model_with_ops_ferroflow_cannot_run_lists_every_one() {
+    let e = SavedModel::load(&fixtures().join("unsupported_ops"), &["serve"], SessionOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("uses 2 ops ferroflow cannot run: BesselI0e (function '__inference___call___"), "{e}");
+    assert!(e.contains("node 'bessel_i0e/BesselI0e'); MatrixDeterminant (function"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+}
+
+/// `ferroflow::train::saved_model_show::show_all` prints what TensorFlow's `saved_model_cli show
+/// --all` printed for each fixture (`*.cli.txt`), the op set compared as a set (Python prints
+/// it in hash order).
+#[test]
+fn show_all_prints_what_saved_model_cli_prints() {
+    let ops_line = |l: &str| l.starts_with("The MetaGraph with tag set");
+    let op_set = |l: &str| -> std::collections::BTreeSet<String> {
+        let set = l.split_once(": ").unwrap().1.trim_matches(|c| c == '{' || c == '}');
+        set.split(", ").map(|s| s.trim_matches('\'').to_string()).collect()
+    };
+    for name in ["keras_mlp", "keras_cnn", "module_loop", "tf1_builder"] {
+        let want = std::fs::read_to_string(fixtures().join(format!("{name}.cli.txt"))).unwrap();
+        let got = ferroflow::train::saved_model_show::show_all(&fixtures().join(name)).unwrap();
+        let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+        assert_eq!(w.len(), g.len(), "{name}: line count\n{got}");
+        for (a, b) in w.iter().zip(&g) {
+            if ops_line(a) {
+                assert_eq!(a.split_once(": ").unwrap().0, b.split_once(": ").unwrap().0, "{name}");
+                assert_eq!(op_set(a), op_set(b), "{name}");
+            } else {
+                assert_eq!(a, b, "{name}");
+            }
+        }
+    }
+}

@@ -15,6 +15,7 @@ pub mod placer;
 mod plan;
 mod rendezvous;
 mod session;
+pub mod support;
 mod trace;
 
 pub use error::{RendezvousError, RuntimeError};

@@ -21,6 +21,7 @@ pub mod model;
 pub mod optimizers;
 pub mod profile;
 pub mod saved_model;
+pub mod saved_model_show;
 pub mod saver;
 
 use std::cell::RefCell;

@@ -79,6 +79,7 @@ pub fn export_meta_graph(
         collection_def: collections.clone(),
         signature_def: BTreeMap::new(),
         asset_file_def: vec![],
+        object_graph_def: None,
     }
 }
 

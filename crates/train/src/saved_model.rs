@@ -120,11 +120,7 @@ impl SavedModel {
     /// Loads the SavedModel in `dir` for the meta graph tagged `tags` (`&["serve"]`): imports
     /// it, restores its variables, runs its init op.
     pub fn load(dir: &Path, tags: &[&str], options: SessionOptions) -> Result<SavedModel> {
-        let pb = dir.join("saved_model.pb");
-        let bytes = std::fs::read(&pb)
-            .map_err(|e| data(dir, format!("not a SavedModel directory: cannot read saved_model.pb ({e})")))?;
-        let model: ferroflow_proto::SavedModel = ferroflow_proto::decode(&bytes, &pb.display().to_string())
-            .map_err(|e| data(&pb, format!("not a SavedModel: {e}")))?;
+        let model = crate::saved_model_show::read_saved_model(dir)?;
         let meta = choose(model.meta_graphs, tags, dir)?;
         let mut signatures = BTreeMap::new();
         for (name, def) in &meta.signature_def {
@@ -139,6 +135,23 @@ impl SavedModel {
                     _ => None,
                 }
             });
+        if let Some(graph) = &meta.graph_def {
+            // The save function (TensorFlow 2's `_traced_save`) is not needed to load and call.
+            let save = meta.saver_def.as_ref().map(|s| s.save_tensor_name.split(':').next().unwrap_or_default());
+            let missing = ferroflow_runtime::support::missing_ops(graph, save.as_slice());
+            if !missing.is_empty() {
+                let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                return Err(data(
+                    dir,
+                    format!(
+                        "the SavedModel uses {} op{} ferroflow cannot run: {}",
+                        missing.len(),
+                        if missing.len() == 1 { "" } else { "s" },
+                        list.join("; ")
+                    ),
+                ));
+            }
+        }
         let imported = import_meta_graph(&meta, None, "")?;
         let session = Session::new(imported.graph, options)?;
         if let Some(saver) = &imported.saver {
