@@ -198,6 +198,10 @@ enum Command {
         /// and SAVE's directory's `checkpoint` file.
         #[arg(long, value_name = "PREFIX")]
         save: Option<PathBuf>,
+        /// Export the trained model as a SavedModel that TensorFlow loads (`serving_default`:
+        /// `inputs` → `predictions`; `ferroflow run DIR` and `ferroflow inspect DIR` read it).
+        #[arg(long, value_name = "DIR")]
+        saved_model: Option<PathBuf>,
         /// TensorBoard log directory (Keras's TensorBoard callback: loss every 100 batches and
         /// per epoch, weight histograms, the graph, and the profile of --profile-batch).
         #[arg(long, value_name = "DIR")]
@@ -357,10 +361,15 @@ fn main() {
         Command::InspectCheckpoint { prefix, tensor, all, max_values } => {
             inspect_checkpoint(&prefix, tensor.as_deref(), all, max_values)
         }
-        Command::Mnist { steps, data, seed, intra_op_threads, save, logdir, profile_batch } => {
+        Command::Mnist { steps, data, seed, intra_op_threads, save, saved_model, logdir, profile_batch } => {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
             let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
-            mnist(data.as_deref(), steps, seed, options, save.as_deref(), tb).map(|_| ())
+            let outputs = ferroflow::models::seed_003::Outputs {
+                save: save.as_deref(),
+                saved_model: saved_model.as_deref(),
+                tensorboard: tb,
+            };
+            mnist(data.as_deref(), steps, seed, options, outputs).map(|_| ())
         }
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Pipeline(args) => pipeline::pipeline(&args),
@@ -800,12 +809,12 @@ fn mnist(
     steps: u64,
     seed: i64,
     options: SessionOptions,
-    save: Option<&Path>,
-    tensorboard: Option<(&Path, &str)>,
+    outputs: ferroflow::models::seed_003::Outputs,
 ) -> Result<ferroflow::models::seed_003::Report> {
+    let tensorboard = outputs.tensorboard;
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
-    let r = ferroflow::models::seed_003::train_logged(&data, steps, seed, options, 500, save, tensorboard)
+    let r = ferroflow::models::seed_003::train_logged(&data, steps, seed, options, 500, outputs)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
     if let Some((dir, _)) = tensorboard {
         out!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display());
@@ -820,6 +829,9 @@ fn mnist(
     out!("accuracy:0 on {} test digits, fed by name (inputs:0, outputs:0, is_training:0=false):", r.examples.1);
     if let Some(c) = &r.checkpoint {
         out!("saved {}.{{index,data-00000-of-00001,meta}} (and the directory's `checkpoint` file)", c.display());
+    }
+    if let Some(dir) = outputs.saved_model {
+        out!("exported a SavedModel to {} (serving_default: inputs -> predictions)", dir.display());
     }
     out!("test_accuracy={:.4}", r.test_accuracy);
     Ok(r)
@@ -904,7 +916,9 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
     let prefix = out_dir.join("seed_003").join("model.ckpt");
     let seed_003_log = tensorboard.map(|(d, spec)| (d.join("seed_003"), spec));
     let seed_003_tb = seed_003_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
-    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), Some(&prefix), seed_003_tb)?;
+    let outputs =
+        ferroflow::models::seed_003::Outputs { save: Some(&prefix), saved_model: None, tensorboard: seed_003_tb };
+    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), outputs)?;
     let ckpt = r.checkpoint.expect("saved");
     out!(
         "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",

@@ -3,7 +3,9 @@
 //! each run as a traced graph. `--export DIR` also writes the concrete functions of collatz and
 //! sum_squares_until as GraphDefs with their function libraries (`collatz.pb`,
 //! `sum_squares_until.pb`) and their feed/fetch names (`*.names`), which TensorFlow imports and
-//! runs (`scripts/function_interop.py`). `--report` prints what the optimizer did to each of
+//! runs (`scripts/function_interop.py`), and each as a SavedModel (`collatz_saved_model/`,
+//! `sum_squares_until_saved_model/`) that `tf.saved_model.load` runs
+//! (`scripts/saved_model_interop.py`). `--report` prints what the optimizer did to each of
 //! those concrete functions (as `ferroflow optimize --report` does for a GraphDef).
 //! `cargo run --release --example seed_004 -- [--export DIR] [--report]`
 use ferroflow::models::seed_004;
@@ -44,13 +46,17 @@ fn main() -> anyhow::Result<()> {
         let s = sum_squares_until.concrete_function_keyed(&(), &[x, Tensor::scalar(6.0f32)])?;
         for (name, f) in [("collatz", c), ("sum_squares_until", s)] {
             ferroflow::graph::io::write_graph_def(&dir.join(format!("{name}.pb")), &f.graph_def())?;
+            ferroflow::saved_model::save_function(&f, &dir.join(format!("{name}_saved_model")), None)?;
             let (inputs, outputs) = f.names();
             std::fs::write(
                 dir.join(format!("{name}.names")),
                 format!("{}\n{}\n", inputs.join(" "), outputs.join(" ")),
             )?;
         }
-        println!("exported collatz.pb and sum_squares_until.pb to {}", dir.display());
+        println!(
+            "exported collatz.pb and sum_squares_until.pb (and each as a SavedModel, *_saved_model/) to {}",
+            dir.display()
+        );
     }
     Ok(())
 }

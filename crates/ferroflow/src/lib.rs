@@ -23,6 +23,7 @@ use std::path::Path;
 
 pub mod fuzzing;
 pub mod models;
+pub mod saved_model;
 pub mod testing;
 
 pub use ferroflow_autodiff as autodiff;

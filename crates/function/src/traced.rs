@@ -373,6 +373,8 @@ pub struct ConcreteFunction {
     outputs: Vec<String>,
     /// The handles of captured variables, fed after the arguments.
     handles: Vec<Tensor>,
+    /// The function's argument names, if it was given them.
+    arg_names: Vec<String>,
 }
 
 impl ConcreteFunction {
@@ -383,6 +385,16 @@ impl ConcreteFunction {
     /// The input (placeholder) and output tensor names.
     pub fn names(&self) -> (&[String], &[String]) {
         (&self.inputs, &self.outputs)
+    }
+    /// The function's argument names (empty when it was not given them; the macro gives
+    /// them).
+    pub fn arg_names(&self) -> &[String] {
+        &self.arg_names
+    }
+    /// How many variables the function captures (fed as resource handles after the
+    /// arguments).
+    pub fn captured_variables(&self) -> usize {
+        self.handles.len()
     }
     /// The traced graph as a `GraphDef` with its function library (branches and loop bodies),
     /// for TensorFlow (`tf.graph_util.import_graph_def`), `ferroflow run` and `ferroflow
@@ -588,7 +600,15 @@ impl<'f> Function<'f> {
         let fetches: Vec<&str> = outputs.iter().map(String::as_str).collect();
         let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
         let plan = session.plan(&feeds, &fetches, &targets).map_err(|e| trace_error(&self.name, e.to_string()))?;
-        Ok(ConcreteFunction { name: self.name.clone(), session, plan, inputs, outputs, handles })
+        Ok(ConcreteFunction {
+            name: self.name.clone(),
+            session,
+            plan,
+            inputs,
+            outputs,
+            handles,
+            arg_names: self.arg_names.clone(),
+        })
     }
 
     /// Counts the trace, explains it against the closest earlier one, warns past the limit.

@@ -123,6 +123,9 @@ pub struct Roles {
     pub labels: String,
     /// Boolean placeholder switching dropout (`is_training:0`), if the model has one.
     pub is_training: Option<String>,
+    /// The model's output (`predictions:0`, a softmax or the last layer), if known: what an
+    /// exported SavedModel's `serving_default` returns.
+    pub predictions: Option<String>,
     /// Scalar loss.
     pub loss: String,
     /// Scalar accuracy, if any.
@@ -295,6 +298,7 @@ fn finish(
         inputs: name(x),
         labels: name(labels),
         is_training: Some(name(training)),
+        predictions: Some(name(h)),
         loss: name(loss_t),
         accuracy: acc.map(name),
         train_op: g.node(train).name.clone(),
@@ -585,6 +589,30 @@ impl Model {
     pub fn save(&self, prefix: impl AsRef<std::path::Path>) -> Result<std::path::PathBuf> {
         let step = self.session.run(&[], &["global_step/Read/ReadVariableOp:0"], &[])?[0].scalar_value::<i64>()?;
         self.saver()?.save(&self.session, prefix, Some(step))
+    }
+
+    /// Exports the model as a SavedModel that TensorFlow loads: its `serving_default`
+    /// signature maps `inputs` to `predictions` with `is_training` false (a default in the
+    /// written graph), and its variables are the session's current values. Needs the model's
+    /// saver and [`Roles::predictions`].
+    pub fn export_saved_model(&self, dir: &std::path::Path) -> Result<()> {
+        let predictions = self
+            .roles
+            .predictions
+            .as_deref()
+            .ok_or_else(|| TrainError::Invalid("the model does not name its predictions".into()))?;
+        let mut writer = crate::saved_model::SavedModelWriter::new(self.session.graph().to_graph_def()).signature(
+            crate::saved_model::SignatureSpec::new(
+                "serving_default",
+                &[("inputs", &self.roles.inputs)],
+                &[("predictions", predictions)],
+            ),
+        );
+        if let Some(t) = &self.roles.is_training {
+            writer = writer.default_value(t.split(':').next().unwrap_or(t), Tensor::scalar(false));
+        }
+        let saver = self.saver()?;
+        writer.save(dir, Some((&self.session, &saver)))
     }
 
     /// Restores every variable from checkpoint `prefix`.

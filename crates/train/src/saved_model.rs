@@ -260,3 +260,182 @@ impl SavedModel {
         Ok(wanted.iter().map(|s| s.key.clone()).zip(values).collect())
     }
 }
+
+/// A signature to write: its name and its inputs and outputs as (key, graph tensor name).
+#[derive(Clone, Debug)]
+pub struct SignatureSpec {
+    /// `serving_default`.
+    pub name: String,
+    /// (key, tensor) of each input: `("inputs", "inputs:0")`. Inputs should be placeholders.
+    pub inputs: Vec<(String, String)>,
+    /// (key, tensor) of each output.
+    pub outputs: Vec<(String, String)>,
+}
+
+impl SignatureSpec {
+    /// A `tensorflow/serving/predict` signature.
+    pub fn new(name: &str, inputs: &[(&str, &str)], outputs: &[(&str, &str)]) -> SignatureSpec {
+        let own = |v: &[(&str, &str)]| v.iter().map(|(k, t)| (k.to_string(), t.to_string())).collect();
+        SignatureSpec { name: name.to_string(), inputs: own(inputs), outputs: own(outputs) }
+    }
+}
+
+/// Writes a graph as a SavedModel that TensorFlow loads (`tf.saved_model.load(dir)
+/// .signatures[...]`, `saved_model_cli`, TensorFlow Serving): TensorFlow 1's layout, as
+/// `SavedModelBuilder.add_meta_graph_and_variables` writes it — `saved_model.pb` with one meta
+/// graph (graph, saver, collections, signatures, tags) and the variables' tensor bundle in
+/// `variables/variables`. The directory appears whole or not at all (written beside it, then
+/// renamed).
+pub struct SavedModelWriter {
+    graph: ferroflow_proto::GraphDef,
+    signatures: Vec<SignatureSpec>,
+    defaults: Vec<(String, Tensor)>,
+    tags: Vec<String>,
+}
+
+impl SavedModelWriter {
+    /// A writer for `graph` (the session's graph, or a traced function's).
+    pub fn new(graph: ferroflow_proto::GraphDef) -> SavedModelWriter {
+        SavedModelWriter { graph, signatures: Vec::new(), defaults: Vec::new(), tags: vec!["serve".into()] }
+    }
+
+    /// Adds a signature.
+    pub fn signature(mut self, spec: SignatureSpec) -> SavedModelWriter {
+        self.signatures.push(spec);
+        self
+    }
+
+    /// Gives placeholder `name` a default value in the written graph (it becomes a
+    /// `PlaceholderWithDefault`), so callers of the signatures need not feed it: a model's
+    /// `is_training` switch set to false.
+    pub fn default_value(mut self, name: &str, value: Tensor) -> SavedModelWriter {
+        self.defaults.push((name.to_string(), value));
+        self
+    }
+
+    /// The meta graph's tags (default `serve`).
+    pub fn tags(mut self, tags: &[&str]) -> SavedModelWriter {
+        self.tags = tags.iter().map(|t| t.to_string()).collect();
+        self
+    }
+
+    /// Writes the SavedModel to `dir` (which must not exist, or be empty), with the variables
+    /// of `variables` — the session holding their values and the graph's saver — if the
+    /// graph has any.
+    pub fn save(self, dir: &Path, variables: Option<(&Session, &crate::saver::Saver)>) -> Result<()> {
+        if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(data(dir, "the SavedModel directory already exists and is not empty"));
+        }
+        let mut graph = self.graph;
+        for (name, value) in &self.defaults {
+            with_default(&mut graph, name, value).map_err(|e| data(dir, e))?;
+        }
+        let imported = ferroflow_ops::import_graph_def(&graph).map_err(|e| data(dir, e.to_string()))?;
+        let shapes = ferroflow_ops::infer_shapes(&imported).map_err(|e| data(dir, e.to_string()))?;
+        let info = |sig: &str, key: &str, tensor: &str| -> Result<TensorInfo> {
+            let (node, index) = match tensor.rsplit_once(':') {
+                Some((n, i)) => (n, i.parse::<usize>().map_err(|_| data(dir, format!("bad tensor name '{tensor}'")))?),
+                None => (tensor, 0),
+            };
+            let id = imported.find(node).ok_or_else(|| {
+                data(dir, format!("signature '{sig}': '{key}' names tensor '{tensor}', which is not in the graph"))
+            })?;
+            let n = imported.node(id);
+            let dtype =
+                *n.types.outputs.get(index).ok_or_else(|| {
+                    data(dir, format!("signature '{sig}': '{key}': node '{node}' has no output {index}"))
+                })?;
+            Ok(TensorInfo {
+                encoding: Some(Encoding::Name(format!("{node}:{index}"))),
+                dtype: dtype.to_tf(),
+                tensor_shape: Some(ferroflow_proto::convert::shape_to_proto(&shapes[id][index])),
+            })
+        };
+        let mut signature_def = BTreeMap::new();
+        for s in &self.signatures {
+            let mut def = SignatureDef { method_name: "tensorflow/serving/predict".into(), ..Default::default() };
+            for (k, t) in &s.inputs {
+                def.inputs.insert(k.clone(), info(&s.name, k, t)?);
+            }
+            for (k, t) in &s.outputs {
+                def.outputs.insert(k.clone(), info(&s.name, k, t)?);
+            }
+            signature_def.insert(s.name.clone(), def);
+        }
+        let meta = MetaGraphDef {
+            meta_info_def: Some(ferroflow_proto::meta_graph_def::MetaInfoDef {
+                meta_graph_version: format!("ferroflow {}", env!("CARGO_PKG_VERSION")),
+                tags: self.tags.clone(),
+                ..Default::default()
+            }),
+            graph_def: Some(graph),
+            saver_def: variables.map(|(_, s)| s.def().clone()),
+            collection_def: variables.map(|(_, s)| s.collections().clone()).unwrap_or_default(),
+            signature_def,
+            asset_file_def: vec![],
+            object_graph_def: None,
+        };
+        let model = ferroflow_proto::SavedModel { saved_model_schema_version: 1, meta_graphs: vec![meta] };
+
+        let base = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "saved_model".into());
+        let tmp = dir.with_file_name(format!(".{base}.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let io = |e: std::io::Error, what: &Path| data(what, e.to_string());
+        std::fs::create_dir_all(tmp.join("variables")).map_err(|e| io(e, &tmp))?;
+        let written = (|| -> Result<()> {
+            if let Some((session, saver)) = variables {
+                saver.save_bundle(session, &tmp.join("variables").join("variables"))?;
+            }
+            let pb = tmp.join("saved_model.pb");
+            std::fs::write(&pb, ferroflow_proto::encode(&model)).map_err(|e| io(e, &pb))?;
+            if dir.exists() {
+                std::fs::remove_dir(dir).map_err(|e| io(e, dir))?;
+            }
+            std::fs::rename(&tmp, dir).map_err(|e| io(e, dir))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        written
+    }
+}
+
+/// Turns placeholder `name` of `graph` into a `PlaceholderWithDefault` fed by a new constant.
+fn with_default(graph: &mut ferroflow_proto::GraphDef, name: &str, value: &Tensor) -> std::result::Result<(), String> {
+    use ferroflow_proto::{attr_value::Value, AttrValue, NodeDef};
+    let const_name = format!("{name}/default_value");
+    if graph.node.iter().any(|n| n.name == const_name) {
+        return Err(format!("the graph already has a node '{const_name}'"));
+    }
+    let node = graph
+        .node
+        .iter_mut()
+        .find(|n| n.name == name)
+        .ok_or_else(|| format!("no placeholder '{name}' to give a default value"))?;
+    if node.op != "Placeholder" {
+        return Err(format!("'{name}' is a {}, not a Placeholder", node.op));
+    }
+    node.op = "PlaceholderWithDefault".into();
+    node.input = vec![const_name.clone()];
+    let shape = node.attr.get("shape").cloned();
+    if shape.is_none() {
+        node.attr.insert(
+            "shape".into(),
+            AttrValue {
+                value: Some(Value::Shape(Box::new(ferroflow_proto::TensorShapeProto {
+                    unknown_rank: true,
+                    ..Default::default()
+                }))),
+            },
+        );
+    }
+    let device = node.device.clone();
+    let mut attr = BTreeMap::new();
+    attr.insert("dtype".to_string(), AttrValue { value: Some(Value::Type(value.dtype().to_tf())) });
+    attr.insert(
+        "value".to_string(),
+        AttrValue { value: Some(Value::Tensor(Box::new(ferroflow_proto::convert::tensor_to_proto(value)))) },
+    );
+    graph.node.push(NodeDef { name: const_name, op: "Const".into(), attr, device, ..Default::default() });
+    Ok(())
+}

@@ -194,6 +194,24 @@ impl Saver {
         &self.def
     }
 
+    /// The collections its meta graphs carry (`variables`, `trainable_variables`, ...).
+    pub fn collections(&self) -> &BTreeMap<String, CollectionDef> {
+        &self.collections
+    }
+
+    /// Runs the save op alone: the variables' tensor bundle at `prefix` (`prefix.index`,
+    /// `prefix.data-00000-of-00001`), without a `.meta`, a `checkpoint` state file or
+    /// `max_to_keep` bookkeeping (a SavedModel's `variables/variables`).
+    pub fn save_bundle(&self, sess: &Session, prefix: &Path) -> Result<()> {
+        let name = prefix.to_str().ok_or_else(|| TrainError::Invalid(format!("{}: not UTF-8", prefix.display())))?;
+        sess.run(
+            &[(&self.def.filename_tensor_name, strings(&[], &[name.to_string()])?)],
+            &[&self.def.save_tensor_name],
+            &[],
+        )?;
+        Ok(())
+    }
+
     /// Whether [`Saver::save`] writes `PREFIX.meta` next to each checkpoint (default true).
     pub fn set_write_meta_graph(&mut self, on: bool) {
         self.write_meta_graph = on;

@@ -12,6 +12,7 @@ use ferroflow_train::meta_graph::import_meta_graph_file;
 use ferroflow_train::mnist;
 use ferroflow_train::model::{FitOptions, Model};
 use ferroflow_train::optimizers::Optimizer;
+use ferroflow_train::saved_model::{SavedModelWriter, SignatureSpec};
 use ferroflow_train::saver::{meta_path, Saver, SaverOptions};
 use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
 
@@ -77,11 +78,26 @@ pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
         inputs: g.output_name(x),
         labels: g.output_name(y),
         is_training: Some(g.output_name(training)),
+        predictions: Some(g.output_name(out)),
         loss: g.output_name(loss),
         accuracy: Some(g.output_name(acc)),
         train_op: g.node(train).name.clone(),
         init: g.node(init).name.clone(),
     })
+}
+
+/// What [`train_logged`] writes besides training: a TF1 checkpoint (`save`, a prefix), a
+/// SavedModel of the trained model (`saved_model`, a directory: `serving_default` maps
+/// `inputs` to `predictions`), and TensorBoard logs (`tensorboard`: the log directory and
+/// the batches to profile).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outputs<'a> {
+    /// A TF1 Saver checkpoint prefix (`PREFIX-STEP`).
+    pub save: Option<&'a Path>,
+    /// A SavedModel directory.
+    pub saved_model: Option<&'a Path>,
+    /// TensorBoard: the log directory and the batches to profile (`"A,B"`).
+    pub tensorboard: Option<(&'a Path, &'a str)>,
 }
 
 /// What a training run measured.
@@ -113,7 +129,7 @@ pub fn train(
     log_every: u64,
     save: Option<&Path>,
 ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
-    train_logged(data, steps, seed, options, log_every, save, None)
+    train_logged(data, steps, seed, options, log_every, Outputs { save, ..Outputs::default() })
 }
 
 /// [`train`] with Keras's `TensorBoard` callback when `tensorboard` is given: `(log_dir,
@@ -125,9 +141,9 @@ pub fn train_logged(
     seed: i64,
     options: SessionOptions,
     log_every: u64,
-    save: Option<&Path>,
-    tensorboard: Option<(&Path, &str)>,
+    outputs: Outputs,
 ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    let Outputs { save, saved_model, tensorboard } = outputs;
     use crate::train::callbacks::{Callback, TensorBoard, UpdateFreq};
     let mut tb = match tensorboard {
         Some((dir, profile_batch)) => Some(TensorBoard::new(dir, 1, true, UpdateFreq::Batches(100), profile_batch)?),
@@ -159,6 +175,18 @@ pub fn train_logged(
     ];
     let acc = sess.run(&feeds, &["accuracy:0"], &[])?[0].scalar_value::<f32>()?;
     let checkpoint = save.map(|prefix| saver.save(sess, prefix, Some(global_step))).transpose()?;
+    if let Some(dir) = saved_model {
+        let roles = model.roles();
+        let predictions = roles.predictions.as_deref().unwrap_or("out_layer/Softmax:0");
+        SavedModelWriter::new(sess.graph().to_graph_def())
+            .signature(SignatureSpec::new(
+                "serving_default",
+                &[("inputs", &roles.inputs)],
+                &[("predictions", predictions)],
+            ))
+            .default_value("is_training", Tensor::scalar(false))
+            .save(dir, Some((sess, &saver)))?;
+    }
     Ok(Report {
         steps: hist.steps,
         steps_per_sec: hist.steps_per_sec,
