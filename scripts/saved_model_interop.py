@@ -8,7 +8,10 @@ TensorFlow does.
 2. `examples/seed_004 --export D` writes the traced collatz and sum_squares_until functions
    (StatelessWhile with a StatelessIf inside) as SavedModels; TensorFlow's signature calls
    must give TensorFlow's own tf.function values (fixtures/function/seed_004.npz).
-3. For each of them, `saved_model_cli show --all` and `ferroflow inspect DIR` print the same
+3. `ferroflow convert DIR frozen.pb` freezes TensorFlow's own fixtures (Keras MLP and CNN,
+   the TF1 builder export); TensorFlow imports each frozen graph and runs it to TensorFlow's
+   outputs of the SavedModel (fixtures/saved_model/*.npz).
+4. For each of ferroflow's SavedModels, `saved_model_cli show --all` and `ferroflow inspect DIR` print the same
    lines (the op set compared as a set: Python prints it in hash order).
 
 Run:  .venv/bin/python scripts/saved_model_interop.py
@@ -94,6 +97,26 @@ def main():
         got = (float(out["output_0"].numpy()), int(out["output_1"].numpy()))
         want = (float(fx["sum_total"]), int(fx["sum_count"]))
         check(got == want, f"TensorFlow runs ferroflow's sum_squares_until SavedModel: {got} (tf.function: {want})")
+        # 3. Frozen signatures.
+        for name, feed, fetch in [("keras_mlp", "keras_tensor", "output_0"), ("keras_cnn", "keras_tensor", "output_0"),
+                                  ("tf1_builder", "x", "scores")]:
+            frozen = os.path.join(d, f"{name}.frozen.pb")
+            subprocess.run([FF, "convert", os.path.join(ROOT, "fixtures", "saved_model", name), frozen], check=True,
+                           capture_output=True)
+            fx = np.load(os.path.join(ROOT, "fixtures", "saved_model", f"{name}.npz"))
+            gd = tf.compat.v1.GraphDef()
+            with open(frozen, "rb") as f:
+                gd.ParseFromString(f.read())
+            g = tf.Graph()
+            with g.as_default():
+                tf.graph_util.import_graph_def(gd, name="")
+                with tf.compat.v1.Session(graph=g) as sess:
+                    got = sess.run(f"{fetch}:0", {f"{feed}:0": fx["x"]})
+            err = float(np.max(np.abs(got - fx[fetch])))
+            ops = sorted({n.op for n in gd.node})
+            check(np.allclose(got, fx[fetch], rtol=1e-5, atol=1e-6) and "VarHandleOp" not in ops,
+                  f"TensorFlow runs ferroflow's frozen {name}: max |diff| {err:.2e} against the SavedModel's outputs; "
+                  f"{len(gd.node)} nodes, ops {ops}")
         compare_listing(os.path.join(d, "collatz_saved_model"), "collatz")
         compare_listing(os.path.join(d, "sum_squares_until_saved_model"), "sum_squares_until")
     print(f"{failures} failure(s)")

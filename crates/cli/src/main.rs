@@ -148,10 +148,17 @@ enum Command {
     },
     /// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
     Convert {
-        /// Input graph (.pb or .pbtxt).
+        /// Input graph (.pb or .pbtxt), or a SavedModel directory (one signature is frozen:
+        /// calls inlined, variables made constants, inputs and outputs named by their keys).
         input: PathBuf,
         /// Output graph (.pb or .pbtxt).
         output: PathBuf,
+        /// With a SavedModel: the signature to freeze.
+        #[arg(long, default_value = "serving_default")]
+        signature: String,
+        /// With a SavedModel: a tag of the meta graph to load (repeatable; default `serve`).
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
     },
     /// List a graph's nodes with their ops, inputs, dtypes and inferred shapes; for a SavedModel
     /// directory, what TensorFlow's `saved_model_cli show --all` prints (tag sets, signatures
@@ -356,7 +363,13 @@ fn main() {
         }
         Command::MergePartitions { partitions, output } => merge_partitions(&partitions, &output),
         Command::Tensorboard { graph, logdir, run } => tensorboard(&graph, &logdir, run.as_deref()),
-        Command::Convert { input, output } => convert(&input, &output),
+        Command::Convert { input, output, signature, tags } => {
+            if input.join("saved_model.pb").is_file() {
+                freeze_saved_model(&input, &output, &signature, &tags)
+            } else {
+                convert(&input, &output)
+            }
+        }
         Command::Inspect { graph } => inspect(&graph),
         Command::InspectCheckpoint { prefix, tensor, all, max_values } => {
             inspect_checkpoint(&prefix, tensor.as_deref(), all, max_values)
@@ -682,6 +695,32 @@ fn convert(input: &Path, output: &Path) -> Result<()> {
     validate(&g).with_context(|| format!("validating {}", input.display()))?;
     ferroflow::graph::io::write_graph_def(output, &g.to_graph_def())?;
     out!("{}: {} nodes -> {}", input.display(), g.len(), output.display());
+    Ok(())
+}
+
+/// `ferroflow convert DIR frozen.pb --signature NAME`: one signature of a SavedModel frozen
+/// into a GraphDef, validated (imported, shapes inferred) before it is written.
+fn freeze_saved_model(dir: &Path, output: &Path, signature: &str, tags: &[String]) -> Result<()> {
+    let tags: Vec<&str> = if tags.is_empty() { vec!["serve"] } else { tags.iter().map(String::as_str).collect() };
+    let model = ferroflow::train::saved_model::SavedModel::load(dir, &tags, SessionOptions::default())?;
+    let frozen = model.freeze(signature)?;
+    let g = ferroflow::ops::import_graph_def(&frozen)
+        .with_context(|| format!("the frozen signature '{signature}' does not import"))?;
+    validate(&g)?;
+    ferroflow::graph::io::write_graph_def(output, &frozen)?;
+    let sig = model.signature(signature)?;
+    let list = |specs: &[ferroflow::train::saved_model::TensorSpec]| {
+        specs.iter().map(|s| format!("{}:0 ({}{})", s.key, s.dtype, s.shape)).collect::<Vec<_>>().join(", ")
+    };
+    out!(
+        "{}: signature '{signature}' frozen into {} nodes, {} functions -> {}",
+        dir.display(),
+        frozen.node.len(),
+        frozen.library.as_ref().map_or(0, |l| l.function.len()),
+        output.display()
+    );
+    out!("  feed  {}", list(&sig.inputs));
+    out!("  fetch {}", list(&sig.outputs));
     Ok(())
 }
 

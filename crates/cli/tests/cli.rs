@@ -730,6 +730,41 @@ fn saved_models_of_every_kind_run_and_inspect_through_the_cli() {
             assert!(text.contains(line), "{name}: inspect lacks the line {line:?}\n{text}");
         }
     }
+    // Freezing: the Keras CNN's signature into a GraphDef that runs by its keys.
+    let frozen = tmp.join("keras_cnn.pb");
+    let dir = fixtures().join("../saved_model/keras_cnn");
+    let o = run(&["convert", dir.to_str().unwrap(), frozen.to_str().unwrap(), "--signature", "serving_default"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("feed  keras_tensor:0"));
+    let want: std::collections::HashMap<String, Tensor> =
+        npy::read_npz(&fixtures().join("../saved_model/keras_cnn.npz")).unwrap().into_iter().collect();
+    let x = tmp.join("x.npy");
+    npy::write_npy(&x, &want["x"]).unwrap();
+    let out = tmp.join("frozen_out.npz");
+    let o = run(&[
+        "run",
+        frozen.to_str().unwrap(),
+        "--feed",
+        &format!("keras_tensor:0={}", x.display()),
+        "--fetch",
+        "output_0:0",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = &npy::read_npz(&out).unwrap()[0].1;
+    for (a, b) in got.as_slice::<f32>().unwrap().iter().zip(want["output_0"].as_slice::<f32>().unwrap()) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1e-3), "frozen: {a} vs TensorFlow's {b}");
+    }
+    let g = ferroflow::load_graph(&frozen).unwrap();
+    assert!(g.nodes().iter().all(|n| n.op != "VarHandleOp" && !n.op.ends_with("PartitionedCall")));
+    // A loop carrying a variable's handle cannot be frozen: say which.
+    let o =
+        run(&["convert", fixtures().join("../saved_model/module_loop").to_str().unwrap(), frozen.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot be frozen") && err.contains("variable '"), "{err}");
+
     let o = run(&["inspect", fixtures().join("../saved_model/unsupported_ops").to_str().unwrap()]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(

@@ -74,7 +74,12 @@ fn flat_output(n: &NodeDef, arg: &str, i: usize, library: &FunctionDefLibrary) -
 }
 
 /// Rewrites a body reference (`arg`, `arg:0`, `node:out:i`) as a graph tensor name.
-fn resolve_ref(r: &str, f: &FunctionDef, body: &[NodeDef], library: &FunctionDefLibrary) -> Result<String, String> {
+pub(crate) fn resolve_ref(
+    r: &str,
+    f: &FunctionDef,
+    body: &[NodeDef],
+    library: &FunctionDefLibrary,
+) -> Result<String, String> {
     let parts: Vec<&str> = r.split(':').collect();
     let sig = f.signature.clone().unwrap_or_default();
     match parts[..] {
@@ -94,7 +99,7 @@ fn resolve_ref(r: &str, f: &FunctionDef, body: &[NodeDef], library: &FunctionDef
     }
 }
 
-fn substitute(attrs: &Attrs, call: &Attrs) -> Result<Attrs, String> {
+pub(crate) fn substitute(attrs: &Attrs, call: &Attrs) -> Result<Attrs, String> {
     attrs
         .iter()
         .map(|(k, v)| match &v.value {

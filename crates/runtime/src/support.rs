@@ -117,3 +117,144 @@ impl<'a> Walk<'a> {
         }
     }
 }
+
+/// The deepest chain of nested calls [`inline_calls`] expands.
+const MAX_INLINE_DEPTH: usize = 64;
+
+/// `def` with every function call (`PartitionedCall`, `StatefulPartitionedCall`, a library
+/// function used as an op) replaced by the function's body, recursively: body node `n` of call
+/// `c` becomes `c/n`, the arguments are the call's inputs, the call's control inputs go to the
+/// body nodes that have no inputs, and an `IdentityN` named `c` (a `NoOp` for a function
+/// without results) returns the results, waiting for the function's control outputs — so
+/// every `c:i` and `^c` of the graph keeps its meaning. `While`/`If` bodies stay functions.
+pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, String> {
+    use ferroflow_ops::LibraryOps;
+    let library = def.library.clone().unwrap_or_default();
+    let lib = LibraryOps { library: &library };
+    let mut out = def.clone();
+    for depth in 0.. {
+        let is_call = |n: &NodeDef| {
+            n.op == "PartitionedCall" || n.op == "StatefulPartitionedCall" || lib.function(&n.op).is_some()
+        };
+        if !out.node.iter().any(is_call) {
+            break;
+        }
+        if depth == MAX_INLINE_DEPTH {
+            return Err(format!("function calls nest more than {MAX_INLINE_DEPTH} deep"));
+        }
+        let mut nodes = Vec::with_capacity(out.node.len());
+        for c in std::mem::take(&mut out.node) {
+            if !is_call(&c) {
+                nodes.push(c);
+                continue;
+            }
+            let (fname, call_attrs) = if c.op.ends_with("PartitionedCall") {
+                match c.attr.get("f").and_then(|v| v.value.as_ref()) {
+                    Some(Value::Func(f)) => (f.name.clone(), f.attr.clone()),
+                    _ => return Err(format!("node '{}': attr 'f' must name a function", c.name)),
+                }
+            } else {
+                (c.op.clone(), c.attr.clone())
+            };
+            let f =
+                lib.function(&fname).ok_or_else(|| format!("node '{}' calls unknown function '{fname}'", c.name))?;
+            nodes.extend(inline_one(&c, f, &call_attrs, &library)?);
+        }
+        out.node = nodes;
+    }
+    Ok(out)
+}
+
+fn inline_one(
+    c: &NodeDef,
+    f: &FunctionDef,
+    call_attrs: &BTreeMap<String, ferroflow_proto::AttrValue>,
+    library: &ferroflow_proto::FunctionDefLibrary,
+) -> Result<Vec<NodeDef>, String> {
+    use ferroflow_proto::AttrValue;
+    let sig = f.signature.clone().unwrap_or_default();
+    let fname = sig.name.clone();
+    let (data, control): (Vec<&String>, Vec<&String>) = c.input.iter().partition(|i| !i.starts_with('^'));
+    if data.len() != sig.input_arg.len()
+        || sig.input_arg.iter().any(|a| !a.number_attr.is_empty() || !a.type_list_attr.is_empty())
+    {
+        return Err(format!(
+            "node '{}': cannot inline '{fname}': {} inputs for {} arguments (list arguments are not inlined)",
+            c.name,
+            data.len(),
+            sig.input_arg.len()
+        ));
+    }
+    let prefix = |s: &str| format!("{}/{s}", c.name);
+    let map_ref = |r: &str| -> Result<String, String> {
+        if let Some(n) = r.strip_prefix('^') {
+            return Ok(format!("^{}", prefix(n)));
+        }
+        let resolved = crate::functional::resolve_ref(r, f, &f.node_def, library)?;
+        let (node, index) = resolved.rsplit_once(':').unwrap_or((&resolved, "0"));
+        match sig.input_arg.iter().position(|a| a.name == node) {
+            Some(i) => Ok(data[i].clone()),
+            None => Ok(format!("{}:{index}", prefix(node))),
+        }
+    };
+    let mut out = Vec::with_capacity(f.node_def.len() + 1);
+    for n in &f.node_def {
+        let mut m = n.clone();
+        m.name = prefix(&n.name);
+        m.attr = crate::functional::substitute(&n.attr, call_attrs).map_err(|e| format!("function '{fname}': {e}"))?;
+        m.input = n
+            .input
+            .iter()
+            .map(|i| map_ref(i))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("function '{fname}': {e}"))?;
+        if m.device.is_empty() {
+            m.device = c.device.clone();
+        }
+        if n.input.is_empty() {
+            m.input.extend(control.iter().map(|s| s.to_string()));
+        }
+        out.push(m);
+    }
+    // The results, as the call's own outputs.
+    let mut results = Vec::with_capacity(sig.output_arg.len());
+    let mut types = Vec::with_capacity(sig.output_arg.len());
+    let tout: Vec<i32> = match c.attr.get("Tout").and_then(|v| v.value.as_ref()) {
+        Some(Value::List(l)) => l.r#type.clone(),
+        _ => Vec::new(),
+    };
+    for (j, a) in sig.output_arg.iter().enumerate() {
+        let r =
+            f.ret.get(&a.name).ok_or_else(|| format!("function '{fname}': output '{}' has no return value", a.name))?;
+        results.push(map_ref(r)?);
+        let t = if let Some(&t) = tout.get(j) {
+            t
+        } else if !a.type_attr.is_empty() {
+            match call_attrs.get(&a.type_attr).and_then(|v| v.value.as_ref()) {
+                Some(Value::Type(t)) => *t,
+                _ => return Err(format!("node '{}': the type of output '{}' is not known", c.name, a.name)),
+            }
+        } else {
+            a.r#type
+        };
+        types.push(t);
+    }
+    let waits: Vec<String> = f.control_ret.values().map(|n| format!("^{}", prefix(n))).collect();
+    let mut ret = NodeDef { name: c.name.clone(), device: c.device.clone(), ..Default::default() };
+    if results.is_empty() {
+        ret.op = "NoOp".into();
+        ret.input = waits;
+        if ret.input.is_empty() {
+            // A function without results or control outputs: wait for every body node.
+            ret.input = f.node_def.iter().map(|n| format!("^{}", prefix(&n.name))).collect();
+        }
+    } else {
+        ret.op = "IdentityN".into();
+        ret.input = results;
+        ret.input.extend(waits);
+        let list = ferroflow_proto::attr_value::ListValue { r#type: types, ..Default::default() };
+        ret.attr.insert("T".into(), AttrValue { value: Some(Value::List(Box::new(list))) });
+    }
+    out.push(ret);
+    Ok(out)
+}

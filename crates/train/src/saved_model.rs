@@ -7,7 +7,7 @@
 //! `__saved_model_init_op` runs, and each `SignatureDef` is called by its input and output
 //! keys. One `Session` serves every signature: plans are cached per signature and calls may
 //! come from many threads at once.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use ferroflow_proto::{tensor_info::Encoding, MetaGraphDef, SignatureDef, TensorInfo};
@@ -438,4 +438,172 @@ fn with_default(graph: &mut ferroflow_proto::GraphDef, name: &str, value: &Tenso
     );
     graph.node.push(NodeDef { name: const_name, op: "Const".into(), attr, device, ..Default::default() });
     Ok(())
+}
+
+impl SavedModel {
+    /// Signature `name` frozen into one `GraphDef`, as TensorFlow's
+    /// `convert_variables_to_constants_v2` does: function calls inlined, each variable read
+    /// replaced by a `Const` holding the variable's loaded value, everything the outputs do
+    /// not need pruned. The inputs are `Placeholder`s named by their keys (`keras_tensor`) and
+    /// each output an `Identity` named by its key (`output_0`), so `ferroflow run frozen.pb
+    /// --feed keras_tensor:0=x.npy --fetch output_0:0` (or TensorFlow) runs it. A variable
+    /// used other than by a read (a `While` loop carrying its handle) is an error naming it.
+    pub fn freeze(&self, name: &str) -> Result<ferroflow_proto::GraphDef> {
+        use ferroflow_proto::{attr_value::Value, AttrValue, NodeDef};
+        let sig = self.signature(name)?.clone();
+        let invalid = |m: String| TrainError::Invalid(format!("freezing signature '{name}': {m}"));
+        let outputs: Vec<String> = sig.outputs.iter().map(|s| node_of(&s.tensor)).collect();
+        let full = prune(self.session.graph().to_graph_def(), &outputs);
+        let mut def = ferroflow_runtime::support::inline_calls(&full).map_err(invalid)?;
+        // Variables read through ReadVariableOp (or an Identity of a TF1 variable) become
+        // constants; a handle used any other way cannot be frozen.
+        let index: BTreeMap<String, usize> = def.node.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        let handle_of = |input: &str, def: &ferroflow_proto::GraphDef| -> Option<String> {
+            let mut n = &def.node[*index.get(&node_of(input))?];
+            while n.op == "Identity" && n.input.first().is_some_and(|i| !i.starts_with('^')) {
+                n = &def.node[*index.get(&node_of(&n.input[0]))?];
+            }
+            (n.op == "VarHandleOp").then(|| n.name.clone())
+        };
+        let mut values: Vec<(usize, Tensor)> = Vec::new();
+        for (i, n) in def.node.iter().enumerate() {
+            if n.op != "ReadVariableOp" {
+                continue;
+            }
+            let Some(var) = n.input.first().and_then(|x| handle_of(x, &def)) else { continue };
+            let v = self
+                .session
+                .variable(&var)
+                .ok_or_else(|| invalid(format!("variable '{var}' (read by '{}') has no value", n.name)))?;
+            let value = v.read().ok_or_else(|| invalid(format!("variable '{var}' is not initialized")))?;
+            values.push((i, value));
+        }
+        for (i, value) in values {
+            let n = &mut def.node[i];
+            n.op = "Const".into();
+            n.input.retain(|x| x.starts_with('^'));
+            n.input.clear();
+            n.attr.clear();
+            n.attr.insert("dtype".into(), AttrValue { value: Some(Value::Type(value.dtype().to_tf())) });
+            n.attr.insert(
+                "value".into(),
+                AttrValue { value: Some(Value::Tensor(Box::new(ferroflow_proto::convert::tensor_to_proto(&value)))) },
+            );
+        }
+        // The outputs, as Identities named by their keys; the inputs renamed to their keys.
+        let taken: BTreeSet<String> = def.node.iter().map(|n| n.name.clone()).collect();
+        let mut renames: BTreeMap<String, String> = BTreeMap::new();
+        for s in &sig.inputs {
+            let old = node_of(&s.tensor);
+            if old != s.key && taken.contains(&s.key) {
+                return Err(invalid(format!("input key '{}' is already a node of the graph", s.key)));
+            }
+            renames.insert(old, s.key.clone());
+        }
+        for n in &mut def.node {
+            if let Some(new) = renames.get(&n.name) {
+                n.name = new.clone();
+            }
+            for x in &mut n.input {
+                let (ctl, rest) = match x.strip_prefix('^') {
+                    Some(r) => ("^", r),
+                    None => ("", x.as_str()),
+                };
+                let node = node_of(rest);
+                if let Some(new) = renames.get(&node) {
+                    *x = format!("{ctl}{new}{}", &rest[node.len()..]);
+                }
+            }
+        }
+        for s in &sig.outputs {
+            if s.tensor == format!("{}:0", s.key) {
+                continue; // already named by its key (a TF1 graph's `scores:0`)
+            }
+            if taken.contains(&s.key) && !renames.values().any(|v| *v == s.key) {
+                return Err(invalid(format!("output key '{}' is already a node of the graph", s.key)));
+            }
+            let mut attr = BTreeMap::new();
+            attr.insert("T".to_string(), AttrValue { value: Some(Value::Type(s.dtype.to_tf())) });
+            def.node.push(NodeDef {
+                name: s.key.clone(),
+                op: "Identity".into(),
+                input: vec![s.tensor.clone()],
+                attr,
+                ..Default::default()
+            });
+        }
+        // Keep what the outputs need.
+        let keys: Vec<String> = sig.outputs.iter().map(|s| s.key.clone()).collect();
+        let mut def = prune(def, &keys);
+        let nodes = std::mem::take(&mut def.node);
+        if let Some(n) = nodes.iter().find(|n| n.op == "VarHandleOp") {
+            let user =
+                nodes.iter().find(|m| m.input.iter().any(|x| node_of(x) == n.name)).map_or("?", |m| m.name.as_str());
+            return Err(invalid(format!(
+                "variable '{}' is used by '{user}' other than through a read (a loop or branch carrying its handle); it cannot be frozen",
+                n.name
+            )));
+        }
+        // Keep the library functions the kept nodes still name (loop and branch bodies).
+        let mut used: BTreeSet<String> = BTreeSet::new();
+        let library = def.library.take().unwrap_or_default();
+        let mut queue: Vec<String> = Vec::new();
+        let names = |n: &NodeDef, q: &mut Vec<String>| {
+            for v in n.attr.values() {
+                match &v.value {
+                    Some(Value::Func(f)) => q.push(f.name.clone()),
+                    Some(Value::List(l)) => q.extend(l.func.iter().map(|f| f.name.clone())),
+                    _ => {}
+                }
+            }
+        };
+        for n in &nodes {
+            names(n, &mut queue);
+        }
+        while let Some(f) = queue.pop() {
+            if used.insert(f.clone()) {
+                if let Some(fd) = library.function.iter().find(|x| x.signature.as_ref().is_some_and(|s| s.name == f)) {
+                    for n in &fd.node_def {
+                        names(n, &mut queue);
+                    }
+                }
+            }
+        }
+        let functions = library
+            .function
+            .into_iter()
+            .filter(|f| f.signature.as_ref().is_some_and(|s| used.contains(&s.name)))
+            .collect();
+        Ok(ferroflow_proto::GraphDef {
+            node: nodes,
+            library: Some(ferroflow_proto::FunctionDefLibrary { function: functions, ..Default::default() }),
+            versions: def.versions,
+            ..Default::default()
+        })
+    }
+}
+
+/// The node name of a tensor or control input (`x:1`, `^x` → `x`).
+fn node_of(t: &str) -> String {
+    let t = t.trim_start_matches('^');
+    t.rsplit_once(':').filter(|(_, i)| i.parse::<usize>().is_ok()).map_or(t, |(n, _)| n).to_string()
+}
+
+/// `def` with only the nodes `roots` need (data and control inputs, transitively).
+fn prune(mut def: ferroflow_proto::GraphDef, roots: &[String]) -> ferroflow_proto::GraphDef {
+    let index: BTreeMap<String, usize> = def.node.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+    let mut keep = vec![false; def.node.len()];
+    let mut stack: Vec<usize> = roots.iter().filter_map(|r| index.get(r).copied()).collect();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut keep[i], true) {
+            continue;
+        }
+        for x in &def.node[i].input {
+            if let Some(&j) = index.get(&node_of(x)) {
+                stack.push(j);
+            }
+        }
+    }
+    def.node = std::mem::take(&mut def.node).into_iter().zip(keep).filter_map(|(n, k)| k.then_some(n)).collect();
+    def
 }
