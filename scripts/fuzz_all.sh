@@ -29,7 +29,7 @@ fixtures=$root/fixtures/tf
 cd "$fuzz"
 
 all_targets=(graph_def_binary graph_def_text meta_graph npy npz event_file bundle_index checkpoint_data
-    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace)
+    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace saved_model)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # Seeds larger than this slow every execution down more than they add.
@@ -57,6 +57,7 @@ seed_target() {
     png) seed "$dir" "$root"/fixtures/codec/*.png "$root"/fixtures/data/flowers_tiny/*/*.png ;;
     tfrecord_examples) seed "$dir" "$root"/fixtures/data/*.tfrecord ;;
     xspace) seed "$dir" "$root"/fixtures/profile/*.xplane.pb ;;
+    saved_model) seed "$dir" "$root"/fixtures/saved_model/*/saved_model.pb ;;
     graph_def_text) seed "$dir" "$fixtures"/**/*.pbtxt ;;
     meta_graph)
         seed "$dir" "$fixtures"/checkpoints/*/*.meta

@@ -44,6 +44,7 @@ pub const TARGETS: &[Target] = &[
     ("png", png),
     ("tfrecord_examples", tfrecord_examples),
     ("xspace", xspace),
+    ("saved_model", saved_model),
 ];
 
 /// The target named `name`.
@@ -95,6 +96,23 @@ pub fn meta_graph(data: &[u8]) {
         let _ = imported.collection(key);
     }
     let _ = train::meta_graph::import_meta_graph(&meta, Some(&imported.graph), "restored");
+}
+
+/// A SavedModel's `saved_model.pb`: decoded, listed as `ferroflow inspect DIR` lists it, and
+/// for each meta graph its signatures read, the ops ferroflow cannot run found, its calls
+/// inlined (as `ferroflow convert DIR` does before freezing) and the meta graph imported.
+pub fn saved_model(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    let Some(model) = ok(proto::decode::<proto::SavedModel>(data, "saved_model.pb")) else { return };
+    let _ = train::saved_model_show::show_all_of(&model);
+    for meta in &model.meta_graphs {
+        let _ = train::saved_model::signatures_of(meta, Path::new("fuzz"));
+        if let Some(graph) = &meta.graph_def {
+            let _ = crate::runtime::support::missing_ops(graph, &[]);
+            let _ = crate::runtime::support::inline_calls(graph);
+        }
+        let _ = train::meta_graph::import_meta_graph(meta, None, "");
+    }
 }
 
 /// A `.npy` file.

@@ -100,6 +100,18 @@ fn signature(name: &str, def: &SignatureDef, dir: &Path) -> Result<Signature> {
     })
 }
 
+/// The signatures of a meta graph by name (without `__saved_model_init_op`); `dir` names the
+/// SavedModel in errors.
+pub fn signatures_of(meta: &MetaGraphDef, dir: &Path) -> Result<BTreeMap<String, Signature>> {
+    let mut signatures = BTreeMap::new();
+    for (name, def) in &meta.signature_def {
+        if name != "__saved_model_init_op" {
+            signatures.insert(name.clone(), signature(name, def, dir)?);
+        }
+    }
+    Ok(signatures)
+}
+
 /// The tag sets of `saved_model.pb`'s meta graphs, and the one matching `tags`.
 fn choose(metas: Vec<MetaGraphDef>, tags: &[&str], dir: &Path) -> Result<MetaGraphDef> {
     let mut want: Vec<&str> = tags.to_vec();
@@ -122,12 +134,7 @@ impl SavedModel {
     pub fn load(dir: &Path, tags: &[&str], options: SessionOptions) -> Result<SavedModel> {
         let model = crate::saved_model_show::read_saved_model(dir)?;
         let meta = choose(model.meta_graphs, tags, dir)?;
-        let mut signatures = BTreeMap::new();
-        for (name, def) in &meta.signature_def {
-            if name != "__saved_model_init_op" {
-                signatures.insert(name.clone(), signature(name, def, dir)?);
-            }
-        }
+        let signatures = signatures_of(&meta, dir)?;
         let init =
             meta.signature_def.get("__saved_model_init_op").and_then(|s| s.outputs.values().next()).and_then(|i| {
                 match &i.encoding {
