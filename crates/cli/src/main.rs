@@ -264,6 +264,41 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         tfrecord: Option<PathBuf>,
     },
+    /// Time a graph (TensorFlow's benchmark_model): load it once, run it --warmup times, then
+    /// --runs times, and print the per-run latency; the last line is `median_ms=<v> min_ms=<v>
+    /// max_ms=<v> peak_rss_mb=<v>`. With --profile, also the time per op type (from step stats
+    /// of the same runs, traced after the timed ones).
+    Benchmark {
+        /// The graph file (.pb or .pbtxt).
+        graph: PathBuf,
+        /// Feeds: an .npz keyed by tensor name.
+        #[arg(long, value_name = "FEEDS.npz")]
+        inputs: Option<PathBuf>,
+        /// A feed: NAME=FILE.npy (repeatable).
+        #[arg(long, value_name = "NAME=FILE.npy")]
+        feed: Vec<String>,
+        /// Tensors to fetch (repeatable).
+        #[arg(long, value_name = "NAME", required = true)]
+        fetch: Vec<String>,
+        /// Timed runs.
+        #[arg(long, default_value_t = 20)]
+        runs: usize,
+        /// Untimed runs first.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// Threads running independent nodes (0 = one per core).
+        #[arg(long, default_value_t = 0)]
+        inter_op_threads: usize,
+        /// Threads one large kernel may use (0 = one per core).
+        #[arg(long, default_value_t = 0)]
+        intra_op_threads: usize,
+        /// Run the graph as written (no optimizer).
+        #[arg(long)]
+        no_optimize: bool,
+        /// Also print the time per op type.
+        #[arg(long)]
+        profile: bool,
+    },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
     /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps, saved with a
@@ -389,6 +424,22 @@ fn main() {
         Command::Profile { paths, chrome } => profile::profile(&paths, chrome.as_deref()),
         Command::Flowers { dir, per_class, size, seed, tfrecord } => {
             pipeline::make_flowers(&dir, per_class, size.as_deref(), seed, tfrecord.as_deref())
+        }
+        Command::Benchmark {
+            graph,
+            inputs,
+            feed,
+            fetch,
+            runs,
+            warmup,
+            inter_op_threads,
+            intra_op_threads,
+            no_optimize,
+            profile,
+        } => {
+            let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
+            options.optimizer.enabled = !no_optimize;
+            benchmark(&graph, inputs.as_deref(), &feed, &fetch, (runs, warmup), options, profile)
         }
         Command::Demo { out, mnist_steps, effnet_epochs, logdir, profile_batch } => {
             let tensorboard = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
@@ -874,6 +925,91 @@ fn mnist(
     }
     out!("test_accuracy={:.4}", r.test_accuracy);
     Ok(r)
+}
+
+/// This process's peak resident set (VmHWM), in MB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// `ferroflow benchmark`.
+fn benchmark(
+    graph: &Path,
+    inputs: Option<&Path>,
+    feeds: &[String],
+    fetches: &[String],
+    (runs, warmup): (usize, usize),
+    options: SessionOptions,
+    profile: bool,
+) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs 0: expected at least one timed run");
+    }
+    let g = load(graph)?;
+    let feeds = read_feeds(inputs, feeds)?;
+    let sess = Session::new(g, options)?;
+    let names: Vec<&str> = feeds.iter().map(|(n, _)| n.as_str()).collect();
+    let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
+    let plan = sess.plan(&names, &fetch_refs, &[])?;
+    let values: Vec<Tensor> = feeds.iter().map(|(_, t)| t.clone()).collect();
+    for _ in 0..warmup {
+        sess.run_plan(&plan, &values)?;
+    }
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = std::time::Instant::now();
+        sess.run_plan(&plan, &values)?;
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+    ms.sort_by(f64::total_cmp);
+    out!(
+        "{}: {} nodes ({} after optimization), {runs} runs after {warmup} warm-up, mean {mean:.3} ms",
+        graph.display(),
+        sess.graph().len(),
+        plan.graph().len()
+    );
+    if profile {
+        let traced = runs.clamp(1, 10);
+        let options = RunOptions {
+            trace_level: ferroflow::proto::run_options::TraceLevel::FullTrace as i32,
+            ..Default::default()
+        };
+        let mut by_op: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+        for _ in 0..traced {
+            let (_, meta) = sess.run_plan_with_options(&plan, &values, &options)?;
+            for dev in meta.step_stats.iter().flat_map(|s| &s.dev_stats) {
+                for n in &dev.node_stats {
+                    let op = plan.graph().find(&n.node_name).map_or("?", |id| plan.graph().node(id).op.as_str());
+                    let e = by_op.entry(op.to_string()).or_default();
+                    e.0 += (n.op_end_rel_nanos - n.op_start_rel_nanos).max(0) as f64 / 1e6;
+                    e.1 += 1;
+                }
+            }
+        }
+        let total: f64 = by_op.values().map(|v| v.0).sum();
+        let mut rows: Vec<(String, f64, usize)> = by_op.into_iter().map(|(k, (t, n))| (k, t, n)).collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out!("time per op type, mean of {traced} traced runs (op time summed over threads):");
+        out!("  {:<28} {:>10} {:>7} {:>6}", "op", "ms/run", "share", "nodes");
+        for (op, t, n) in rows {
+            out!("  {op:<28} {:>10.3} {:>6.1}% {:>6}", t / traced as f64, 100.0 * t / total.max(1e-12), n / traced);
+        }
+    }
+    out!(
+        "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1}",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1],
+        peak_rss_mb()
+    );
+    Ok(())
 }
 
 fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values: usize) -> Result<()> {

@@ -240,6 +240,12 @@ impl<T: Float> OpKernel for Depthwise<T> {
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
         let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        if T::DTYPE == DType::Float && m == 1 {
+            let (x, f) = (inputs[0].as_slice::<f32>()?, inputs[1].as_slice::<f32>()?);
+            depthwise_f32(ctx, x, f, [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<f32>()?);
+            outputs.push(out);
+            return Ok(());
+        }
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
         let row = |(r, dst): (usize, &mut [T])| {
             let (b, y) = (r / oh, r % oh);
@@ -270,6 +276,89 @@ impl<T: Float> OpKernel for Depthwise<T> {
         }
         outputs.push(out);
         Ok(())
+    }
+}
+
+/// `DepthwiseConv2dNative` in f32 with one filter per channel (MobileNet's case): each output
+/// pixel's channels in blocks of 16 accumulated in registers over the window's taps (in the
+/// taps' order, from zero, as the generic kernel does) and stored once; output rows split over
+/// the intra-op pool; AVX2 when the CPU has it.
+#[allow(clippy::too_many_arguments)]
+fn depthwise_f32(
+    ctx: &KernelContext,
+    x: &[f32],
+    f: &[f32],
+    [_n, h, w, c]: [usize; 4],
+    [kh, kw]: [usize; 2],
+    [ah, aw]: [Axis; 2],
+    o: &mut [f32],
+) {
+    let (oh, ow) = (ah.output, aw.output);
+    let row = |(r, dst): (usize, &mut [f32])| {
+        let (b, y) = (r / oh, r % oh);
+        let mut taps: Vec<(usize, usize)> = Vec::with_capacity(kh * kw);
+        for xo in 0..ow {
+            taps.clear();
+            for ky in 0..kh {
+                let Some(iy) = ah.source(y, ky) else { continue };
+                for kx in 0..kw {
+                    let Some(ix) = aw.source(xo, kx) else { continue };
+                    taps.push((((b * h + iy) * w + ix) * c, (ky * kw + kx) * c));
+                }
+            }
+            depthwise_pixel(&mut dst[xo * c..(xo + 1) * c], x, f, &taps);
+        }
+    };
+    if ow * c == 0 {
+        return;
+    }
+    if ctx.threads() > 1 && o.len() / (ow * c) > 1 {
+        ctx.install(|| o.par_chunks_mut(ow * c).enumerate().for_each(row));
+    } else {
+        o.chunks_mut(ow * c).enumerate().for_each(row);
+    }
+}
+
+/// One output pixel of a depthwise convolution: `px[ch] = Σ x[s + ch] * f[t + ch]` over the
+/// (input offset, filter offset) pairs `taps`.
+fn depthwise_pixel(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+            depthwise_pixel_impl(px, x, f, taps)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { avx2(px, x, f, taps) };
+        }
+    }
+    depthwise_pixel_impl(px, x, f, taps)
+}
+
+#[inline(always)]
+fn depthwise_pixel_impl(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+    const L: usize = 16;
+    let c = px.len();
+    let mut cb = 0;
+    while cb + L <= c {
+        let mut acc = [0f32; L];
+        for &(s, t) in taps {
+            let xs: &[f32; L] = x[s + cb..s + cb + L].try_into().expect("16 lanes");
+            let fs: &[f32; L] = f[t + cb..t + cb + L].try_into().expect("16 lanes");
+            for l in 0..L {
+                acc[l] += xs[l] * fs[l];
+            }
+        }
+        px[cb..cb + L].copy_from_slice(&acc);
+        cb += L;
+    }
+    for ch in cb..c {
+        let mut a = 0f32;
+        for &(s, t) in taps {
+            a += x[s + ch] * f[t + ch];
+        }
+        px[ch] = a;
     }
 }
 

@@ -269,6 +269,16 @@ fn parse_program<T: Float + Element>(d: &NodeDesc, n_args: usize) -> KResult<Vec
     Ok(out)
 }
 
+/// An operand as a block sees it.
+enum View<'a, T> {
+    /// The output's shape: the block's own elements.
+    Full(&'a [T]),
+    /// One element for all.
+    Scalar(T),
+    /// The same row for every row: tiled to one block (blocks start at whole rows).
+    Tiled(&'a [T]),
+}
+
 struct FusedElementwise<T> {
     program: Vec<Instr<T>>,
     /// The unfused kernels, for inputs whose shapes need general broadcasting.
@@ -279,7 +289,15 @@ impl<T: Float + Element> FusedElementwise<T> {
     /// Evaluates the program over elements `[start, start + out.len())` of every operand.
     /// `regs` holds `stride` elements for a copy of the block of the input whose buffer is
     /// being overwritten (`reused`), then `stride` per instruction.
-    fn block(&self, args: &[&[T]], reused: Option<usize>, start: usize, out: &mut [T], regs: &mut [T], stride: usize) {
+    fn block(
+        &self,
+        args: &[View<T>],
+        reused: Option<usize>,
+        start: usize,
+        out: &mut [T],
+        regs: &mut [T],
+        stride: usize,
+    ) {
         let len = out.len();
         let last = self.program.len() - 1;
         let (scratch, regs) = regs.split_at_mut(stride);
@@ -293,8 +311,11 @@ impl<T: Float + Element> FusedElementwise<T> {
             let operand = |s: Src| -> Operand<T> {
                 match s {
                     Src::Arg(k) if Some(k) == reused => Operand::Slice(&scratch[..len]),
-                    Src::Arg(k) if args[k].len() == 1 => Operand::Scalar(args[k][0]),
-                    Src::Arg(k) => Operand::Slice(&args[k][start..start + len]),
+                    Src::Arg(k) => match &args[k] {
+                        View::Full(a) => Operand::Slice(&a[start..start + len]),
+                        View::Scalar(v) => Operand::Scalar(*v),
+                        View::Tiled(a) => Operand::Slice(&a[..len]),
+                    },
                     Src::Reg(k) => Operand::Slice(&done[k * stride..k * stride + len]),
                 }
             };
@@ -333,13 +354,23 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
             dims = broadcast_dims(&dims, t.dims())
                 .ok_or_else(|| invalid(format!("Incompatible shapes: {dims:?} vs. {:?}", t.dims())))?;
         }
-        // One pass when every operand is the output's shape or a single element.
-        let simple = inputs.iter().all(|t| t.dims() == dims.as_slice() || (t.len() == 1 && t.rank() <= dims.len()));
-        if !simple {
-            let args = std::mem::take(inputs);
-            return self.op_by_op(ctx, args, outputs);
-        }
+        // One pass when every operand is the output's shape, a single element, or the same
+        // for every row of trailing dims (a per-channel vector against NHWC: `[C]`,
+        // `[1, 1, 1, C]`), whose period then divides the blocks.
         let n: usize = dims.iter().product();
+        let mut period = 1usize;
+        for t in inputs.iter() {
+            if t.dims() == dims.as_slice() || (t.len() == 1 && t.rank() <= dims.len()) {
+                continue;
+            }
+            let trailing = t.dims().iter().skip_while(|&&d| d == 1).copied().collect::<Vec<_>>();
+            let fits = t.rank() <= dims.len() && dims.ends_with(&trailing) && !t.is_empty();
+            if !fits || (period != 1 && period != t.len()) {
+                let args = std::mem::take(inputs);
+                return self.op_by_op(ctx, args, outputs);
+            }
+            period = t.len();
+        }
         // Write into an input's buffer when no one else holds it (as the unfused kernels do):
         // each block of it is copied aside before the block is overwritten.
         let reused = inputs.iter_mut().position(|t| t.dims() == dims.as_slice() && t.try_mut_slice::<T>().is_some());
@@ -347,12 +378,33 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
             Some(k) => std::mem::replace(&mut inputs[k], Tensor::scalar(T::ZERO)),
             None => Tensor::zeros(T::DTYPE, &dims)?,
         };
-        let args: Vec<&[T]> = inputs.iter().map(|t| t.as_slice::<T>()).collect::<Result<_, _>>()?;
+        // Blocks are whole periods; a row-periodic operand is tiled to one block once.
+        let stride = if period > 1 { (BLOCK / period).max(1) * period } else { BLOCK.min(n.max(1)) };
+        let mut tiles: Vec<Vec<T>> = Vec::new();
+        for t in inputs.iter() {
+            if t.dims() != dims.as_slice() && t.len() > 1 {
+                let v = t.as_slice::<T>()?;
+                tiles.push(v.iter().copied().cycle().take(stride).collect());
+            }
+        }
+        let mut tile = tiles.iter();
+        let args: Vec<View<T>> = inputs
+            .iter()
+            .map(|t| {
+                let v = t.as_slice::<T>()?;
+                Ok(if t.dims() == dims.as_slice() {
+                    View::Full(v)
+                } else if t.len() == 1 {
+                    View::Scalar(v[0])
+                } else {
+                    View::Tiled(tile.next().expect("one tile per periodic operand"))
+                })
+            })
+            .collect::<KResult<_>>()?;
         let o = out.as_mut_slice::<T>()?;
-        let stride = BLOCK.min(n.max(1));
         let regs_len = (self.program.len() + 1) * stride;
         if n >= PARALLEL_MIN && ctx.threads() > 1 {
-            let per_task = n.div_ceil(ctx.threads() * 4).div_ceil(BLOCK) * BLOCK;
+            let per_task = n.div_ceil(ctx.threads() * 4).div_ceil(stride) * stride;
             ctx.install(|| {
                 o.par_chunks_mut(per_task).enumerate().for_each(|(t, chunk)| {
                     let mut regs = vec![T::ZERO; regs_len];

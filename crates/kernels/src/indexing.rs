@@ -332,6 +332,10 @@ impl OpKernel for Pad {
             dims.push(d.saturating_add(b.saturating_add(e) as usize));
         }
         check_output(x.dtype(), &dims)?;
+        if matches!(mode, PadMode::Constant) && x.dtype() != DType::String {
+            outputs.push(pad_constant(x, &dims, &p, fill)?);
+            return Ok(());
+        }
         let st = strides_of(&xd);
         let pick = each_index(&dims, |i| {
             let mut off = 0;
@@ -352,6 +356,65 @@ impl OpKernel for Pad {
         outputs.push(gather_elements(x, &dims, fill, pick)?);
         Ok(())
     }
+}
+
+/// Constant padding by rows: the output is filled with the pad value only where the input does
+/// not land, and the input is copied in runs as long as the trailing unpadded axes allow (an
+/// NHWC image padded in H and W copies one row of W×C values at a time).
+fn pad_constant(x: &Tensor, dims: &[usize], p: &[i64], fill: Option<&Tensor>) -> KResult<Tensor> {
+    let size = x.dtype().size().ok_or_else(|| invalid(format!("{} tensors cannot be padded", x.dtype())))?;
+    let xd = x.dims();
+    let bytes = x.as_bytes()?;
+    let pad: Vec<u8> = match fill {
+        Some(f) => f.as_bytes()?.to_vec(),
+        None => vec![0u8; size],
+    };
+    let rank = xd.len();
+    // The axes from `inner` on have no padding: each run copies them whole.
+    let mut inner = rank;
+    while inner > 0 && p[2 * (inner - 1)] == 0 && p[2 * (inner - 1) + 1] == 0 {
+        inner -= 1;
+    }
+    let run: usize = xd[inner..].iter().product();
+    let out_strides = strides_of(dims);
+    let outer: Vec<usize> = xd[..inner].to_vec();
+    let in_count: usize = xd.iter().product();
+    Ok(Tensor::from_fill(x.dtype(), dims, |out| {
+        if pad.iter().all(|&b| b == 0) {
+            out.fill(0);
+        } else {
+            for o in out.chunks_exact_mut(size) {
+                o.copy_from_slice(&pad);
+            }
+        }
+        if in_count == 0 {
+            return;
+        }
+        let run_bytes = run * size;
+        let mut idx = vec![0usize; outer.len()];
+        let mut src = 0usize;
+        loop {
+            let mut off = 0usize;
+            for (a, &i) in idx.iter().enumerate() {
+                off += (i + p[2 * a] as usize) * out_strides[a];
+            }
+            out[off * size..off * size + run_bytes].copy_from_slice(&bytes[src..src + run_bytes]);
+            src += run_bytes;
+            // Next outer index.
+            let mut a = outer.len();
+            loop {
+                if a == 0 {
+                    return;
+                }
+                a -= 1;
+                idx[a] += 1;
+                if idx[a] < outer[a] {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
+    })?)
 }
 
 /// Splits `x` along `axis` into pieces of the given sizes.

@@ -131,3 +131,142 @@ fn products_split_across_threads_equal_one_call() {
         }
     }
 }
+
+/// Constant `Pad` (copied by rows) against the definition, element by element: every rank up
+/// to 4, paddings on any axes (none, leading only, trailing only), zero and non-zero fill,
+/// empty inputs.
+#[test]
+fn constant_pad_equals_its_definition() {
+    let ctx = KernelContext { intra_op: None, resources: None, step: None };
+    let cases: [(&[usize], &[i64]); 7] = [
+        (&[3], &[1, 2]),
+        (&[2, 3], &[0, 0, 1, 1]),
+        (&[2, 3], &[2, 0, 0, 0]),
+        (&[1, 4, 5, 3], &[0, 0, 1, 1, 1, 1, 0, 0]),
+        (&[2, 3, 2, 2], &[1, 0, 0, 2, 0, 1, 1, 1]),
+        (&[2, 0, 3], &[1, 1, 0, 0, 2, 0]),
+        (&[2, 3], &[0, 0, 0, 0]),
+    ];
+    for (dims, pads) in cases {
+        let n: usize = dims.iter().product();
+        let x = Tensor::from_vec(dims, values(n, 9)).unwrap();
+        let p = Tensor::from_vec(&[dims.len(), 2], pads.to_vec()).unwrap();
+        for fill in [None, Some(2.5f32)] {
+            let (op, mut inputs) = match fill {
+                None => ("Pad", vec![x.clone(), p.clone()]),
+                Some(v) => ("PadV2", vec![x.clone(), p.clone(), Tensor::scalar(v)]),
+            };
+            let a = attrs(&[("T", t_float()), ("Tpaddings", Value::Type(DType::Int64.to_tf()))]);
+            let out = run_op(op, &a, std::mem::take(&mut inputs), &ctx).unwrap().remove(0);
+            let od: Vec<usize> =
+                dims.iter().enumerate().map(|(i, d)| d + (pads[2 * i] + pads[2 * i + 1]) as usize).collect();
+            assert_eq!(out.dims(), od.as_slice());
+            let xs = x.as_slice::<f32>().unwrap();
+            let got = out.as_slice::<f32>().unwrap();
+            for (flat, v) in got.iter().enumerate() {
+                // The output index, and the input element it holds (if any).
+                let mut rem = flat;
+                let mut src = Some(0usize);
+                for a in (0..dims.len()).rev() {
+                    let i = rem % od[a];
+                    rem /= od[a];
+                    let j = i as i64 - pads[2 * a];
+                    let stride: usize = dims[a + 1..].iter().product();
+                    src = match src {
+                        Some(s) if j >= 0 && (j as usize) < dims[a] => Some(s + j as usize * stride),
+                        _ => None,
+                    };
+                }
+                let want = src.map_or(fill.unwrap_or(0.0), |s| xs[s]);
+                assert_eq!(*v, want, "{op} {dims:?} {pads:?} at {flat}");
+            }
+        }
+    }
+}
+
+/// `_FusedElementwise` with per-channel operands (`x * scale + offset` then `Relu6`, as a
+/// Keras BatchNormalization becomes when frozen) equals the unfused ops, serially and on two
+/// threads, for a vector `[C]`, a `[1, 1, 1, C]` operand and a scalar.
+#[test]
+fn fused_elementwise_with_per_channel_operands_equals_the_unfused_ops() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let (n, h, w, c) = (2, 37, 29, 24);
+    let x = Tensor::from_vec(&[n, h, w, c], values(n * h * w * c, 5)).unwrap();
+    let scale = Tensor::from_vec(&[c], values(c, 6)).unwrap();
+    let offset = Tensor::from_vec(&[1, 1, 1, c], values(c, 7)).unwrap();
+    let a = attrs(&[("T", t_float())]);
+    for ctx in [
+        KernelContext { intra_op: None, resources: None, step: None },
+        KernelContext { intra_op: Some(&pool), resources: None, step: None },
+    ] {
+        let m = run_op("Mul", &a, vec![x.clone(), scale.clone()], &ctx).unwrap().remove(0);
+        let s = run_op("AddV2", &a, vec![m, offset.clone()], &ctx).unwrap().remove(0);
+        let s = run_op("Maximum", &a, vec![s, Tensor::scalar(-0.25f32)], &ctx).unwrap().remove(0);
+        let want = run_op("Relu6", &a, vec![s], &ctx).unwrap().remove(0);
+        let program = Value::List(Box::new(ferroflow_proto::attr_value::ListValue {
+            s: ["Mul a0 a1", "AddV2 r0 a2", "Maximum r1 a3", "Relu6 r2"]
+                .iter()
+                .map(|l| l.as_bytes().to_vec())
+                .collect(),
+            ..Default::default()
+        }));
+        let fa = attrs(&[("T", t_float()), ("N", Value::I(4)), ("program", program)]);
+        let got = run_op(
+            "_FusedElementwise",
+            &fa,
+            vec![x.clone(), scale.clone(), offset.clone(), Tensor::scalar(-0.25f32)],
+            &ctx,
+        )
+        .unwrap()
+        .remove(0);
+        assert_eq!(got, want);
+    }
+}
+
+/// `DepthwiseConv2dNative` in f32 (channels in blocks of 16 in registers) against the generic
+/// f64 kernel on the same values: strides 1 and 2, SAME and VALID padding, channel counts that
+/// are and are not multiples of 16, one and two threads.
+#[test]
+fn f32_depthwise_convolution_equals_the_f64_kernel() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    for (c, stride, padding) in [(16, 1, "SAME"), (20, 2, "SAME"), (35, 1, "VALID"), (7, 2, "VALID")] {
+        let (n, h, w) = (2, 11, 9);
+        let xv = values(n * h * w * c, 11);
+        let fv = values(9 * c, 12);
+        let x32 = Tensor::from_vec(&[n, h, w, c], xv.clone()).unwrap();
+        let f32_ = Tensor::from_vec(&[3, 3, c, 1], fv.clone()).unwrap();
+        let x64 = Tensor::from_vec(&[n, h, w, c], xv.iter().map(|&v| v as f64).collect()).unwrap();
+        let f64_ = Tensor::from_vec(&[3, 3, c, 1], fv.iter().map(|&v| v as f64).collect()).unwrap();
+        let common = |t: DType| {
+            attrs(&[
+                ("T", Value::Type(t.to_tf())),
+                (
+                    "strides",
+                    Value::List(Box::new(ferroflow_proto::attr_value::ListValue {
+                        i: vec![1, stride, stride, 1],
+                        ..Default::default()
+                    })),
+                ),
+                ("padding", Value::S(padding.as_bytes().to_vec())),
+            ])
+        };
+        for ctx in [
+            KernelContext { intra_op: None, resources: None, step: None },
+            KernelContext { intra_op: Some(&pool), resources: None, step: None },
+        ] {
+            let a = run_op("DepthwiseConv2dNative", &common(DType::Float), vec![x32.clone(), f32_.clone()], &ctx)
+                .unwrap()
+                .remove(0);
+            let b = run_op("DepthwiseConv2dNative", &common(DType::Double), vec![x64.clone(), f64_.clone()], &ctx)
+                .unwrap()
+                .remove(0);
+            assert_eq!(a.dims(), b.dims());
+            for (p, q) in a.as_slice::<f32>().unwrap().iter().zip(b.as_slice::<f64>().unwrap()) {
+                assert!(
+                    (*p as f64 - q).abs() <= 1e-5 * q.abs().max(1.0),
+                    "c {c} stride {stride} {padding}: {p} vs {q}"
+                );
+            }
+        }
+    }
+}
