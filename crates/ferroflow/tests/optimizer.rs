@@ -503,3 +503,41 @@ fn long_forwarding_chains_optimize_in_linear_time() {
     assert_eq!(out[0].scalar_value::<f32>().unwrap(), 3.0);
     eprintln!("{n}-node Identity chain: optimized and ran in {:?}", start.elapsed());
 }
+
+/// A zero `Pad` of H and W before a `VALID` convolution folds into the convolution's explicit
+/// padding (Keras' MobileNetV2 and ResNet50 pad this way), bit-identical to the unfolded graph,
+/// for `DepthwiseConv2dNative` and `Conv2D`; a filter holding a non-finite value keeps its
+/// `Pad` (there `0 * inf` is not the zero a skipped tap contributes).
+#[test]
+fn a_zero_pad_folds_into_the_following_convolution_exactly() {
+    use ferroflow::proto::attr;
+    for (op, finite) in [("DepthwiseConv2dNative", true), ("Conv2D", true), ("DepthwiseConv2dNative", false)] {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(8), Some(4)])).unwrap();
+        let pads = s.constant(&Tensor::from_vec(&[4, 2], vec![0i32, 0, 1, 1, 0, 1, 0, 0]).unwrap()).unwrap();
+        let mut fv: Vec<f32> =
+            (0..36 * if op == "Conv2D" { 3 } else { 1 }).map(|i| (i % 7) as f32 * 0.25 - 0.6).collect();
+        if !finite {
+            fv[5] = f32::INFINITY;
+        }
+        let fdims: &[usize] = if op == "Conv2D" { &[3, 3, 4, 3] } else { &[3, 3, 4, 1] };
+        let f = s.constant(&Tensor::from_vec(fdims, fv).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        let padded = Output { node: s.add_op("Pad", "pad", &[x, pads], &[], a.clone()).unwrap(), index: 0 };
+        a.insert("strides".into(), attr::ints(&[1, 2, 2, 1]));
+        a.insert("padding".into(), attr::string("VALID"));
+        let y = Output { node: s.add_op(op, "conv", &[padded, f], &[], a).unwrap(), index: 0 };
+        let g = s.graph();
+        let fetch = g.output_name(y);
+        let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+        let has_pad = opt.graph.nodes().iter().any(|n| n.op == "Pad");
+        assert_eq!(has_pad, !finite, "{op} (finite filter: {finite}):\n{}", opt.report.details());
+        let v: Vec<f32> = (0..2 * 9 * 8 * 4).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[2, 9, 8, 4], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical(op, &a[0], &b[0]);
+    }
+}

@@ -61,6 +61,7 @@ impl Pass for ContractionFusion {
     }
 
     fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
+        let folded_pads = fold_pads(graph, ctx);
         let edges = Edges::new(graph);
         let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
         let shape =
@@ -151,11 +152,73 @@ impl Pass for ContractionFusion {
             ctx.report.fused.push((r.name.clone(), absorbed, fused_op.to_string()));
             fused_any = true;
         }
-        if fused_any {
+        if fused_any || folded_pads {
             remove_orphans(graph, ctx)?;
         }
         Ok(())
     }
+}
+
+/// Folds a zero `Pad` of the spatial axes into the `VALID` convolution that consumes it
+/// (`Conv2D`, `DepthwiseConv2dNative`): the convolution takes the unpadded input with
+/// `padding = EXPLICIT` and the pad amounts, so the padded copy is never made (Keras'
+/// MobileNetV2 pads before each stride-2 depthwise convolution). Exact when every filter value
+/// is finite: a padding tap then adds `0 * w`, a zero, where the explicit form skips it. Only
+/// NHWC, a constant filter, a constant pad of zeros on H and W alone, and a `Pad` whose one
+/// consumer is the convolution.
+fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
+    let edges = Edges::new(graph);
+    let mut folded = false;
+    for conv_id in 0..graph.len() {
+        let c = graph.node(conv_id);
+        if !matches!(c.op.as_str(), "Conv2D" | "DepthwiseConv2dNative")
+            || string_attr(&c.attrs, "padding").as_deref() != Some("VALID")
+            || string_attr(&c.attrs, "data_format").is_some_and(|f| f != "NHWC")
+            || !matches!(c.types.outputs[0], DType::Float | DType::Double)
+        {
+            continue;
+        }
+        let pad = c.inputs[0];
+        let p = graph.node(pad.node);
+        let zero_fill = match p.op.as_str() {
+            "Pad" => true,
+            "PadV2" => crate::util::const_value(graph, p.inputs[2].node).is_some_and(|v| match v.dtype() {
+                DType::Float => v.as_slice::<f32>().is_ok_and(|s| s == [0.0]),
+                DType::Double => v.as_slice::<f64>().is_ok_and(|s| s == [0.0]),
+                _ => false,
+            }),
+            _ => false,
+        };
+        if !zero_fill || pad.index != 0 || !edges.absorbable(graph, ctx, pad.node, &c.device) {
+            continue;
+        }
+        let Some(amounts) = crate::util::const_value(graph, p.inputs[1].node).and_then(|t| match t.dtype() {
+            DType::Int32 => t.as_slice::<i32>().ok().map(|v| v.iter().map(|&x| i64::from(x)).collect::<Vec<i64>>()),
+            DType::Int64 => t.as_slice::<i64>().ok().map(<[i64]>::to_vec),
+            _ => None,
+        }) else {
+            continue;
+        };
+        if amounts.len() != 8 || amounts[..2] != [0, 0] || amounts[6..] != [0, 0] || amounts.iter().any(|&a| a < 0) {
+            continue;
+        }
+        let finite = crate::util::const_value(graph, c.inputs[1].node).is_some_and(|f| match f.dtype() {
+            DType::Float => f.as_slice::<f32>().is_ok_and(|v| v.iter().all(|x| x.is_finite())),
+            DType::Double => f.as_slice::<f64>().is_ok_and(|v| v.iter().all(|x| x.is_finite())),
+            _ => false,
+        });
+        if !finite || ctx.out_of_time() {
+            continue;
+        }
+        let (source, pad_name) = (p.inputs[0], p.name.clone());
+        let c = graph.node_mut(conv_id);
+        c.inputs[0] = source;
+        c.attrs.insert("padding".into(), attr::string("EXPLICIT"));
+        c.attrs.insert("explicit_paddings".into(), attr::ints(&amounts));
+        ctx.report.fused.push((c.name.clone(), vec![pad_name], c.op.clone()));
+        folded = true;
+    }
+    folded
 }
 
 /// The program of a `_FusedElementwise` node, if it is well formed (known ops, operands in
