@@ -21,27 +21,10 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def tf_worker(d, batch, runs):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import numpy as np
-    import tensorflow as tf
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compare_tf import tf_saved_model_worker
 
-    sig = tf.saved_model.load(d).signatures["serving_default"]
-    feeds = {}
-    for key, spec in sig.structured_input_signature[1].items():
-        dims = [batch if s is None else s for s in spec.shape.as_list()]
-        n = int(np.prod(dims))
-        feeds[key] = tf.constant(((np.arange(n) * 7919) % 1000 / 1000.0).astype(np.float32).reshape(dims))
-    for _ in range(5):
-        sig(**feeds)
-    ms = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        out = sig(**feeds)
-        for v in out.values():
-            v.numpy()
-        ms.append((time.perf_counter() - start) * 1e3)
-    ms.sort()
-    print(f"median_ms={ms[len(ms) // 2]:.4f} min_ms={ms[0]:.4f} max_ms={ms[-1]:.4f}")
+    tf_saved_model_worker(d, batch, runs, 5)
 
 
 def median(out):

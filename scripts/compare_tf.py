@@ -23,6 +23,7 @@ CNN, GEMM, optimizer, checkpoints, input pipeline) have their own scripts today
 
 Run:  .venv/bin/python scripts/make_model_fixtures.py --large      # once
       .venv/bin/python scripts/compare_tf.py [--rounds 3] [--runs 20] [--only NAME...] [--no-write]
+      (--only measures the rows whose names contain a NAME and replaces just those rows)
 """
 import argparse
 import datetime
@@ -193,7 +194,20 @@ def main():
         print(f"{name:<42} TF {t:9.2f} ms  ferroflow {f:9.2f} ms  ratio {t / f:5.2f} "
               f"({min(ratios):.2f}-{max(ratios):.2f})  RSS TF {max(tf_rss):.0f} MB / ff {max(ff_rss):.0f} MB",
               flush=True)
-    if a.no_write or a.only:
+    if a.no_write:
+        return
+    path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+    if a.only and os.path.exists(path):
+        # Rows measured now replace their lines; the others stay as they were measured.
+        with open(path) as fh:
+            old = fh.read().splitlines()
+        new = {r[0]: table_row(r) for r in results}
+        lines = [new.pop(line.split(" | ")[0][2:], line) if line.startswith("| ") else line for line in old]
+        at = max(i for i, line in enumerate(lines) if line.startswith("| ")) + 1
+        lines[at:at] = list(new.values())
+        with open(path, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        print(f"updated {len(results)} row(s) of docs/PERFORMANCE.md")
         return
     lines = [
         "# Performance against TensorFlow",
@@ -206,13 +220,17 @@ def main():
         "| workload | TensorFlow (ms) | ferroflow (ms) | ratio | spread | rounds | peak RSS TF / ferroflow (MB) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, t, f, r, lo, hi, n, tr, fr in results:
-        lines.append(f"| {name} | {t:.2f} | {f:.2f} | {r:.2f} | {lo:.2f}–{hi:.2f} | {n} | {tr:.0f} / {fr:.0f} |")
+    lines += [table_row(r) for r in results]
     lines += ["", "The other workloads (executor, FULL_TRACE, training, GEMM, optimizer, checkpoints, input",
               "pipeline) are measured by their own `scripts/bench_*.py` today; see the README's figures."]
     with open(os.path.join(ROOT, "docs", "PERFORMANCE.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("wrote docs/PERFORMANCE.md")
+
+
+def table_row(r):
+    name, t, f, ratio, lo, hi, n, tr, fr = r
+    return f"| {name} | {t:.2f} | {f:.2f} | {ratio:.2f} | {lo:.2f}–{hi:.2f} | {n} | {tr:.0f} / {fr:.0f} |"
 
 
 def tf_version():

@@ -1,6 +1,6 @@
 //! SavedModel inference latency: loads DIR, calls its `serving_default` signature on a batch
 //! of BATCH inputs (each input's unknown dims set to BATCH; values deterministic) RUNS times
-//! after 5 warm-up calls, and prints `median_ms=<v> min_ms=<v> max_ms=<v>`.
+//! after 5 warm-up calls, and prints `median_ms=<v> min_ms=<v> max_ms=<v> peak_rss_mb=<v>`.
 //! `cargo run --release --example saved_model_bench -- DIR [BATCH] [RUNS]`; used by
 //! `scripts/bench_saved_model.py`, which times TensorFlow loading the same directory.
 use std::path::PathBuf;
@@ -41,6 +41,15 @@ fn main() -> anyhow::Result<()> {
         ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
-    println!("median_ms={:.4} min_ms={:.4} max_ms={:.4}", ms[ms.len() / 2], ms[0], ms[ms.len() - 1]);
+    let peak_rss_mb = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0);
+    println!(
+        "median_ms={:.4} min_ms={:.4} max_ms={:.4} peak_rss_mb={peak_rss_mb:.1}",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1]
+    );
     Ok(())
 }
