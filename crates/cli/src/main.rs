@@ -927,17 +927,6 @@ fn mnist(
     Ok(r)
 }
 
-/// This process's peak resident set (VmHWM), in MB.
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
-            line.split_whitespace().nth(1)?.parse::<f64>().ok()
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// `ferroflow benchmark`.
 fn benchmark(
     graph: &Path,
@@ -1007,7 +996,7 @@ fn benchmark(
         ms[ms.len() / 2],
         ms[0],
         ms[ms.len() - 1],
-        peak_rss_mb()
+        ferroflow::testing::peak_rss_mb().unwrap_or(0.0)
     );
     Ok(())
 }

@@ -5,7 +5,6 @@
 //! (`function`, variables captured as resources, gradients by graph autodiff, updates as
 //! `AssignSubVariableOp`s). Prints ms per step for each (median of 7 batches):
 //! `cargo run --release --example eager_mlp -- [STEPS]`.
-use std::time::Instant;
 
 use ferroflow::function::eager::{self, Eager};
 use ferroflow::function::traced::apply;
@@ -15,21 +14,8 @@ use ferroflow::train::layers::Activation;
 use ferroflow::train::model::{Layer, Loss, Sequential};
 use ferroflow::train::optimizers::Optimizer;
 
-fn median_ms(steps: usize, mut step: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        step();
-    }
-    let mut samples: Vec<f64> = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..steps {
-                step();
-            }
-            t.elapsed().as_secs_f64() * 1e3 / steps as f64
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
+fn median_ms(steps: usize, step: impl FnMut()) -> f64 {
+    ferroflow::testing::median_secs_per_call(3, steps, step) * 1e3
 }
 
 fn uniform(n: usize, seed: u64, scale: f32) -> Vec<f32> {

@@ -1,7 +1,6 @@
 //! Prints the cost of eager calls in ns/op for tiny inputs, as JSON lines:
 //! `cargo run --release --example eager_overhead -- [ITERS]`.
 //! Used by `scripts/bench_eager.py`, which times the same calls in TensorFlow's eager mode.
-use std::time::Instant;
 
 use ferroflow::function::eager::{self, Eager};
 use ferroflow::function::{function, Value};
@@ -10,21 +9,8 @@ use ferroflow::tensor::Tensor;
 /// A named call to time.
 type Case<'a> = (&'static str, Box<dyn Fn() + 'a>);
 
-fn time(iters: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..iters / 10 + 1 {
-        f();
-    }
-    let mut samples: Vec<f64> = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            t.elapsed().as_nanos() as f64 / iters as f64
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
+fn time(iters: usize, f: impl FnMut()) -> f64 {
+    ferroflow::testing::median_secs_per_call(iters / 10 + 1, iters, f) * 1e9
 }
 
 fn main() -> anyhow::Result<()> {

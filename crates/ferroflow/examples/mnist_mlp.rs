@@ -14,13 +14,6 @@ use ferroflow::models::seed_003;
 use ferroflow::runtime::SessionOptions;
 use ferroflow::train::mnist;
 
-fn peak_rss_mb() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut steps = 3000u64;
     let mut data = mnist::bundled_dir();
@@ -62,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("MNIST from {}: {} training, {} test digits", data.display(), r.examples.0, r.examples.1);
     eprintln!("global_step = {}", r.global_step);
     println!("steps={} steps_per_sec={:.1}", r.steps, r.steps_per_sec);
-    if let Some(mb) = peak_rss_mb() {
+    if let Some(mb) = ferroflow::testing::peak_rss_mb() {
         println!("peak_rss_mb={mb:.1}");
     }
     println!("test_accuracy={:.4}", r.test_accuracy);

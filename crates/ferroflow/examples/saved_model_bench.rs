@@ -41,10 +41,7 @@ fn main() -> anyhow::Result<()> {
         ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
     ms.sort_by(f64::total_cmp);
-    let peak_rss_mb = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0);
+    let peak_rss_mb = ferroflow::testing::peak_rss_mb().unwrap_or(0.0);
     println!(
         "median_ms={:.4} min_ms={:.4} max_ms={:.4} peak_rss_mb={peak_rss_mb:.1}",
         ms[ms.len() / 2],

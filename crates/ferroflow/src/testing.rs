@@ -201,3 +201,31 @@ pub mod graphs {
         (g, fetch)
     }
 }
+
+/// This process's peak resident set (`VmHWM` of `/proc/self/status`) in MB; `None` where
+/// the file is not there (not Linux). The benchmarks print it as `peak_rss_mb=`.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Seconds per call of `f`: `warmup` untimed calls, then the median of 7 samples of `iters`
+/// calls each (the examples' timing loop).
+pub fn median_secs_per_call(warmup: usize, iters: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..warmup {
+        f();
+    }
+    let iters = iters.max(1);
+    let mut samples: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed().as_secs_f64() / iters as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[3]
+}

@@ -488,7 +488,6 @@ impl SavedModel {
         for (i, value) in values {
             let n = &mut def.node[i];
             n.op = "Const".into();
-            n.input.retain(|x| x.starts_with('^'));
             n.input.clear();
             n.attr.clear();
             n.attr.insert("dtype".into(), AttrValue { value: Some(Value::Type(value.dtype().to_tf())) });
