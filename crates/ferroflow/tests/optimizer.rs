@@ -541,3 +541,42 @@ fn a_zero_pad_folds_into_the_following_convolution_exactly() {
         assert_bit_identical(op, &a[0], &b[0]);
     }
 }
+
+/// A depthwise convolution followed by a frozen BatchNormalization and Relu6 (per-channel
+/// `Mul` and `AddV2`, as Keras' MobileNetV2 freezes) fuses into
+/// `_FusedDepthwiseConv2dElementwise`, bit-identical to the unfused graph, with a channel
+/// multiplier of 1 (the row-by-row path) and of 2 (the general kernel, then the program).
+#[test]
+fn depthwise_convolution_and_its_batch_norm_fuse_exactly() {
+    use ferroflow::proto::attr;
+    for m in [1usize, 2] {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(7), Some(6), Some(5)])).unwrap();
+        let fv: Vec<f32> = (0..9 * 5 * m).map(|i| (i % 11) as f32 * 0.2 - 1.0).collect();
+        let f = s.constant(&Tensor::from_vec(&[3, 3, 5, m], fv).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
+        a.insert("padding".into(), attr::string("SAME"));
+        let y = Output { node: s.add_op("DepthwiseConv2dNative", "dw", &[x, f], &[], a).unwrap(), index: 0 };
+        let c = 5 * m;
+        let scale =
+            s.constant(&Tensor::from_vec(&[c], (0..c).map(|i| 0.5 + i as f32 * 0.1).collect()).unwrap()).unwrap();
+        let shift =
+            s.constant(&Tensor::from_vec(&[c], (0..c).map(|i| i as f32 * 0.3 - 0.7).collect()).unwrap()).unwrap();
+        let y = s.add(s.mul(y, scale).unwrap(), shift).unwrap();
+        let y = s.unary("Relu6", y).unwrap();
+        let g = s.graph();
+        let fetch = g.output_name(y);
+        let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+        let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+        assert!(ops.contains(&"_FusedDepthwiseConv2dElementwise"), "m {m}: {ops:?}\n{}", opt.report.details());
+        assert!(!ops.contains(&"DepthwiseConv2dNative"), "m {m}: {ops:?}");
+        let v: Vec<f32> = (0..3 * 7 * 6 * 5).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[3, 7, 6, 5], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical("depthwise + batch norm + relu6", &a[0], &b[0]);
+    }
+}

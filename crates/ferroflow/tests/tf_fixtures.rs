@@ -177,6 +177,13 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());
+    // Keras' MobileNetV2 as ferroflow optimizes it (tests/real_models.rs runs it against
+    // TensorFlow's logits with the optimizer on): `_FusedDepthwiseConv2dElementwise`.
+    let mobilenet = ferroflow::load_graph(&fixtures_dir().join("../models/mobilenet_v2_035_96.pb")).unwrap();
+    let item =
+        ferroflow::optimize::Item { feeds: vec!["x:0".into()], fetches: vec!["logits:0".into()], ..Default::default() };
+    let optimized = ferroflow::optimize::MetaOptimizer::new(Default::default()).optimize(&mobilenet, &item).unwrap();
+    covered.extend(optimized.graph.nodes().iter().map(|n| n.op.clone()));
     let kernels = ferroflow::kernels::KernelRegistry::global().ops();
     let missing: Vec<&str> = kernels.iter().copied().filter(|op| !covered.contains(*op)).collect();
     assert!(missing.is_empty(), "kernels without a TensorFlow fixture: {missing:?}");

@@ -240,9 +240,9 @@ impl<T: Float> OpKernel for Depthwise<T> {
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
         let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
-        if T::DTYPE == DType::Float && m == 1 {
-            let (x, f) = (inputs[0].as_slice::<f32>()?, inputs[1].as_slice::<f32>()?);
-            depthwise_f32(ctx, x, f, [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<f32>()?);
+        if m == 1 {
+            let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+            depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, None);
             outputs.push(out);
             return Ok(());
         }
@@ -279,22 +279,26 @@ impl<T: Float> OpKernel for Depthwise<T> {
     }
 }
 
-/// `DepthwiseConv2dNative` in f32 with one filter per channel (MobileNet's case): each output
-/// pixel's channels in blocks of 16 accumulated in registers over the window's taps (in the
-/// taps' order, from zero, as the generic kernel does) and stored once; output rows split over
-/// the intra-op pool; AVX2 when the CPU has it.
-#[allow(clippy::too_many_arguments)]
-fn depthwise_f32(
+/// What runs on each output row right after it is computed, with a scratch buffer reused by
+/// the thread.
+type RowFn<'a, T> = &'a (dyn Fn(&mut [T], &mut Vec<T>) + Sync);
+
+/// `DepthwiseConv2dNative` with one filter per channel (MobileNet's case): each output pixel's
+/// channels in blocks of 16 accumulated in registers over the window's taps (in the taps'
+/// order, from zero, as the general kernel does) and stored once; output rows split over the
+/// intra-op pool; AVX2 when the CPU has it. `epilogue` runs on each finished row while it is
+/// in cache.
+fn depthwise_m1<T: Float>(
     ctx: &KernelContext,
-    x: &[f32],
-    f: &[f32],
+    (x, f): (&[T], &[T]),
     [_n, h, w, c]: [usize; 4],
     [kh, kw]: [usize; 2],
     [ah, aw]: [Axis; 2],
-    o: &mut [f32],
+    o: &mut [T],
+    epilogue: Option<RowFn<T>>,
 ) {
     let (oh, ow) = (ah.output, aw.output);
-    let row = |(r, dst): (usize, &mut [f32])| {
+    let row = |scratch: &mut Vec<T>, (r, dst): (usize, &mut [T])| {
         let (b, y) = (r / oh, r % oh);
         let mut taps: Vec<(usize, usize)> = Vec::with_capacity(kh * kw);
         for xo in 0..ow {
@@ -308,24 +312,28 @@ fn depthwise_f32(
             }
             depthwise_pixel(&mut dst[xo * c..(xo + 1) * c], x, f, &taps);
         }
+        if let Some(e) = epilogue {
+            e(dst, scratch);
+        }
     };
     if ow * c == 0 {
         return;
     }
     if ctx.threads() > 1 && o.len() / (ow * c) > 1 {
-        ctx.install(|| o.par_chunks_mut(ow * c).enumerate().for_each(row));
+        ctx.install(|| o.par_chunks_mut(ow * c).enumerate().for_each_init(Vec::new, row));
     } else {
-        o.chunks_mut(ow * c).enumerate().for_each(row);
+        let mut scratch = Vec::new();
+        o.chunks_mut(ow * c).enumerate().for_each(|r| row(&mut scratch, r));
     }
 }
 
 /// One output pixel of a depthwise convolution: `px[ch] = Σ x[s + ch] * f[t + ch]` over the
 /// (input offset, filter offset) pairs `taps`.
-fn depthwise_pixel(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+fn depthwise_pixel<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+        unsafe fn avx2<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
             depthwise_pixel_impl(px, x, f, taps)
         }
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -337,28 +345,71 @@ fn depthwise_pixel(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]
 }
 
 #[inline(always)]
-fn depthwise_pixel_impl(px: &mut [f32], x: &[f32], f: &[f32], taps: &[(usize, usize)]) {
+fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
     const L: usize = 16;
     let c = px.len();
     let mut cb = 0;
     while cb + L <= c {
-        let mut acc = [0f32; L];
+        let mut acc = [T::ZERO; L];
         for &(s, t) in taps {
-            let xs: &[f32; L] = x[s + cb..s + cb + L].try_into().expect("16 lanes");
-            let fs: &[f32; L] = f[t + cb..t + cb + L].try_into().expect("16 lanes");
+            let xs: &[T; L] = x[s + cb..s + cb + L].try_into().expect("16 lanes");
+            let fs: &[T; L] = f[t + cb..t + cb + L].try_into().expect("16 lanes");
             for l in 0..L {
-                acc[l] += xs[l] * fs[l];
+                acc[l] = acc[l] + xs[l] * fs[l];
             }
         }
         px[cb..cb + L].copy_from_slice(&acc);
         cb += L;
     }
     for ch in cb..c {
-        let mut a = 0f32;
+        let mut a = T::ZERO;
         for &(s, t) in taps {
-            a += x[s + ch] * f[t + ch];
+            a = a + x[s + ch] * f[t + ch];
         }
         px[ch] = a;
+    }
+}
+
+/// `_FusedDepthwiseConv2dElementwise`: the depthwise convolution with the node's program run
+/// on each output row as soon as it is computed (one filter per channel), or on the whole
+/// output after the general kernel (a channel multiplier above 1).
+struct FusedDepthwise<T> {
+    window: Window,
+    epilogue: crate::fused::RowEpilogue<T>,
+}
+
+impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, m] = nhwc(&inputs[1], "filter")?;
+        if fc != c {
+            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
+        }
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let (oh, ow, oc) = (ah.output, aw.output, c * m);
+        let ops = self.epilogue.operands(&inputs[2..], oc, ow * oc)?;
+        if m != 1 {
+            let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
+            let mut conv_inputs: Inputs = inputs.drain(..2).collect();
+            let mut conv_out = Outputs::with_capacity(1);
+            general.compute(ctx, &mut conv_inputs, &mut conv_out)?;
+            let mut out = conv_out.pop().expect("one output");
+            let rows = out.as_mut_slice::<T>()?;
+            let mut scratch = Vec::new();
+            if ow * oc > 0 {
+                for row in rows.chunks_mut(ow * oc) {
+                    self.epilogue.apply(row, &ops, &mut scratch);
+                }
+            }
+            outputs.push(out);
+            return Ok(());
+        }
+        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+        let apply = |row: &mut [T], scratch: &mut Vec<T>| self.epilogue.apply(row, &ops, scratch);
+        depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, Some(&apply));
+        outputs.push(out);
+        Ok(())
     }
 }
 
@@ -716,6 +767,15 @@ fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let window = Window::from_node(d, true)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(Depthwise::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+/// `_FusedDepthwiseConv2dElementwise`'s kernel (registered with the fused family).
+pub(crate) fn k_fused_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let window = Window::from_node(d, true)?;
+    let n_args = d.int("N")?;
+    let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(FusedDepthwise::<T> { window, epilogue: crate::fused::RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise_backprop(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {

@@ -425,8 +425,73 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
     }
 }
 
+/// A program applied in place to the rows of a contraction's output, the row being operand
+/// `a0` and the other operands per-channel vectors or scalars
+/// (`_FusedDepthwiseConv2dElementwise`'s epilogue).
+pub(crate) struct RowEpilogue<T> {
+    ew: FusedElementwise<T>,
+}
+
+/// The operands of a [`RowEpilogue`] for rows of one length: each per-channel vector tiled to
+/// a row.
+pub(crate) struct RowOperands<T> {
+    tiles: Vec<Option<Vec<T>>>,
+    scalars: Vec<T>,
+}
+
+impl<T: Float + Element> RowEpilogue<T> {
+    /// The program of node `d` over `1 + n_args` operands.
+    pub(crate) fn new(d: &NodeDesc, n_args: usize) -> KResult<RowEpilogue<T>> {
+        Ok(RowEpilogue { ew: build_fused_elementwise::<T>(d, 1 + n_args)? })
+    }
+
+    /// Checks that each of `args` is a scalar or a vector of the `channels` (`[C]`,
+    /// `[1, 1, 1, C]`), and tiles the vectors to rows of `row_len` (a multiple of `channels`).
+    pub(crate) fn operands(&self, args: &[Tensor], channels: usize, row_len: usize) -> KResult<RowOperands<T>> {
+        let mut tiles = Vec::with_capacity(args.len());
+        let mut scalars = Vec::with_capacity(args.len());
+        for (k, t) in args.iter().enumerate() {
+            let v = t.as_slice::<T>()?;
+            let trailing: Vec<usize> = t.dims().iter().skip_while(|&&d| d == 1).copied().collect();
+            if t.len() == 1 {
+                tiles.push(None);
+                scalars.push(v[0]);
+            } else if trailing == [channels] {
+                tiles.push(Some(v.iter().copied().cycle().take(row_len).collect()));
+                scalars.push(T::ZERO);
+            } else {
+                return Err(invalid(format!(
+                    "epilogue operand a{} has shape {:?}: it must be a scalar or a vector of the {channels} channels",
+                    k + 1,
+                    t.dims()
+                )));
+            }
+        }
+        Ok(RowOperands { tiles, scalars })
+    }
+
+    /// Runs the program over `row` in place; `scratch` is reused between calls.
+    pub(crate) fn apply(&self, row: &mut [T], ops: &RowOperands<T>, scratch: &mut Vec<T>) {
+        let len = row.len();
+        let mut views = Vec::with_capacity(1 + ops.tiles.len());
+        views.push(View::Scalar(T::ZERO)); // a0: the row itself (`reused`)
+        for (tile, &v) in ops.tiles.iter().zip(&ops.scalars) {
+            views.push(match tile {
+                Some(t) => View::Tiled(&t[..len]),
+                None => View::Scalar(v),
+            });
+        }
+        scratch.resize((self.ew.program.len() + 1) * len, T::ZERO);
+        self.ew.block(&views, Some(0), 0, row, scratch, len);
+    }
+}
+
 fn fused_elementwise<T: Float + Element>(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let program = parse_program::<T>(d, d.types.inputs.len())?;
+    Ok(Box::new(build_fused_elementwise::<T>(d, d.types.inputs.len())?))
+}
+
+fn build_fused_elementwise<T: Float + Element>(d: &NodeDesc, n_args: usize) -> KResult<FusedElementwise<T>> {
+    let program = parse_program::<T>(d, n_args)?;
     let mut attrs = ferroflow_graph::Attrs::new();
     attrs.insert("T".into(), ferroflow_proto::attr::dtype(T::DTYPE));
     let reg = OpRegistry::global();
@@ -436,7 +501,7 @@ fn fused_elementwise<T: Float + Element>(d: &NodeDesc) -> KResult<Box<dyn OpKern
         let types = def.resolve_types(&attrs).map_err(|e| invalid(format!("node '{}': {}: {e}", d.name, ins.op)))?;
         kernels.push(KernelRegistry::global().create(&NodeDesc { name: d.name, def, attrs: &attrs, types: &types })?);
     }
-    Ok(Box::new(FusedElementwise::<T> { program, kernels }))
+    Ok(FusedElementwise::<T> { program, kernels })
 }
 
 fn k_fused_elementwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -451,4 +516,5 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("_FusedMatMul", "T", &[DType::Float, DType::Double], k_fused_matmul);
     r.register("_FusedConv2D", "T", &[DType::Float, DType::Double], k_fused_conv2d);
     r.register("_FusedElementwise", "T", &[DType::Float, DType::Double], k_fused_elementwise);
+    r.register("_FusedDepthwiseConv2dElementwise", "T", &[DType::Float, DType::Double], crate::conv::k_fused_depthwise);
 }

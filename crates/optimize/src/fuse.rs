@@ -61,7 +61,7 @@ impl Pass for ContractionFusion {
     }
 
     fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
-        let folded_pads = fold_pads(graph, ctx);
+        let folded_pads = fold_pads(graph, ctx) | fuse_depthwise_epilogues(graph, ctx);
         let edges = Edges::new(graph);
         let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
         let shape =
@@ -157,6 +157,59 @@ impl Pass for ContractionFusion {
         }
         Ok(())
     }
+}
+
+/// A `DepthwiseConv2dNative` whose one consumer is a `_FusedElementwise` taking it as operand
+/// `a0`, every other operand a scalar or a vector of the convolution's output channels,
+/// becomes `_FusedDepthwiseConv2dElementwise`: the program runs on each output row while it is
+/// in cache (MobileNet's depthwise convolution, frozen BatchNormalization and Relu6). Exact:
+/// the same program over the same values. The fused node keeps the `_FusedElementwise`'s name.
+fn fuse_depthwise_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
+    let edges = Edges::new(graph);
+    let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
+    let dims = |o: Output| shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims().map(<[_]>::to_vec));
+    let mut fused = false;
+    for e_id in 0..graph.len() {
+        let e = graph.node(e_id);
+        if e.op != "_FusedElementwise" || !e.control_inputs.is_empty() || e.inputs.is_empty() {
+            continue;
+        }
+        let conv = e.inputs[0];
+        let d = graph.node(conv.node);
+        if d.op != "DepthwiseConv2dNative"
+            || conv.index != 0
+            || string_attr(&d.attrs, "data_format").is_some_and(|f| f != "NHWC")
+            || d.types.outputs[0] != e.types.outputs[0]
+            || !edges.absorbable(graph, ctx, conv.node, &e.device)
+        {
+            continue;
+        }
+        let Some(Some(channels)) = dims(conv).and_then(|d| d.last().copied()) else { continue };
+        let per_channel = e.inputs[1..].iter().all(|&o| {
+            dims(o).is_some_and(|d| {
+                let trailing: Vec<Option<usize>> = d.iter().copied().skip_while(|&x| x == Some(1)).collect();
+                trailing.is_empty() || trailing == [Some(channels)]
+            })
+        });
+        if !per_channel || ctx.out_of_time() {
+            continue;
+        }
+        let (d, e) = (graph.node(conv.node).clone(), graph.node(e_id).clone());
+        let dtype = e.types.outputs[0];
+        let mut attrs: Attrs = d.attrs.clone();
+        attrs.remove("_class");
+        attrs.insert("program".into(), e.attrs.get("program").cloned().unwrap_or_default());
+        attrs.insert("N".into(), attr::int(e.inputs.len() as i64 - 1));
+        let n = graph.node_mut(e_id);
+        n.op = "_FusedDepthwiseConv2dElementwise".to_string();
+        n.inputs = [d.inputs[0], d.inputs[1]].into_iter().chain(e.inputs[1..].iter().copied()).collect();
+        n.types = NodeTypes { inputs: vec![dtype; n.inputs.len()], outputs: vec![dtype] };
+        n.attrs = attrs;
+        n.experimental_type = None;
+        ctx.report.fused.push((n.name.clone(), vec![d.name.clone()], n.op.clone()));
+        fused = true;
+    }
+    fused
 }
 
 /// Folds a zero `Pad` of the spatial axes into the `VALID` convolution that consumes it

@@ -20,7 +20,7 @@ const CONV_ATTRS: &[&str] =
     &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations", "use_cudnn_on_gpu"];
 
 /// The attrs `DepthwiseConv2dNative` and its backprop ops share.
-const DEPTHWISE_ATTRS: &[&str] = &[
+pub(crate) const DEPTHWISE_ATTRS: &[&str] = &[
     "strides: list(int)",
     "padding: {'SAME', 'VALID', 'EXPLICIT'}",
     "explicit_paddings: list(int) = []",
@@ -291,7 +291,7 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `DepthwiseConv2dNative` (NHWC): input channels times the channel multiplier.
-fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
     match filter_dims(c)? {
         Some(f) => spatial(c, [f[0], f[1]], f[2].zip(f[3]).map(|(a, b)| a * b)),
         None => spatial(c, [None, None], None),

@@ -1,6 +1,8 @@
 //! Ops the optimizer's fusion passes create: TensorFlow's `_FusedMatMul` and `_FusedConv2D`
 //! (same signatures, so TensorFlow's own optimized graphs import), and ferroflow's
-//! `_FusedElementwise` (a program of elementwise ops over N inputs).
+//! `_FusedElementwise` (a program of elementwise ops over N inputs) and
+//! `_FusedDepthwiseConv2dElementwise` (a depthwise convolution with such a program applied to
+//! its output rows).
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
@@ -55,6 +57,22 @@ pub fn defs() -> Vec<OpDef> {
             .attr("N: int >= 1")
             .attr("program: list(string)")
             .shape(s::broadcast_all)
+            .gradient_unavailable(AFTER_GRADIENTS)
+            .build(),
+        // ferroflow's: a depthwise convolution whose output rows go through an elementwise
+        // program while they are in cache (`a0` = the convolution's output, `aK` = args[K-1],
+        // each a per-channel vector or a scalar) — a frozen BatchNormalization and its
+        // activation after MobileNet's depthwise convolutions.
+        op("_FusedDepthwiseConv2dElementwise")
+            .input("input: T")
+            .input("filter: T")
+            .input("args: N * T")
+            .output("output: T")
+            .attr("T: {float, double}")
+            .attr("N: int >= 0")
+            .attr("program: list(string)")
+            .attrs(super::conv::DEPTHWISE_ATTRS)
+            .shape(super::conv::depthwise_conv2d)
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
     ]
