@@ -804,7 +804,7 @@ fn inspect(path: &Path) -> Result<()> {
         for meta in &model.meta_graphs {
             let Some(graph) = &meta.graph_def else { continue };
             let tags = meta.meta_info_def.as_ref().map(|i| i.tags.join(", ")).unwrap_or_default();
-            let save = meta.saver_def.as_ref().map(|s| s.save_tensor_name.split(':').next().unwrap_or_default());
+            let save = ferroflow::train::saved_model::save_node(meta);
             let serving = ferroflow::runtime::support::missing_ops(graph, save.as_slice());
             let all = ferroflow::runtime::support::missing_ops(graph, &[]);
             if !serving.is_empty() {

@@ -225,6 +225,27 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
     }
 }
 
+/// The shapes of a depthwise convolution: the NHWC input, the window, the channel multiplier
+/// and the output axes.
+struct Geometry {
+    input: [usize; 4],
+    window: [usize; 2],
+    multiplier: usize,
+    axes: [Axis; 2],
+}
+
+impl Window {
+    /// Checks a depthwise convolution's input and filter (`[kh, kw, c, m]`) against each other.
+    fn depthwise(&self, inputs: &Inputs) -> KResult<Geometry> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, m] = nhwc(&inputs[1], "filter")?;
+        if fc != c {
+            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
+        }
+        Ok(Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: self.axes(h, w, kh, kw)? })
+    }
+}
+
 struct Depthwise<T> {
     window: Window,
     _t: std::marker::PhantomData<T>,
@@ -232,12 +253,8 @@ struct Depthwise<T> {
 
 impl<T: Float> OpKernel for Depthwise<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
-        let [kh, kw, fc, m] = nhwc(&inputs[1], "filter")?;
-        if fc != c {
-            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
-        }
-        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
+            self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
         let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
         if m == 1 {
@@ -380,12 +397,8 @@ struct FusedDepthwise<T> {
 
 impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
-        let [kh, kw, fc, m] = nhwc(&inputs[1], "filter")?;
-        if fc != c {
-            return Err(invalid(format!("input depth {c} does not match filter depth {fc}")));
-        }
-        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
+            self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
         let ops = self.epilogue.operands(&inputs[2..], oc, ow * oc)?;
         if m != 1 {

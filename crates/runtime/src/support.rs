@@ -104,18 +104,23 @@ impl<'a> Walk<'a> {
                 });
             }
         }
-        for v in n.attr.values() {
-            match &v.value {
-                Some(Value::Func(f)) => self.queue.extend(self.function(&f.name)),
-                Some(Value::List(l)) => {
-                    for f in &l.func {
-                        self.queue.extend(self.function(&f.name));
-                    }
-                }
-                _ => {}
-            }
+        for f in function_attrs(n) {
+            self.queue.extend(self.function(f));
         }
     }
+}
+
+/// The functions node `n` names in its attrs (a call's `f`, a `While`'s `cond` and `body`, an
+/// `If`'s branches, lists of functions).
+pub fn function_attrs(n: &NodeDef) -> impl Iterator<Item = &str> {
+    n.attr.values().flat_map(|v| {
+        let names: Vec<&str> = match &v.value {
+            Some(Value::Func(f)) => vec![f.name.as_str()],
+            Some(Value::List(l)) => l.func.iter().map(|f| f.name.as_str()).collect(),
+            _ => vec![],
+        };
+        names
+    })
 }
 
 /// The deepest chain of nested calls [`inline_calls`] expands.

@@ -112,6 +112,12 @@ pub fn signatures_of(meta: &MetaGraphDef, dir: &Path) -> Result<BTreeMap<String,
     Ok(signatures)
 }
 
+/// The node of the meta graph's save op (TensorFlow 2's `_traced_save` call), which loading
+/// and calling signatures never run.
+pub fn save_node(meta: &MetaGraphDef) -> Option<&str> {
+    meta.saver_def.as_ref().map(|s| s.save_tensor_name.split(':').next().unwrap_or_default())
+}
+
 /// The tag sets of `saved_model.pb`'s meta graphs, and the one matching `tags`.
 fn choose(metas: Vec<MetaGraphDef>, tags: &[&str], dir: &Path) -> Result<MetaGraphDef> {
     let mut want: Vec<&str> = tags.to_vec();
@@ -144,7 +150,7 @@ impl SavedModel {
             });
         if let Some(graph) = &meta.graph_def {
             // The save function (TensorFlow 2's `_traced_save`) is not needed to load and call.
-            let save = meta.saver_def.as_ref().map(|s| s.save_tensor_name.split(':').next().unwrap_or_default());
+            let save = save_node(&meta);
             let missing = ferroflow_runtime::support::missing_ops(graph, save.as_slice());
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
@@ -555,13 +561,7 @@ impl SavedModel {
         let library = def.library.take().unwrap_or_default();
         let mut queue: Vec<String> = Vec::new();
         let names = |n: &NodeDef, q: &mut Vec<String>| {
-            for v in n.attr.values() {
-                match &v.value {
-                    Some(Value::Func(f)) => q.push(f.name.clone()),
-                    Some(Value::List(l)) => q.extend(l.func.iter().map(|f| f.name.clone())),
-                    _ => {}
-                }
-            }
+            q.extend(ferroflow_runtime::support::function_attrs(n).map(str::to_string));
         };
         for n in &nodes {
             names(n, &mut queue);
