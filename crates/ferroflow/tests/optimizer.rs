@@ -580,3 +580,56 @@ fn depthwise_convolution_and_its_batch_norm_fuse_exactly() {
         assert_bit_identical("depthwise + batch norm + relu6", &a[0], &b[0]);
     }
 }
+
+/// A ResNet bottleneck's tail: `Conv2D + BiasAdd` (fused first into `_FusedConv2D`), a frozen
+/// BatchNormalization (per-channel `Mul`, `AddV2`), the residual `AddV2` with the shortcut as
+/// its *first* operand, and `Relu` fuse into one `_FusedConv2DElementwise` (the bias, then the
+/// program, on each block of output rows); a 1×1 `Conv2D` with its BatchNormalization and
+/// `Relu6` too. Bit-identical to the unfused graph, through the Winograd path (3×3, stride 1,
+/// 16 channels), the pointwise path and a strided im2col one; odd spatial sizes leave partial
+/// Winograd tiles.
+#[test]
+fn convolution_batch_norm_and_residual_join_fuse_exactly() {
+    use ferroflow::proto::attr;
+    let s = Scope::new();
+    let c = 16;
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(7), Some(c)])).unwrap();
+    let vector = |k: usize, a: f32, b: f32| {
+        s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| a + i as f32 * b).collect()).unwrap()).unwrap()
+    };
+    let conv = |name: &str, input: Output, kh: usize, stride: i64, k: usize| {
+        let fv: Vec<f32> = (0..kh * kh * c * k).map(|i| ((i * 37) % 23) as f32 * 0.05 - 0.55).collect();
+        let f = s.constant(&Tensor::from_vec(&[kh, kh, c, k], fv).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("strides".into(), attr::ints(&[1, stride, stride, 1]));
+        a.insert("padding".into(), attr::string("SAME"));
+        Output { node: s.add_op("Conv2D", name, &[input, f], &[], a).unwrap(), index: 0 }
+    };
+    // 3×3 + bias + batch norm, residual join (shortcut first), relu.
+    let y = conv("conv3", x, 3, 1, c);
+    let mut a = ferroflow::graph::Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    let y = Output { node: s.add_op("BiasAdd", "bias", &[y, vector(c, -0.2, 0.03)], &[], a).unwrap(), index: 0 };
+    let y = s.add(s.mul(y, vector(c, 0.5, 0.1)).unwrap(), vector(c, -0.7, 0.3)).unwrap();
+    let y = s.unary("Relu", s.add(x, y).unwrap()).unwrap();
+    // 1×1 + batch norm + relu6, then a strided 3×3 + batch norm.
+    let z = conv("conv1", y, 1, 1, c);
+    let z = s.unary("Relu6", s.add(s.mul(z, vector(c, 0.9, -0.02)).unwrap(), vector(c, 0.1, 0.05)).unwrap()).unwrap();
+    let z = conv("conv3s2", z, 3, 2, 8);
+    let z = s.add(s.mul(z, vector(8, 1.1, 0.01)).unwrap(), vector(8, 0.0, 0.2)).unwrap();
+    let g = s.graph();
+    let fetch = g.output_name(z);
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+    assert_eq!(ops.iter().filter(|o| **o == "_FusedConv2DElementwise").count(), 3, "{ops:?}\n{}", opt.report.details());
+    assert!(!ops.iter().any(|o| ["Conv2D", "_FusedConv2D", "_FusedElementwise"].contains(o)), "{ops:?}");
+    for batch in [1, 3] {
+        let v: Vec<f32> = (0..batch * 9 * 7 * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, 9, 7, c], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical("conv + batch norm + residual + relu", &a[0], &b[0]);
+    }
+}

@@ -2,12 +2,13 @@
 //! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, their backprops, and
 //! `FusedBatchNormV3`/`FusedBatchNormGradV3` (in [`batch_norm`]).
 mod batch_norm;
+mod winograd;
 
 use ferroflow_ops::defs::conv::conv_output_size;
 use ferroflow_tensor::{DType, Tensor};
 use rayon::prelude::*;
 
-use crate::matmul::{product, GemmElement};
+use crate::matmul::{product, product_serial, GemmElement};
 use crate::numeric::Float;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
@@ -126,17 +127,137 @@ fn copy<T: Copy>(dst: &mut [T], src: &[T]) {
     }
 }
 
-/// Rows of output pixels handled per parallel task.
-const ROWS_PER_TASK: usize = 64;
+/// Bytes of im2col rows one task fills and multiplies at a time: enough rows that the GEMM runs
+/// at speed and repacks the filter rarely, few enough that the block is still in cache when
+/// the GEMM reads it (and that memory stays bounded: one block per running task, not the whole
+/// im2col matrix).
+const BLOCK_BYTES: usize = 1 << 20;
+/// The fewest output rows in a block (below this the filter's repacking per block shows).
+const MIN_BLOCK_ROWS: usize = 256;
 
-struct Conv2D<T> {
-    window: Window,
-    /// The im2col matrix, kept between runs (every element is rewritten each time).
-    scratch: std::sync::Mutex<Vec<T>>,
+/// What runs on each block of output rows right after the GEMM wrote it, while it is in cache:
+/// the block's offset (in elements) into the output, the block, and a scratch buffer reused by
+/// the thread.
+pub(crate) type BlockFn<'a, T> = &'a (dyn Fn(usize, &mut [T], &mut Vec<T>) + Sync);
+
+/// Buffers of one task (an im2col block or Winograd matrices, an epilogue scratch), kept by a
+/// kernel between runs: at most one set per task running at once.
+struct BufferPool<S>(std::sync::Mutex<Vec<S>>);
+
+impl<S> Default for BufferPool<S> {
+    fn default() -> Self {
+        BufferPool(Default::default())
+    }
 }
 
-impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
-    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+/// Buffers taken from a [`BufferPool`], given back when dropped.
+struct Lease<'a, S: Default> {
+    pool: &'a BufferPool<S>,
+    bufs: S,
+}
+
+impl<S: Default> BufferPool<S> {
+    fn take(&self) -> Lease<'_, S> {
+        let bufs = self.0.lock().ok().and_then(|mut v| v.pop()).unwrap_or_default();
+        Lease { pool: self, bufs }
+    }
+}
+
+impl<S: Default> Drop for Lease<'_, S> {
+    fn drop(&mut self) {
+        if let Ok(mut v) = self.pool.0.lock() {
+            v.push(std::mem::take(&mut self.bufs));
+        }
+    }
+}
+
+/// Fills `col` (whole rows of `kh*kw*c` taps) with the im2col rows of output pixels `r0..`:
+/// the window's taps in order, zero in the padding. Every element is written.
+fn im2col_rows<T: Float>(x: &[T], [_n, h, w, c]: [usize; 4], [ah, aw]: [Axis; 2], r0: usize, col: &mut [T]) {
+    let (oh, ow, kh, kw) = (ah.output, aw.output, ah.window, aw.window);
+    let k = kh * kw * c;
+    if k == 0 {
+        return;
+    }
+    let contiguous = aw.dilation == 1;
+    let (mut b, mut y, mut xo) = (r0 / (oh * ow), (r0 / ow) % oh, r0 % ow);
+    for row in col.chunks_mut(k) {
+        for ky in 0..kh {
+            let taps = &mut row[ky * kw * c..(ky + 1) * kw * c];
+            let Some(iy) = ah.source(y, ky) else {
+                taps.fill(T::ZERO);
+                continue;
+            };
+            let line = &x[(b * h + iy) * w * c..(b * h + iy + 1) * w * c];
+            // With no dilation, the in-bounds taps of a window row are adjacent pixels: one
+            // copy, zeros only at the edges.
+            if let (true, Some(ix), Some(_)) = (contiguous, aw.source(xo, 0), aw.source(xo, kw - 1)) {
+                copy(taps, &line[ix * c..(ix + kw) * c]);
+                continue;
+            }
+            for kx in 0..kw {
+                let dst = &mut taps[kx * c..(kx + 1) * c];
+                match aw.source(xo, kx) {
+                    Some(ix) => copy(dst, &line[ix * c..(ix + 1) * c]),
+                    None => dst.fill(T::ZERO),
+                }
+            }
+        }
+        xo += 1;
+        if xo == ow {
+            xo = 0;
+            y += 1;
+            if y == oh {
+                y = 0;
+                b += 1;
+            }
+        }
+    }
+}
+
+/// `Conv2D` as GEMM: output pixels are the rows of an im2col matrix times the `[k, oc]`
+/// filter. The rows go in blocks (one task per block, on the intra-op pool): a task fills its
+/// block's im2col rows (none for a 1×1 stride-1 convolution: the input is the matrix), runs
+/// the GEMM into the block's output rows, then the epilogue on them while they are in cache.
+/// Too few rows for a block per thread: one im2col matrix and the GEMM split by columns.
+pub(crate) struct Conv2D<T> {
+    window: Window,
+    buffers: BufferPool<(Vec<T>, Vec<T>)>,
+    winograd_filter: winograd::FilterCache<T>,
+    winograd_buffers: BufferPool<(winograd::Scratch<T>, Vec<T>)>,
+}
+
+/// Channels (in and out) from which a 3×3 stride-1 convolution runs as Winograd F(2×2, 3×3).
+const WINOGRAD_MIN_CHANNELS: usize = 16;
+/// Bytes of one Winograd block's transformed input (16 matrices of tiles × channels).
+const WINOGRAD_BLOCK_BYTES: usize = 1 << 20;
+
+fn winograd_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FF_WINOGRAD").map_or(true, |v| v != "0"))
+}
+
+impl<T: GemmElement + Float> Conv2D<T> {
+    pub(crate) fn new(d: &NodeDesc) -> KResult<Conv2D<T>> {
+        Ok(Conv2D {
+            window: Window::from_node(d, true)?,
+            buffers: BufferPool::default(),
+            winograd_filter: Default::default(),
+            winograd_buffers: BufferPool::default(),
+        })
+    }
+
+    /// The shape of the convolution's output.
+    pub(crate) fn output_dims(&self, inputs: &Inputs) -> KResult<[usize; 4]> {
+        let [n, h, w, _] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, _, oc] = nhwc(&inputs[1], "filter")?;
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        Ok([n, ah.output, aw.output, oc])
+    }
+
+    /// The convolution of `inputs[0]` by `inputs[1]`, with `epilogue` run on each block of
+    /// output rows.
+    pub(crate) fn run(&self, ctx: &KernelContext, inputs: &Inputs, epilogue: Option<BlockFn<T>>) -> KResult<Tensor> {
         let [n, h, w, c] = nhwc(&inputs[0], "input")?;
         let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
         if fc != c {
@@ -145,82 +266,140 @@ impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
             )));
         }
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
-        let (oh, ow) = (ah.output, aw.output);
-        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
-        let rows = n * oh * ow;
+        let mut out = Tensor::zeros(T::DTYPE, &[n, ah.output, aw.output, oc])?;
+        let rows = n * ah.output * aw.output;
         let k = kh * kw * c;
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
         let o = out.as_mut_slice::<T>()?;
+        if rows == 0 || oc == 0 {
+            return Ok(out);
+        }
+        if kh == 3
+            && kw == 3
+            && [ah.stride, aw.stride, ah.dilation, aw.dilation] == [1; 4]
+            && c.min(oc) >= WINOGRAD_MIN_CHANNELS
+            && winograd_enabled()
+        {
+            let u = self.winograd_filter.get(&inputs[1], c, oc)?;
+            let plan = winograd::Plan { n, h, w, c, k: oc, axes: [ah, aw] };
+            self.run_winograd(ctx, &plan, x, &u, o, epilogue);
+            return Ok(out);
+        }
         let pointwise = kh == 1
             && kw == 1
             && ah.stride == 1
             && aw.stride == 1
             && ah.pad_before == 0
             && aw.pad_before == 0
-            && oh == h
-            && ow == w;
-        if pointwise {
-            product(ctx, (rows, oc, k), (x, k, 1), (f, oc, 1), o);
-        } else {
-            // im2col: one row of k = kh*kw*c taps per output pixel, zero in the padding.
-            // Every element is written, so the buffer is reused without clearing. A run that
-            // finds it busy (concurrent runs of one plan) uses a fresh one.
-            let mut cached = self.scratch.try_lock().ok();
-            let mut fresh = Vec::new();
-            let col: &mut Vec<T> = match cached.as_deref_mut() {
-                Some(v) => v,
-                None => &mut fresh,
-            };
-            crate::check_output(T::DTYPE, &[rows, k])?;
-            col.resize(rows * k, T::ZERO);
-            let contiguous = aw.dilation == 1;
-            let fill = |(r0, chunk): (usize, &mut [T])| {
-                let r = r0 * ROWS_PER_TASK;
-                let (mut b, mut y, mut xo) = (r / (oh * ow), (r / ow) % oh, r % ow);
-                for row in chunk.chunks_mut(k) {
-                    for ky in 0..kh {
-                        let taps = &mut row[ky * kw * c..(ky + 1) * kw * c];
-                        let Some(iy) = ah.source(y, ky) else {
-                            taps.fill(T::ZERO);
-                            continue;
-                        };
-                        let line = &x[(b * h + iy) * w * c..(b * h + iy + 1) * w * c];
-                        // With no dilation, the in-bounds taps of a window row are adjacent
-                        // pixels: one copy, zeros only at the edges.
-                        let first = aw.source(xo, 0);
-                        let last = aw.source(xo, kw - 1);
-                        if contiguous && first.is_some() && last.is_some() {
-                            let ix = first.unwrap_or(0);
-                            copy(taps, &line[ix * c..(ix + kw) * c]);
-                            continue;
-                        }
-                        for kx in 0..kw {
-                            let dst = &mut taps[kx * c..(kx + 1) * c];
-                            match aw.source(xo, kx) {
-                                Some(ix) => copy(dst, &line[ix * c..(ix + 1) * c]),
-                                None => dst.fill(T::ZERO),
-                            }
-                        }
-                    }
-                    xo += 1;
-                    if xo == ow {
-                        xo = 0;
-                        y += 1;
-                        if y == oh {
-                            y = 0;
-                            b += 1;
-                        }
-                    }
-                }
-            };
-            if ctx.threads() > 1 && rows > ROWS_PER_TASK {
-                ctx.install(|| col.par_chunks_mut(ROWS_PER_TASK * k).enumerate().for_each(fill));
-            } else {
-                col.chunks_mut(ROWS_PER_TASK * k).enumerate().for_each(fill);
-            }
-            product(ctx, (rows, oc, k), (col.as_slice(), k, 1), (f, oc, 1), o);
+            && ah.output == h
+            && aw.output == w;
+        let threads = ctx.threads();
+        let mut block = (BLOCK_BYTES / (k.max(1) * std::mem::size_of::<T>())).max(MIN_BLOCK_ROWS).min(rows);
+        if threads > 1 && rows.div_ceil(block) < 2 * threads {
+            block = rows.div_ceil(2 * threads);
         }
-        outputs.push(out);
+        let dims = [n, h, w, c];
+        if threads > 1 && block < MIN_BLOCK_ROWS / 4 {
+            // Few rows (late layers at batch 1): the whole im2col matrix is small; the GEMM
+            // splits its columns across the pool.
+            crate::check_output(T::DTYPE, &[rows, k])?;
+            let mut lease = self.buffers.take();
+            let a: &[T] = if pointwise {
+                x
+            } else {
+                let col = &mut lease.bufs.0;
+                col.resize(rows * k, T::ZERO);
+                im2col_rows(x, dims, [ah, aw], 0, col);
+                col
+            };
+            product(ctx, (rows, oc, k), (a, k, 1), (f, oc, 1), o);
+            if let Some(e) = epilogue {
+                let per_task = rows.div_ceil(2 * threads) * oc;
+                ctx.install(|| {
+                    o.par_chunks_mut(per_task)
+                        .enumerate()
+                        .for_each_init(Vec::new, |scratch, (i, chunk)| e(i * per_task, chunk, scratch))
+                });
+            }
+            return Ok(out);
+        }
+        crate::check_output(T::DTYPE, &[block, k])?;
+        let task = |lease: &mut Lease<(Vec<T>, Vec<T>)>, (i, dst): (usize, &mut [T])| {
+            let (r0, m) = (i * block, dst.len() / oc);
+            let (col, scratch) = (&mut lease.bufs.0, &mut lease.bufs.1);
+            let a: &[T] = if pointwise {
+                &x[r0 * k..(r0 + m) * k]
+            } else {
+                col.resize(m * k, T::ZERO);
+                im2col_rows(x, dims, [ah, aw], r0, &mut col[..m * k]);
+                &col[..m * k]
+            };
+            product_serial((m, oc, k), (a, k, 1), (f, oc, 1), dst);
+            if let Some(e) = epilogue {
+                e(r0 * oc, dst, scratch);
+            }
+        };
+        if threads > 1 && rows > block {
+            ctx.install(|| o.par_chunks_mut(block * oc).enumerate().for_each_init(|| self.buffers.take(), task));
+        } else {
+            let mut lease = self.buffers.take();
+            o.chunks_mut(block * oc).enumerate().for_each(|b| task(&mut lease, b));
+        }
+        Ok(out)
+    }
+}
+
+impl<T: GemmElement + Float> Conv2D<T> {
+    /// Winograd F(2×2, 3×3): blocks of whole tile rows (so each block's output is one
+    /// contiguous range), one task per block on the intra-op pool, the epilogue on each block
+    /// right after its output transform.
+    fn run_winograd(
+        &self,
+        ctx: &KernelContext,
+        p: &winograd::Plan,
+        x: &[T],
+        u: &[T],
+        o: &mut [T],
+        epilogue: Option<BlockFn<T>>,
+    ) {
+        let (th, tw) = p.tiles();
+        let total = p.n * th;
+        let tiles = (WINOGRAD_BLOCK_BYTES / (16 * p.c.max(p.k) * std::mem::size_of::<T>())).clamp(16, 512);
+        let mut per_block = (tiles / tw).max(1);
+        let threads = ctx.threads();
+        if threads > 1 && total.div_ceil(per_block) < 2 * threads {
+            per_block = total.div_ceil(2 * threads).max(1);
+        }
+        let mut blocks = Vec::with_capacity(total.div_ceil(per_block));
+        let mut rest = o;
+        let mut r0 = 0;
+        while r0 < total {
+            let r1 = (r0 + per_block).min(total);
+            let (start, end) = p.output_range(r0, r1);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+            blocks.push((r0, r1, start, head));
+            rest = tail;
+            r0 = r1;
+        }
+        let task = |lease: &mut Lease<(winograd::Scratch<T>, Vec<T>)>,
+                    (r0, r1, start, dst): (usize, usize, usize, &mut [T])| {
+            winograd::block(p, x, u, (r0, r1), dst, &mut lease.bufs.0);
+            if let Some(e) = epilogue {
+                e(start, dst, &mut lease.bufs.1);
+            }
+        };
+        if threads > 1 && blocks.len() > 1 {
+            ctx.install(|| blocks.into_par_iter().for_each_init(|| self.winograd_buffers.take(), task));
+        } else {
+            let mut lease = self.winograd_buffers.take();
+            blocks.into_iter().for_each(|b| task(&mut lease, b));
+        }
+    }
+}
+
+impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        outputs.push(self.run(ctx, inputs, None)?);
         Ok(())
     }
 }
@@ -296,10 +475,6 @@ impl<T: Float> OpKernel for Depthwise<T> {
     }
 }
 
-/// What runs on each output row right after it is computed, with a scratch buffer reused by
-/// the thread.
-type RowFn<'a, T> = &'a (dyn Fn(&mut [T], &mut Vec<T>) + Sync);
-
 /// `DepthwiseConv2dNative` with one filter per channel (MobileNet's case): each output pixel's
 /// channels in blocks of 16 accumulated in registers over the window's taps (in the taps'
 /// order, from zero, as the general kernel does) and stored once; output rows split over the
@@ -312,7 +487,7 @@ fn depthwise_m1<T: Float>(
     [kh, kw]: [usize; 2],
     [ah, aw]: [Axis; 2],
     o: &mut [T],
-    epilogue: Option<RowFn<T>>,
+    epilogue: Option<BlockFn<T>>,
 ) {
     let (oh, ow) = (ah.output, aw.output);
     let row = |scratch: &mut Vec<T>, (r, dst): (usize, &mut [T])| {
@@ -330,7 +505,7 @@ fn depthwise_m1<T: Float>(
             depthwise_pixel(&mut dst[xo * c..(xo + 1) * c], x, f, &taps);
         }
         if let Some(e) = epilogue {
-            e(dst, scratch);
+            e(r * ow * c, dst, scratch);
         }
     };
     if ow * c == 0 {
@@ -390,6 +565,12 @@ fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize
 /// `_FusedDepthwiseConv2dElementwise`: the depthwise convolution with the node's program run
 /// on each output row as soon as it is computed (one filter per channel), or on the whole
 /// output after the general kernel (a channel multiplier above 1).
+/// Elements per epilogue row of a fused convolution (whole pixels): the per-channel operands
+/// are tiled to this length once per run.
+const EPILOGUE_ROW: usize = 2048;
+
+/// `_FusedDepthwiseConv2dElementwise`: the depthwise convolution with the program run on each
+/// output row while it is in cache.
 struct FusedDepthwise<T> {
     window: Window,
     epilogue: crate::fused::RowEpilogue<T>,
@@ -400,18 +581,23 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
             self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
-        let ops = self.epilogue.operands(&inputs[2..], oc, ow * oc)?;
+        let Some(ops) = self.epilogue.operands(&inputs[2..], &[n, oh, ow, oc], ow * oc)? else {
+            let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
+            let mut conv_out = Outputs::with_capacity(1);
+            general.compute(ctx, inputs, &mut conv_out)?;
+            return self.epilogue.finish(ctx, conv_out.pop().expect("one output"), &inputs[2..], outputs);
+        };
         if m != 1 {
             let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
-            let mut conv_inputs: Inputs = inputs.drain(..2).collect();
+            let mut conv_inputs: Inputs = inputs[..2].to_vec();
             let mut conv_out = Outputs::with_capacity(1);
             general.compute(ctx, &mut conv_inputs, &mut conv_out)?;
             let mut out = conv_out.pop().expect("one output");
             let rows = out.as_mut_slice::<T>()?;
             let mut scratch = Vec::new();
             if ow * oc > 0 {
-                for row in rows.chunks_mut(ow * oc) {
-                    self.epilogue.apply(row, &ops, &mut scratch);
+                for (r, row) in rows.chunks_mut(ow * oc).enumerate() {
+                    self.epilogue.apply(r * ow * oc, row, &ops, &mut scratch);
                 }
             }
             outputs.push(out);
@@ -419,10 +605,39 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
         }
         let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
-        let apply = |row: &mut [T], scratch: &mut Vec<T>| self.epilogue.apply(row, &ops, scratch);
+        let apply = |start: usize, row: &mut [T], scratch: &mut Vec<T>| self.epilogue.apply(start, row, &ops, scratch);
         depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, Some(&apply));
         outputs.push(out);
         Ok(())
+    }
+}
+
+/// `_FusedConv2DElementwise`: the convolution with the program run on each block of output
+/// rows right after the GEMM wrote it (frozen BatchNormalization, the activation and
+/// ResNet's residual `Add` + `Relu`, in cache).
+struct FusedConv<T> {
+    conv: Conv2D<T>,
+    epilogue: crate::fused::RowEpilogue<T>,
+}
+
+impl<T: GemmElement + Float + ferroflow_tensor::Element> OpKernel for FusedConv<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let dims = self.conv.output_dims(inputs)?;
+        let oc = dims[3].max(1);
+        let row_len = oc * (EPILOGUE_ROW / oc).max(1);
+        match self.epilogue.operands(&inputs[2..], &dims, row_len)? {
+            Some(ops) => {
+                let apply = |start: usize, block: &mut [T], scratch: &mut Vec<T>| {
+                    self.epilogue.apply(start, block, &ops, scratch)
+                };
+                outputs.push(self.conv.run(ctx, inputs, Some(&apply))?);
+                Ok(())
+            }
+            None => {
+                let out = self.conv.run(ctx, inputs, None)?;
+                self.epilogue.finish(ctx, out, &inputs[2..], outputs)
+            }
+        }
     }
 }
 
@@ -495,26 +710,10 @@ fn shape4(t: &Tensor, what: &str) -> KResult<[usize; 4]> {
 }
 
 /// im2col of an NHWC input: one row of `kh·kw·c` taps per output pixel (zeros in padding).
-fn im2col<T: Float>(x: &[T], [n, h, w, c]: [usize; 4], [ah, aw]: [Axis; 2]) -> Vec<T> {
-    let k = ah.window * aw.window * c;
-    let mut col = vec![T::ZERO; n * ah.output * aw.output * k];
-    let mut r = 0;
-    for b in 0..n {
-        for y in 0..ah.output {
-            for xo in 0..aw.output {
-                let row = &mut col[r * k..(r + 1) * k];
-                for ky in 0..ah.window {
-                    let Some(iy) = ah.source(y, ky) else { continue };
-                    for kx in 0..aw.window {
-                        let Some(ix) = aw.source(xo, kx) else { continue };
-                        let src = &x[((b * h + iy) * w + ix) * c..][..c];
-                        row[(ky * aw.window + kx) * c..][..c].copy_from_slice(src);
-                    }
-                }
-                r += 1;
-            }
-        }
-    }
+fn im2col<T: Float>(x: &[T], dims: [usize; 4], axes: [Axis; 2]) -> Vec<T> {
+    let k = axes[0].window * axes[1].window * dims[3];
+    let mut col = vec![T::ZERO; dims[0] * axes[0].output * axes[1].output * k];
+    im2col_rows(x, dims, axes, 0, &mut col);
     col
 }
 
@@ -771,9 +970,8 @@ fn k_pool_grad(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 pub(crate) fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let window = Window::from_node(d, true)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(Conv2D::<T> { window, scratch: Default::default() }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Conv2D::<T>::new(d)?) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -789,6 +987,14 @@ pub(crate) fn k_fused_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(FusedDepthwise::<T> { window, epilogue: crate::fused::RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
+}
+
+/// `_FusedConv2DElementwise`'s kernel (registered with the fused family).
+pub(crate) fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let n_args = d.int("N")?;
+    let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: crate::fused::RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise_backprop(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {

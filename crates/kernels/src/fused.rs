@@ -11,7 +11,9 @@ use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
 use rayon::prelude::*;
 
+use crate::conv::Conv2D;
 use crate::elementwise::{visit_binary, visit_unary, BinaryVisitor, UnaryVisitor};
+use crate::matmul::GemmElement;
 use crate::numeric::Float;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
@@ -136,16 +138,73 @@ impl<T: Float + Element> UnaryVisitor<T> for BiasAct<'_, T> {
 /// `v[r, j] = f(v[r, j] + b[j])` over rows of `b.len()`, split across the pool when large.
 fn bias_act<T: Float + Element>(ctx: &KernelContext, v: &mut [T], b: &[T], f: impl Fn(T) -> T + Sync + Copy) {
     let c = b.len();
-    let rows = |rows: &mut [T]| {
-        for row in rows.chunks_mut(c) {
-            row.iter_mut().zip(b).for_each(|(e, bv)| *e = f(e.add_w(*bv)));
-        }
-    };
     if v.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let per_task = (v.len() / c).div_ceil(ctx.threads() * 4).max(1);
-        ctx.install(|| v.par_chunks_mut(per_task * c).for_each(rows));
+        ctx.install(|| v.par_chunks_mut(per_task * c).for_each(|rows| add_bias(rows, b, f)));
     } else {
-        rows(v);
+        add_bias(v, b, f);
+    }
+}
+
+/// `v[r, j] = f(v[r, j] + b[j])` over the rows of `v`, on the calling thread.
+fn add_bias<T: Float + Element>(v: &mut [T], b: &[T], f: impl Fn(T) -> T) {
+    for row in v.chunks_mut(b.len()) {
+        row.iter_mut().zip(b).for_each(|(e, bv)| *e = f(e.add_w(*bv)));
+    }
+}
+
+/// `_FusedConv2D`: the convolution, with `+ bias` and the activation applied to each block of
+/// output rows right after the GEMM wrote it (in cache).
+struct FusedConvBias<T> {
+    conv: Conv2D<T>,
+    act: Activation,
+}
+
+/// Runs a [`FusedConvBias`] with a given activation.
+struct ConvBias<'a, T> {
+    conv: &'a Conv2D<T>,
+    ctx: &'a KernelContext<'a>,
+    inputs: &'a Inputs,
+    b: &'a [T],
+}
+
+impl<T: Float + Element + GemmElement> UnaryVisitor<T> for ConvBias<'_, T> {
+    type Out = KResult<Tensor>;
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> KResult<Tensor> {
+        let b = self.b;
+        self.conv.run(self.ctx, self.inputs, Some(&move |_, block: &mut [T], _: &mut Vec<T>| add_bias(block, b, f)))
+    }
+}
+
+impl<T: Float + Element + GemmElement> OpKernel for FusedConvBias<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let bias = inputs.swap_remove(2);
+        inputs.truncate(2);
+        let c = inputs[1].dims().last().copied().unwrap_or(0);
+        if bias.rank() != 1 || bias.len() != c {
+            return Err(invalid(format!(
+                "Must provide as many biases as the last dimension of the product: {:?} vs. {:?}",
+                bias.dims(),
+                inputs[1].dims()
+            )));
+        }
+        let b = bias.as_slice::<T>()?;
+        let run = ConvBias { conv: &self.conv, ctx, inputs, b };
+        let out = match self.act {
+            Activation::None => run.visit(|x: T| x)?,
+            Activation::Unary(f) => visit_unary::<T, _>(f, run)?,
+            Activation::LeakyRelu(a) => {
+                let alpha = T::from_f64(a);
+                let leaky = move |x: T| if x < T::ZERO { x * alpha } else { x };
+                self.conv.run(
+                    ctx,
+                    inputs,
+                    Some(&move |_, block: &mut [T], _: &mut Vec<T>| add_bias(block, b, leaky)),
+                )?
+            }
+        };
+        outputs.push(out);
+        Ok(())
     }
 }
 
@@ -164,9 +223,8 @@ fn k_fused_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     if d.int("num_host_args").unwrap_or(0) != 0 {
         return Err(invalid(format!("node '{}': _FusedConv2D with host_args is not supported", d.name)));
     }
-    let inner = crate::conv::k_conv2d(d)?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedContraction::<T> { inner, act, _t: Default::default() }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(FusedConvBias::<T> { conv: Conv2D::new(d)?, act }) as Box<dyn OpKernel>))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -425,18 +483,26 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
     }
 }
 
-/// A program applied in place to the rows of a contraction's output, the row being operand
-/// `a0` and the other operands per-channel vectors or scalars
-/// (`_FusedDepthwiseConv2dElementwise`'s epilogue).
+/// A program applied in place to blocks of a convolution's output, the output being operand
+/// `a0` and each other operand a per-channel vector, a scalar or a tensor of the output's
+/// shape (`_FusedDepthwiseConv2dElementwise`'s and `_FusedConv2DElementwise`'s epilogue).
 pub(crate) struct RowEpilogue<T> {
     ew: FusedElementwise<T>,
 }
 
-/// The operands of a [`RowEpilogue`] for rows of one length: each per-channel vector tiled to
-/// a row.
-pub(crate) struct RowOperands<T> {
-    tiles: Vec<Option<Vec<T>>>,
-    scalars: Vec<T>,
+/// One operand of a [`RowEpilogue`] as its blocks see it.
+enum RowOperand<'a, T> {
+    /// A per-channel vector tiled to one row.
+    Tile(Vec<T>),
+    Scalar(T),
+    /// The output's shape: the block's own elements.
+    Full(&'a [T]),
+}
+
+/// The operands of a [`RowEpilogue`] for one output, in rows of one length.
+pub(crate) struct RowOperands<'a, T> {
+    args: Vec<RowOperand<'a, T>>,
+    row_len: usize,
 }
 
 impl<T: Float + Element> RowEpilogue<T> {
@@ -445,44 +511,62 @@ impl<T: Float + Element> RowEpilogue<T> {
         Ok(RowEpilogue { ew: build_fused_elementwise::<T>(d, 1 + n_args)? })
     }
 
-    /// Checks that each of `args` is a scalar or a vector of the `channels` (`[C]`,
-    /// `[1, 1, 1, C]`), and tiles the vectors to rows of `row_len` (a multiple of `channels`).
-    pub(crate) fn operands(&self, args: &[Tensor], channels: usize, row_len: usize) -> KResult<RowOperands<T>> {
-        let mut tiles = Vec::with_capacity(args.len());
-        let mut scalars = Vec::with_capacity(args.len());
-        for (k, t) in args.iter().enumerate() {
+    /// The operands for an output of shape `out` (NHWC) processed in rows of `row_len`
+    /// elements (a multiple of the channels): each of `args` a scalar, a vector of the
+    /// channels (`[C]`, `[1, 1, 1, C]`) or of the output's shape. `None` when one is anything
+    /// else (the caller then runs the program after the convolution: [`RowEpilogue::finish`]).
+    pub(crate) fn operands<'a>(
+        &self,
+        args: &'a [Tensor],
+        out: &[usize],
+        row_len: usize,
+    ) -> KResult<Option<RowOperands<'a, T>>> {
+        let channels = out.last().copied().unwrap_or(0);
+        let mut ops = Vec::with_capacity(args.len());
+        for t in args {
             let v = t.as_slice::<T>()?;
             let trailing: Vec<usize> = t.dims().iter().skip_while(|&&d| d == 1).copied().collect();
-            if t.len() == 1 {
-                tiles.push(None);
-                scalars.push(v[0]);
+            ops.push(if t.len() == 1 {
+                RowOperand::Scalar(v[0])
+            } else if t.dims() == out {
+                RowOperand::Full(v)
             } else if trailing == [channels] {
-                tiles.push(Some(v.iter().copied().cycle().take(row_len).collect()));
-                scalars.push(T::ZERO);
+                RowOperand::Tile(v.iter().copied().cycle().take(row_len).collect())
             } else {
-                return Err(invalid(format!(
-                    "epilogue operand a{} has shape {:?}: it must be a scalar or a vector of the {channels} channels",
-                    k + 1,
-                    t.dims()
-                )));
-            }
-        }
-        Ok(RowOperands { tiles, scalars })
-    }
-
-    /// Runs the program over `row` in place; `scratch` is reused between calls.
-    pub(crate) fn apply(&self, row: &mut [T], ops: &RowOperands<T>, scratch: &mut Vec<T>) {
-        let len = row.len();
-        let mut views = Vec::with_capacity(1 + ops.tiles.len());
-        views.push(View::Scalar(T::ZERO)); // a0: the row itself (`reused`)
-        for (tile, &v) in ops.tiles.iter().zip(&ops.scalars) {
-            views.push(match tile {
-                Some(t) => View::Tiled(&t[..len]),
-                None => View::Scalar(v),
+                return Ok(None);
             });
         }
+        Ok(Some(RowOperands { args: ops, row_len }))
+    }
+
+    /// Runs the program in place over `block`, elements `start..` of the output (whole
+    /// channel groups); `scratch` is reused between calls.
+    pub(crate) fn apply(&self, start: usize, block: &mut [T], ops: &RowOperands<T>, scratch: &mut Vec<T>) {
+        let len = block.len().min(ops.row_len);
+        let mut views = Vec::with_capacity(1 + ops.args.len());
+        views.push(View::Scalar(T::ZERO)); // a0: the block itself (`reused`)
+        views.extend(ops.args.iter().map(|a| match a {
+            RowOperand::Tile(t) => View::Tiled(t),
+            RowOperand::Scalar(v) => View::Scalar(*v),
+            RowOperand::Full(v) => View::Full(v),
+        }));
         scratch.resize((self.ew.program.len() + 1) * len, T::ZERO);
-        self.ew.block(&views, Some(0), 0, row, scratch, len);
+        for (i, chunk) in block.chunks_mut(len.max(1)).enumerate() {
+            self.ew.block(&views, Some(0), start + i * len, chunk, scratch, len);
+        }
+    }
+
+    /// The program over the convolution's output `out` and `args` with general broadcasting
+    /// (when [`RowEpilogue::operands`] declined them).
+    pub(crate) fn finish(
+        &self,
+        ctx: &KernelContext,
+        out: Tensor,
+        args: &[Tensor],
+        outputs: &mut Outputs,
+    ) -> KResult<()> {
+        let mut inputs: Inputs = std::iter::once(out).chain(args.iter().cloned()).collect();
+        self.ew.compute(ctx, &mut inputs, outputs)
     }
 }
 
@@ -517,4 +601,5 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("_FusedConv2D", "T", &[DType::Float, DType::Double], k_fused_conv2d);
     r.register("_FusedElementwise", "T", &[DType::Float, DType::Double], k_fused_elementwise);
     r.register("_FusedDepthwiseConv2dElementwise", "T", &[DType::Float, DType::Double], crate::conv::k_fused_depthwise);
+    r.register("_FusedConv2DElementwise", "T", &[DType::Float, DType::Double], crate::conv::k_fused_conv);
 }

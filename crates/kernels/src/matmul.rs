@@ -81,6 +81,26 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
 /// crate, on the intra-op pool for large products; integers use a plain loop.
 pub(crate) fn product<T: GemmElement>(
     ctx: &KernelContext,
+    dims: (usize, usize, usize),
+    a: (&[T], usize, usize),
+    b: (&[T], usize, usize),
+    o: &mut [T],
+) {
+    product_on(Some(ctx), dims, a, b, o)
+}
+
+/// [`product`] on the calling thread (for callers that split the work themselves).
+pub(crate) fn product_serial<T: GemmElement>(
+    dims: (usize, usize, usize),
+    a: (&[T], usize, usize),
+    b: (&[T], usize, usize),
+    o: &mut [T],
+) {
+    product_on(None, dims, a, b, o)
+}
+
+fn product_on<T: GemmElement>(
+    ctx: Option<&KernelContext>,
     (m, n, k): (usize, usize, usize),
     (x, a_rs, a_cs): (&[T], usize, usize),
     (y, b_rs, b_cs): (&[T], usize, usize),
@@ -97,7 +117,10 @@ pub(crate) fn product<T: GemmElement>(
     }
     assert!(x.len() >= extent(m, a_rs, k, a_cs) && y.len() >= extent(k, b_rs, n, b_cs), "operands too small");
     if T::TUNED {
-        let threads = if m * n * k >= PARALLEL_MIN_FLOPS { ctx.threads() } else { 1 };
+        let threads = match ctx {
+            Some(ctx) if m * n * k >= PARALLEL_MIN_FLOPS => ctx.threads(),
+            _ => 1,
+        };
         let (xp, yp, op) = (SendPtr(x.as_ptr() as *mut T), SendPtr(y.as_ptr() as *mut T), SendPtr(o.as_mut_ptr()));
         // One `gemm` call on the block of rows [i0, i0+h) and columns [j0, j0+w) of the output.
         let block = |i0: usize, h: usize, j0: usize, w: usize| {
@@ -129,7 +152,7 @@ pub(crate) fn product<T: GemmElement>(
                 )
             }
         };
-        if threads > 1 {
+        if let (true, Some(ctx)) = (threads > 1, ctx) {
             // Split the output into one block per thread along its longer side (columns in
             // multiples of 16 to keep whole micro-kernel tiles): measured faster than the gemm
             // crate's own threading for the skinny products of training steps.

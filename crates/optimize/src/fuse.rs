@@ -61,7 +61,7 @@ impl Pass for ContractionFusion {
     }
 
     fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
-        let folded_pads = fold_pads(graph, ctx) | fuse_depthwise_epilogues(graph, ctx);
+        let folded_pads = fold_pads(graph, ctx) | fuse_conv_epilogues(graph, ctx);
         let edges = Edges::new(graph);
         let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
         let shape =
@@ -159,12 +159,16 @@ impl Pass for ContractionFusion {
     }
 }
 
-/// A `DepthwiseConv2dNative` whose one consumer is a `_FusedElementwise` taking it as operand
-/// `a0`, every other operand a scalar or a vector of the convolution's output channels,
-/// becomes `_FusedDepthwiseConv2dElementwise`: the program runs on each output row while it is
-/// in cache (MobileNet's depthwise convolution, frozen BatchNormalization and Relu6). Exact:
-/// the same program over the same values. The fused node keeps the `_FusedElementwise`'s name.
-fn fuse_depthwise_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
+/// A convolution whose one consumer is a `_FusedElementwise` taking it as operand `a0` becomes
+/// one node that runs the program on the convolution's output while it is in cache:
+/// `DepthwiseConv2dNative` → `_FusedDepthwiseConv2dElementwise` (every other operand a scalar
+/// or a vector of the output channels: MobileNet's frozen BatchNormalization and Relu6);
+/// `Conv2D` and `_FusedConv2D` (bias, optional activation) → `_FusedConv2DElementwise`
+/// (operands may also have the output's shape: ResNet's residual `Add` + `Relu`; the bias and
+/// activation become the program's first instructions, `Add` being `BiasAdd`'s addition).
+/// Exact: the same program over the same values. The fused node keeps the
+/// `_FusedElementwise`'s name.
+fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
     let edges = Edges::new(graph);
     let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
     let dims = |o: Output| shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims().map(<[_]>::to_vec));
@@ -174,42 +178,142 @@ fn fuse_depthwise_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         if e.op != "_FusedElementwise" || !e.control_inputs.is_empty() || e.inputs.is_empty() {
             continue;
         }
-        let conv = e.inputs[0];
+        // The convolution may be any operand (a residual join lists the shortcut first); it
+        // becomes `a0` by swapping it with the operand there.
+        let kind = |o: &Output| match graph.node(o.node).op.as_str() {
+            "DepthwiseConv2dNative" => Some(("_FusedDepthwiseConv2dElementwise", vec![])),
+            "Conv2D" => Some(("_FusedConv2DElementwise", vec![])),
+            "_FusedConv2D" => bias_prefix(graph.node(o.node)).map(|p| ("_FusedConv2DElementwise", p)),
+            _ => None,
+        };
+        let Some((at, (fused_op, prefix))) = e.inputs.iter().enumerate().find_map(|(i, o)| {
+            (o.index == 0 && e.inputs.iter().filter(|x| *x == o).count() == 1)
+                .then(|| kind(o).map(|k| (i, k)))
+                .flatten()
+        }) else {
+            continue;
+        };
+        let conv = e.inputs[at];
         let d = graph.node(conv.node);
-        if d.op != "DepthwiseConv2dNative"
-            || conv.index != 0
+        if conv.index != 0
             || string_attr(&d.attrs, "data_format").is_some_and(|f| f != "NHWC")
             || d.types.outputs[0] != e.types.outputs[0]
             || !edges.absorbable(graph, ctx, conv.node, &e.device)
         {
             continue;
         }
-        let Some(Some(channels)) = dims(conv).and_then(|d| d.last().copied()) else { continue };
-        let per_channel = e.inputs[1..].iter().all(|&o| {
+        let Some(out) = dims(conv) else { continue };
+        let Some(&Some(channels)) = out.last() else { continue };
+        // Per-channel vectors and scalars for the depthwise kernel; also the output's own
+        // shape for Conv2D's (the kernel checks the real shapes and broadcasts anything else
+        // after the convolution).
+        let full_ok = fused_op == "_FusedConv2DElementwise";
+        let fits = e.inputs[1..].iter().all(|&o| {
             dims(o).is_some_and(|d| {
                 let trailing: Vec<Option<usize>> = d.iter().copied().skip_while(|&x| x == Some(1)).collect();
-                trailing.is_empty() || trailing == [Some(channels)]
+                trailing.is_empty() || trailing == [Some(channels)] || (full_ok && d.len() == out.len())
             })
         });
-        if !per_channel || ctx.out_of_time() {
+        if !fits || ctx.out_of_time() {
             continue;
         }
-        let (d, e) = (graph.node(conv.node).clone(), graph.node(e_id).clone());
+        let (d, mut e) = (graph.node(conv.node).clone(), graph.node(e_id).clone());
+        let Some(lines) = program(&e) else { continue };
+        e.inputs.swap(0, at);
+        let lines: Vec<String> = lines.iter().map(|l| swap_program_args(l, at)).collect();
         let dtype = e.types.outputs[0];
         let mut attrs: Attrs = d.attrs.clone();
-        attrs.remove("_class");
-        attrs.insert("program".into(), e.attrs.get("program").cloned().unwrap_or_default());
-        attrs.insert("N".into(), attr::int(e.inputs.len() as i64 - 1));
+        for k in [
+            "_class",
+            "fused_ops",
+            "num_args",
+            "num_host_args",
+            "epsilon",
+            "leakyrelu_alpha",
+            "TArgs",
+            "use_cudnn_on_gpu",
+            "filter_format",
+        ] {
+            attrs.remove(k);
+        }
+        // `a0` becomes the prefix's result; the bias is the last operand.
+        let p = prefix.len();
+        let bias_arg = e.inputs.len();
+        let mut program: Vec<String> = prefix.iter().map(|l| l.replace("{bias}", &format!("a{bias_arg}"))).collect();
+        program.extend(lines.iter().map(|l| shift_program_line(l, p)));
+        attrs.insert("program".into(), attr::strings(&program.iter().map(String::as_str).collect::<Vec<_>>()));
+        let mut inputs: Vec<Output> =
+            [d.inputs[0], d.inputs[1]].into_iter().chain(e.inputs[1..].iter().copied()).collect();
+        if p > 0 {
+            inputs.push(d.inputs[2]);
+        }
+        attrs.insert("N".into(), attr::int(inputs.len() as i64 - 2));
         let n = graph.node_mut(e_id);
-        n.op = "_FusedDepthwiseConv2dElementwise".to_string();
-        n.inputs = [d.inputs[0], d.inputs[1]].into_iter().chain(e.inputs[1..].iter().copied()).collect();
-        n.types = NodeTypes { inputs: vec![dtype; n.inputs.len()], outputs: vec![dtype] };
+        n.op = fused_op.to_string();
+        n.types = NodeTypes { inputs: vec![dtype; inputs.len()], outputs: vec![dtype] };
+        n.inputs = inputs;
         n.attrs = attrs;
         n.experimental_type = None;
         ctx.report.fused.push((n.name.clone(), vec![d.name.clone()], n.op.clone()));
         fused = true;
     }
     fused
+}
+
+/// The program lines that replay a `_FusedConv2D`'s epilogue (`{bias}` standing for the bias
+/// operand): `Add a0 {bias}`, then its activation; `None` for epilogues a program cannot
+/// express (`LeakyRelu` carries an alpha).
+fn bias_prefix(d: &ferroflow_graph::Node) -> Option<Vec<String>> {
+    let ops: Vec<String> = match d.attrs.get("fused_ops").and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
+        _ => return None,
+    };
+    if d.inputs.len() != 3 || ops.first().map(String::as_str) != Some("BiasAdd") || ops.len() > 2 {
+        return None;
+    }
+    let mut lines = vec!["Add a0 {bias}".to_string()];
+    if let Some(act) = ops.get(1) {
+        if !matches!(elementwise(act), Some(Elementwise::Unary(_))) {
+            return None;
+        }
+        lines.push(format!("{act} r0"));
+    }
+    Some(lines)
+}
+
+/// A program line with operands `a0` and `a{k}` swapped.
+fn swap_program_args(line: &str, k: usize) -> String {
+    if k == 0 {
+        return line.to_string();
+    }
+    let (zero, other) = ("a0".to_string(), format!("a{k}"));
+    line.split_whitespace()
+        .enumerate()
+        .map(|(i, tok)| match tok {
+            t if i > 0 && t == zero => other.clone(),
+            t if i > 0 && t == other => zero.clone(),
+            t => t.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A program line with `p` instructions put before it: `a0` becomes `r{p-1}` and `rK`
+/// becomes `r{K+p}` (no change when `p` is 0).
+fn shift_program_line(line: &str, p: usize) -> String {
+    if p == 0 {
+        return line.to_string();
+    }
+    line.split_whitespace()
+        .enumerate()
+        .map(|(i, tok)| match (i, tok.split_at(1)) {
+            (0, _) => tok.to_string(),
+            (_, ("a", "0")) => format!("r{}", p - 1),
+            (_, ("r", k)) => k.parse::<usize>().map_or_else(|_| tok.to_string(), |k| format!("r{}", k + p)),
+            _ => tok.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Folds a zero `Pad` of the spatial axes into the `VALID` convolution that consumes it

@@ -1,8 +1,8 @@
 //! Ops the optimizer's fusion passes create: TensorFlow's `_FusedMatMul` and `_FusedConv2D`
 //! (same signatures, so TensorFlow's own optimized graphs import), and ferroflow's
 //! `_FusedElementwise` (a program of elementwise ops over N inputs) and
-//! `_FusedDepthwiseConv2dElementwise` (a depthwise convolution with such a program applied to
-//! its output rows).
+//! `_FusedDepthwiseConv2dElementwise` and `_FusedConv2DElementwise` (a convolution with such a
+//! program applied to its output while it is in cache).
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
 
@@ -73,6 +73,23 @@ pub fn defs() -> Vec<OpDef> {
             .attr("program: list(string)")
             .attrs(super::conv::DEPTHWISE_ATTRS)
             .shape(super::conv::depthwise_conv2d)
+            .gradient_unavailable(AFTER_GRADIENTS)
+            .build(),
+        // ferroflow's: a convolution whose output goes through an elementwise program block by
+        // block while it is in cache (`a0` = the convolution's output, `aK` = args[K-1]: a
+        // per-channel vector, a scalar or a tensor of the output's shape, anything else
+        // broadcast after the convolution) — frozen BatchNormalization, the activation and
+        // ResNet's residual join.
+        op("_FusedConv2DElementwise")
+            .input("input: T")
+            .input("filter: T")
+            .input("args: N * T")
+            .output("output: T")
+            .attr("T: {float, double}")
+            .attr("N: int >= 0")
+            .attr("program: list(string)")
+            .attrs(super::conv::DEPTHWISE_ATTRS)
+            .shape(super::conv::conv2d)
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
     ]

@@ -1,0 +1,266 @@
+//! Winograd's minimal filtering F(2×2, 3×3) for `Conv2D` with a 3×3 filter, stride 1 and no
+//! dilation (ResNet's 3×3 convolutions): each 2×2 block of output pixels ("tile") takes 16
+//! multiplies per input channel and output channel instead of 36, as 16 GEMMs.
+//!
+//! With `d` a tile's 4×4 input window, `g` the 3×3 filter of one (input, output) channel pair
+//! and `Bᵀ`, `G`, `Aᵀ` Lavin & Gray's matrices, the tile's output is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`.
+//! The transformed filter `U = G g Gᵀ` is 16 matrices `[C, K]`, made once per filter buffer;
+//! a block of `T` tiles is transformed to 16 matrices `V = Bᵀ d B` of `[T, C]`, multiplied
+//! (`M[ξ] = V[ξ] · U[ξ]`, `[T, K]`), and transformed back into output pixels. The transforms
+//! use only additions, subtractions and halvings; the rounding differs from the direct sum
+//! (reassociation), about as much as a different GEMM blocking does.
+use ferroflow_tensor::Tensor;
+
+use super::Axis;
+use crate::matmul::{product_serial, GemmElement};
+use crate::numeric::Float;
+
+/// The transformed filter: 16 matrices `[c, k]`, row-major, one after the other.
+pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize) -> Vec<T> {
+    let half = T::from_f64(0.5);
+    let mut u = vec![T::ZERO; 16 * c * k];
+    let ck = c * k;
+    for ci in 0..c {
+        for ko in 0..k {
+            // g[i][j] = f[((i * 3 + j) * c + ci) * k + ko]
+            let g = |i: usize, j: usize| f[((i * 3 + j) * c + ci) * k + ko];
+            // G g: 4×3.
+            let col = |j: usize| {
+                let (a, b, d) = (g(0, j), g(1, j), g(2, j));
+                [a, (a + b + d) * half, (a - b + d) * half, d]
+            };
+            let cols = [col(0), col(1), col(2)];
+            let gg: [[T; 3]; 4] = std::array::from_fn(|i| [cols[0][i], cols[1][i], cols[2][i]]);
+            // (G g) Gᵀ: 4×4.
+            for (i, row) in gg.iter().enumerate() {
+                let (a, b, d) = (row[0], row[1], row[2]);
+                let out = [a, (a + b + d) * half, (a - b + d) * half, d];
+                for (j, v) in out.into_iter().enumerate() {
+                    u[(i * 4 + j) * ck + ci * k + ko] = v;
+                }
+            }
+        }
+    }
+    u
+}
+
+/// A transformed filter kept by a kernel with the filter tensor it came from: holding a handle
+/// keeps that buffer alive and unwritable (tensors are copy-on-write), so the same data
+/// address means the same values.
+pub(super) struct FilterCache<T>(std::sync::Mutex<Option<(Tensor, std::sync::Arc<Vec<T>>)>>);
+
+impl<T> Default for FilterCache<T> {
+    fn default() -> Self {
+        FilterCache(Default::default())
+    }
+}
+
+impl<T: Float + ferroflow_tensor::Element> FilterCache<T> {
+    /// The transform of `filter` (`[3, 3, c, k]`), from the cache when it holds this buffer.
+    pub(super) fn get(
+        &self,
+        filter: &Tensor,
+        c: usize,
+        k: usize,
+    ) -> Result<std::sync::Arc<Vec<T>>, ferroflow_tensor::TensorError> {
+        let f = filter.as_slice::<T>()?;
+        let mut cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((t, u)) = cached.as_ref() {
+            if t.dims() == filter.dims() && t.as_slice::<T>()?.as_ptr() == f.as_ptr() {
+                return Ok(u.clone());
+            }
+        }
+        let u = std::sync::Arc::new(transform_filter(f, c, k));
+        *cached = Some((filter.clone(), u.clone()));
+        Ok(u)
+    }
+}
+
+/// The shapes of one Winograd convolution.
+#[derive(Clone, Copy)]
+pub(super) struct Plan {
+    pub n: usize,
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+    pub k: usize,
+    pub axes: [Axis; 2],
+}
+
+impl Plan {
+    /// Tile rows and tile columns per image.
+    pub(super) fn tiles(&self) -> (usize, usize) {
+        (self.axes[0].output.div_ceil(2), self.axes[1].output.div_ceil(2))
+    }
+
+    /// The output elements that tile rows `r0..r1` (counted over all images) cover: they are
+    /// contiguous in NHWC.
+    pub(super) fn output_range(&self, r0: usize, r1: usize) -> (usize, usize) {
+        let (th, _) = self.tiles();
+        let (oh, ow) = (self.axes[0].output, self.axes[1].output);
+        let row_of = |r: usize| (r / th) * oh + ((r % th) * 2).min(oh);
+        let start = row_of(r0);
+        // The end of tile row r1-1 (the last of an image may cover one output row).
+        let last = r1 - 1;
+        let end = (last / th) * oh + ((last % th) * 2 + 2).min(oh);
+        (start * ow * self.k, end * ow * self.k)
+    }
+}
+
+/// Scratch of one task: the block's `V` and `M` matrices.
+#[derive(Default)]
+pub(super) struct Scratch<T> {
+    v: Vec<T>,
+    m: Vec<T>,
+    zeros: Vec<T>,
+}
+
+/// Computes tile rows `r0..r1` into `out` (exactly [`Plan::output_range`] of them).
+pub(super) fn block<T: Float + GemmElement>(
+    p: &Plan,
+    x: &[T],
+    u: &[T],
+    (r0, r1): (usize, usize),
+    out: &mut [T],
+    s: &mut Scratch<T>,
+) {
+    let (th, tw) = p.tiles();
+    let (c, k) = (p.c, p.k);
+    let tiles = (r1 - r0) * tw;
+    s.v.resize(16 * tiles * c, T::ZERO);
+    s.m.resize(16 * tiles * k, T::ZERO);
+    if s.zeros.len() < c {
+        s.zeros.resize(c, T::ZERO);
+    }
+    let [ah, aw] = p.axes;
+    // Input transform, tile by tile.
+    for (t, r) in (r0..r1).flat_map(|r| (0..tw).map(move |tx| (r, tx))).enumerate() {
+        let (b, ty, tx) = (r.0 / th, r.0 % th, r.1);
+        let mut d: [&[T]; 16] = [&s.zeros[..c]; 16];
+        for i in 0..4 {
+            let Some(iy) = (ty * 2 + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
+            for j in 0..4 {
+                let Some(ix) = (tx * 2 + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
+                let at = ((b * p.h + iy) * p.w + ix) * c;
+                d[i * 4 + j] = &x[at..at + c];
+            }
+        }
+        input_transform(&d, &mut s.v, t * c, tiles * c, c);
+    }
+    for xi in 0..16 {
+        let v = &s.v[xi * tiles * c..(xi + 1) * tiles * c];
+        let m = &mut s.m[xi * tiles * k..(xi + 1) * tiles * k];
+        product_serial((tiles, k, c), (v, c, 1), (&u[xi * c * k..(xi + 1) * c * k], k, 1), m);
+    }
+    // Output transform, tile by tile, into the block's output rows.
+    let (oh, ow) = (ah.output, aw.output);
+    let (base, _) = p.output_range(r0, r1);
+    for (t, r) in (r0..r1).flat_map(|r| (0..tw).map(move |tx| (r, tx))).enumerate() {
+        let (b, ty, tx) = (r.0 / th, r.0 % th, r.1);
+        let rows = (oh - ty * 2).min(2);
+        let cols = (ow - tx * 2).min(2);
+        let mut dst: [usize; 4] = [usize::MAX; 4];
+        for i in 0..rows {
+            for j in 0..cols {
+                dst[i * 2 + j] = ((b * oh + ty * 2 + i) * ow + tx * 2 + j) * k - base;
+            }
+        }
+        output_transform(&s.m, t * k, tiles * k, k, dst, out);
+    }
+}
+
+/// `V = Bᵀ d B` of one tile for every channel: `v[ξ * stride + at + ch]`.
+fn input_transform<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
+            input_transform_impl(d, v, at, stride, c)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { avx2(d, v, at, stride, c) };
+        }
+    }
+    input_transform_impl(d, v, at, stride, c)
+}
+
+#[inline(always)]
+fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
+    const L: usize = 8;
+    let mut ch = 0;
+    while ch < c {
+        let lanes = L.min(c - ch);
+        // Bᵀ d: rows combine as (d0 - d2, d1 + d2, d2 - d1, d1 - d3), per column.
+        let mut t = [[[T::ZERO; L]; 4]; 4];
+        for j in 0..4 {
+            for l in 0..lanes {
+                let (d0, d1, d2, d3) = (d[j][ch + l], d[4 + j][ch + l], d[8 + j][ch + l], d[12 + j][ch + l]);
+                t[0][j][l] = d0 - d2;
+                t[1][j][l] = d1 + d2;
+                t[2][j][l] = d2 - d1;
+                t[3][j][l] = d1 - d3;
+            }
+        }
+        // (Bᵀ d) B: the same along each row.
+        for (i, row) in t.iter().enumerate() {
+            for l in 0..lanes {
+                let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
+                let out = [a0 - a2, a1 + a2, a2 - a1, a1 - a3];
+                for (j, val) in out.into_iter().enumerate() {
+                    v[(i * 4 + j) * stride + at + ch + l] = val;
+                }
+            }
+        }
+        ch += lanes;
+    }
+}
+
+/// `Y = Aᵀ M A` of one tile for every output channel, written to the (up to 4) output pixels
+/// at `dst` offsets (`usize::MAX`: outside the output).
+fn output_transform<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
+            output_transform_impl(m, at, stride, k, dst, out)
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { avx2(m, at, stride, k, dst, out) };
+        }
+    }
+    output_transform_impl(m, at, stride, k, dst, out)
+}
+
+#[inline(always)]
+fn output_transform_impl<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
+    const L: usize = 8;
+    let mut ko = 0;
+    while ko < k {
+        let lanes = L.min(k - ko);
+        // Aᵀ M: rows combine as (m0 + m1 + m2, m1 - m2 - m3), per column.
+        let mut t = [[[T::ZERO; L]; 4]; 2];
+        for j in 0..4 {
+            for l in 0..lanes {
+                let e = |i: usize| m[(i * 4 + j) * stride + at + ko + l];
+                let (m0, m1, m2, m3) = (e(0), e(1), e(2), e(3));
+                t[0][j][l] = m0 + m1 + m2;
+                t[1][j][l] = m1 - m2 - m3;
+            }
+        }
+        for (i, row) in t.iter().enumerate() {
+            let (y0, y1) = (dst[i * 2], dst[i * 2 + 1]);
+            for l in 0..lanes {
+                let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
+                if y0 != usize::MAX {
+                    out[y0 + ko + l] = a0 + a1 + a2;
+                }
+                if y1 != usize::MAX {
+                    out[y1 + ko + l] = a1 - a2 - a3;
+                }
+            }
+        }
+        ko += lanes;
+    }
+}
