@@ -276,7 +276,7 @@ impl Session {
     ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
         let step = StepControl::new(cancel.cloned(), options.timeout_in_ms.max(0) as u64);
         let trace = options.trace_level != run_options::TraceLevel::NoTrace as i32;
-        let tracer = trace.then(crate::trace::Tracer::new);
+        let tracer = trace.then(|| crate::trace::Tracer::new(plan.len()));
         let out = self.execute(plan, feeds, tracer.as_ref(), &step)?;
         let mut meta = RunMetadata::default();
         if let Some(t) = tracer {

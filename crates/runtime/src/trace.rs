@@ -63,12 +63,13 @@ pub(crate) struct Timing {
 }
 
 impl Tracer {
-    pub(crate) fn new() -> Tracer {
+    /// A tracer for a step of about `nodes` nodes (its records are reserved up front).
+    pub(crate) fn new(nodes: usize) -> Tracer {
         // Calibrated once per process, before the step's first reading.
         let _ = ferroflow_profiler::clock::ns_per_tick();
         let origin = ferroflow_profiler::clock::ticks();
         let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-        Tracer { wall_ns, origin, records: Mutex::new(Vec::new()) }
+        Tracer { wall_ns, origin, records: Mutex::new(Vec::with_capacity(nodes)) }
     }
 
     /// Now, in clock ticks (turned into ns since the epoch by `finish`).
@@ -105,16 +106,21 @@ impl Tracer {
         }
         drop(registered);
         // One DeviceStepStats per device the nodes ran on (`device` for unplaced nodes).
-        let mut by_device: BTreeMap<String, Vec<NodeExecStats>> = BTreeMap::new();
+        let mut by_device: BTreeMap<&str, Vec<NodeExecStats>> = BTreeMap::new();
+        let count = records.len();
         for r in records {
-            let d = &graph.node(r.node).device;
-            let d = if d.is_empty() { device.to_string() } else { d.clone() };
+            let d = graph.node(r.node).device.as_str();
+            let d = if d.is_empty() { device } else { d };
             let label = labels[r.node].clone();
-            by_device.entry(d).or_default().push(stats(graph, r, label));
+            by_device.entry(d).or_insert_with(|| Vec::with_capacity(count)).push(stats(graph, r, label));
         }
         let dev_stats = by_device
             .into_iter()
-            .map(|(device, node_stats)| DeviceStepStats { device, node_stats, thread_names: thread_names.clone() })
+            .map(|(device, node_stats)| DeviceStepStats {
+                device: device.to_string(),
+                node_stats,
+                thread_names: thread_names.clone(),
+            })
             .collect();
         StepStats { dev_stats }
     }

@@ -89,8 +89,12 @@ fn extend_table(crc: u32, data: &[u8]) -> u32 {
 /// TensorFlow's masked CRC: rotate right by 15 bits and add a constant (so a CRC stored next
 /// to the data it covers does not look like data).
 pub fn masked_crc32c(data: &[u8]) -> u32 {
-    let c = crc32c(data);
-    c.rotate_right(15).wrapping_add(0xa282_ead8)
+    mask(crc32c(data))
+}
+
+/// TensorFlow's mask of a CRC-32C (see [`masked_crc32c`]).
+pub fn mask(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 #[cfg(test)]
