@@ -80,7 +80,7 @@ fn epilogue(d: &NodeDesc) -> KResult<Activation> {
     })
 }
 
-/// A contraction (MatMul or Conv2D kernel) followed by `+ bias` over the last axis and an
+/// A MatMul (`_FusedMatMul`; `_FusedConv2D` is [`FusedConvBias`]) followed by `+ bias` over the last axis and an
 /// activation, applied to each output row right after the contraction.
 struct FusedContraction<T> {
     inner: Box<dyn OpKernel>,
