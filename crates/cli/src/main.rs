@@ -266,8 +266,8 @@ enum Command {
     },
     /// Time a graph (TensorFlow's benchmark_model): load it once, run it --warmup times, then
     /// --runs times, and print the per-run latency; the last line is `median_ms=<v> min_ms=<v>
-    /// max_ms=<v> peak_rss_mb=<v>`. With --profile, also the time per op type (from step stats
-    /// of the same runs, traced after the timed ones).
+    /// max_ms=<v> peak_rss_mb=<v>`. With --profile, also the time per op type and the slowest
+    /// nodes (from step stats of the same runs, traced after the timed ones).
     Benchmark {
         /// The graph file (.pb or .pbtxt).
         graph: PathBuf,
@@ -295,7 +295,7 @@ enum Command {
         /// Run the graph as written (no optimizer).
         #[arg(long)]
         no_optimize: bool,
-        /// Also print the time per op type.
+        /// Also print the time per op type and the 25 slowest nodes.
         #[arg(long)]
         profile: bool,
     },
@@ -971,14 +971,24 @@ fn benchmark(
             ..Default::default()
         };
         let mut by_op: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+        let mut by_node: std::collections::HashMap<String, (f64, String)> = std::collections::HashMap::new();
         for _ in 0..traced {
             let (_, meta) = sess.run_plan_with_options(&plan, &values, &options)?;
             for dev in meta.step_stats.iter().flat_map(|s| &s.dev_stats) {
                 for n in &dev.node_stats {
                     let op = plan.graph().find(&n.node_name).map_or("?", |id| plan.graph().node(id).op.as_str());
                     let e = by_op.entry(op.to_string()).or_default();
-                    e.0 += (n.op_end_rel_nanos - n.op_start_rel_nanos).max(0) as f64 / 1e6;
+                    let t = (n.op_end_rel_nanos - n.op_start_rel_nanos).max(0) as f64 / 1e6;
+                    e.0 += t;
                     e.1 += 1;
+                    let shape = n
+                        .output
+                        .first()
+                        .and_then(|o| o.tensor_description.as_ref()?.shape.as_ref())
+                        .map(|s| format!("{:?}", s.dim.iter().map(|d| d.size).collect::<Vec<_>>()))
+                        .unwrap_or_default();
+                    let e = by_node.entry(n.node_name.clone()).or_insert_with(|| (0.0, format!("{op} {shape}")));
+                    e.0 += t;
                 }
             }
         }
@@ -990,6 +1000,12 @@ fn benchmark(
         for (op, t, n) in rows {
             out!("  {op:<28} {:>10.3} {:>6.1}% {:>6}", t / traced as f64, 100.0 * t / total.max(1e-12), n / traced);
         }
+        let mut nodes: Vec<(String, f64, String)> = by_node.into_iter().map(|(k, (t, what))| (k, t, what)).collect();
+        nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out!("slowest nodes (ms/run, share, op and first output's shape):");
+        for (name, t, what) in nodes.iter().take(PROFILE_TOP_NODES) {
+            out!("  {name:<40} {:>10.3} {:>6.1}%  {what}", t / traced as f64, 100.0 * t / total.max(1e-12));
+        }
     }
     out!(
         "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1}",
@@ -1000,6 +1016,9 @@ fn benchmark(
     );
     Ok(())
 }
+
+/// How many of the slowest nodes `benchmark --profile` lists.
+const PROFILE_TOP_NODES: usize = 25;
 
 fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values: usize) -> Result<()> {
     let prefix = checkpoint_prefix(prefix)?;

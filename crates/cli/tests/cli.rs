@@ -777,3 +777,28 @@ fn saved_models_of_every_kind_run_and_inspect_through_the_cli() {
     assert!(err.contains("ferroflow cannot run: BesselI0e") && err.contains("MatrixDeterminant"), "{err}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// `benchmark`: the last line's four figures, and with `--profile` the per-op-type table and
+/// the slowest nodes (each a node of the optimized graph with its op and output shape).
+#[test]
+fn benchmark_prints_latency_and_the_profile() {
+    let mlp = fixtures().join("mlp.pb");
+    let inputs = fixtures().join("mlp.inputs.npz");
+    let args = ["benchmark", mlp.to_str().unwrap(), "--inputs", inputs.to_str().unwrap(), "--fetch", "Identity:0"];
+    let out = run(&[&args[..], &["--runs", "3", "--warmup", "1", "--intra-op-threads", "1", "--profile"]].concat());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default();
+    let keys: Vec<&str> = last.split(' ').map(|kv| kv.split('=').next().unwrap_or_default()).collect();
+    assert_eq!(keys, ["median_ms", "min_ms", "max_ms", "peak_rss_mb"], "{stdout}");
+    for kv in last.split(' ') {
+        let v: f64 = kv.split('=').nth(1).and_then(|v| v.parse().ok()).unwrap_or(-1.0);
+        assert!(v > 0.0, "{kv} in {stdout}");
+    }
+    let (table, nodes) = stdout.split_once("slowest nodes").unwrap_or_else(|| panic!("{stdout}"));
+    assert!(table.contains("time per op type") && table.contains("_FusedMatMul"), "{stdout}");
+    // A `_FusedMatMul` of the MLP, with its [batch, units] output shape.
+    assert!(nodes.lines().any(|l| l.contains("_FusedMatMul [") && l.contains('%')), "{stdout}");
+    let e = error_of(&[&args[..], &["--runs", "0"]].concat());
+    assert!(e.contains("runs"), "{e}");
+}

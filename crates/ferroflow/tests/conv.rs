@@ -1,5 +1,6 @@
 //! `Conv2D`'s algorithms against a direct convolution in f64: Winograd F(2×2, 3×3) (3×3,
-//! stride 1, 16 or more channels each way, 2,048 tiles or more), im2col blocks and the
+//! stride 1, 16 or more channels each way, 32 tiles or more; in blocks of tile rows, and phase
+//! by phase when two threads get too few tiles for blocks), im2col blocks and the
 //! pointwise path, with SAME,
 //! VALID and explicit padding, odd sizes (partial tiles), one and two intra-op threads, and
 //! batches spanning several blocks.
@@ -49,13 +50,16 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
     // (input [n, h, w, c], filter [kh, kw, k], stride, padding, leading pads, output size)
     type Case = ([usize; 4], [usize; 3], usize, &'static str, Vec<i64>, (usize, usize), (usize, usize));
     let cases: Vec<Case> = vec![
-        // Winograd (2,048 tiles or more).
+        // Winograd in blocks (many tiles).
         ([8, 32, 31, 16], [3, 3, 24], 1, "SAME", vec![], (1, 1), (32, 31)),
         ([5, 46, 46, 16], [3, 3, 16], 1, "VALID", vec![], (0, 0), (44, 44)),
         ([9, 30, 29, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (31, 30)),
-        // im2col + GEMM.
+        // Winograd phase by phase on 2 threads (36 and 42 tiles).
         ([3, 5, 6, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (6, 7)),
-        ([40, 6, 5, 16], [3, 3, 20], 1, "SAME", vec![], (1, 1), (6, 5)),
+        ([1, 13, 11, 32], [3, 3, 24], 1, "SAME", vec![], (1, 1), (13, 11)),
+        // im2col + GEMM.
+        ([1, 5, 6, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (6, 7)),
+        ([40, 6, 5, 8], [3, 3, 20], 1, "SAME", vec![], (1, 1), (6, 5)),
         ([2, 9, 7, 8], [3, 3, 24], 1, "SAME", vec![], (1, 1), (9, 7)),
         ([2, 9, 7, 16], [3, 3, 24], 2, "SAME", vec![], (1, 1), (5, 4)),
         ([30, 9, 7, 12], [1, 1, 20], 1, "VALID", vec![], (0, 0), (9, 7)),

@@ -586,7 +586,8 @@ fn depthwise_convolution_and_its_batch_norm_fuse_exactly() {
 /// its *first* operand, and `Relu` fuse into one `_FusedConv2DElementwise` (the bias, then the
 /// program, on each block of output rows); a 1×1 `Conv2D` with its BatchNormalization and
 /// `Relu6` too. Bit-identical to the unfused graph, through the Winograd path (3×3, stride 1,
-/// 16 channels), the pointwise path and a strided im2col one; odd spatial sizes leave partial
+/// 16 channels; batch 3's 60 tiles run phase by phase on 2 threads) and im2col (batch 1's 20
+/// tiles), the pointwise path and a strided im2col one; odd spatial sizes leave partial
 /// Winograd tiles.
 #[test]
 fn convolution_batch_norm_and_residual_join_fuse_exactly() {

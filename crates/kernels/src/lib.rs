@@ -92,6 +92,21 @@ pub enum KernelError {
 /// Shorthand for kernel results.
 pub type KResult<T> = Result<T, KernelError>;
 
+/// A raw pointer handed to the threads of one kernel, each of which touches a disjoint part of
+/// the buffer behind it (or only reads it).
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+// SAFETY: only used to give threads disjoint parts of an exclusively borrowed buffer to write,
+// or shared read-only access; every user states which at its `unsafe` block.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the whole `SendPtr`, which is `Sync`).
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Builds an `InvalidArgument` error.
 pub(crate) fn invalid(msg: impl Into<String>) -> KernelError {
     KernelError::InvalidArgument(msg.into())

@@ -4,20 +4,7 @@ use ferroflow_tensor::{DType, Tensor};
 
 use crate::indexing::strides_of;
 use crate::numeric::Num;
-use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
-
-/// A pointer handed to the threads that each write a disjoint block of one output.
-#[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
-// SAFETY: only used to give disjoint output blocks (and shared read-only inputs) to threads.
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
-impl<T> SendPtr<T> {
-    /// The pointer (a method, so closures capture the whole `SendPtr`).
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs, SendPtr};
 
 /// Multiply-adds below which a product stays on one thread (threading costs more).
 const PARALLEL_MIN_FLOPS: usize = 1 << 18;

@@ -10,6 +10,7 @@ use ferroflow_tensor::{DType, Element, Tensor};
 
 use crate::elementwise::FLOATS;
 use crate::numeric::Float;
+use crate::SendPtr;
 use std::sync::{Arc, RwLockWriteGuard};
 
 use crate::resource::{var_from_handle, Variable};
@@ -48,19 +49,6 @@ struct Apply {
     dtype: DType,
     nesterov: bool,
     update_slots: bool,
-}
-
-/// A raw pointer that may cross threads: each thread touches a disjoint range.
-#[derive(Clone, Copy)]
-struct Ptr<T>(*mut T);
-// SAFETY: only used to hand disjoint sub-slices of exclusively borrowed buffers to threads.
-unsafe impl<T> Send for Ptr<T> {}
-unsafe impl<T> Sync for Ptr<T> {}
-impl<T> Ptr<T> {
-    /// The pointer (a method, so closures capture the whole `Ptr`, which is `Sync`).
-    fn get(self) -> *mut T {
-        self.0
-    }
 }
 
 /// Elements per parallel chunk (and the size below which updates stay on one thread).
@@ -181,7 +169,7 @@ impl Apply {
         for &i in &order {
             guards[i] = Some(vars[i].lock());
         }
-        let mut ptrs: Vec<Ptr<T>> = Vec::with_capacity(3);
+        let mut ptrs: Vec<SendPtr<T>> = Vec::with_capacity(3);
         for (i, guard) in guards.iter_mut().enumerate() {
             let key = inputs[i].resource_key().unwrap_or("?");
             let t = guard.as_mut().expect("locked").as_mut().ok_or_else(|| {
@@ -194,11 +182,11 @@ impl Apply {
                 )));
             }
             // Copies first if a value read earlier in the step still shares the buffer.
-            ptrs.push(Ptr(t.as_mut_slice::<T>()?.as_mut_ptr()));
+            ptrs.push(SendPtr(t.as_mut_slice::<T>()?.as_mut_ptr()));
         }
         let n = g.len();
         let (w, s0, s1) = (ptrs[0], ptrs.get(1).copied(), ptrs.get(2).copied());
-        let gp = Ptr(g.as_ptr() as *mut T);
+        let gp = SendPtr(g.as_ptr() as *mut T);
         let h = &h;
         let range = |lo: usize, hi: usize| {
             let len = hi - lo;
@@ -206,7 +194,7 @@ impl Apply {
             // buffers are exclusively ours under the write locks, distinct variables (checked),
             // and ranges given to different threads never overlap.
             unsafe {
-                let slot = |p: Option<Ptr<T>>| match p {
+                let slot = |p: Option<SendPtr<T>>| match p {
                     Some(p) => std::slice::from_raw_parts_mut(p.get().add(lo), len),
                     None => &mut [][..],
                 };

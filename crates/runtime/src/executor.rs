@@ -101,6 +101,7 @@ struct Running(AtomicU32);
 unsafe impl Sync for RunState<'_> {}
 
 impl RunState<'_> {
+    #[inline(always)]
     fn read_input(&self, src: Source) -> Tensor {
         match src {
             Source::Feed(i) => self.feeds[i].clone(),

@@ -205,6 +205,7 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
+    #[inline]
     fn count(&self) -> &AtomicUsize {
         // SAFETY: the block starts with an initialised AtomicUsize (written in `alloc_len`)
         // and is 64-byte aligned, which satisfies AtomicUsize's alignment; it lives as long
@@ -212,6 +213,7 @@ impl Buffer {
         unsafe { &*(self.block.as_ptr() as *const AtomicUsize) }
     }
 
+    #[inline]
     fn data(&self) -> *mut u8 {
         // SAFETY: every block is at least HEADER + len bytes long.
         unsafe { self.block.as_ptr().add(HEADER) }
@@ -361,16 +363,19 @@ impl Buffer {
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when the buffer holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the data region holds `len` initialised bytes for as long as this handle
         // lives, and is not written while shared (see get_mut).
@@ -378,11 +383,13 @@ impl Buffer {
     }
 
     /// Pointer to the first byte (64-byte aligned).
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.data()
     }
 
     /// True when no other handle shares these bytes.
+    #[inline]
     pub fn is_unique(&self) -> bool {
         // Acquire pairs with the Release decrement of handles dropped on other threads, so
         // their reads of the bytes happen before any write we make next.
@@ -390,6 +397,7 @@ impl Buffer {
     }
 
     /// The bytes, mutably, if this is the only handle to them.
+    #[inline]
     pub fn get_mut(&mut self) -> Option<&mut [u8]> {
         if !self.is_unique() {
             return None;
@@ -409,6 +417,7 @@ impl Buffer {
 }
 
 impl Clone for Buffer {
+    #[inline]
     fn clone(&self) -> Buffer {
         // Relaxed, as in Arc: a new handle can only be made from an existing one.
         let old = self.count().fetch_add(1, Ordering::Relaxed);

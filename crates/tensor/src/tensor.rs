@@ -246,26 +246,31 @@ impl Tensor {
     }
 
     /// The element type.
+    #[inline]
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
     /// The dimensions.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.dims
     }
 
     /// The rank (number of dimensions).
+    #[inline]
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
 
     /// The number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         self.dims.iter().product()
     }
 
     /// True when the tensor has no elements.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -280,6 +285,7 @@ impl Tensor {
     }
 
     /// The raw little-endian bytes of a fixed-size dtype.
+    #[inline]
     pub fn as_bytes(&self) -> Result<&[u8], TensorError> {
         match &self.storage {
             Storage::Bytes(b) => Ok(b.as_slice()),

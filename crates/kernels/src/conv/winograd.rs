@@ -14,6 +14,7 @@ use ferroflow_tensor::Tensor;
 use super::Axis;
 use crate::matmul::{product_serial, GemmElement};
 use crate::numeric::Float;
+use crate::SendPtr;
 
 /// The transformed filter: 16 matrices `[c, k]`, row-major, one after the other.
 pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize) -> Vec<T> {
@@ -115,7 +116,8 @@ pub(super) struct Scratch<T> {
     zeros: Vec<T>,
 }
 
-/// Computes tile rows `r0..r1` into `out` (exactly [`Plan::output_range`] of them).
+/// Computes tile rows `r0..r1` into `out` (exactly [`Plan::output_range`] of them): the three
+/// phases on the calling thread.
 pub(super) fn block<T: Float + GemmElement>(
     p: &Plan,
     x: &[T],
@@ -124,69 +126,168 @@ pub(super) fn block<T: Float + GemmElement>(
     out: &mut [T],
     s: &mut Scratch<T>,
 ) {
-    let (th, tw) = p.tiles();
-    let (c, k) = (p.c, p.k);
-    let tiles = (r1 - r0) * tw;
-    s.v.resize(16 * tiles * c, T::ZERO);
-    s.m.resize(16 * tiles * k, T::ZERO);
-    if s.zeros.len() < c {
-        s.zeros.resize(c, T::ZERO);
-    }
-    let [ah, aw] = p.axes;
-    // Input transform, tile by tile.
-    for (t, r) in (r0..r1).flat_map(|r| (0..tw).map(move |tx| (r, tx))).enumerate() {
-        let (b, ty, tx) = (r.0 / th, r.0 % th, r.1);
-        let mut d: [&[T]; 16] = [&s.zeros[..c]; 16];
-        for i in 0..4 {
-            let Some(iy) = (ty * 2 + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
-            for j in 0..4 {
-                let Some(ix) = (tx * 2 + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
-                let at = ((b * p.h + iy) * p.w + ix) * c;
-                d[i * 4 + j] = &x[at..at + c];
-            }
-        }
-        input_transform(&d, &mut s.v, t * c, tiles * c, c);
-    }
+    s.reserve(p, r1 - r0);
+    let tiles = (r1 - r0) * p.tiles().1;
+    // SAFETY: `reserve` sized `v` for the block's tiles, and this thread alone writes it.
+    unsafe { transform_input(p, x, (r0, r1), r0, tiles, s.v.as_mut_ptr(), &s.zeros) };
     for xi in 0..16 {
-        let v = &s.v[xi * tiles * c..(xi + 1) * tiles * c];
-        let m = &mut s.m[xi * tiles * k..(xi + 1) * tiles * k];
-        product_serial((tiles, k, c), (v, c, 1), (&u[xi * c * k..(xi + 1) * c * k], k, 1), m);
+        multiply(p, u, xi, tiles, &s.v, &mut s.m[xi * tiles * p.k..(xi + 1) * tiles * p.k]);
     }
-    // Output transform, tile by tile, into the block's output rows.
-    let (oh, ow) = (ah.output, aw.output);
-    let (base, _) = p.output_range(r0, r1);
-    for (t, r) in (r0..r1).flat_map(|r| (0..tw).map(move |tx| (r, tx))).enumerate() {
-        let (b, ty, tx) = (r.0 / th, r.0 % th, r.1);
-        let rows = (oh - ty * 2).min(2);
-        let cols = (ow - tx * 2).min(2);
-        let mut dst: [usize; 4] = [usize::MAX; 4];
-        for i in 0..rows {
-            for j in 0..cols {
-                dst[i * 2 + j] = ((b * oh + ty * 2 + i) * ow + tx * 2 + j) * k - base;
-            }
+    transform_output(p, &s.m, (r0, r1), r0, tiles, out);
+}
+
+impl<T: Float> Scratch<T> {
+    /// Sizes the matrices for `rows` tile rows.
+    pub(super) fn reserve(&mut self, p: &Plan, rows: usize) {
+        let tiles = rows * p.tiles().1;
+        self.v.resize(16 * tiles * p.c, T::ZERO);
+        self.m.resize(16 * tiles * p.k, T::ZERO);
+        if self.zeros.len() < p.c {
+            self.zeros.resize(p.c, T::ZERO);
         }
-        output_transform(&s.m, t * k, tiles * k, k, dst, out);
+    }
+}
+
+/// The whole convolution in three phases, each split across the intra-op pool: the input
+/// transform by tile rows, the 16 GEMMs (one task each, every tile at once: full-size
+/// products, and each transformed filter packed once), the output transform and `finish` by
+/// tile rows. For convolutions with too few tiles to give every thread blocks of its own
+/// (batch 1), where splitting the tiles would leave 16 tiny GEMMs per block.
+pub(super) fn phased<T: Float + GemmElement>(
+    p: &Plan,
+    x: &[T],
+    u: &[T],
+    out: &mut [T],
+    s: &mut Scratch<T>,
+    parts: usize,
+    finish: &(dyn Fn(usize, &mut [T]) + Sync),
+) {
+    use rayon::prelude::*;
+    let (th, tw) = p.tiles();
+    let total = p.n * th;
+    s.reserve(p, total);
+    let tiles = total * tw;
+    let per_part = total.div_ceil(parts.max(1));
+    let ranges: Vec<(usize, usize)> = (0..total).step_by(per_part).map(|r| (r, (r + per_part).min(total))).collect();
+    let v = SendPtr(s.v.as_mut_ptr());
+    let zeros = &s.zeros;
+    ranges.par_iter().for_each(|&rows| {
+        // SAFETY: `reserve` sized `v` for every tile; the ranges are disjoint, so each
+        // task writes its own tiles' entries only.
+        unsafe { transform_input(p, x, rows, 0, tiles, v.get(), zeros) }
+    });
+    let vs = &s.v;
+    s.m.par_chunks_mut(tiles * p.k).enumerate().for_each(|(xi, m)| multiply(p, u, xi, tiles, vs, m));
+    let mut parts_out = Vec::with_capacity(ranges.len());
+    let mut rest = out;
+    for &(r0, r1) in &ranges {
+        let (start, end) = p.output_range(r0, r1);
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+        parts_out.push((r0, r1, start, head));
+        rest = tail;
+    }
+    let m = &s.m;
+    parts_out.into_par_iter().for_each(|(r0, r1, start, dst)| {
+        transform_output(p, m, (r0, r1), 0, tiles, dst);
+        finish(start, dst);
+    });
+}
+
+/// `M[ξ] = V[ξ] · U[ξ]` for the `tiles` tiles of `v`.
+fn multiply<T: GemmElement>(p: &Plan, u: &[T], xi: usize, tiles: usize, v: &[T], m: &mut [T]) {
+    let (c, k) = (p.c, p.k);
+    let v = &v[xi * tiles * c..(xi + 1) * tiles * c];
+    product_serial((tiles, k, c), (v, c, 1), (&u[xi * c * k..(xi + 1) * c * k], k, 1), m);
+}
+
+/// The input transform of tile rows `r0..r1` into `v`, whose tile 0 is the first of tile row
+/// `base` and whose 16 matrices hold `tiles` tiles each.
+///
+/// # Safety
+/// `v` must be valid for `16 * tiles * c` writes, with no other thread touching the entries
+/// of these tile rows.
+unsafe fn transform_input<T: Float>(
+    p: &Plan,
+    x: &[T],
+    (r0, r1): (usize, usize),
+    base: usize,
+    tiles: usize,
+    v: *mut T,
+    zeros: &[T],
+) {
+    let (th, tw) = p.tiles();
+    let c = p.c;
+    let [ah, aw] = p.axes;
+    for r in r0..r1 {
+        for tx in 0..tw {
+            let (b, ty) = (r / th, r % th);
+            let t = (r - base) * tw + tx;
+            let mut d: [&[T]; 16] = [&zeros[..c]; 16];
+            for i in 0..4 {
+                let Some(iy) = (ty * 2 + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
+                for j in 0..4 {
+                    let Some(ix) = (tx * 2 + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
+                    let at = ((b * p.h + iy) * p.w + ix) * c;
+                    d[i * 4 + j] = &x[at..at + c];
+                }
+            }
+            // SAFETY: tile t < tiles, so its 16 ranges lie in `v` (the caller's contract).
+            unsafe { input_transform(&d, v, t * c, tiles * c, c) };
+        }
+    }
+}
+
+/// The output transform of tile rows `r0..r1` from `m` (laid out as in [`transform_input`])
+/// into `out`, which starts at the first output element of tile row `r0`.
+fn transform_output<T: Float>(p: &Plan, m: &[T], (r0, r1): (usize, usize), base: usize, tiles: usize, out: &mut [T]) {
+    let (th, tw) = p.tiles();
+    let k = p.k;
+    let [ah, aw] = p.axes;
+    let (oh, ow) = (ah.output, aw.output);
+    let (first, _) = p.output_range(r0, r1);
+    for r in r0..r1 {
+        for tx in 0..tw {
+            let (b, ty) = (r / th, r % th);
+            let t = (r - base) * tw + tx;
+            let rows = (oh - ty * 2).min(2);
+            let cols = (ow - tx * 2).min(2);
+            let mut dst: [usize; 4] = [usize::MAX; 4];
+            for i in 0..rows {
+                for j in 0..cols {
+                    dst[i * 2 + j] = ((b * oh + ty * 2 + i) * ow + tx * 2 + j) * k - first;
+                }
+            }
+            output_transform(m, t * k, tiles * k, k, dst, out);
+        }
     }
 }
 
 /// `V = Bᵀ d B` of one tile for every channel: `v[ξ * stride + at + ch]`.
-fn input_transform<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
+///
+/// # Safety
+/// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < 16 and ch < c.
+unsafe fn input_transform<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
-            input_transform_impl(d, v, at, stride, c)
+        unsafe fn avx2<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { input_transform_impl(d, v, at, stride, c) }
         }
         if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
+            // SAFETY: the CPU has AVX2 (checked just above); the caller's contract.
             return unsafe { avx2(d, v, at, stride, c) };
         }
     }
-    input_transform_impl(d, v, at, stride, c)
+    // SAFETY: the caller's contract.
+    unsafe { input_transform_impl(d, v, at, stride, c) }
 }
 
+/// # Safety
+/// As [`input_transform`].
 #[inline(always)]
-fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride: usize, c: usize) {
+#[allow(clippy::needless_range_loop)] // `l` indexes four rows and the output's offset alike
+unsafe fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
     const L: usize = 8;
     let mut ch = 0;
     while ch < c {
@@ -208,7 +309,8 @@ fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: &mut [T], at: usize, stride
                 let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
                 let out = [a0 - a2, a1 + a2, a2 - a1, a1 - a3];
                 for (j, val) in out.into_iter().enumerate() {
-                    v[(i * 4 + j) * stride + at + ch + l] = val;
+                    // SAFETY: in bounds by the caller's contract (ξ = i*4+j < 16, ch+l < c).
+                    unsafe { v.add((i * 4 + j) * stride + at + ch + l).write(val) };
                 }
             }
         }
