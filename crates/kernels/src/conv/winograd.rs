@@ -283,34 +283,68 @@ unsafe fn input_transform<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride
     unsafe { input_transform_impl(d, v, at, stride, c) }
 }
 
+/// Channels per step of the transforms: one AVX2 register of f32; whole steps are fixed-size
+/// arrays, so they compile to vector adds (a partial last step goes element by element).
+const L: usize = 8;
+
+/// `row[..lanes]` from `src`: a whole step as one fixed-size move. Partial steps go through
+/// an out-of-line copy, so the compiler cannot merge the two into one variable-length `memcpy`
+/// call (which it otherwise does, costing more than the transform).
+#[inline(always)]
+fn load<T: Copy>(row: &mut [T; L], src: &[T], lanes: usize) {
+    match src.first_chunk::<L>() {
+        Some(from) if lanes == L => *row = *from,
+        _ => copy_partial(&mut row[..lanes], &src[..lanes]),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn copy_partial<T: Copy>(to: &mut [T], from: &[T]) {
+    to.copy_from_slice(from);
+}
+
 /// # Safety
 /// As [`input_transform`].
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // `l` indexes four rows and the output's offset alike
 unsafe fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
-    const L: usize = 8;
     let mut ch = 0;
     while ch < c {
         let lanes = L.min(c - ch);
+        // The 16 inputs' channels ch..ch+lanes (zero past `lanes`).
+        let mut x = [[T::ZERO; L]; 16];
+        for (q, row) in x.iter_mut().enumerate() {
+            load(row, &d[q][ch..], lanes);
+        }
         // Bᵀ d: rows combine as (d0 - d2, d1 + d2, d2 - d1, d1 - d3), per column.
         let mut t = [[[T::ZERO; L]; 4]; 4];
         for j in 0..4 {
-            for l in 0..lanes {
-                let (d0, d1, d2, d3) = (d[j][ch + l], d[4 + j][ch + l], d[8 + j][ch + l], d[12 + j][ch + l]);
-                t[0][j][l] = d0 - d2;
-                t[1][j][l] = d1 + d2;
-                t[2][j][l] = d2 - d1;
-                t[3][j][l] = d1 - d3;
+            let (d0, d1, d2, d3) = (&x[j], &x[4 + j], &x[8 + j], &x[12 + j]);
+            for l in 0..L {
+                t[0][j][l] = d0[l] - d2[l];
+                t[1][j][l] = d1[l] + d2[l];
+                t[2][j][l] = d2[l] - d1[l];
+                t[3][j][l] = d1[l] - d3[l];
             }
         }
         // (Bᵀ d) B: the same along each row.
         for (i, row) in t.iter().enumerate() {
-            for l in 0..lanes {
+            let mut out = [[T::ZERO; L]; 4];
+            for l in 0..L {
                 let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
-                let out = [a0 - a2, a1 + a2, a2 - a1, a1 - a3];
-                for (j, val) in out.into_iter().enumerate() {
-                    // SAFETY: in bounds by the caller's contract (ξ = i*4+j < 16, ch+l < c).
-                    unsafe { v.add((i * 4 + j) * stride + at + ch + l).write(val) };
+                out[0][l] = a0 - a2;
+                out[1][l] = a1 + a2;
+                out[2][l] = a2 - a1;
+                out[3][l] = a1 - a3;
+            }
+            for (j, vals) in out.iter().enumerate() {
+                let to = v.wrapping_add((i * 4 + j) * stride + at + ch);
+                if lanes == L {
+                    // SAFETY: in bounds by the caller's contract (ξ = i*4+j < 16, ch+L ≤ c).
+                    unsafe { to.cast::<[T; L]>().write_unaligned(*vals) };
+                } else {
+                    // SAFETY: as above, ch+lanes ≤ c.
+                    copy_partial(unsafe { std::slice::from_raw_parts_mut(to, lanes) }, &vals[..lanes]);
                 }
             }
         }
@@ -337,29 +371,37 @@ fn output_transform<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: 
 
 #[inline(always)]
 fn output_transform_impl<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
-    const L: usize = 8;
     let mut ko = 0;
     while ko < k {
         let lanes = L.min(k - ko);
+        let mut x = [[T::ZERO; L]; 16];
+        for (q, row) in x.iter_mut().enumerate() {
+            load(row, &m[q * stride + at + ko..], lanes);
+        }
         // Aᵀ M: rows combine as (m0 + m1 + m2, m1 - m2 - m3), per column.
         let mut t = [[[T::ZERO; L]; 4]; 2];
         for j in 0..4 {
-            for l in 0..lanes {
-                let e = |i: usize| m[(i * 4 + j) * stride + at + ko + l];
-                let (m0, m1, m2, m3) = (e(0), e(1), e(2), e(3));
-                t[0][j][l] = m0 + m1 + m2;
-                t[1][j][l] = m1 - m2 - m3;
+            let (m0, m1, m2, m3) = (&x[j], &x[4 + j], &x[8 + j], &x[12 + j]);
+            for l in 0..L {
+                t[0][j][l] = m0[l] + m1[l] + m2[l];
+                t[1][j][l] = m1[l] - m2[l] - m3[l];
             }
         }
         for (i, row) in t.iter().enumerate() {
-            let (y0, y1) = (dst[i * 2], dst[i * 2 + 1]);
-            for l in 0..lanes {
+            let mut y = [[T::ZERO; L]; 2];
+            for l in 0..L {
                 let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
-                if y0 != usize::MAX {
-                    out[y0 + ko + l] = a0 + a1 + a2;
+                y[0][l] = a0 + a1 + a2;
+                y[1][l] = a1 - a2 - a3;
+            }
+            for (jj, vals) in y.iter().enumerate() {
+                let at = dst[i * 2 + jj];
+                if at == usize::MAX {
+                    continue;
                 }
-                if y1 != usize::MAX {
-                    out[y1 + ko + l] = a1 - a2 - a3;
+                match out[at + ko..].first_chunk_mut::<L>() {
+                    Some(to) if lanes == L => *to = *vals,
+                    _ => copy_partial(&mut out[at + ko..at + ko + lanes], &vals[..lanes]),
                 }
             }
         }
