@@ -261,7 +261,8 @@ impl<T: GemmElement + Float> Conv2D<T> {
             )));
         }
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
-        let mut out = Tensor::zeros(T::DTYPE, &[n, ah.output, aw.output, oc])?;
+        // Every element is written (by the GEMM, Winograd's output transform).
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, ah.output, aw.output, oc])?;
         let rows = n * ah.output * aw.output;
         let k = kh * kw * c;
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
@@ -661,7 +662,8 @@ impl<T: Float> OpKernel for Pool<T> {
         let [n, h, w, c] = nhwc(&inputs[0], "input")?;
         let [ah, aw] = self.window.axes(h, w, self.ksize[0], self.ksize[1])?;
         let (oh, ow) = (ah.output, aw.output);
-        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, c])?;
+        // Every pixel is written: its first tap copied, or filled when the window is empty.
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, oh, ow, c])?;
         let x = inputs[0].as_slice::<T>()?;
         let max = self.max;
         let row = |(r, dst): (usize, &mut [T])| {

@@ -61,7 +61,7 @@ impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
             return Ok(());
         }
         // Shared input: write a fresh buffer rather than cloning the shared one.
-        let mut out = Tensor::zeros(T::DTYPE, x.dims())?;
+        let mut out = Tensor::for_overwrite(T::DTYPE, x.dims())?;
         map_into(ctx, x.as_slice::<T>()?, out.as_mut_slice::<T>()?, self.f);
         drop(x);
         outputs.push(out);

@@ -52,7 +52,8 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
             )));
         }
         let k = ka;
-        let mut out = Tensor::zeros(T::DTYPE, &[m, n])?;
+        // `product` writes every element (zeros when k = 0).
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[m, n])?;
         let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
         // Row/column strides of the logical [m,k] and [k,n] operands.
         let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };

@@ -118,12 +118,15 @@ fn is_large(block: usize) -> bool {
 }
 
 /// Allocates a block of `block` bytes (a class size or larger), reusing a cached one; `None`
-/// when the system refuses.
-fn alloc_block(block: usize) -> Option<NonNull<u8>> {
+/// when the system refuses. With it, whether it was recycled: a recycled block's bytes hold
+/// what its last buffer left there, a fresh one's are all zero. Either way every byte of every
+/// block is initialized (fresh blocks are zeroed whole, and buffers only write initialized
+/// values), so a buffer made from a recycled block may be read before it is written.
+fn alloc_block(block: usize) -> Option<(NonNull<u8>, bool)> {
     if let Some(c) = class_of(block) {
         let cached = CACHE.try_with(|cache| cache.borrow_mut().free[c].pop()).ok().flatten();
         if let Some(p) = cached {
-            return Some(p);
+            return Some((p, true));
         }
     } else if is_large(block) {
         let mut cache = large_cache();
@@ -131,13 +134,15 @@ fn alloc_block(block: usize) -> Option<NonNull<u8>> {
         if let Some(i) = cache.blocks.iter().rposition(|b| b.1 == block) {
             let b = cache.blocks.remove(i).expect("index from rposition");
             cache.bytes -= block;
-            return Some(b.0);
+            return Some((b.0, true));
         }
     }
-    // SAFETY: the layout has non-zero size (block >= ALIGNMENT or len > 0).
-    let raw = NonNull::new(unsafe { alloc::alloc(block_layout(block)) })?;
+    // SAFETY: the layout has non-zero size (block >= ALIGNMENT or len > 0). Zeroed: large
+    // blocks come as fresh zero pages from the system (no fill), small ones are few (the
+    // free lists serve most).
+    let raw = NonNull::new(unsafe { alloc::alloc_zeroed(block_layout(block)) })?;
     advise_huge(raw, block);
-    Some(raw)
+    Some((raw, false))
 }
 
 /// Returns a block to the cache, or to the allocator when the cache is full.
@@ -226,13 +231,22 @@ impl Buffer {
     /// # Safety
     /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
     unsafe fn alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Option<Buffer> {
+        // SAFETY: the caller's `fill` initializes the `len` data bytes before any read.
+        unsafe { Self::alloc_filling(len, |p, _| fill(p)) }
+    }
+
+    /// As [`Buffer::alloc_with`], `fill` also told whether the block was recycled.
+    ///
+    /// # Safety
+    /// After `fill`, the `len` bytes must hold the values the caller wants read (every block's
+    /// bytes are initialized, see [`alloc_block`], so `fill` may leave some as they are).
+    unsafe fn alloc_filling(len: usize, fill: impl FnOnce(*mut u8, bool)) -> Option<Buffer> {
         let total = HEADER.checked_add(len).filter(|&t| t <= isize::MAX as usize - ALIGNMENT)?;
-        let block = alloc_block(block_size(total))?;
-        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize;
-        // the caller's `fill` initializes the `len` data bytes before any read.
+        let (block, recycled) = alloc_block(block_size(total))?;
+        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize.
         unsafe {
             (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
-            fill(block.as_ptr().add(HEADER));
+            fill(block.as_ptr().add(HEADER), recycled);
         }
         Some(Buffer { block, len })
     }
@@ -240,8 +254,22 @@ impl Buffer {
     /// A zero-filled buffer of `len` bytes without the limit check (for callers that made
     /// it with a better description); `None` when the system refuses.
     pub(crate) fn alloc_len(len: usize) -> Option<Buffer> {
-        // SAFETY: write_bytes initializes all `len` bytes (zeros, so reading them is defined).
-        unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
+        // SAFETY: a fresh block is all zeros; a recycled one is zeroed here.
+        unsafe {
+            Self::alloc_filling(len, |p, recycled| {
+                if recycled {
+                    std::ptr::write_bytes(p, 0, len)
+                }
+            })
+        }
+    }
+
+    /// A buffer of `len` bytes whose values are unspecified — zeros, or what a freed buffer
+    /// left in a recycled block (never uninitialized memory) — without the limit check: for
+    /// writers of every byte, which then skip [`Buffer::alloc_len`]'s zero fill.
+    pub(crate) fn alloc_for_overwrite(len: usize) -> Option<Buffer> {
+        // SAFETY: every block's bytes are initialized (see alloc_block); the caller overwrites.
+        unsafe { Self::alloc_filling(len, |_, _| {}) }
     }
 
     /// A buffer of `len` bytes read from `file` at `offset` (positioned reads straight into
@@ -480,6 +508,27 @@ mod tests {
                 assert!(b.as_slice().iter().all(|&x| x == 0));
             }
         }
+    }
+
+    #[test]
+    fn buffers_for_overwrite_reuse_blocks_without_filling() {
+        let b = Buffer::from_bytes(&[7u8; 1000]);
+        let p = b.as_ptr();
+        drop(b);
+        // The block comes back from this thread's free list, holding its last values.
+        let c = Buffer::alloc_for_overwrite(1000).unwrap();
+        assert_eq!(c.as_ptr(), p);
+        assert_eq!(c.len(), 1000);
+        assert!(c.as_slice().iter().all(|&x| x == 7));
+        drop(c);
+        // Zero-filled buffers from the same block are zero.
+        let z = Buffer::try_zeroed(1000).unwrap();
+        assert_eq!(z.as_ptr(), p);
+        assert!(z.as_slice().iter().all(|&x| x == 0));
+        // A fresh block for overwriting reads as zeros (never uninitialized memory); one too
+        // large for any cache is always fresh.
+        let fresh = Buffer::alloc_for_overwrite(LARGE_BLOCK_MAX + 1).unwrap();
+        assert!(fresh.as_slice().iter().all(|&x| x == 0));
     }
 
     #[test]

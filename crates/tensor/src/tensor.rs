@@ -37,6 +37,17 @@ fn count(dims: &[usize]) -> Result<usize, TensorError> {
 impl Tensor {
     /// A zero-filled tensor (empty strings for `String`).
     pub fn zeros(dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
+        Self::allocate(dtype, dims, Buffer::alloc_len)
+    }
+
+    /// A tensor whose elements are unspecified: zeros, or the values a freed tensor left in
+    /// the recycled buffer (never uninitialized memory). For kernels that write every element,
+    /// which so skip [`Tensor::zeros`]' fill. `String` tensors hold empty strings, as `zeros`.
+    pub fn for_overwrite(dtype: DType, dims: &[usize]) -> Result<Tensor, TensorError> {
+        Self::allocate(dtype, dims, Buffer::alloc_for_overwrite)
+    }
+
+    fn allocate(dtype: DType, dims: &[usize], alloc: fn(usize) -> Option<Buffer>) -> Result<Tensor, TensorError> {
         let n = count(dims)?;
         let storage = match dtype.size() {
             Some(size) => {
@@ -45,7 +56,7 @@ impl Tensor {
                     .filter(|&b| b <= isize::MAX as usize / 2)
                     .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
                 crate::limit::check(bytes, || format!("{dtype} tensor of shape {dims:?}"))?;
-                Storage::Bytes(Buffer::alloc_len(bytes).ok_or_else(|| TensorError::ResourceExhausted {
+                Storage::Bytes(alloc(bytes).ok_or_else(|| TensorError::ResourceExhausted {
                     what: format!("{dtype} tensor of shape {dims:?} (the system refused)"),
                     bytes,
                     limit: crate::limit::current(),
