@@ -371,9 +371,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
         if threads > 1 && total.div_ceil(per_block) < 2 * threads {
             // Too few tiles for blocks of a useful size on every thread: phase by phase.
             let mut lease = Lease::<(winograd::Scratch<T>, Vec<T>)>::take();
-            let finish = |start: usize, dst: &mut [T]| {
+            let finish = |start: usize, dst: &mut [T], scratch: &mut Vec<T>| {
                 if let Some(e) = epilogue {
-                    e(start, dst, &mut Vec::new());
+                    e(start, dst, scratch);
                 }
             };
             ctx.install(|| winograd::phased(p, x, u, o, &mut lease.bufs.0, 2 * threads, &finish));

@@ -125,10 +125,10 @@ fn is_large(block: usize) -> bool {
 }
 
 /// Allocates a block of `block` bytes (a class size or larger), reusing a cached one; `None`
-/// when the system refuses. With it, whether every byte of it is initialized: true for a
-/// recycled large block, which is only reused at exactly its size, so its last buffer (whose
-/// bytes were all initialized when it was made) covered it whole; false for fresh blocks and
-/// small ones (reused across the sizes of their class).
+/// when the system refuses. With it, whether it is a recycled large block: one reused only at
+/// exactly its size, so its last buffer covered it whole (whether that buffer initialized every
+/// byte its header's [`WHOLE`] flag says); false for fresh blocks and small ones (reused across
+/// the sizes of their class).
 fn alloc_block(block: usize) -> Option<(NonNull<u8>, bool)> {
     if let Some(c) = class_of(block) {
         let cached = CACHE.try_with(|cache| cache.borrow_mut().free[c].pop()).ok().flatten();
@@ -191,9 +191,13 @@ fn handle_refusal(len: usize) -> ! {
     alloc::handle_alloc_error(Layout::from_size_align(len.max(1), ALIGNMENT).unwrap_or(Layout::new::<u8>()))
 }
 
-/// Bytes before the data in each block: the reference count, padded to keep the data
-/// 64-byte aligned.
+/// Bytes before the data in each block: the reference count and the [`WHOLE`] flag, padded to
+/// keep the data 64-byte aligned.
 const HEADER: usize = ALIGNMENT;
+/// Offset in the header of the flag that is 1 when every data byte of the block's buffer was
+/// initialized when the buffer was made (0 for `try_alloc_with`'s, whose filler may leave
+/// bytes unwritten in a buffer that is only dropped).
+const WHOLE: usize = std::mem::size_of::<AtomicUsize>();
 
 /// A shared, reference-counted, 64-byte-aligned byte buffer: the storage of dense tensors.
 ///
@@ -237,21 +241,26 @@ impl Buffer {
     /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
     unsafe fn alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Option<Buffer> {
         // SAFETY: the caller's `fill` initializes the `len` data bytes before any read.
-        unsafe { Self::alloc_filling(len, |p, _| fill(p)) }
+        unsafe { Self::alloc_filling(len, true, |p, _| fill(p)) }
     }
 
     /// As [`Buffer::alloc_with`], `fill` also told whether the block's bytes are all
-    /// initialized already (see [`alloc_block`]).
+    /// initialized already (a recycled large block whose last buffer was `whole`); `whole`
+    /// says whether this buffer's `fill` initializes every byte.
     ///
     /// # Safety
-    /// `fill` must initialize every one of the `len` bytes unless told they are initialized.
-    unsafe fn alloc_filling(len: usize, fill: impl FnOnce(*mut u8, bool)) -> Option<Buffer> {
+    /// `fill` must initialize every one of the `len` bytes unless told they are initialized,
+    /// or, with `whole` false, before any of them is read.
+    unsafe fn alloc_filling(len: usize, whole: bool, fill: impl FnOnce(*mut u8, bool)) -> Option<Buffer> {
         let total = HEADER.checked_add(len).filter(|&t| t <= isize::MAX as usize - ALIGNMENT)?;
         let (block, recycled) = alloc_block(block_size(total))?;
-        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize.
+        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize; a
+        // recycled block's header was written when it was first used.
         unsafe {
+            let initialized = recycled && block.as_ptr().add(WHOLE).read() == 1;
             (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
-            fill(block.as_ptr().add(HEADER), recycled);
+            block.as_ptr().add(WHOLE).write(u8::from(whole));
+            fill(block.as_ptr().add(HEADER), initialized);
         }
         Some(Buffer { block, len })
     }
@@ -268,9 +277,9 @@ impl Buffer {
     /// writers of every byte. A recycled block of up to [`OVERWRITE_MAX`] bytes skips
     /// [`Buffer::alloc_len`]'s zero fill; others are zeroed as there.
     pub(crate) fn alloc_for_overwrite(len: usize) -> Option<Buffer> {
-        // SAFETY: the bytes are zeroed unless alloc_block says they are all initialized.
+        // SAFETY: the bytes are zeroed unless they are all initialized already.
         unsafe {
-            Self::alloc_filling(len, |p, initialized| {
+            Self::alloc_filling(len, true, |p, initialized| {
                 if !initialized || len > OVERWRITE_MAX {
                     std::ptr::write_bytes(p, 0, len)
                 }
@@ -285,9 +294,10 @@ impl Buffer {
         {
             use std::os::fd::AsRawFd;
             let mut result = Ok(());
-            // SAFETY: `fill` either initializes all `len` bytes (every pread succeeded) or
-            // records an error, in which case the buffer is dropped below without being read
-            // (dropping only returns the block).
+            // SAFETY: `fill` initializes all `len` bytes: the preads' bytes, and on an error
+            // zeros for the rest (the error is returned and the buffer dropped unread, but its
+            // block goes back to the cache, whose blocks must stay initialized: see
+            // `alloc_block`).
             let refused =
                 || std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("cannot allocate {len} bytes"));
             crate::limit::check(len, || "buffer read from a file".into())
@@ -309,10 +319,12 @@ impl Buffer {
                                 continue;
                             }
                             result = Err(e);
-                            return;
-                        }
-                        if n == 0 {
+                        } else if n == 0 {
                             result = Err(std::io::ErrorKind::UnexpectedEof.into());
+                        }
+                        if result.is_err() {
+                            // SAFETY: as the pread above, inside the block.
+                            std::ptr::write_bytes(p.add(done), 0, len - done);
                             return;
                         }
                         done += n as usize;
@@ -359,14 +371,19 @@ impl Buffer {
     /// limit and the system grants it.
     ///
     /// # Safety
-    /// `fill` must initialize every one of the `len` bytes at the pointer it is given.
+    /// Every one of the `len` bytes must be initialized (by `fill` or through a pointer it
+    /// kept) before any is read; a buffer with bytes never written may only be dropped (its
+    /// block is then zeroed before [`Buffer::alloc_for_overwrite`] hands it out again).
     pub(crate) unsafe fn try_alloc_with(len: usize, fill: impl FnOnce(*mut u8)) -> Result<Buffer, crate::TensorError> {
         crate::limit::check(len, || "buffer".into())?;
-        // SAFETY: the caller's contract is alloc_with's.
-        unsafe { Self::alloc_with(len, fill) }.ok_or_else(|| crate::TensorError::ResourceExhausted {
-            what: "buffer the system refused".into(),
-            bytes: len,
-            limit: crate::limit::current(),
+        // SAFETY: the caller's contract; not `whole`, as its filler may leave bytes unwritten
+        // in a buffer that is then only dropped.
+        unsafe { Self::alloc_filling(len, false, |p, _| fill(p)) }.ok_or_else(|| {
+            crate::TensorError::ResourceExhausted {
+                what: "buffer the system refused".into(),
+                bytes: len,
+                limit: crate::limit::current(),
+            }
         })
     }
 
@@ -539,6 +556,39 @@ mod tests {
         assert!(Buffer::alloc_for_overwrite(90).unwrap().as_slice().iter().all(|&x| x == 0));
         let fresh = Buffer::alloc_for_overwrite(LARGE_BLOCK_MAX + 1).unwrap();
         assert!(fresh.as_slice().iter().all(|&x| x == 0));
+    }
+
+    /// A read that fails part way still leaves its block initialized (zeros past what was
+    /// read) before the block goes back to the cache, where buffers for overwriting reuse it
+    /// unfilled.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_read_returns_an_initialized_block() {
+        let path = std::env::temp_dir().join(format!("ff-buffer-short-read-{}", std::process::id()));
+        let n = 3_000_001; // a size no other test uses
+        std::fs::write(&path, vec![5u8; 2_000_000]).unwrap();
+        // The read reuses this block: its tail must not keep these 9s.
+        drop(Buffer::from_bytes(&vec![9u8; n]));
+        let file = std::fs::File::open(&path).unwrap();
+        let e = Buffer::read_at(&file, 0, n).err().expect("the file is shorter than the read");
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        std::fs::remove_file(&path).unwrap();
+        let b = Buffer::alloc_for_overwrite(n).unwrap();
+        let (read, rest) = b.as_slice().split_at(2_000_000);
+        assert!(read.iter().all(|&x| x == 5));
+        assert!(rest.iter().all(|&x| x == 0));
+    }
+
+    /// A buffer whose filler may have left bytes unwritten (dropped unread, as its contract
+    /// allows) marks its block, which is then zeroed before being handed out for overwriting.
+    #[test]
+    fn blocks_of_possibly_partial_buffers_are_zeroed_before_reuse() {
+        let n = 2_345_679; // a size no other test uses
+        drop(Buffer::from_bytes(&vec![9u8; n]));
+        // SAFETY: the buffer is only dropped, never read.
+        drop(unsafe { Buffer::try_alloc_with(n, |_| {}) }.unwrap());
+        let b = Buffer::alloc_for_overwrite(n).unwrap();
+        assert!(b.as_slice().iter().all(|&x| x == 0));
     }
 
     #[test]

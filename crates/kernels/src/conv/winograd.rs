@@ -126,9 +126,9 @@ pub(super) fn block<T: Float + GemmElement>(
     out: &mut [T],
     s: &mut Scratch<T>,
 ) {
-    s.reserve(p, r1 - r0);
+    s.size_for(p, r1 - r0);
     let tiles = (r1 - r0) * p.tiles().1;
-    // SAFETY: `reserve` sized `v` for the block's tiles, and this thread alone writes it.
+    // SAFETY: `size_for` sized `v` for the block's tiles, and this thread alone writes it.
     unsafe { transform_input(p, x, (r0, r1), r0, tiles, s.v.as_mut_ptr(), &s.zeros) };
     for xi in 0..16 {
         multiply(p, u, xi, tiles, &s.v, &mut s.m[xi * tiles * p.k..(xi + 1) * tiles * p.k]);
@@ -138,7 +138,7 @@ pub(super) fn block<T: Float + GemmElement>(
 
 impl<T: Float> Scratch<T> {
     /// Sizes the matrices for `rows` tile rows.
-    pub(super) fn reserve(&mut self, p: &Plan, rows: usize) {
+    pub(super) fn size_for(&mut self, p: &Plan, rows: usize) {
         let tiles = rows * p.tiles().1;
         self.v.resize(16 * tiles * p.c, T::ZERO);
         self.m.resize(16 * tiles * p.k, T::ZERO);
@@ -160,19 +160,19 @@ pub(super) fn phased<T: Float + GemmElement>(
     out: &mut [T],
     s: &mut Scratch<T>,
     parts: usize,
-    finish: &(dyn Fn(usize, &mut [T]) + Sync),
+    finish: super::BlockFn<T>,
 ) {
     use rayon::prelude::*;
     let (th, tw) = p.tiles();
     let total = p.n * th;
-    s.reserve(p, total);
+    s.size_for(p, total);
     let tiles = total * tw;
     let per_part = total.div_ceil(parts.max(1));
     let ranges: Vec<(usize, usize)> = (0..total).step_by(per_part).map(|r| (r, (r + per_part).min(total))).collect();
     let v = SendPtr(s.v.as_mut_ptr());
     let zeros = &s.zeros;
     ranges.par_iter().for_each(|&rows| {
-        // SAFETY: `reserve` sized `v` for every tile; the ranges are disjoint, so each
+        // SAFETY: `size_for` sized `v` for every tile; the ranges are disjoint, so each
         // task writes its own tiles' entries only.
         unsafe { transform_input(p, x, rows, 0, tiles, v.get(), zeros) }
     });
@@ -187,9 +187,9 @@ pub(super) fn phased<T: Float + GemmElement>(
         rest = tail;
     }
     let m = &s.m;
-    parts_out.into_par_iter().for_each(|(r0, r1, start, dst)| {
+    parts_out.into_par_iter().for_each_init(Vec::new, |scratch, (r0, r1, start, dst)| {
         transform_output(p, m, (r0, r1), 0, tiles, dst);
-        finish(start, dst);
+        finish(start, dst, scratch);
     });
 }
 
@@ -283,8 +283,9 @@ unsafe fn input_transform<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride
     unsafe { input_transform_impl(d, v, at, stride, c) }
 }
 
-/// Channels per step of the transforms: one AVX2 register of f32; whole steps are fixed-size
-/// arrays, so they compile to vector adds (a partial last step goes element by element).
+/// Channels per step of the transforms: one AVX2 register of f32. Steps are fixed-size arrays,
+/// so they compile to vector adds; a partial last step is zero-padded on load and only its
+/// `lanes` channels are stored.
 const L: usize = 8;
 
 /// `row[..lanes]` from `src`: a whole step as one fixed-size move. Partial steps go through
