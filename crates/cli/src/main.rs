@@ -295,9 +295,12 @@ enum Command {
         /// Run the graph as written (no optimizer).
         #[arg(long)]
         no_optimize: bool,
-        /// Also print the time per op type and the 25 slowest nodes.
+        /// Also print the time per op type and the slowest nodes.
         #[arg(long)]
         profile: bool,
+        /// How many of the slowest nodes --profile lists.
+        #[arg(long, default_value_t = 25, value_name = "N")]
+        top: usize,
     },
     /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
@@ -436,10 +439,11 @@ fn main() {
             intra_op_threads,
             no_optimize,
             profile,
+            top,
         } => {
             let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
             options.optimizer.enabled = !no_optimize;
-            benchmark(&graph, inputs.as_deref(), &feed, &fetch, (runs, warmup), options, profile)
+            benchmark(&graph, inputs.as_deref(), &feed, &fetch, (runs, warmup), options, profile.then_some(top))
         }
         Command::Demo { out, mnist_steps, effnet_epochs, logdir, profile_batch } => {
             let tensorboard = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
@@ -935,7 +939,7 @@ fn benchmark(
     fetches: &[String],
     (runs, warmup): (usize, usize),
     options: SessionOptions,
-    profile: bool,
+    profile: Option<usize>,
 ) -> Result<()> {
     if runs == 0 {
         bail!("--runs 0: expected at least one timed run");
@@ -964,7 +968,7 @@ fn benchmark(
         sess.graph().len(),
         plan.graph().len()
     );
-    if profile {
+    if let Some(top) = profile {
         let traced = runs.clamp(1, 10);
         let options = RunOptions {
             trace_level: ferroflow::proto::run_options::TraceLevel::FullTrace as i32,
@@ -1003,7 +1007,7 @@ fn benchmark(
         let mut nodes: Vec<(String, f64, String)> = by_node.into_iter().map(|(k, (t, what))| (k, t, what)).collect();
         nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
         out!("slowest nodes (ms/run, share, op and first output's shape):");
-        for (name, t, what) in nodes.iter().take(PROFILE_TOP_NODES) {
+        for (name, t, what) in nodes.iter().take(top) {
             out!("  {name:<40} {:>10.3} {:>6.1}%  {what}", t / traced as f64, 100.0 * t / total.max(1e-12));
         }
     }
@@ -1016,9 +1020,6 @@ fn benchmark(
     );
     Ok(())
 }
-
-/// How many of the slowest nodes `benchmark --profile` lists.
-const PROFILE_TOP_NODES: usize = 25;
 
 fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values: usize) -> Result<()> {
     let prefix = checkpoint_prefix(prefix)?;

@@ -1,9 +1,10 @@
 //! `Conv2D`'s algorithms against a direct convolution in f64: Winograd F(2×2, 3×3) (3×3,
-//! stride 1, 16 or more channels each way, 32 tiles or more; in blocks of tile rows, and phase
-//! by phase when two threads get too few tiles for blocks), im2col blocks and the
-//! pointwise path, with SAME,
-//! VALID and explicit padding, odd sizes (partial tiles), one and two intra-op threads, and
-//! batches spanning several blocks.
+//! stride 1, 16 or more channels each way, 32 tiles or more) and F(4×4, 3×3) (64 or more
+//! channels, 48 4×4 tiles or more), in blocks of tile rows and phase by phase when two threads
+//! get too few tiles for blocks; im2col blocks and the pointwise path, with SAME, VALID and
+//! explicit padding, odd sizes (partial tiles), one and two intra-op threads, and batches
+//! spanning several blocks. Winograd's rounding error scales with its whole tile's inputs, so
+//! each output's tolerance is set by the largest |x·w| sum within a tile's reach of it.
 use ferroflow::prelude::*;
 use ferroflow::proto::attr;
 
@@ -57,6 +58,12 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
         // Winograd phase by phase on 2 threads (36 and 42 tiles).
         ([3, 5, 6, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (6, 7)),
         ([1, 13, 11, 32], [3, 3, 24], 1, "SAME", vec![], (1, 1), (13, 11)),
+        // F(4×4, 3×3): blocks on 1 thread, phase by phase on 2 (128 and 90 tiles, partial ones
+        // at the edges); with a transformed filter larger than a block (blocks of 128 tiles:
+        // two, the second partial).
+        ([2, 30, 29, 64], [3, 3, 72], 1, "SAME", vec![], (1, 1), (30, 29)),
+        ([3, 21, 17, 64], [3, 3, 64], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (22, 18)),
+        ([17, 16, 8, 128], [3, 3, 128], 1, "SAME", vec![], (1, 1), (16, 8)),
         // im2col + GEMM.
         ([1, 5, 6, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (6, 7)),
         ([40, 6, 5, 8], [3, 3, 20], 1, "SAME", vec![], (1, 1), (6, 5)),
@@ -81,6 +88,23 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
         let g = s.graph();
         let fetch = g.output_name(y);
         let (want, mag) = direct(&xv, [n, h, w, c], &fv, [kh, kw, k], stride, pads, (oh, ow));
+        // The largest scale within 3 pixels each way (any 4×4 tile holding the output).
+        let mut local = vec![0f64; mag.len()];
+        for b in 0..n {
+            for y in 0..oh {
+                for xo in 0..ow {
+                    for ko in 0..k {
+                        let mut m = 0f64;
+                        for yy in y.saturating_sub(3)..(y + 4).min(oh) {
+                            for xx in xo.saturating_sub(3)..(xo + 4).min(ow) {
+                                m = m.max(mag[((b * oh + yy) * ow + xx) * k + ko]);
+                            }
+                        }
+                        local[((b * oh + y) * ow + xo) * k + ko] = m;
+                    }
+                }
+            }
+        }
         for threads in [1, 2] {
             let opts = SessionOptions { inter_op_threads: 1, intra_op_threads: threads, ..Default::default() };
             let sess = Session::new(g.clone(), opts).unwrap();
@@ -88,7 +112,7 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
             let got = sess.run(&[("x:0", feed)], &[fetch.as_str()], &[]).unwrap().remove(0);
             let what = format!("{n}x{h}x{w}x{c} * {kh}x{kw}x{k} stride {stride} {padding}, {threads} thread(s)");
             assert_eq!(got.dims(), [n, oh, ow, k], "{what}");
-            for (i, (&g, (&r, &m))) in got.as_slice::<f32>().unwrap().iter().zip(want.iter().zip(&mag)).enumerate() {
+            for (i, (&g, (&r, &m))) in got.as_slice::<f32>().unwrap().iter().zip(want.iter().zip(&local)).enumerate() {
                 assert!((g as f64 - r).abs() <= 1e-5 * m + 1e-6, "{what}: output {i}: {g} vs {r} (scale {m})");
             }
         }

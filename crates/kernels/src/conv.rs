@@ -226,16 +226,38 @@ pub(crate) struct Conv2D<T> {
     winograd_filter: winograd::FilterCache<T>,
 }
 
-/// When a 3×3 stride-1 convolution runs as Winograd F(2×2, 3×3): at least this many channels
-/// in and out, and this many 2×2 output tiles in all. Measured on ResNet50 (2-core AMD EPYC),
+/// When a 3×3 stride-1 convolution runs as Winograd (F(2×2, 3×3) or F(4×4, 3×3): see
+/// [`winograd_tile`]): at least this many channels in and out, and this many 2×2 output tiles
+/// in all. Measured on ResNet50 (2-core AMD EPYC),
 /// per layer: batch 1's 3×3 layers of 49–784 tiles 20–40% faster than im2col + GEMM (with
 /// the phased schedule on 2 threads, see `run_winograd`), batch 32's 14×14 and 7×7 layers
 /// 10–40% faster; batch 1's 7×7 layers (16 tiles, K = 4,608) no faster: their transformed
 /// filter, 16/9 the filter's size, is read for only 16 tiles.
 const WINOGRAD_MIN_CHANNELS: usize = 16;
 const WINOGRAD_MIN_TILES: usize = 32;
-/// Bytes of one Winograd block's transformed input (16 matrices of tiles × channels).
+/// Bytes of one Winograd block's transformed input (α² matrices of tiles × channels).
 const WINOGRAD_BLOCK_BYTES: usize = 1 << 20;
+/// The fewest tiles per block when the transformed filter is larger than a block (so it is
+/// streamed from memory by every block's α² GEMMs): on ResNet50's 7×7×512 layers at batch
+/// 32, blocks of 16 tiles took 2.5× as long as blocks of 128 or more.
+const WINOGRAD_STREAMED_TILES: usize = 128;
+
+/// Winograd's output tile side for a convolution of `n` images of `out` pixels with at least
+/// `channels` channels in and out: F(4×4, 3×3) (α² = 36 GEMMs of 2.25 multiplies per output
+/// instead of F(2×2)'s 16 of 4) where both the channels and the 4×4 tiles are many enough to
+/// pay for its larger transforms and transformed filter (2.25× F(2×2)'s, read from memory by
+/// every block), F(2×2, 3×3) otherwise. Measured per layer on ResNet50 (2-core AMD EPYC):
+/// at batch 32, F(4×4) took 10–40% less time on every 3×3 layer (the 7×7×512 ones 40%); at
+/// batch 1 (49–196 tiles of 4×4) as long as F(2×2); on the small CNN's 14×14 layer of 32 and
+/// 64 channels it was slower. Its rounding error is a few times F(2×2)'s (more additions
+/// of larger terms): ResNet50's logits differ from TensorFlow's by 3.9e-6 against 3.6e-6.
+fn winograd_tile(n: usize, [oh, ow]: [usize; 2], channels: usize) -> usize {
+    if channels >= 64 && n * oh.div_ceil(4) * ow.div_ceil(4) >= 48 {
+        4
+    } else {
+        2
+    }
+}
 
 impl<T: GemmElement + Float> Conv2D<T> {
     pub(crate) fn new(d: &NodeDesc) -> KResult<Conv2D<T>> {
@@ -276,8 +298,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
             && c.min(oc) >= WINOGRAD_MIN_CHANNELS
             && n * ah.output.div_ceil(2) * aw.output.div_ceil(2) >= WINOGRAD_MIN_TILES
         {
-            let u = self.winograd_filter.get(&inputs[1], c, oc)?;
-            let plan = winograd::Plan { n, h, w, c, k: oc, axes: [ah, aw] };
+            let m = winograd_tile(n, [ah.output, aw.output], c.min(oc));
+            let u = self.winograd_filter.get(&inputs[1], c, oc, m)?;
+            let plan = winograd::Plan { n, h, w, c, k: oc, axes: [ah, aw], m };
             self.run_winograd(ctx, &plan, x, &u, o, epilogue);
             return Ok(out);
         }
@@ -348,7 +371,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
 }
 
 impl<T: GemmElement + Float> Conv2D<T> {
-    /// Winograd F(2×2, 3×3): blocks of whole tile rows (so each block's output is one
+    /// Winograd F(m×m, 3×3): blocks of whole tile rows (so each block's output is one
     /// contiguous range), one task per block on the intra-op pool, the epilogue on each block
     /// right after its output transform. With too few tiles for two blocks per thread, phase
     /// by phase instead ([`winograd::phased`]): on 2 threads batch-1 ResNet50's 3×3 layers
@@ -365,7 +388,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
     ) {
         let (th, tw) = p.tiles();
         let total = p.n * th;
-        let tiles = (WINOGRAD_BLOCK_BYTES / (16 * p.c.max(p.k) * std::mem::size_of::<T>())).clamp(16, 512);
+        let size = std::mem::size_of::<T>();
+        let lo = if p.count() * p.c * p.k * size > WINOGRAD_BLOCK_BYTES { WINOGRAD_STREAMED_TILES } else { 16 };
+        let tiles = (WINOGRAD_BLOCK_BYTES / (p.count() * p.c.max(p.k) * size)).clamp(lo, 512);
         let per_block = (tiles / tw).max(1);
         let threads = ctx.threads();
         if threads > 1 && total.div_ceil(per_block) < 2 * threads {

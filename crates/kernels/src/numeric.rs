@@ -79,6 +79,7 @@ macro_rules! float_num {
             fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
             fn rem(self, o: Self) -> Self { self % o }
             fn from_f64(v: f64) -> Self { v as $t }
+            fn to_f64(self) -> f64 { self as f64 }
             fn erf(self) -> Self { <$t as Erf>::erf(self) }
         }
     )*};
@@ -132,4 +133,6 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn erf(self) -> Self;
     /// From an f64 constant.
     fn from_f64(v: f64) -> Self;
+    /// As an f64 (exact).
+    fn to_f64(self) -> f64;
 }

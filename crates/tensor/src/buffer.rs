@@ -9,10 +9,14 @@
 //! Large blocks (images, batches, activations) come from `mmap` in glibc and go back with
 //! `munmap`, so every new one is page-faulted in again: an input pipeline that decodes,
 //! resizes and batches on several threads spent a fifth of its CPU time in the kernel that
-//! way. Freed large blocks of up to [`LARGE_BLOCK_MAX`] bytes are kept, by exact size, in one
-//! cache shared by all threads (a block is often freed on another thread than the one that
-//! made it), at most [`LARGE_CACHE_BLOCKS`] blocks and [`LARGE_CACHE_BYTES`] bytes, oldest
-//! returned to the system first.
+//! way, and ResNet50 at batch 32 (activations of 6–107 MB) a tenth of its time in the
+//! kernel's zeroing of fresh pages. Freed large blocks of up to [`LARGE_BLOCK_MAX`] bytes are
+//! kept in one cache shared by all threads (a block is often freed on another thread than the
+//! one that made it), at most [`LARGE_CACHE_BLOCKS`] blocks and [`LARGE_CACHE_BYTES`] bytes,
+//! oldest returned to the system first. A request takes the smallest cached block that holds
+//! it with at most an eighth to spare (so a step's activations of nearly equal sizes share
+//! blocks, as TensorFlow's BFC allocator lets them); as that allocator does, the cache keeps
+//! what a step freed for the next step, so a model's steady state makes no system calls.
 //!
 //! Blocks of [`HUGE_PAGE`] bytes or more are aligned to a huge page and, on Linux, marked
 //! `MADV_HUGEPAGE`: where transparent huge pages are enabled in `madvise` mode (the common
@@ -48,11 +52,11 @@ fn advise_huge(p: NonNull<u8>, block: usize) {
     let _ = (p, block);
 }
 
-/// Largest buffer [`Buffer::alloc_for_overwrite`] leaves unfilled. Above it the fill pays for
-/// itself: measured on ResNet50 at batch 32 (outputs of 6–100 MB), its convolutions took 15%
-/// longer writing into blocks not zeroed first (the sequential fill brings the block into
-/// cache and takes the page faults; the GEMM's scattered first writes then miss); the small
-/// CNN's 3 MB outputs gain.
+/// Largest buffer [`Buffer::alloc_for_overwrite`] leaves unfilled. Above it the fill costs
+/// nothing measurable: on ResNet50 at batch 32 (outputs of 6–107 MB), its convolutions took 15%
+/// longer writing into fresh blocks not zeroed first (the sequential fill takes the page
+/// faults; the GEMM's scattered first writes then miss), and as long either way into recycled
+/// ones; the small CNN's 3 MB outputs gain.
 pub const OVERWRITE_MAX: usize = 4 << 20;
 
 /// Largest block size served from the per-thread cache.
@@ -96,11 +100,11 @@ thread_local! {
 }
 
 /// Largest block kept by the shared cache of large blocks.
-pub const LARGE_BLOCK_MAX: usize = 32 << 20;
+pub const LARGE_BLOCK_MAX: usize = 1 << 30;
 /// Most blocks the large-block cache keeps.
-pub const LARGE_CACHE_BLOCKS: usize = 32;
+pub const LARGE_CACHE_BLOCKS: usize = 64;
 /// Most bytes the large-block cache keeps.
-pub const LARGE_CACHE_BYTES: usize = 128 << 20;
+pub const LARGE_CACHE_BYTES: usize = 1 << 30;
 
 /// A freed large block: its address and size.
 struct LargeBlock(NonNull<u8>, usize);
@@ -124,30 +128,34 @@ fn is_large(block: usize) -> bool {
     block > CACHED_MAX && block <= LARGE_BLOCK_MAX
 }
 
-/// Allocates a block of `block` bytes (a class size or larger), reusing a cached one; `None`
-/// when the system refuses. With it, whether it is a recycled large block: one reused only at
-/// exactly its size, so its last buffer covered it whole (whether that buffer initialized every
-/// byte its header's [`WHOLE`] flag says); false for fresh blocks and small ones (reused across
-/// the sizes of their class).
-fn alloc_block(block: usize) -> Option<(NonNull<u8>, bool)> {
+/// Allocates a block of at least `block` bytes (a class size or larger), reusing a cached one;
+/// `None` when the system refuses. With it, its size and whether it is a recycled large block
+/// (whose header's [`INIT`] then says how many of its data bytes are initialized); false for
+/// fresh blocks and small ones (reused across the sizes of their class, always zeroed).
+fn alloc_block(block: usize) -> Option<(NonNull<u8>, usize, bool)> {
     if let Some(c) = class_of(block) {
         let cached = CACHE.try_with(|cache| cache.borrow_mut().free[c].pop()).ok().flatten();
         if let Some(p) = cached {
-            return Some((p, false));
+            return Some((p, block, false));
         }
     } else if is_large(block) {
         let mut cache = large_cache();
-        // The newest block of this size (most likely still in the CPU's caches).
-        if let Some(i) = cache.blocks.iter().rposition(|b| b.1 == block) {
-            let b = cache.blocks.remove(i).expect("index from rposition");
-            cache.bytes -= block;
-            return Some((b.0, true));
+        // The smallest block that fits with at most an eighth to spare; of equal ones the
+        // newest (most likely still in the CPU's caches).
+        let best = (cache.blocks.iter().enumerate())
+            .filter(|(_, b)| b.1 >= block && b.1 - block <= block / 8)
+            .min_by_key(|&(i, b)| (b.1, usize::MAX - i))
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            let b = cache.blocks.remove(i).expect("index from the search");
+            cache.bytes -= b.1;
+            return Some((b.0, b.1, true));
         }
     }
     // SAFETY: the layout has non-zero size (block >= ALIGNMENT or len > 0).
     let raw = NonNull::new(unsafe { alloc::alloc(block_layout(block)) })?;
     advise_huge(raw, block);
-    Some((raw, false))
+    Some((raw, block, false))
 }
 
 /// Returns a block to the cache, or to the allocator when the cache is full.
@@ -191,13 +199,17 @@ fn handle_refusal(len: usize) -> ! {
     alloc::handle_alloc_error(Layout::from_size_align(len.max(1), ALIGNMENT).unwrap_or(Layout::new::<u8>()))
 }
 
-/// Bytes before the data in each block: the reference count and the [`WHOLE`] flag, padded to
-/// keep the data 64-byte aligned.
+/// Bytes before the data in each block: the reference count, the block's size and its
+/// [`INIT`] extent, padded to keep the data 64-byte aligned.
 const HEADER: usize = ALIGNMENT;
-/// Offset in the header of the flag that is 1 when every data byte of the block's buffer was
-/// initialized when the buffer was made (0 for `try_alloc_with`'s, whose filler may leave
-/// bytes unwritten in a buffer that is only dropped).
-const WHOLE: usize = std::mem::size_of::<AtomicUsize>();
+/// Offset in the header of the block's size in bytes (a recycled large block may be larger
+/// than its buffer needs).
+const SIZE: usize = std::mem::size_of::<AtomicUsize>();
+/// Offset in the header of how many leading data bytes of the block are known initialized:
+/// those every buffer made in it wrote whole, and that stay so, as writes never uninitialize
+/// (`try_alloc_with`'s buffers add none: their filler may leave bytes unwritten in a buffer
+/// that is only dropped).
+const INIT: usize = 2 * std::mem::size_of::<AtomicUsize>();
 
 /// A shared, reference-counted, 64-byte-aligned byte buffer: the storage of dense tensors.
 ///
@@ -244,23 +256,25 @@ impl Buffer {
         unsafe { Self::alloc_filling(len, true, |p, _| fill(p)) }
     }
 
-    /// As [`Buffer::alloc_with`], `fill` also told whether the block's bytes are all
-    /// initialized already (a recycled large block whose last buffer was `whole`); `whole`
-    /// says whether this buffer's `fill` initializes every byte.
+    /// As [`Buffer::alloc_with`], `fill` also told whether the buffer's bytes are all
+    /// initialized already (in a recycled large block, by earlier buffers); `whole` says
+    /// whether this buffer's `fill` initializes every byte.
     ///
     /// # Safety
     /// `fill` must initialize every one of the `len` bytes unless told they are initialized,
     /// or, with `whole` false, before any of them is read.
     unsafe fn alloc_filling(len: usize, whole: bool, fill: impl FnOnce(*mut u8, bool)) -> Option<Buffer> {
         let total = HEADER.checked_add(len).filter(|&t| t <= isize::MAX as usize - ALIGNMENT)?;
-        let (block, recycled) = alloc_block(block_size(total))?;
-        // SAFETY: the block is valid for `total` writable bytes and aligned for AtomicUsize; a
-        // recycled block's header was written when it was first used.
+        let (block, size, recycled) = alloc_block(block_size(total))?;
+        // SAFETY: the block is valid for `size >= total` writable bytes and aligned for
+        // usize; a recycled block's header was written when it was first used.
         unsafe {
-            let initialized = recycled && block.as_ptr().add(WHOLE).read() == 1;
-            (block.as_ptr() as *mut AtomicUsize).write(AtomicUsize::new(1));
-            block.as_ptr().add(WHOLE).write(u8::from(whole));
-            fill(block.as_ptr().add(HEADER), initialized);
+            let header = block.as_ptr() as *mut usize;
+            let before = if recycled { header.byte_add(INIT).read() } else { 0 };
+            header.write(1); // the count (an AtomicUsize of the same layout)
+            header.byte_add(SIZE).write(size);
+            header.byte_add(INIT).write(if whole { before.max(len) } else { before });
+            fill(block.as_ptr().add(HEADER), len <= before);
         }
         Some(Buffer { block, len })
     }
@@ -272,10 +286,11 @@ impl Buffer {
         unsafe { Self::alloc_with(len, |p| std::ptr::write_bytes(p, 0, len)) }
     }
 
-    /// A buffer of `len` bytes whose values are unspecified — zeros, or what a freed buffer
+    /// A buffer of `len` bytes whose values are unspecified — zeros, or what freed buffers
     /// left in a recycled block (never uninitialized memory) — without the limit check: for
     /// writers of every byte. A recycled block of up to [`OVERWRITE_MAX`] bytes skips
-    /// [`Buffer::alloc_len`]'s zero fill; others are zeroed as there.
+    /// [`Buffer::alloc_len`]'s zero fill where its bytes are initialized; others are zeroed
+    /// as there.
     pub(crate) fn alloc_for_overwrite(len: usize) -> Option<Buffer> {
         // SAFETY: the bytes are zeroed unless they are all initialized already.
         unsafe {
@@ -486,7 +501,9 @@ impl Drop for Buffer {
         }
         // Synchronise with every other handle's Release decrement before freeing.
         std::sync::atomic::fence(Ordering::Acquire);
-        free_block(self.block, block_size(HEADER + self.len));
+        // SAFETY: the header's size was written when the block was handed to this buffer.
+        let size = unsafe { (self.block.as_ptr() as *const usize).byte_add(SIZE).read() };
+        free_block(self.block, size);
     }
 }
 
@@ -554,8 +571,51 @@ mod tests {
         // Small blocks (reused across their class's sizes) and fresh ones are zeroed.
         drop(Buffer::from_bytes(&[9u8; 100]));
         assert!(Buffer::alloc_for_overwrite(90).unwrap().as_slice().iter().all(|&x| x == 0));
-        let fresh = Buffer::alloc_for_overwrite(LARGE_BLOCK_MAX + 1).unwrap();
+        let fresh = Buffer::alloc_for_overwrite(4_567_891).unwrap();
         assert!(fresh.as_slice().iter().all(|&x| x == 0));
+    }
+
+    /// A request takes a cached block up to an eighth larger, holding what its last buffer
+    /// left; bytes of it that no buffer initialized are zeroed before a buffer for
+    /// overwriting covers them.
+    #[test]
+    fn large_blocks_serve_slightly_smaller_buffers() {
+        let n = 3_600_000; // sizes no other test uses
+        let b = Buffer::from_bytes(&vec![3u8; n]);
+        let p = b.as_ptr();
+        drop(b);
+        // Too small to take it (more than an eighth to spare): a fresh block.
+        let small = Buffer::alloc_for_overwrite(n / 2).unwrap();
+        assert_ne!(small.as_ptr(), p);
+        drop(small);
+        // A little smaller: the same block, its values kept.
+        let c = Buffer::alloc_for_overwrite(n - 100_000).unwrap();
+        assert_eq!(c.as_ptr(), p);
+        assert!(c.as_slice().iter().all(|&x| x == 3));
+        drop(c);
+        // A little larger: a fresh block, zeroed.
+        let d = Buffer::alloc_for_overwrite(n + 1).unwrap();
+        assert_ne!(d.as_ptr(), p);
+        assert!(d.as_slice().iter().all(|&x| x == 0));
+
+        // A fresh block whose first buffer may have left bytes unwritten: nothing in it is
+        // initialized, so it is zeroed for a smaller request; after a buffer that wrote its
+        // first `m - 1000` bytes, a request for all `m` is zeroed again.
+        let m = 3_900_000;
+        // SAFETY: the buffer is only dropped, never read.
+        let e = unsafe { Buffer::try_alloc_with(m, |_| {}) }.unwrap();
+        let q = e.as_ptr();
+        drop(e);
+        let f = Buffer::alloc_for_overwrite(m - 1000).unwrap();
+        assert_eq!(f.as_ptr(), q);
+        assert!(f.as_slice().iter().all(|&x| x == 0));
+        drop(f);
+        let g = Buffer::from_bytes(&vec![5u8; m - 1000]);
+        assert_eq!(g.as_ptr(), q);
+        drop(g);
+        let h = Buffer::alloc_for_overwrite(m).unwrap();
+        assert_eq!(h.as_ptr(), q);
+        assert!(h.as_slice().iter().all(|&x| x == 0));
     }
 
     /// A read that fails part way still leaves its block initialized (zeros past what was
@@ -580,15 +640,22 @@ mod tests {
     }
 
     /// A buffer whose filler may have left bytes unwritten (dropped unread, as its contract
-    /// allows) marks its block, which is then zeroed before being handed out for overwriting.
+    /// allows) adds nothing to what its block holds initialized: in a fresh block, the block is
+    /// then zeroed before being handed out for overwriting; in a recycled one, the bytes that
+    /// earlier buffers wrote keep their values.
     #[test]
     fn blocks_of_possibly_partial_buffers_are_zeroed_before_reuse() {
         let n = 2_345_679; // a size no other test uses
-        drop(Buffer::from_bytes(&vec![9u8; n]));
-        // SAFETY: the buffer is only dropped, never read.
+                           // SAFETY: the buffer is only dropped, never read.
         drop(unsafe { Buffer::try_alloc_with(n, |_| {}) }.unwrap());
         let b = Buffer::alloc_for_overwrite(n).unwrap();
         assert!(b.as_slice().iter().all(|&x| x == 0));
+        drop(b);
+        drop(Buffer::from_bytes(&vec![9u8; n]));
+        // SAFETY: as above.
+        drop(unsafe { Buffer::try_alloc_with(n, |_| {}) }.unwrap());
+        let c = Buffer::alloc_for_overwrite(n).unwrap();
+        assert!(c.as_slice().iter().all(|&x| x == 9));
     }
 
     #[test]

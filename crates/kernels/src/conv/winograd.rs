@@ -1,14 +1,18 @@
-//! Winograd's minimal filtering F(2×2, 3×3) for `Conv2D` with a 3×3 filter, stride 1 and no
-//! dilation (ResNet's 3×3 convolutions): each 2×2 block of output pixels ("tile") takes 16
-//! multiplies per input channel and output channel instead of 36, as 16 GEMMs.
+//! Winograd's minimal filtering F(m×m, 3×3) for `Conv2D` with a 3×3 filter, stride 1 and no
+//! dilation (ResNet's 3×3 convolutions), with output tiles of m = 2 or 4 pixels a side: each
+//! m×m block of output pixels ("tile") takes α² = (m+2)² multiplies per input channel and
+//! output channel instead of 9m² (F(2×2): 16 instead of 36; F(4×4): 36 instead of 144), as α²
+//! GEMMs.
 //!
-//! With `d` a tile's 4×4 input window, `g` the 3×3 filter of one (input, output) channel pair
+//! With `d` a tile's α×α input window, `g` the 3×3 filter of one (input, output) channel pair
 //! and `Bᵀ`, `G`, `Aᵀ` Lavin & Gray's matrices, the tile's output is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A`.
-//! The transformed filter `U = G g Gᵀ` is 16 matrices `[C, K]`, made once per filter buffer;
-//! a block of `T` tiles is transformed to 16 matrices `V = Bᵀ d B` of `[T, C]`, multiplied
-//! (`M[ξ] = V[ξ] · U[ξ]`, `[T, K]`), and transformed back into output pixels. The transforms
-//! use only additions, subtractions and halvings; the rounding differs from the direct sum
-//! (reassociation), about as much as a different GEMM blocking does.
+//! The transformed filter `U = G g Gᵀ` is α² matrices `[C, K]`, made once per filter buffer
+//! (in f64, rounded once); a block of `T` tiles is transformed to α² matrices `V = Bᵀ d B` of
+//! `[T, C]`, multiplied (`M[ξ] = V[ξ] · U[ξ]`, `[T, K]`), and transformed back into output
+//! pixels. F(2×2)'s transforms use only additions, subtractions and halvings, and its rounding
+//! differs from the direct sum about as much as a different GEMM blocking does; F(4×4)'s
+//! multiply by small integers (2, 4, 5, 8) and its error is a few times larger (measured in
+//! `Conv2D::run`'s choice).
 use ferroflow_tensor::Tensor;
 
 use super::Axis;
@@ -16,28 +20,34 @@ use crate::matmul::{product_serial, GemmElement};
 use crate::numeric::Float;
 use crate::SendPtr;
 
-/// The transformed filter: 16 matrices `[c, k]`, row-major, one after the other.
-pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize) -> Vec<T> {
-    let half = T::from_f64(0.5);
-    let mut u = vec![T::ZERO; 16 * c * k];
+/// `G` of F(2×2, 3×3) and F(4×4, 3×3): α rows of 3.
+const G2: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
+const G4: [[f64; 3]; 6] = [
+    [1.0 / 4.0, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
+/// The transformed filter for tiles of `m` (2 or 4): α² matrices `[c, k]`, row-major, one
+/// after the other, each entry computed in f64 and rounded once.
+pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize, m: usize) -> Vec<T> {
+    let g: &[[f64; 3]] = if m == 4 { &G4 } else { &G2 };
+    let a = g.len();
+    let mut u = vec![T::ZERO; a * a * c * k];
     let ck = c * k;
     for ci in 0..c {
         for ko in 0..k {
-            // g[i][j] = f[((i * 3 + j) * c + ci) * k + ko]
-            let g = |i: usize, j: usize| f[((i * 3 + j) * c + ci) * k + ko];
-            // G g: 4×3.
-            let col = |j: usize| {
-                let (a, b, d) = (g(0, j), g(1, j), g(2, j));
-                [a, (a + b + d) * half, (a - b + d) * half, d]
-            };
-            let cols = [col(0), col(1), col(2)];
-            let gg: [[T; 3]; 4] = std::array::from_fn(|i| [cols[0][i], cols[1][i], cols[2][i]]);
-            // (G g) Gᵀ: 4×4.
-            for (i, row) in gg.iter().enumerate() {
-                let (a, b, d) = (row[0], row[1], row[2]);
-                let out = [a, (a + b + d) * half, (a - b + d) * half, d];
-                for (j, v) in out.into_iter().enumerate() {
-                    u[(i * 4 + j) * ck + ci * k + ko] = v;
+            let w = |i: usize, j: usize| f[((i * 3 + j) * c + ci) * k + ko].to_f64();
+            // G w: α×3, then (G w) Gᵀ: α×α.
+            let gw: Vec<[f64; 3]> =
+                g.iter().map(|r| std::array::from_fn(|j| (0..3).map(|t| r[t] * w(t, j)).sum())).collect();
+            for (i, row) in gw.iter().enumerate() {
+                for (j, gr) in g.iter().enumerate() {
+                    let v: f64 = (0..3).map(|t| row[t] * gr[t]).sum();
+                    u[(i * a + j) * ck + ci * k + ko] = T::from_f64(v);
                 }
             }
         }
@@ -48,7 +58,10 @@ pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize) -> Vec<T> 
 /// A transformed filter kept by a kernel with the filter tensor it came from: holding a handle
 /// keeps that buffer alive and unwritable (tensors are copy-on-write), so the same data
 /// address means the same values.
-pub(super) struct FilterCache<T>(std::sync::Mutex<Option<(Tensor, std::sync::Arc<Vec<T>>)>>);
+pub(super) struct FilterCache<T>(std::sync::Mutex<Option<Cached<T>>>);
+
+/// The filter a transform came from, its tile side and the transform.
+type Cached<T> = (Tensor, usize, std::sync::Arc<Vec<T>>);
 
 impl<T> Default for FilterCache<T> {
     fn default() -> Self {
@@ -57,22 +70,24 @@ impl<T> Default for FilterCache<T> {
 }
 
 impl<T: Float + ferroflow_tensor::Element> FilterCache<T> {
-    /// The transform of `filter` (`[3, 3, c, k]`), from the cache when it holds this buffer.
+    /// The transform of `filter` (`[3, 3, c, k]`) for tiles of `m`, from the cache when it
+    /// holds this buffer's.
     pub(super) fn get(
         &self,
         filter: &Tensor,
         c: usize,
         k: usize,
+        m: usize,
     ) -> Result<std::sync::Arc<Vec<T>>, ferroflow_tensor::TensorError> {
         let f = filter.as_slice::<T>()?;
         let mut cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((t, u)) = cached.as_ref() {
-            if t.dims() == filter.dims() && t.as_slice::<T>()?.as_ptr() == f.as_ptr() {
+        if let Some((t, tm, u)) = cached.as_ref() {
+            if *tm == m && t.dims() == filter.dims() && t.as_slice::<T>()?.as_ptr() == f.as_ptr() {
                 return Ok(u.clone());
             }
         }
-        let u = std::sync::Arc::new(transform_filter(f, c, k));
-        *cached = Some((filter.clone(), u.clone()));
+        let u = std::sync::Arc::new(transform_filter(f, c, k, m));
+        *cached = Some((filter.clone(), m, u.clone()));
         Ok(u)
     }
 }
@@ -86,24 +101,31 @@ pub(super) struct Plan {
     pub c: usize,
     pub k: usize,
     pub axes: [Axis; 2],
+    /// Output pixels per tile side: 2 or 4.
+    pub m: usize,
 }
 
 impl Plan {
     /// Tile rows and tile columns per image.
     pub(super) fn tiles(&self) -> (usize, usize) {
-        (self.axes[0].output.div_ceil(2), self.axes[1].output.div_ceil(2))
+        (self.axes[0].output.div_ceil(self.m), self.axes[1].output.div_ceil(self.m))
+    }
+
+    /// The transformed matrices: α² = (m + 2)².
+    pub(super) fn count(&self) -> usize {
+        (self.m + 2) * (self.m + 2)
     }
 
     /// The output elements that tile rows `r0..r1` (counted over all images) cover: they are
     /// contiguous in NHWC.
     pub(super) fn output_range(&self, r0: usize, r1: usize) -> (usize, usize) {
         let (th, _) = self.tiles();
-        let (oh, ow) = (self.axes[0].output, self.axes[1].output);
-        let row_of = |r: usize| (r / th) * oh + ((r % th) * 2).min(oh);
+        let (oh, ow, m) = (self.axes[0].output, self.axes[1].output, self.m);
+        let row_of = |r: usize| (r / th) * oh + ((r % th) * m).min(oh);
         let start = row_of(r0);
-        // The end of tile row r1-1 (the last of an image may cover one output row).
+        // The end of tile row r1-1 (the last of an image may cover fewer output rows).
         let last = r1 - 1;
-        let end = (last / th) * oh + ((last % th) * 2 + 2).min(oh);
+        let end = (last / th) * oh + ((last % th) * m + m).min(oh);
         (start * ow * self.k, end * ow * self.k)
     }
 }
@@ -130,7 +152,7 @@ pub(super) fn block<T: Float + GemmElement>(
     let tiles = (r1 - r0) * p.tiles().1;
     // SAFETY: `size_for` sized `v` for the block's tiles, and this thread alone writes it.
     unsafe { transform_input(p, x, (r0, r1), r0, tiles, s.v.as_mut_ptr(), &s.zeros) };
-    for xi in 0..16 {
+    for xi in 0..p.count() {
         multiply(p, u, xi, tiles, &s.v, &mut s.m[xi * tiles * p.k..(xi + 1) * tiles * p.k]);
     }
     transform_output(p, &s.m, (r0, r1), r0, tiles, out);
@@ -140,8 +162,8 @@ impl<T: Float> Scratch<T> {
     /// Sizes the matrices for `rows` tile rows.
     pub(super) fn size_for(&mut self, p: &Plan, rows: usize) {
         let tiles = rows * p.tiles().1;
-        self.v.resize(16 * tiles * p.c, T::ZERO);
-        self.m.resize(16 * tiles * p.k, T::ZERO);
+        self.v.resize(p.count() * tiles * p.c, T::ZERO);
+        self.m.resize(p.count() * tiles * p.k, T::ZERO);
         if self.zeros.len() < p.c {
             self.zeros.resize(p.c, T::ZERO);
         }
@@ -149,10 +171,10 @@ impl<T: Float> Scratch<T> {
 }
 
 /// The whole convolution in three phases, each split across the intra-op pool: the input
-/// transform by tile rows, the 16 GEMMs (one task each, every tile at once: full-size
+/// transform by tile rows, the α² GEMMs (one task each, every tile at once: full-size
 /// products, and each transformed filter packed once), the output transform and `finish` by
 /// tile rows. For convolutions with too few tiles to give every thread blocks of its own
-/// (batch 1), where splitting the tiles would leave 16 tiny GEMMs per block.
+/// (batch 1), where splitting the tiles would leave α² tiny GEMMs per block.
 pub(super) fn phased<T: Float + GemmElement>(
     p: &Plan,
     x: &[T],
@@ -201,10 +223,10 @@ fn multiply<T: GemmElement>(p: &Plan, u: &[T], xi: usize, tiles: usize, v: &[T],
 }
 
 /// The input transform of tile rows `r0..r1` into `v`, whose tile 0 is the first of tile row
-/// `base` and whose 16 matrices hold `tiles` tiles each.
+/// `base` and whose α² matrices hold `tiles` tiles each.
 ///
 /// # Safety
-/// `v` must be valid for `16 * tiles * c` writes, with no other thread touching the entries
+/// `v` must be valid for `α² * tiles * c` writes, with no other thread touching the entries
 /// of these tile rows.
 unsafe fn transform_input<T: Float>(
     p: &Plan,
@@ -216,32 +238,39 @@ unsafe fn transform_input<T: Float>(
     zeros: &[T],
 ) {
     let (th, tw) = p.tiles();
-    let c = p.c;
+    let (c, m) = (p.c, p.m);
+    let a = m + 2;
     let [ah, aw] = p.axes;
     for r in r0..r1 {
         for tx in 0..tw {
             let (b, ty) = (r / th, r % th);
             let t = (r - base) * tw + tx;
-            let mut d: [&[T]; 16] = [&zeros[..c]; 16];
-            for i in 0..4 {
-                let Some(iy) = (ty * 2 + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
-                for j in 0..4 {
-                    let Some(ix) = (tx * 2 + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
+            let mut d: [&[T]; 36] = [&zeros[..c]; 36];
+            for i in 0..a {
+                let Some(iy) = (ty * m + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
+                for j in 0..a {
+                    let Some(ix) = (tx * m + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
                     let at = ((b * p.h + iy) * p.w + ix) * c;
-                    d[i * 4 + j] = &x[at..at + c];
+                    d[i * a + j] = &x[at..at + c];
                 }
             }
-            // SAFETY: tile t < tiles, so its 16 ranges lie in `v` (the caller's contract).
-            unsafe { input_transform(&d, v, t * c, tiles * c, c) };
+            // SAFETY: tile t < tiles, so its α² ranges lie in `v` (the caller's contract).
+            unsafe {
+                if m == 4 {
+                    input_transform::<T, 4>(&d, v, t * c, tiles * c, c)
+                } else {
+                    input_transform::<T, 2>(&d, v, t * c, tiles * c, c)
+                }
+            };
         }
     }
 }
 
 /// The output transform of tile rows `r0..r1` from `m` (laid out as in [`transform_input`])
 /// into `out`, which starts at the first output element of tile row `r0`.
-fn transform_output<T: Float>(p: &Plan, m: &[T], (r0, r1): (usize, usize), base: usize, tiles: usize, out: &mut [T]) {
+fn transform_output<T: Float>(p: &Plan, mm: &[T], (r0, r1): (usize, usize), base: usize, tiles: usize, out: &mut [T]) {
     let (th, tw) = p.tiles();
-    let k = p.k;
+    let (k, m) = (p.k, p.m);
     let [ah, aw] = p.axes;
     let (oh, ow) = (ah.output, aw.output);
     let (first, _) = p.output_range(r0, r1);
@@ -249,38 +278,43 @@ fn transform_output<T: Float>(p: &Plan, m: &[T], (r0, r1): (usize, usize), base:
         for tx in 0..tw {
             let (b, ty) = (r / th, r % th);
             let t = (r - base) * tw + tx;
-            let rows = (oh - ty * 2).min(2);
-            let cols = (ow - tx * 2).min(2);
-            let mut dst: [usize; 4] = [usize::MAX; 4];
+            let rows = (oh - ty * m).min(m);
+            let cols = (ow - tx * m).min(m);
+            let mut dst: [usize; 16] = [usize::MAX; 16];
             for i in 0..rows {
                 for j in 0..cols {
-                    dst[i * 2 + j] = ((b * oh + ty * 2 + i) * ow + tx * 2 + j) * k - first;
+                    dst[i * m + j] = ((b * oh + ty * m + i) * ow + tx * m + j) * k - first;
                 }
             }
-            output_transform(m, t * k, tiles * k, k, dst, out);
+            if m == 4 {
+                output_transform::<T, 4>(mm, t * k, tiles * k, k, &dst, out)
+            } else {
+                output_transform::<T, 2>(mm, t * k, tiles * k, k, &dst, out)
+            }
         }
     }
 }
 
-/// `V = Bᵀ d B` of one tile for every channel: `v[ξ * stride + at + ch]`.
+/// `V = Bᵀ d B` of one tile for every channel: `v[ξ * stride + at + ch]`, `d` holding the
+/// tile's (M+2)² input pixels row by row.
 ///
 /// # Safety
-/// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < 16 and ch < c.
-unsafe fn input_transform<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
+/// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < (M+2)² and ch < c.
+unsafe fn input_transform<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
+        unsafe fn avx2<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
             // SAFETY: the caller's contract.
-            unsafe { input_transform_impl(d, v, at, stride, c) }
+            unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) }
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above); the caller's contract.
-            return unsafe { avx2(d, v, at, stride, c) };
+            return unsafe { avx2::<T, M>(d, v, at, stride, c) };
         }
     }
     // SAFETY: the caller's contract.
-    unsafe { input_transform_impl(d, v, at, stride, c) }
+    unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) }
 }
 
 /// Channels per step of the transforms: one AVX2 register of f32. Steps are fixed-size arrays,
@@ -305,43 +339,68 @@ fn copy_partial<T: Copy>(to: &mut [T], from: &[T]) {
     to.copy_from_slice(from);
 }
 
+/// One lane-wise combination of α values: `Bᵀ` (M = 2: `d0 - d2, d1 + d2, d2 - d1, d1 - d3`;
+/// M = 4: Lavin & Gray's 6×6) applied to `x`, written to `y`.
+#[inline(always)]
+fn b_t<T: Float, const M: usize>(x: [&[T; L]; 6], y: &mut [[T; L]; 6]) {
+    if M == 2 {
+        for l in 0..L {
+            let (d0, d1, d2, d3) = (x[0][l], x[1][l], x[2][l], x[3][l]);
+            y[0][l] = d0 - d2;
+            y[1][l] = d1 + d2;
+            y[2][l] = d2 - d1;
+            y[3][l] = d1 - d3;
+        }
+    } else {
+        let (two, four, five) = (T::from_f64(2.0), T::from_f64(4.0), T::from_f64(5.0));
+        for l in 0..L {
+            let (d0, d1, d2, d3, d4, d5) = (x[0][l], x[1][l], x[2][l], x[3][l], x[4][l], x[5][l]);
+            y[0][l] = four * d0 - five * d2 + d4;
+            y[1][l] = (d3 + d4) - four * (d1 + d2);
+            y[2][l] = four * (d1 - d2) + (d4 - d3);
+            y[3][l] = two * (d3 - d1) + (d4 - d2);
+            y[4][l] = two * (d1 - d3) + (d4 - d2);
+            y[5][l] = four * d1 - five * d3 + d5;
+        }
+    }
+}
+
 /// # Safety
 /// As [`input_transform`].
 #[inline(always)]
-unsafe fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, stride: usize, c: usize) {
+unsafe fn input_transform_impl<T: Float, const M: usize>(
+    d: &[&[T]; 36],
+    v: *mut T,
+    at: usize,
+    stride: usize,
+    c: usize,
+) {
+    let a = M + 2;
     let mut ch = 0;
     while ch < c {
         let lanes = L.min(c - ch);
-        // The 16 inputs' channels ch..ch+lanes (zero past `lanes`).
-        let mut x = [[T::ZERO; L]; 16];
-        for (q, row) in x.iter_mut().enumerate() {
+        // The α² inputs' channels ch..ch+lanes (zero past `lanes`).
+        let mut x = [[T::ZERO; L]; 36];
+        for (q, row) in x.iter_mut().enumerate().take(a * a) {
             load(row, &d[q][ch..], lanes);
         }
-        // Bᵀ d: rows combine as (d0 - d2, d1 + d2, d2 - d1, d1 - d3), per column.
-        let mut t = [[[T::ZERO; L]; 4]; 4];
-        for j in 0..4 {
-            let (d0, d1, d2, d3) = (&x[j], &x[4 + j], &x[8 + j], &x[12 + j]);
-            for l in 0..L {
-                t[0][j][l] = d0[l] - d2[l];
-                t[1][j][l] = d1[l] + d2[l];
-                t[2][j][l] = d2[l] - d1[l];
-                t[3][j][l] = d1[l] - d3[l];
+        // Bᵀ d, per column: t[i][j] combines column j's rows.
+        let mut t = [[[T::ZERO; L]; 6]; 6];
+        for j in 0..a {
+            let mut col = [[T::ZERO; L]; 6];
+            b_t::<T, M>(std::array::from_fn(|i| &x[(i % a) * a + j]), &mut col);
+            for i in 0..a {
+                t[i][j] = col[i];
             }
         }
         // (Bᵀ d) B: the same along each row.
-        for (i, row) in t.iter().enumerate() {
-            let mut out = [[T::ZERO; L]; 4];
-            for l in 0..L {
-                let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
-                out[0][l] = a0 - a2;
-                out[1][l] = a1 + a2;
-                out[2][l] = a2 - a1;
-                out[3][l] = a1 - a3;
-            }
-            for (j, vals) in out.iter().enumerate() {
-                let to = v.wrapping_add((i * 4 + j) * stride + at + ch);
+        for (i, row) in t.iter().enumerate().take(a) {
+            let mut out = [[T::ZERO; L]; 6];
+            b_t::<T, M>(std::array::from_fn(|j| &row[j % a]), &mut out);
+            for (j, vals) in out.iter().enumerate().take(a) {
+                let to = v.wrapping_add((i * a + j) * stride + at + ch);
                 if lanes == L {
-                    // SAFETY: in bounds by the caller's contract (ξ = i*4+j < 16, ch+L ≤ c).
+                    // SAFETY: in bounds by the caller's contract (ξ = i*α+j < α², ch+L ≤ c).
                     unsafe { to.cast::<[T; L]>().write_unaligned(*vals) };
                 } else {
                     // SAFETY: as above, ch+lanes ≤ c.
@@ -353,50 +412,91 @@ unsafe fn input_transform_impl<T: Float>(d: &[&[T]; 16], v: *mut T, at: usize, s
     }
 }
 
-/// `Y = Aᵀ M A` of one tile for every output channel, written to the (up to 4) output pixels
-/// at `dst` offsets (`usize::MAX`: outside the output).
-fn output_transform<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
+/// `Y = Aᵀ M A` of one tile for every output channel, written to the (up to M²) output
+/// pixels at `dst` offsets (`usize::MAX`: outside the output).
+fn output_transform<T: Float, const M: usize>(
+    m: &[T],
+    at: usize,
+    stride: usize,
+    k: usize,
+    dst: &[usize; 16],
+    out: &mut [T],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
-            output_transform_impl(m, at, stride, k, dst, out)
+        unsafe fn avx2<T: Float, const M: usize>(
+            m: &[T],
+            at: usize,
+            stride: usize,
+            k: usize,
+            dst: &[usize; 16],
+            out: &mut [T],
+        ) {
+            output_transform_impl::<T, M>(m, at, stride, k, dst, out)
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { avx2(m, at, stride, k, dst, out) };
+            return unsafe { avx2::<T, M>(m, at, stride, k, dst, out) };
         }
     }
-    output_transform_impl(m, at, stride, k, dst, out)
+    output_transform_impl::<T, M>(m, at, stride, k, dst, out)
+}
+
+/// `Aᵀ` applied lane-wise to α values (M = 2: `m0 + m1 + m2, m1 - m2 - m3`; M = 4: Lavin &
+/// Gray's 4×6).
+#[inline(always)]
+fn a_t<T: Float, const M: usize>(x: [&[T; L]; 6], y: &mut [[T; L]; 4]) {
+    if M == 2 {
+        for l in 0..L {
+            let (m0, m1, m2, m3) = (x[0][l], x[1][l], x[2][l], x[3][l]);
+            y[0][l] = m0 + m1 + m2;
+            y[1][l] = m1 - m2 - m3;
+        }
+    } else {
+        let (two, four, eight) = (T::from_f64(2.0), T::from_f64(4.0), T::from_f64(8.0));
+        for l in 0..L {
+            let (m0, m1, m2, m3, m4, m5) = (x[0][l], x[1][l], x[2][l], x[3][l], x[4][l], x[5][l]);
+            let (s12, d12, s34, d34) = (m1 + m2, m1 - m2, m3 + m4, m3 - m4);
+            y[0][l] = m0 + s12 + s34;
+            y[1][l] = d12 + two * d34;
+            y[2][l] = s12 + four * s34;
+            y[3][l] = d12 + eight * d34 + m5;
+        }
+    }
 }
 
 #[inline(always)]
-fn output_transform_impl<T: Float>(m: &[T], at: usize, stride: usize, k: usize, dst: [usize; 4], out: &mut [T]) {
+fn output_transform_impl<T: Float, const M: usize>(
+    m: &[T],
+    at: usize,
+    stride: usize,
+    k: usize,
+    dst: &[usize; 16],
+    out: &mut [T],
+) {
+    let a = M + 2;
     let mut ko = 0;
     while ko < k {
         let lanes = L.min(k - ko);
-        let mut x = [[T::ZERO; L]; 16];
-        for (q, row) in x.iter_mut().enumerate() {
+        let mut x = [[T::ZERO; L]; 36];
+        for (q, row) in x.iter_mut().enumerate().take(a * a) {
             load(row, &m[q * stride + at + ko..], lanes);
         }
-        // Aᵀ M: rows combine as (m0 + m1 + m2, m1 - m2 - m3), per column.
-        let mut t = [[[T::ZERO; L]; 4]; 2];
-        for j in 0..4 {
-            let (m0, m1, m2, m3) = (&x[j], &x[4 + j], &x[8 + j], &x[12 + j]);
-            for l in 0..L {
-                t[0][j][l] = m0[l] + m1[l] + m2[l];
-                t[1][j][l] = m1[l] - m2[l] - m3[l];
+        // Aᵀ M, per column.
+        let mut t = [[[T::ZERO; L]; 6]; 4];
+        for j in 0..a {
+            let mut col = [[T::ZERO; L]; 4];
+            a_t::<T, M>(std::array::from_fn(|i| &x[(i % a) * a + j]), &mut col);
+            for i in 0..M {
+                t[i][j] = col[i];
             }
         }
-        for (i, row) in t.iter().enumerate() {
-            let mut y = [[T::ZERO; L]; 2];
-            for l in 0..L {
-                let (a0, a1, a2, a3) = (row[0][l], row[1][l], row[2][l], row[3][l]);
-                y[0][l] = a0 + a1 + a2;
-                y[1][l] = a1 - a2 - a3;
-            }
-            for (jj, vals) in y.iter().enumerate() {
-                let at = dst[i * 2 + jj];
+        for (i, row) in t.iter().enumerate().take(M) {
+            let mut y = [[T::ZERO; L]; 4];
+            a_t::<T, M>(std::array::from_fn(|j| &row[j % a]), &mut y);
+            for (jj, vals) in y.iter().enumerate().take(M) {
+                let at = dst[i * M + jj];
                 if at == usize::MAX {
                     continue;
                 }
