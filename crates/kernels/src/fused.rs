@@ -255,7 +255,7 @@ impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
     type Out = UnaryStep<T>;
     fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> UnaryStep<T> {
         Box::new(move |x: Operand<T>, dst: &mut [T]| match x {
-            Operand::Slice(s) => dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v)),
+            Operand::Slice(s) => wide(|| dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v))),
             Operand::Scalar(v) => {
                 let r = f(v);
                 dst.iter_mut().for_each(|d| *d = r)
@@ -269,16 +269,34 @@ impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
     fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> BinaryStep<T> {
         Box::new(move |a: Operand<T>, b: Operand<T>, dst: &mut [T]| match (a, b) {
             (Operand::Slice(a), Operand::Slice(b)) => {
-                dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y))
+                wide(|| dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y)))
             }
-            (Operand::Slice(a), Operand::Scalar(y)) => dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)),
-            (Operand::Scalar(x), Operand::Slice(b)) => dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)),
+            (Operand::Slice(a), Operand::Scalar(y)) => wide(|| dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y))),
+            (Operand::Scalar(x), Operand::Slice(b)) => wide(|| dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y))),
             (Operand::Scalar(x), Operand::Scalar(y)) => {
                 let r = f(x, y);
                 dst.iter_mut().for_each(|d| *d = r)
             }
         })
     }
+}
+
+/// Runs `body` (a loop of one program step) compiled for AVX2 where the CPU has it: the same
+/// scalar operations in the same order, in 8-lane registers instead of the baseline's 4.
+#[inline(always)]
+fn wide(body: impl FnOnce()) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2(body: impl FnOnce()) {
+            body()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { avx2(body) };
+        }
+    }
+    body()
 }
 
 struct Instr<T> {
