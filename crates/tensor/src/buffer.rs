@@ -206,9 +206,9 @@ const HEADER: usize = ALIGNMENT;
 /// than its buffer needs).
 const SIZE: usize = std::mem::size_of::<AtomicUsize>();
 /// Offset in the header of how many leading data bytes of the block are known initialized:
-/// those every buffer made in it wrote whole, and that stay so, as writes never uninitialize
-/// (`try_alloc_with`'s buffers add none: their filler may leave bytes unwritten in a buffer
-/// that is only dropped).
+/// those the buffers made in it wrote whole. A buffer from `try_alloc_with` resets it to 0:
+/// its filler may leave bytes unwritten (or write uninitialized ones) in a buffer that is only
+/// dropped.
 const INIT: usize = 2 * std::mem::size_of::<AtomicUsize>();
 
 /// A shared, reference-counted, 64-byte-aligned byte buffer: the storage of dense tensors.
@@ -273,7 +273,7 @@ impl Buffer {
             let before = if recycled { header.byte_add(INIT).read() } else { 0 };
             header.write(1); // the count (an AtomicUsize of the same layout)
             header.byte_add(SIZE).write(size);
-            header.byte_add(INIT).write(if whole { before.max(len) } else { before });
+            header.byte_add(INIT).write(if whole { before.max(len) } else { 0 });
             fill(block.as_ptr().add(HEADER), len <= before);
         }
         Some(Buffer { block, len })
@@ -598,9 +598,9 @@ mod tests {
         assert_ne!(d.as_ptr(), p);
         assert!(d.as_slice().iter().all(|&x| x == 0));
 
-        // A fresh block whose first buffer may have left bytes unwritten: nothing in it is
-        // initialized, so it is zeroed for a smaller request; after a buffer that wrote its
-        // first `m - 1000` bytes, a request for all `m` is zeroed again.
+        // A block whose last buffer may have left bytes unwritten holds nothing initialized,
+        // so it is zeroed for a smaller request; after a buffer that wrote its first
+        // `m - 1000` bytes, a request for all `m` is zeroed again.
         let m = 3_900_000;
         // SAFETY: the buffer is only dropped, never read.
         let e = unsafe { Buffer::try_alloc_with(m, |_| {}) }.unwrap();
@@ -640,9 +640,8 @@ mod tests {
     }
 
     /// A buffer whose filler may have left bytes unwritten (dropped unread, as its contract
-    /// allows) adds nothing to what its block holds initialized: in a fresh block, the block is
-    /// then zeroed before being handed out for overwriting; in a recycled one, the bytes that
-    /// earlier buffers wrote keep their values.
+    /// allows) marks its block, fresh or recycled, as holding nothing initialized: it is then
+    /// zeroed before being handed out for overwriting.
     #[test]
     fn blocks_of_possibly_partial_buffers_are_zeroed_before_reuse() {
         let n = 2_345_679; // a size no other test uses
@@ -655,7 +654,7 @@ mod tests {
         // SAFETY: as above.
         drop(unsafe { Buffer::try_alloc_with(n, |_| {}) }.unwrap());
         let c = Buffer::alloc_for_overwrite(n).unwrap();
-        assert!(c.as_slice().iter().all(|&x| x == 9));
+        assert!(c.as_slice().iter().all(|&x| x == 0));
     }
 
     #[test]

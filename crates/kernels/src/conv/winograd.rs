@@ -42,9 +42,11 @@ pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize, m: usize) 
         for ko in 0..k {
             let w = |i: usize, j: usize| f[((i * 3 + j) * c + ci) * k + ko].to_f64();
             // G w: α×3, then (G w) Gᵀ: α×α.
-            let gw: Vec<[f64; 3]> =
-                g.iter().map(|r| std::array::from_fn(|j| (0..3).map(|t| r[t] * w(t, j)).sum())).collect();
-            for (i, row) in gw.iter().enumerate() {
+            let mut gw = [[0f64; 3]; 6];
+            for (row, r) in gw.iter_mut().zip(g) {
+                *row = std::array::from_fn(|j| (0..3).map(|t| r[t] * w(t, j)).sum());
+            }
+            for (i, row) in gw[..a].iter().enumerate() {
                 for (j, gr) in g.iter().enumerate() {
                     let v: f64 = (0..3).map(|t| row[t] * gr[t]).sum();
                     u[(i * a + j) * ck + ci * k + ko] = T::from_f64(v);
