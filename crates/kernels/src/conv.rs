@@ -510,9 +510,9 @@ impl<T: Float> OpKernel for Depthwise<T> {
 }
 
 /// `DepthwiseConv2dNative` with one filter per channel (MobileNet's case): each output pixel's
-/// channels in blocks of 16 accumulated in registers over the window's taps (in the taps'
-/// order, from zero, as the general kernel does) and stored once; output rows split over the
-/// intra-op pool; AVX2 when the CPU has it. `epilogue` runs on each finished row while it is
+/// channels in blocks of 32 and 16 accumulated in registers over the window's taps (in the
+/// taps' order, from zero, as the general kernel does) and stored once; output rows split over
+/// the intra-op pool; AVX-512 or AVX2 when the CPU has it. `epilogue` runs on each finished row while it is
 /// in cache.
 fn depthwise_m1<T: Float>(
     ctx: &KernelContext,
@@ -526,18 +526,9 @@ fn depthwise_m1<T: Float>(
     let (oh, ow) = (ah.output, aw.output);
     let row = |scratch: &mut Vec<T>, (r, dst): (usize, &mut [T])| {
         let (b, y) = (r / oh, r % oh);
-        let mut taps: Vec<(usize, usize)> = Vec::with_capacity(kh * kw);
-        for xo in 0..ow {
-            taps.clear();
-            for ky in 0..kh {
-                let Some(iy) = ah.source(y, ky) else { continue };
-                for kx in 0..kw {
-                    let Some(ix) = aw.source(xo, kx) else { continue };
-                    taps.push((((b * h + iy) * w + ix) * c, (ky * kw + kx) * c));
-                }
-            }
-            depthwise_pixel(&mut dst[xo * c..(xo + 1) * c], x, f, &taps);
-        }
+        let rows: Vec<(usize, usize)> =
+            (0..kh).filter_map(|ky| Some((((b * h + ah.source(y, ky)?) * w) * c, ky * kw * c))).collect();
+        depthwise_row(dst, (x, f), &rows, (c, kw), aw);
         if let Some(e) = epilogue {
             e(r * ow * c, dst, scratch);
         }
@@ -553,39 +544,80 @@ fn depthwise_m1<T: Float>(
     }
 }
 
-/// One output pixel of a depthwise convolution: `px[ch] = Σ x[s + ch] * f[t + ch]` over the
-/// (input offset, filter offset) pairs `taps`.
-fn depthwise_pixel<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
+/// One output row of a depthwise convolution: for each pixel, `px[ch] = Σ x[s + ch] * f[t + ch]`
+/// over its window's taps (input offset, filter offset), from `rows` (each window row's input
+/// row offset and filter row offset, padding rows left out); AVX-512 or AVX2 where the CPU has
+/// them (chosen once per row).
+fn depthwise_row<T: Float>(dst: &mut [T], xf: (&[T], &[T]), rows: &[(usize, usize)], ck: (usize, usize), aw: Axis) {
     #[cfg(target_arch = "x86_64")]
     {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<T: Float>(
+            dst: &mut [T],
+            xf: (&[T], &[T]),
+            rows: &[(usize, usize)],
+            ck: (usize, usize),
+            aw: Axis,
+        ) {
+            depthwise_row_impl(dst, xf, rows, ck, aw)
+        }
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
-            depthwise_pixel_impl(px, x, f, taps)
+        unsafe fn avx2<T: Float>(
+            dst: &mut [T],
+            xf: (&[T], &[T]),
+            rows: &[(usize, usize)],
+            ck: (usize, usize),
+            aw: Axis,
+        ) {
+            depthwise_row_impl(dst, xf, rows, ck, aw)
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { avx512(dst, xf, rows, ck, aw) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(px, x, f, taps) };
+            return unsafe { avx2(dst, xf, rows, ck, aw) };
         }
     }
-    depthwise_pixel_impl(px, x, f, taps)
+    depthwise_row_impl(dst, xf, rows, ck, aw)
 }
 
 #[inline(always)]
-fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
-    const L: usize = 16;
-    let c = px.len();
-    let mut cb = 0;
-    while cb + L <= c {
-        let mut acc = [T::ZERO; L];
-        for &(s, t) in taps {
-            let xs: &[T; L] = x[s + cb..s + cb + L].try_into().expect("16 lanes");
-            let fs: &[T; L] = f[t + cb..t + cb + L].try_into().expect("16 lanes");
-            for l in 0..L {
-                acc[l] = acc[l] + xs[l] * fs[l];
+fn depthwise_row_impl<T: Float>(
+    dst: &mut [T],
+    (x, f): (&[T], &[T]),
+    rows: &[(usize, usize)],
+    (c, kw): (usize, usize),
+    aw: Axis,
+) {
+    let mut taps: Vec<(usize, usize)> = Vec::with_capacity(rows.len() * kw);
+    for (xo, px) in dst.chunks_exact_mut(c).enumerate() {
+        taps.clear();
+        for &(xrow, frow) in rows {
+            for kx in 0..kw {
+                if let Some(ix) = aw.source(xo, kx) {
+                    taps.push((xrow + ix * c, frow + kx * c));
+                }
             }
         }
-        px[cb..cb + L].copy_from_slice(&acc);
-        cb += L;
+        depthwise_pixel_impl(px, x, f, &taps);
+    }
+}
+
+/// Channels in blocks of 32, then 16, then one by one: each block's sums are independent
+/// chains of additions (one per register), so a wider block keeps more of them in flight.
+#[inline(always)]
+fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
+    let c = px.len();
+    let mut cb = 0;
+    while cb + 32 <= c {
+        depthwise_block::<T, 32>(px, x, f, taps, cb);
+        cb += 32;
+    }
+    while cb + 16 <= c {
+        depthwise_block::<T, 16>(px, x, f, taps, cb);
+        cb += 16;
     }
     for ch in cb..c {
         let mut a = T::ZERO;
@@ -594,6 +626,21 @@ fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize
         }
         px[ch] = a;
     }
+}
+
+/// Channels `cb..cb + L` of one output pixel, accumulated in registers over the taps (in
+/// their order, from zero, as the general kernel does).
+#[inline(always)]
+fn depthwise_block<T: Float, const L: usize>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], cb: usize) {
+    let mut acc = [T::ZERO; L];
+    for &(s, t) in taps {
+        let xs: &[T; L] = x[s + cb..s + cb + L].try_into().expect("L lanes");
+        let fs: &[T; L] = f[t + cb..t + cb + L].try_into().expect("L lanes");
+        for l in 0..L {
+            acc[l] = acc[l] + xs[l] * fs[l];
+        }
+    }
+    px[cb..cb + L].copy_from_slice(&acc);
 }
 
 /// `_FusedDepthwiseConv2dElementwise`: the depthwise convolution with the node's program run

@@ -223,13 +223,14 @@ fn fused_elementwise_with_per_channel_operands_equals_the_unfused_ops() {
     }
 }
 
-/// `DepthwiseConv2dNative` in f32 (channels in blocks of 16 in registers) against the generic
-/// f64 kernel on the same values: strides 1 and 2, SAME and VALID padding, channel counts that
-/// are and are not multiples of 16, one and two threads.
+/// `DepthwiseConv2dNative` in f32 (channels in blocks of 32 and 16 in registers, then one by
+/// one) against the generic f64 kernel on the same values: strides 1 and 2, SAME and VALID
+/// padding, channel counts that take each kind of block and not, one and two threads.
 #[test]
 fn f32_depthwise_convolution_equals_the_f64_kernel() {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    for (c, stride, padding) in [(16, 1, "SAME"), (20, 2, "SAME"), (35, 1, "VALID"), (7, 2, "VALID")] {
+    let cases = [(16, 1, "SAME"), (20, 2, "SAME"), (35, 1, "VALID"), (7, 2, "VALID"), (32, 2, "SAME"), (56, 1, "SAME")];
+    for (c, stride, padding) in cases {
         let (n, h, w) = (2, 11, 9);
         let xv = values(n * h * w * c, 11);
         let fv = values(9 * c, 12);
