@@ -53,9 +53,30 @@ fn run(graph: &Graph, feeds: &[(String, Tensor)], fetches: &[String], optimize: 
     sess.run(&feeds, &fetches, &[]).unwrap_or_else(|e| panic!("optimize={optimize}: {e}"))
 }
 
-/// Same dtype, shape and bytes.
+/// Same dtype, shape and bytes, except that a NaN matches any NaN: which operand's NaN a
+/// binary op propagates (its sign and payload) is unspecified — LLVM treats `*` and `+` as
+/// commutative and may swap operands in one kernel's loop and not another's.
 fn assert_bit_identical(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!((got.dtype(), got.dims()), (want.dtype(), want.dims()), "{what}");
+    let nan_bits = |t: &Tensor| -> Option<Vec<u64>> {
+        match t.dtype() {
+            DType::Float => Some(
+                t.as_slice::<f32>()
+                    .ok()?
+                    .iter()
+                    .map(|v| if v.is_nan() { u64::MAX } else { v.to_bits() as u64 })
+                    .collect(),
+            ),
+            DType::Double => Some(
+                t.as_slice::<f64>().ok()?.iter().map(|v| if v.is_nan() { u64::MAX } else { v.to_bits() }).collect(),
+            ),
+            _ => None,
+        }
+    };
+    if let (Some(a), Some(b)) = (nan_bits(got), nan_bits(want)) {
+        assert!(a == b, "{what}: optimized {} != unoptimized {}", got.preview(8), want.preview(8));
+        return;
+    }
     match (got.as_bytes(), want.as_bytes()) {
         (Ok(a), Ok(b)) => assert!(a == b, "{what}: optimized {} != unoptimized {}", got.preview(8), want.preview(8)),
         _ => assert_eq!(got, want, "{what}"),
