@@ -255,7 +255,7 @@ impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
     type Out = UnaryStep<T>;
     fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> UnaryStep<T> {
         Box::new(move |x: Operand<T>, dst: &mut [T]| match x {
-            Operand::Slice(s) => wide(|| dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v))),
+            Operand::Slice(s) => dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v)),
             Operand::Scalar(v) => {
                 let r = f(v);
                 dst.iter_mut().for_each(|d| *d = r)
@@ -269,34 +269,16 @@ impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
     fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> BinaryStep<T> {
         Box::new(move |a: Operand<T>, b: Operand<T>, dst: &mut [T]| match (a, b) {
             (Operand::Slice(a), Operand::Slice(b)) => {
-                wide(|| dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y)))
+                dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y))
             }
-            (Operand::Slice(a), Operand::Scalar(y)) => wide(|| dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y))),
-            (Operand::Scalar(x), Operand::Slice(b)) => wide(|| dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y))),
+            (Operand::Slice(a), Operand::Scalar(y)) => dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)),
+            (Operand::Scalar(x), Operand::Slice(b)) => dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)),
             (Operand::Scalar(x), Operand::Scalar(y)) => {
                 let r = f(x, y);
                 dst.iter_mut().for_each(|d| *d = r)
             }
         })
     }
-}
-
-/// Runs `body` (a loop of one program step) compiled for AVX2 where the CPU has it: the same
-/// scalar operations in the same order, in 8-lane registers instead of the baseline's 4.
-#[inline(always)]
-fn wide(body: impl FnOnce()) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        fn avx2(body: impl FnOnce()) {
-            body()
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { avx2(body) };
-        }
-    }
-    body()
 }
 
 struct Instr<T> {
@@ -364,7 +346,9 @@ struct FusedElementwise<T> {
 impl<T: Float + Element> FusedElementwise<T> {
     /// Evaluates the program over elements `[start, start + out.len())` of every operand.
     /// `regs` holds `stride` elements for a copy of the block of the input whose buffer is
-    /// being overwritten (`reused`), then `stride` per instruction.
+    /// being overwritten (`reused`), then `stride` per instruction. Only the last instruction
+    /// writes `out`, so the others read the reused input from it in place; the copy is made
+    /// only when the last instruction reads that input too.
     fn block(
         &self,
         args: &[View<T>],
@@ -377,16 +361,18 @@ impl<T: Float + Element> FusedElementwise<T> {
         let len = out.len();
         let last = self.program.len() - 1;
         let (scratch, regs) = regs.split_at_mut(stride);
-        if reused.is_some() {
+        let reads_reused = |ins: &Instr<T>| ins.srcs.iter().any(|s| matches!(*s, Src::Arg(k) if Some(k) == reused));
+        if reads_reused(&self.program[last]) {
             scratch[..len].copy_from_slice(out);
         }
         let scratch: &[T] = scratch;
         for (i, ins) in self.program.iter().enumerate() {
             let (done, rest) = regs.split_at_mut(i * stride);
-            let dst: &mut [T] = if i == last { &mut *out } else { &mut rest[..len] };
+            let (dst, own): (&mut [T], &[T]) =
+                if i == last { (&mut *out, &scratch[..len]) } else { (&mut rest[..len], &out[..]) };
             let operand = |s: Src| -> Operand<T> {
                 match s {
-                    Src::Arg(k) if Some(k) == reused => Operand::Slice(&scratch[..len]),
+                    Src::Arg(k) if Some(k) == reused => Operand::Slice(own),
                     Src::Arg(k) => match &args[k] {
                         View::Full(a) => Operand::Slice(&a[start..start + len]),
                         View::Scalar(v) => Operand::Scalar(*v),
