@@ -23,7 +23,10 @@ converts its figure and prints that line, with the program's peak RSS. Rows (N =
     threads. ns per op = ms * 1e6 / 2000.
   - FULL_TRACE step stats on the chain, added ns per node (step stats on minus off): TensorFlow
     a tf.compat.v1 Session with Grappler off (so it records every node), ferroflow
-    `examples/executor_overhead` (1 thread).
+    `examples/executor_overhead` (1 thread). A second row gives ferroflow's cost inside the
+    step alone (`Session::run_plan_traced`, the records not yet made into protos; the distortion
+    tracing adds to what it measures) against the same TensorFlow figure, which has no such
+    split.
   - Seed 003 training (scripts/bench_mnist.py), ms per step of batch 100 over 50*N steps (the
     mean of the steps' sess.run times on both sides): TensorFlow `bench_mnist.py --tf-only`,
     ferroflow `examples/mnist_mlp`.
@@ -309,13 +312,13 @@ def _json(out):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def _executor(out, graph, threads, trace=False):
+def _executor(out, graph, threads, trace=None):
     """examples/executor_overhead's record for `graph` at `threads`: ms per run, or with `trace`
-    the FULL_TRACE minus the plain ns per op."""
+    ("full": FULL_TRACE, "recorded": run_plan_traced) the traced minus the plain ns per op."""
     recs = {(r["graph"], r["inter_op_threads"], r.get("trace")): r for r in _json(out)}
     r = recs[(graph, int(threads), None)]
     if trace:
-        return [recs[(graph, int(threads), "full")]["ns_per_op"] - r["ns_per_op"]]
+        return [recs[(graph, int(threads), trace)]["ns_per_op"] - r["ns_per_op"]]
     return [r["ns_per_op"] * r["ops"] / 1e6]
 
 
@@ -333,7 +336,8 @@ def _checkpoint(out, phase):
 
 ADAPTERS = {
     "executor": _executor,
-    "full_trace": lambda out: _executor(out, "chain", 1, trace=True),
+    "full_trace": lambda out: _executor(out, "chain", 1, trace="full"),
+    "trace_recorded": lambda out: _executor(out, "chain", 1, trace="recorded"),
     "cnn": _cnn,
     "checkpoint": _checkpoint,
     # steps_per_sec= (bench_mnist.py --tf-only, examples/mnist_mlp): ms per training step.
@@ -430,6 +434,10 @@ def workloads(a):
                             adapt(f"executor:{graph}:{threads}", executor + [graph]), examples=("executor_overhead",)))
     rows.append(Row(f"FULL_TRACE step stats, chain of {EXEC_OPS} (added ns per node)",
                     worker("tf_full_trace", EXEC_OPS, iters), adapt("full_trace", executor + ["chain"]),
+                    examples=("executor_overhead",)))
+    rows.append(Row(f"step stats recorded inside the step, chain of {EXEC_OPS}: ferroflow run_plan_traced "
+                    "(protos made on request) vs TensorFlow FULL_TRACE (added ns per node)",
+                    worker("tf_full_trace", EXEC_OPS, iters), adapt("trace_recorded", executor + ["chain"]),
                     examples=("executor_overhead",)))
 
     # Seed 003 training (bench_mnist.py).

@@ -61,3 +61,47 @@ fn tracing_works_in_the_control_flow_executor() {
     let n = meta.step_stats.unwrap().dev_stats[0].node_stats.len();
     assert!(n > 10, "{n} node stats");
 }
+
+#[test]
+fn traced_steps_record_every_node_and_make_the_protos_on_request() {
+    // A chain of hand-offs and a wide part, on 2 inter-op threads: every node's record reaches
+    // the trace whichever thread ran it.
+    let (g, fetch) = ferroflow::testing::graphs::wide(200);
+    let mut options = SessionOptions { inter_op_threads: 2, intra_op_threads: 1, ..Default::default() };
+    options.optimizer.enabled = false;
+    let sess = Session::new(g, options).unwrap();
+    let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
+    let feeds = [Tensor::scalar(2.0f32)];
+    let (out, trace) = sess.run_plan_traced(&plan, &feeds).unwrap();
+    assert_eq!(out, sess.run_plan(&plan, &feeds).unwrap());
+    assert_eq!(trace.len(), plan.len());
+    let stats = trace.into_step_stats();
+    let nodes = &stats.dev_stats[0].node_stats;
+    assert_eq!(nodes.len(), plan.len());
+    let mut names: Vec<&str> = nodes.iter().map(|s| s.node_name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), plan.len(), "each node once");
+    assert!(nodes.windows(2).all(|w| w[0].all_start_nanos <= w[1].all_start_nanos), "start order");
+
+    let (g, fetch) = ferroflow::testing::graphs::chain(300);
+    let mut options = SessionOptions::default();
+    options.optimizer.enabled = false;
+    let sess = Session::new(g, options).unwrap();
+    let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
+    let (_, trace) = sess.run_plan_traced(&plan, &[Tensor::scalar(1.0f32)]).unwrap();
+    let nodes = trace.into_step_stats().dev_stats.remove(0).node_stats;
+    assert_eq!(nodes.len(), plan.len());
+    // Back to back on one thread: each node starts where the previous one ended.
+    for w in nodes.windows(2) {
+        let end = w[0].all_start_nanos + w[0].all_end_rel_nanos;
+        assert!(
+            w[1].all_start_nanos - end <= 1,
+            "{} ends at {end}, {} starts at {}",
+            w[0].node_name,
+            w[1].node_name,
+            w[1].all_start_nanos
+        );
+        assert!(w[1].op_start_rel_nanos >= 0 && w[1].op_end_rel_nanos >= w[1].op_start_rel_nanos);
+    }
+}

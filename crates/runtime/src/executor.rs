@@ -16,8 +16,65 @@ use crate::RuntimeError;
 
 /// One output slot of a run.
 struct Slot {
-    value: UnsafeCell<Option<Tensor>>,
+    value: SlotValue,
     readers_left: AtomicU32,
+}
+
+/// A slot's tensor, or none. Not an `Option<Tensor>`: a tensor moves in and out as one
+/// whole-struct copy, so the next node of a chain, reading what the previous one wrote a few
+/// cycles earlier, loads it with the same chunks it was stored in (an `Option`'s niche
+/// discriminant made the loads straddle the stores, which stalls store-to-load forwarding;
+/// a third of a chain's per-node time). Accessed under the discipline `RunState` documents.
+struct SlotValue {
+    tensor: UnsafeCell<std::mem::MaybeUninit<Tensor>>,
+    full: UnsafeCell<bool>,
+}
+
+impl SlotValue {
+    fn empty() -> SlotValue {
+        SlotValue { tensor: UnsafeCell::new(std::mem::MaybeUninit::uninit()), full: UnsafeCell::new(false) }
+    }
+
+    /// Stores `t` (dropping a value left there).
+    ///
+    /// # Safety
+    /// No other thread accesses the slot meanwhile.
+    #[inline(always)]
+    unsafe fn put(&self, t: Tensor) {
+        if std::mem::replace(&mut *self.full.get(), true) {
+            (*self.tensor.get()).assume_init_drop();
+        }
+        std::ptr::write((*self.tensor.get()).as_mut_ptr(), t);
+    }
+
+    /// Takes the value out.
+    ///
+    /// # Safety
+    /// No other thread accesses the slot meanwhile.
+    #[inline(always)]
+    unsafe fn take(&self) -> Option<Tensor> {
+        std::mem::replace(&mut *self.full.get(), false).then(|| std::ptr::read((*self.tensor.get()).as_ptr()))
+    }
+
+    /// A clone of the value.
+    ///
+    /// # Safety
+    /// No other thread writes the slot meanwhile.
+    #[inline(always)]
+    unsafe fn cloned(&self) -> Option<Tensor> {
+        (*self.full.get()).then(|| (*self.tensor.get()).assume_init_ref().clone())
+    }
+
+    fn clear(&mut self) {
+        // SAFETY: `&mut self` is exclusive.
+        drop(unsafe { self.take() });
+    }
+}
+
+impl Drop for SlotValue {
+    fn drop(&mut self) {
+        self.clear();
+    }
 }
 
 /// Per-run slot and dependency-count storage, kept by the plan between runs so a run
@@ -35,7 +92,7 @@ impl RunBuffers {
     fn for_plan(plan: &ExecutionPlan) -> RunBuffers {
         RunBuffers {
             slots: (0..plan.num_slots)
-                .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
+                .map(|s| Slot { value: SlotValue::empty(), readers_left: AtomicU32::new(plan.readers[s]) })
                 .collect(),
             pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
             dead: if plan.cond_kinds.is_empty() {
@@ -54,7 +111,7 @@ impl RunBuffers {
     /// Restores the start-of-run state (drops values an aborted run left behind).
     fn reset(&mut self, plan: &ExecutionPlan) {
         for (slot, &readers) in self.slots.iter_mut().zip(&plan.readers) {
-            *slot.value.get_mut() = None;
+            slot.value.clear();
             *slot.readers_left.get_mut() = readers;
         }
         for (p, n) in self.pending.iter_mut().zip(&plan.nodes) {
@@ -111,7 +168,7 @@ impl RunState<'_> {
                 if self.plan.fetched[s] {
                     // SAFETY: the producer finished writing before this node became ready,
                     // and fetched slots are never taken during the run.
-                    return unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
+                    return unsafe { slot.value.cloned() }.expect("producer wrote its outputs");
                 }
                 // Clone before announcing the read; the last reader (which sees 1) then
                 // knows every other reader has finished cloning and may take the value.
@@ -119,16 +176,16 @@ impl RunState<'_> {
                     // SAFETY: we are the only remaining reader (the count only drops), all
                     // earlier readers' clones happened before their decrements, which the
                     // Acquire load observed.
-                    let taken = unsafe { (*slot.value.get()).take() };
+                    let taken = unsafe { slot.value.take() };
                     slot.readers_left.store(0, Ordering::Release);
                     return taken.expect("producer wrote its outputs");
                 }
                 // SAFETY: shared read of a fully written slot (see above).
-                let v = unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
+                let v = unsafe { slot.value.cloned() }.expect("producer wrote its outputs");
                 if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
                     // We became the last reader after cloning: drop the slot's copy.
                     // SAFETY: all other readers have decremented, so none is still reading.
-                    unsafe { *slot.value.get() = None };
+                    drop(unsafe { slot.value.take() });
                 }
                 v
             }
@@ -182,17 +239,25 @@ impl RunState<'_> {
     fn run_from<'s>(&'s self, mut p: usize, scope: &rayon::Scope<'s>, scratch: &mut Scratch) {
         let _run = self.profile.map(|(run, _)| ferroflow_profiler::enter_run(run));
         scratch.chain = None;
+        scratch.trace.break_chain();
+        // Whether `scratch.outputs` holds the previous node's output for `p` (a hand-off).
+        let mut handed = false;
         loop {
             if self.abort.load(Ordering::Acquire) {
+                scratch.outputs.clear();
                 return;
             }
             if let Some(step) = self.bounded {
                 if !self.check_step(step, p) {
+                    scratch.outputs.clear();
                     return;
                 }
             }
             let result = if self.plan.cond_kinds.is_empty() {
-                self.run_node(p, scratch).map(|_| false)
+                self.run_node(p, handed, scratch).map(|h| {
+                    handed = h;
+                    false
+                })
             } else {
                 self.run_cond(p, scratch)
             };
@@ -203,9 +268,14 @@ impl RunState<'_> {
                     return;
                 }
             };
+            let (a, b) = self.plan.nodes[p].successors;
+            if handed {
+                // The one successor, ready by this node alone (see `PlanNode::hand_off`).
+                p = (self.plan.successor_list[a as usize] & !SINGLE_EDGE) as usize;
+                continue;
+            }
             let ready = &mut scratch.ready;
             ready.clear();
-            let (a, b) = self.plan.nodes[p].successors;
             for &s in &self.plan.successor_list[a as usize..b as usize] {
                 let single = s & SINGLE_EDGE != 0;
                 let s = (s & !SINGLE_EDGE) as usize;
@@ -247,6 +317,9 @@ impl RunState<'_> {
                 for p in group {
                     self.run_from(p, s, &mut scratch);
                 }
+                if let Some(t) = self.tracer {
+                    t.absorb(&mut scratch.trace);
+                }
             });
         }
     }
@@ -273,7 +346,7 @@ impl RunState<'_> {
         let store = |i: usize, t: Tensor| {
             if self.plan.readers[first + i] > 0 || self.plan.fetched[first + i] {
                 // SAFETY: only this node writes its slots, before announcing completion.
-                unsafe { *self.slots[first + i].value.get() = Some(t) };
+                unsafe { self.slots[first + i].value.put(t) };
             }
         };
         match self.plan.cond_kinds[p] {
@@ -316,25 +389,29 @@ impl RunState<'_> {
                     store(live, data);
                     return Ok(false);
                 }
-                self.run_node(p, scratch).map(|_| false)
+                self.run_node(p, false, scratch).map(|_| false)
             }
         }
     }
 
-    /// Runs one node, using `scratch` (kept by the calling thread) for its inputs and outputs.
-    fn run_node(&self, p: usize, scratch: &mut Scratch) -> Result<(), RuntimeError> {
+    /// Runs one node, using `scratch` (kept by the calling thread) for its inputs and outputs;
+    /// with `handed`, its one input is the tensor `scratch.outputs` holds. Returns whether it
+    /// left its output there for its successor (a hand-off, see `PlanNode::hand_off`).
+    fn run_node(&self, p: usize, handed: bool, scratch: &mut Scratch) -> Result<bool, RuntimeError> {
         let node = &self.plan.nodes[p];
         let (a, b) = node.inputs;
-        let start = self.tracer.map(|t| t.now());
-        scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
+        let start = self.tracer.map(|_| scratch.trace.start());
+        if handed {
+            std::mem::swap(&mut scratch.inputs, &mut scratch.outputs);
+        } else {
+            scratch.inputs.extend(self.plan.input_sources[a as usize..b as usize].iter().map(|&s| self.read_input(s)));
+        }
         let op_start = self.tracer.map(|t| t.now());
         let result = profiled(self.profile, p, &mut scratch.chain, || {
             node.kernel.compute(&self.ctx, &mut scratch.inputs, &mut scratch.outputs)
         });
-        if let (Some(t), Some(start), Some(op_start)) = (self.tracer, start, op_start) {
-            let op_end = t.now();
-            let timing = crate::trace::Timing { start, op_start, op_end, end: op_end };
-            t.record(node.graph_id as usize, timing, &scratch.outputs);
+        if let (Some(start), Some(op_start)) = (start, op_start) {
+            scratch.trace.record(node.graph_id as usize, start, op_start, &scratch.outputs);
         }
         scratch.inputs.clear();
         if let Err(e) = result {
@@ -352,14 +429,17 @@ impl RunState<'_> {
                 got,
             });
         }
+        if node.hand_off {
+            return Ok(true);
+        }
         for (i, t) in scratch.outputs.drain(..).enumerate() {
             let slot = node.first_slot as usize + i;
             if self.plan.readers[slot] > 0 || self.plan.fetched[slot] {
                 // SAFETY: only this node writes its slots, before announcing completion.
-                unsafe { *self.slots[slot].value.get() = Some(t) };
+                unsafe { self.slots[slot].value.put(t) };
             }
         }
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -371,6 +451,8 @@ struct Scratch {
     ready: Vec<usize>,
     /// When profiling: the tick the previous op this thread ran back to back ended at.
     chain: Option<u64>,
+    /// When tracing (FULL_TRACE): this task's step stats, handed to the tracer at its end.
+    trace: crate::trace::LocalRecords,
 }
 
 /// The profiled run this execution belongs to: the caller's (a function body run from a
@@ -450,13 +532,17 @@ pub(crate) fn execute(
         pool.in_place_scope(|scope| {
             let (&first, rest) = plan.roots.split_first().expect("non-empty");
             st.spawn_all(rest, scope);
-            st.run_from(first, scope, &mut Scratch::default());
+            let mut scratch = Scratch::default();
+            st.run_from(first, scope, &mut scratch);
+            if let Some(t) = st.tracer {
+                t.absorb(&mut scratch.trace);
+            }
         });
     }
     if let Some(e) = state.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let mut slots = state.slots;
+    let slots = state.slots;
     let mut dead = state.dead;
     let results = plan
         .fetches
@@ -464,7 +550,8 @@ pub(crate) fn execute(
         .map(|&src| match src {
             Source::Feed(i) => Ok(feeds[i].clone()),
             Source::Const(c) => Ok(plan.constants[c].clone()),
-            Source::Slot(s) => match slots[s].value.get_mut().clone() {
+            // SAFETY: the run is over; this thread has the slots to itself.
+            Source::Slot(s) => match unsafe { slots[s].value.cloned() } {
                 Some(t) => Ok(t),
                 None if dead.get_mut(s).is_some_and(|d| *d.get_mut()) => {
                     let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot has a node");

@@ -25,3 +25,4 @@ pub use merge::{merge_partitions, MergeError};
 pub use partition::{PartitionError, Partitions};
 pub use plan::ExecutionPlan;
 pub use session::{Session, SessionOptions};
+pub use trace::StepTrace;

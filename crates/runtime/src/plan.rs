@@ -64,6 +64,11 @@ pub(crate) struct PlanNode {
     pub output_types: SmallVec<[DType; 2]>,
     /// Its TensorFlow 1 control-flow role, if it has one.
     pub role: Option<ControlFlow>,
+    /// The node's one output goes straight to its one successor, whose only input it is and
+    /// which becomes ready by this node alone: the executor runs that successor next on the
+    /// same thread and hands the tensor over in its scratch buffers, never storing it in the
+    /// slot (see [`mark_hand_offs`]).
+    pub hand_off: bool,
 }
 
 /// How the parallel executor treats a node of a plan with conditionals.
@@ -109,12 +114,12 @@ pub struct ExecutionPlan {
     pub(crate) graph: Arc<Graph>,
     /// Each plan node's profiler event name (`name:Type`), interned on the first profiled run.
     pub(crate) profile_names: std::sync::OnceLock<Vec<ferroflow_profiler::NameId>>,
+    /// The graph's timeline labels by node, built on the first traced step.
+    pub(crate) timeline_labels: OnceLock<Arc<[String]>>,
     /// What the optimizer did for this plan's signature (`None` when it did not run).
     pub(crate) optimizer_report: Option<ferroflow_optimize::Report>,
     /// The per-device partition graphs this plan runs (empty with a single device).
     pub(crate) partitions: Vec<(String, ferroflow_proto::GraphDef)>,
-    /// The graph's timeline labels, built on the first traced step.
-    pub(crate) timeline_labels: OnceLock<Vec<String>>,
     /// The step in words, for errors that stop it (`fetching y:0; running train`).
     pub(crate) step_name: String,
 }
@@ -141,6 +146,11 @@ impl ExecutionPlan {
     /// True if no node runs (all fetches are fed).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
+    }
+
+    /// Every node's step-stats timeline label (built once per plan).
+    pub(crate) fn timeline_labels(&self) -> &Arc<[String]> {
+        self.timeline_labels.get_or_init(|| crate::trace::labels(&self.graph))
     }
 
     /// The graph this plan runs: after optimization when the session optimizes.
@@ -222,6 +232,9 @@ impl ExecutionPlan {
         } else {
             Vec::new()
         };
+        if cond_kinds.is_empty() {
+            mark_hand_offs(&mut nodes, &layout, &fetched);
+        }
         Ok(ExecutionPlan {
             nodes,
             input_sources: layout.input_sources,
@@ -239,8 +252,8 @@ impl ExecutionPlan {
             graph: graph_arc.clone(),
             optimizer_report: None,
             partitions: Vec::new(),
-            timeline_labels: OnceLock::new(),
             profile_names: OnceLock::new(),
+            timeline_labels: OnceLock::new(),
             step_name: sig.describe(graph),
         })
     }
@@ -429,10 +442,37 @@ fn instantiate(
             pending: 0,
             output_types: n.types.outputs.iter().copied().collect(),
             role: roles[id],
+            hand_off: false,
         });
         first_slot += n.num_outputs();
     }
     Ok(nodes)
+}
+
+/// Marks the nodes whose output the executor hands to the next node directly: one output,
+/// read once, not fetched, by the node's only successor, which has no other pending edge
+/// (so it is ready the moment this node finishes, and is the one the executor runs next on
+/// this thread) and no other input. A chain of such nodes (activations, casts, unary math)
+/// then passes its tensor along without a slot write, a slot read or a reader count.
+fn mark_hand_offs(nodes: &mut [PlanNode], layout: &Layout, fetched: &[bool]) {
+    for p in 0..nodes.len() {
+        let (a, b) = nodes[p].successors;
+        if nodes[p].output_types.len() != 1 || b != a + 1 {
+            continue;
+        }
+        let entry = layout.successor_list[a as usize];
+        if entry & SINGLE_EDGE == 0 {
+            continue;
+        }
+        let slot = nodes[p].first_slot as usize;
+        let s = &nodes[(entry & !SINGLE_EDGE) as usize];
+        let (ia, ib) = s.inputs;
+        nodes[p].hand_off = layout.readers[slot] == 1
+            && !fetched[slot]
+            && s.role.is_none()
+            && ib == ia + 1
+            && matches!(layout.input_sources[ia as usize], Source::Slot(x) if x == slot);
+    }
 }
 
 /// Where every plan node reads its inputs from and whom it notifies: the flat arrays the

@@ -78,7 +78,7 @@ fn signature_hash(feeds: &[&str], fetches: &[&str], targets: &[&str]) -> u64 {
 }
 
 /// The one device a session runs on without partitioning.
-const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
+pub(crate) const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
@@ -263,6 +263,21 @@ impl Session {
         self.run_plan_with(plan, feeds, options, None)
     }
 
+    /// Runs one step recording step stats (as `FULL_TRACE`), returned unconverted: the
+    /// recording costs a few tens of ns per node inside the step; TensorFlow's protos are made
+    /// only when the caller asks for them ([`StepTrace::into_step_stats`]).
+    ///
+    /// [`StepTrace::into_step_stats`]: crate::StepTrace::into_step_stats
+    pub fn run_plan_traced(
+        &self,
+        plan: &ExecutionPlan,
+        feeds: &[Tensor],
+    ) -> Result<(Vec<Tensor>, crate::StepTrace), RuntimeError> {
+        let tracer = crate::trace::Tracer::new();
+        let out = self.execute(plan, feeds, Some(&tracer), &StepControl::default())?;
+        Ok((out, crate::StepTrace { graph: plan.graph().clone(), labels: plan.timeline_labels().clone(), tracer }))
+    }
+
     /// [`Session::run_plan_with_options`] that `cancel` can stop from another thread. The
     /// step also stops after `options.timeout_in_ms` (when positive). Either way it fails with
     /// [`RuntimeError::Interrupted`], naming the nodes still running; a kernel that has
@@ -276,12 +291,11 @@ impl Session {
     ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
         let step = StepControl::new(cancel.cloned(), options.timeout_in_ms.max(0) as u64);
         let trace = options.trace_level != run_options::TraceLevel::NoTrace as i32;
-        let tracer = trace.then(|| crate::trace::Tracer::new(plan.len()));
+        let tracer = trace.then(crate::trace::Tracer::new);
         let out = self.execute(plan, feeds, tracer.as_ref(), &step)?;
         let mut meta = RunMetadata::default();
         if let Some(t) = tracer {
-            let labels = plan.timeline_labels.get_or_init(|| crate::trace::labels(plan.graph()));
-            meta.step_stats = Some(t.finish(plan.graph(), labels, CPU0));
+            meta.step_stats = Some(t.finish(plan.graph(), plan.timeline_labels(), CPU0));
         }
         if options.output_partition_graphs {
             if plan.partitions.is_empty() {
@@ -400,6 +414,45 @@ mod tests {
             let r = sess.run(&[("Placeholder:0", Tensor::scalar(1.0f32))], &[&name], &[]).unwrap();
             // Five negations: -(1 + i) summed over i = 0..300.
             assert_eq!(r[0].scalar_value::<f32>().unwrap(), -(300.0 + 299.0 * 300.0 / 2.0));
+        }
+    }
+
+    #[test]
+    fn chains_hand_tensors_over_without_slots() {
+        let s = Scope::new();
+        let x = s.placeholder(DType::Float, &Shape::unknown()).unwrap();
+        let a = s.unary("Neg", x).unwrap();
+        let b = s.unary("Square", a).unwrap(); // fetched: its output must reach the slot
+        let c = s.unary("Neg", b).unwrap();
+        let d = s.unary("Neg", c).unwrap(); // two readers
+        let e = s.add(d, d).unwrap();
+        let r = s.reshape(e, &[2, 2]).unwrap(); // fails unless fed 4 elements
+        let f = s.unary("Neg", r).unwrap();
+        let g = s.graph();
+        let names: Vec<String> = [b, f].iter().map(|&o| g.output_name(o)).collect();
+        let fetch: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut options = SessionOptions::default();
+        options.optimizer.enabled = false; // it would fuse the chain
+        let sess = Session::new(g, options).unwrap();
+        let plan = sess.plan(&["Placeholder:0"], &fetch, &[]).unwrap();
+        let handing: Vec<&str> = plan
+            .nodes
+            .iter()
+            .filter(|n| n.hand_off)
+            .map(|n| plan.graph().node(n.graph_id as usize).name.as_str())
+            .collect();
+        // Neg → Square, Neg_1 → Neg_2 and Reshape → Neg_3 hand over; Square is fetched, `d`
+        // has two readers, `add` feeds a Reshape with a second input (its shape).
+        assert_eq!(handing, ["Neg", "Neg_1", "Reshape"], "{handing:?}");
+        for _ in 0..3 {
+            let bad = Tensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap();
+            let err = sess.run_plan(&plan, &[bad]).unwrap_err().to_string();
+            assert!(err.contains("Reshape"), "{err}");
+            let ok = Tensor::from_vec(&[4], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+            let out = sess.run_plan(&plan, &[ok]).unwrap();
+            assert_eq!(out[0].as_slice::<f32>().unwrap(), &[1.0, 4.0, 9.0, 16.0]);
+            assert_eq!(out[1].as_slice::<f32>().unwrap(), &[-2.0, -8.0, -18.0, -32.0]);
+            assert_eq!(out[1].dims(), &[2, 2]);
         }
     }
 

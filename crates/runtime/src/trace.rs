@@ -39,19 +39,93 @@ fn thread_id() -> u32 {
 }
 
 /// What the hot path records for one node; turned into a `NodeExecStats` at the end.
-struct Record {
+pub(crate) struct Record {
     node: NodeId,
     timing: Timing,
     thread: u32,
     outputs: SmallVec<[(DType, SmallVec<[usize; 4]>); 1]>,
 }
 
-/// Collects the stats of one step. Recording costs two reads of the profiler's clock (the
-/// TSC) and one uncontended lock; times, names, labels and protos are made once, at the end.
+/// One thread's records of a step, kept by the executor task that runs them and handed to
+/// the [`Tracer`] in one locked append when the task ends ([`Tracer::absorb`]), so recording
+/// a node takes no lock.
+#[derive(Default)]
+pub(crate) struct LocalRecords {
+    records: Vec<Record>,
+    /// The recording thread's small id (0 until the first record).
+    thread: u32,
+    /// The clock reading at which the previous node this task ran back to back ended.
+    chain: Option<i64>,
+}
+
+impl LocalRecords {
+    /// When the node about to run starts: where the previous node run back to back on this
+    /// thread ended (the executor's bookkeeping in between, reading inputs and readying
+    /// successors, counts in this node's scheduling time, as TensorFlow's `all_start`
+    /// precedes its input handling), else now.
+    #[inline]
+    pub(crate) fn start(&mut self) -> i64 {
+        self.chain.take().unwrap_or_else(|| ferroflow_profiler::clock::ticks() as i64)
+    }
+
+    /// Records node `id`, which started at `start` (from [`LocalRecords::start`]) and whose
+    /// kernel ran from `op_start` to now, producing `outputs`.
+    #[inline]
+    pub(crate) fn record(&mut self, id: NodeId, start: i64, op_start: i64, outputs: &[Tensor]) {
+        let end = ferroflow_profiler::clock::ticks() as i64;
+        if self.thread == 0 {
+            self.thread = thread_id();
+        }
+        let mut metas = SmallVec::new();
+        for o in outputs {
+            metas.push((o.dtype(), SmallVec::from_slice(o.dims())));
+        }
+        let timing = Timing { start, op_start, op_end: end, end };
+        self.records.push(Record { node: id, timing, thread: self.thread, outputs: metas });
+        self.chain = Some(end);
+    }
+
+    /// Ends a run of back-to-back nodes (the thread goes idle or to other work).
+    pub(crate) fn break_chain(&mut self) {
+        self.chain = None;
+    }
+}
+
+/// Collects the stats of one step. Recording a node costs two or three reads of the
+/// profiler's clock (the TSC) and a push onto its thread's [`LocalRecords`]; times, names,
+/// labels and protos are made once, at the end.
 pub(crate) struct Tracer {
     wall_ns: i64,
     origin: u64,
     records: Mutex<Vec<Record>>,
+}
+
+/// The step stats one traced step recorded, not yet made into TensorFlow's protos: what
+/// [`crate::Session::run_plan_traced`] returns, so a caller that traces many steps pays for the
+/// protos only for the steps it looks at, and outside the steps. `RunOptions` with
+/// `FULL_TRACE` returns the same stats already made into `RunMetadata.step_stats`.
+pub struct StepTrace {
+    pub(crate) graph: std::sync::Arc<Graph>,
+    pub(crate) labels: std::sync::Arc<[String]>,
+    pub(crate) tracer: Tracer,
+}
+
+impl StepTrace {
+    /// How many node executions the step recorded.
+    pub fn len(&self) -> usize {
+        self.tracer.records.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether the step recorded no node.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// TensorFlow's `StepStats`: a `DeviceStepStats` per device with a `NodeExecStats` per
+    /// executed node, in start order (as `RunMetadata.step_stats` under `FULL_TRACE`).
+    pub fn into_step_stats(self) -> StepStats {
+        self.tracer.finish(&self.graph, &self.labels, crate::session::CPU0)
+    }
 }
 
 /// The moments of one node's execution, in clock ticks while recording.
@@ -63,19 +137,32 @@ pub(crate) struct Timing {
 }
 
 impl Tracer {
-    /// A tracer for a step of about `nodes` nodes (its records are reserved up front).
-    pub(crate) fn new(nodes: usize) -> Tracer {
+    /// A tracer for a step (its records grow in the threads' [`LocalRecords`]).
+    pub(crate) fn new() -> Tracer {
         // Calibrated once per process, before the step's first reading.
         let _ = ferroflow_profiler::clock::ns_per_tick();
         let origin = ferroflow_profiler::clock::ticks();
         let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-        Tracer { wall_ns, origin, records: Mutex::new(Vec::with_capacity(nodes)) }
+        Tracer { wall_ns, origin, records: Mutex::new(Vec::new()) }
     }
 
     /// Now, in clock ticks (turned into ns since the epoch by `finish`).
     #[inline]
     pub(crate) fn now(&self) -> i64 {
         ferroflow_profiler::clock::ticks() as i64
+    }
+
+    /// Takes a task's records (leaving its buffer empty, its capacity kept).
+    pub(crate) fn absorb(&self, local: &mut LocalRecords) {
+        local.chain = None;
+        if !local.records.is_empty() {
+            let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+            if records.is_empty() {
+                std::mem::swap(&mut *records, &mut local.records);
+            } else {
+                records.append(&mut local.records);
+            }
+        }
     }
 
     /// Records one executed node.
@@ -124,6 +211,11 @@ impl Tracer {
             .collect();
         StepStats { dev_stats }
     }
+}
+
+/// Every node's timeline label (what `finish` needs; a plan builds them once).
+pub(crate) fn labels(graph: &Graph) -> std::sync::Arc<[String]> {
+    graph.nodes().iter().map(|n| label(graph, n)).collect()
 }
 
 fn stats(graph: &Graph, r: Record, timeline_label: String) -> NodeExecStats {
@@ -176,11 +268,6 @@ fn stats(graph: &Graph, r: Record, timeline_label: String) -> NodeExecStats {
         scheduled_nanos: t.start,
         ..Default::default()
     }
-}
-
-/// Every node's timeline label (what `finish` needs; a plan builds them once).
-pub(crate) fn labels(graph: &Graph) -> Vec<String> {
-    graph.nodes().iter().map(|n| label(graph, n)).collect()
 }
 
 /// `name = Op(in0, in1, ^ctrl)`, built in one string; transfers as TensorFlow labels them:
