@@ -16,65 +16,8 @@ use crate::RuntimeError;
 
 /// One output slot of a run.
 struct Slot {
-    value: SlotValue,
+    value: UnsafeCell<Option<Tensor>>,
     readers_left: AtomicU32,
-}
-
-/// A slot's tensor, or none. Not an `Option<Tensor>`: a tensor moves in and out as one
-/// whole-struct copy, so the next node of a chain, reading what the previous one wrote a few
-/// cycles earlier, loads it with the same chunks it was stored in (an `Option`'s niche
-/// discriminant made the loads straddle the stores, which stalls store-to-load forwarding;
-/// a third of a chain's per-node time). Accessed under the discipline `RunState` documents.
-struct SlotValue {
-    tensor: UnsafeCell<std::mem::MaybeUninit<Tensor>>,
-    full: UnsafeCell<bool>,
-}
-
-impl SlotValue {
-    fn empty() -> SlotValue {
-        SlotValue { tensor: UnsafeCell::new(std::mem::MaybeUninit::uninit()), full: UnsafeCell::new(false) }
-    }
-
-    /// Stores `t` (dropping a value left there).
-    ///
-    /// # Safety
-    /// No other thread accesses the slot meanwhile.
-    #[inline(always)]
-    unsafe fn put(&self, t: Tensor) {
-        if std::mem::replace(&mut *self.full.get(), true) {
-            (*self.tensor.get()).assume_init_drop();
-        }
-        std::ptr::write((*self.tensor.get()).as_mut_ptr(), t);
-    }
-
-    /// Takes the value out.
-    ///
-    /// # Safety
-    /// No other thread accesses the slot meanwhile.
-    #[inline(always)]
-    unsafe fn take(&self) -> Option<Tensor> {
-        std::mem::replace(&mut *self.full.get(), false).then(|| std::ptr::read((*self.tensor.get()).as_ptr()))
-    }
-
-    /// A clone of the value.
-    ///
-    /// # Safety
-    /// No other thread writes the slot meanwhile.
-    #[inline(always)]
-    unsafe fn cloned(&self) -> Option<Tensor> {
-        (*self.full.get()).then(|| (*self.tensor.get()).assume_init_ref().clone())
-    }
-
-    fn clear(&mut self) {
-        // SAFETY: `&mut self` is exclusive.
-        drop(unsafe { self.take() });
-    }
-}
-
-impl Drop for SlotValue {
-    fn drop(&mut self) {
-        self.clear();
-    }
 }
 
 /// Per-run slot and dependency-count storage, kept by the plan between runs so a run
@@ -92,7 +35,7 @@ impl RunBuffers {
     fn for_plan(plan: &ExecutionPlan) -> RunBuffers {
         RunBuffers {
             slots: (0..plan.num_slots)
-                .map(|s| Slot { value: SlotValue::empty(), readers_left: AtomicU32::new(plan.readers[s]) })
+                .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
                 .collect(),
             pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
             dead: if plan.cond_kinds.is_empty() {
@@ -111,7 +54,7 @@ impl RunBuffers {
     /// Restores the start-of-run state (drops values an aborted run left behind).
     fn reset(&mut self, plan: &ExecutionPlan) {
         for (slot, &readers) in self.slots.iter_mut().zip(&plan.readers) {
-            slot.value.clear();
+            *slot.value.get_mut() = None;
             *slot.readers_left.get_mut() = readers;
         }
         for (p, n) in self.pending.iter_mut().zip(&plan.nodes) {
@@ -168,7 +111,7 @@ impl RunState<'_> {
                 if self.plan.fetched[s] {
                     // SAFETY: the producer finished writing before this node became ready,
                     // and fetched slots are never taken during the run.
-                    return unsafe { slot.value.cloned() }.expect("producer wrote its outputs");
+                    return unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
                 }
                 // Clone before announcing the read; the last reader (which sees 1) then
                 // knows every other reader has finished cloning and may take the value.
@@ -176,16 +119,16 @@ impl RunState<'_> {
                     // SAFETY: we are the only remaining reader (the count only drops), all
                     // earlier readers' clones happened before their decrements, which the
                     // Acquire load observed.
-                    let taken = unsafe { slot.value.take() };
+                    let taken = unsafe { (*slot.value.get()).take() };
                     slot.readers_left.store(0, Ordering::Release);
                     return taken.expect("producer wrote its outputs");
                 }
                 // SAFETY: shared read of a fully written slot (see above).
-                let v = unsafe { slot.value.cloned() }.expect("producer wrote its outputs");
+                let v = unsafe { (*slot.value.get()).clone() }.expect("producer wrote its outputs");
                 if slot.readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
                     // We became the last reader after cloning: drop the slot's copy.
                     // SAFETY: all other readers have decremented, so none is still reading.
-                    drop(unsafe { slot.value.take() });
+                    unsafe { *slot.value.get() = None };
                 }
                 v
             }
@@ -346,7 +289,7 @@ impl RunState<'_> {
         let store = |i: usize, t: Tensor| {
             if self.plan.readers[first + i] > 0 || self.plan.fetched[first + i] {
                 // SAFETY: only this node writes its slots, before announcing completion.
-                unsafe { self.slots[first + i].value.put(t) };
+                unsafe { *self.slots[first + i].value.get() = Some(t) };
             }
         };
         match self.plan.cond_kinds[p] {
@@ -436,7 +379,7 @@ impl RunState<'_> {
             let slot = node.first_slot as usize + i;
             if self.plan.readers[slot] > 0 || self.plan.fetched[slot] {
                 // SAFETY: only this node writes its slots, before announcing completion.
-                unsafe { self.slots[slot].value.put(t) };
+                unsafe { *self.slots[slot].value.get() = Some(t) };
             }
         }
         Ok(false)
@@ -542,7 +485,7 @@ pub(crate) fn execute(
     if let Some(e) = state.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let slots = state.slots;
+    let mut slots = state.slots;
     let mut dead = state.dead;
     let results = plan
         .fetches
@@ -550,8 +493,7 @@ pub(crate) fn execute(
         .map(|&src| match src {
             Source::Feed(i) => Ok(feeds[i].clone()),
             Source::Const(c) => Ok(plan.constants[c].clone()),
-            // SAFETY: the run is over; this thread has the slots to itself.
-            Source::Slot(s) => match unsafe { slots[s].value.cloned() } {
+            Source::Slot(s) => match slots[s].value.get_mut().clone() {
                 Some(t) => Ok(t),
                 None if dead.get_mut(s).is_some_and(|d| *d.get_mut()) => {
                     let p = plan.nodes.iter().rposition(|n| (n.first_slot as usize) <= s).expect("slot has a node");
