@@ -54,6 +54,14 @@ impl<T, F> Unary<T, F> {
 
 impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        if let ([x], []) = (inputs.as_mut_slice(), outputs.as_slice()) {
+            if let Some(s) = x.try_mut_slice::<T>() {
+                // In place, and the vectors swapped: the tensor itself does not move.
+                map_in_place(ctx, s, self.f);
+                std::mem::swap(inputs, outputs);
+                return Ok(());
+            }
+        }
         let mut x = inputs.swap_remove(0);
         if let Some(s) = x.try_mut_slice::<T>() {
             map_in_place(ctx, s, self.f);
