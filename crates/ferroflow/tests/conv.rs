@@ -70,6 +70,14 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
         ([2, 9, 7, 8], [3, 3, 24], 1, "SAME", vec![], (1, 1), (9, 7)),
         ([2, 9, 7, 16], [3, 3, 24], 2, "SAME", vec![], (1, 1), (5, 4)),
         ([30, 9, 7, 12], [1, 1, 20], 1, "VALID", vec![], (0, 0), (9, 7)),
+        // Direct (few input channels): the small CNN's first layer (several blocks; runs of
+        // 4 interior pixels, border pixels, a block starting mid-row on 2 threads); stride 2
+        // with 40 outputs (16-channel blocks and single channels); a 5×3 window with
+        // uneven explicit padding; 17 outputs on VALID.
+        ([32, 28, 28, 1], [3, 3, 32], 1, "SAME", vec![], (1, 1), (28, 28)),
+        ([3, 17, 15, 3], [3, 3, 40], 2, "SAME", vec![], (1, 1), (9, 8)),
+        ([2, 9, 11, 2], [5, 3, 20], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (8, 12)),
+        ([4, 10, 10, 4], [3, 3, 17], 1, "VALID", vec![], (0, 0), (8, 8)),
     ];
     for ([n, h, w, c], [kh, kw, k], stride, padding, explicit, pads, (oh, ow)) in cases {
         let xv: Vec<f32> = (0..n * h * w * c).map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0).collect();

@@ -25,6 +25,7 @@ mod grad;
 pub mod image;
 mod indexing;
 mod io;
+mod isa;
 mod logging;
 mod loss;
 mod math;
