@@ -303,20 +303,11 @@ fn transform_output<T: Float>(p: &Plan, mm: &[T], (r0, r1): (usize, usize), base
 /// # Safety
 /// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < (M+2)² and ch < c.
 unsafe fn input_transform<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
-            // SAFETY: the caller's contract.
-            unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) }
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above); the caller's contract.
-            return unsafe { avx2::<T, M>(d, v, at, stride, c) };
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) }
+    crate::isa::avx2(
+        #[inline(always)]
+        // SAFETY: the caller's contract.
+        || unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) },
+    )
 }
 
 /// Channels per step of the transforms: one AVX2 register of f32. Steps are fixed-size arrays,
@@ -426,25 +417,10 @@ fn output_transform<T: Float, const M: usize>(
     dst: &[usize; 16],
     out: &mut [T],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float, const M: usize>(
-            m: &[T],
-            at: usize,
-            stride: usize,
-            k: usize,
-            dst: &[usize; 16],
-            out: &mut [T],
-        ) {
-            output_transform_impl::<T, M>(m, at, stride, k, dst, out)
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { avx2::<T, M>(m, at, stride, k, dst, out) };
-        }
-    }
-    output_transform_impl::<T, M>(m, at, stride, k, dst, out)
+    crate::isa::avx2(
+        #[inline(always)]
+        || output_transform_impl::<T, M>(m, at, stride, k, dst, out),
+    )
 }
 
 /// `Aᵀ` applied lane-wise to α values (M = 2: `m0 + m1 + m2, m1 - m2 - m3`; M = 4: Lavin &
