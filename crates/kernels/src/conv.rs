@@ -667,7 +667,9 @@ impl<T: Float> OpKernel for Depthwise<T> {
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
             self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
-        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        // One filter per channel writes every element (`depthwise_m1`); the general loop below
+        // accumulates into zeros.
+        let mut out = if m == 1 { Tensor::for_overwrite } else { Tensor::zeros }(T::DTYPE, &[n, oh, ow, oc])?;
         if m == 1 {
             let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
             depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, None);
@@ -747,38 +749,10 @@ fn depthwise_m1<T: Float>(
 /// row offset and filter row offset, padding rows left out); AVX-512 or AVX2 where the CPU has
 /// them (chosen once per row).
 fn depthwise_row<T: Float>(dst: &mut [T], xf: (&[T], &[T]), rows: &[(usize, usize)], ck: (usize, usize), aw: Axis) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<T: Float>(
-            dst: &mut [T],
-            xf: (&[T], &[T]),
-            rows: &[(usize, usize)],
-            ck: (usize, usize),
-            aw: Axis,
-        ) {
-            depthwise_row_impl(dst, xf, rows, ck, aw)
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<T: Float>(
-            dst: &mut [T],
-            xf: (&[T], &[T]),
-            rows: &[(usize, usize)],
-            ck: (usize, usize),
-            aw: Axis,
-        ) {
-            depthwise_row_impl(dst, xf, rows, ck, aw)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { avx512(dst, xf, rows, ck, aw) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(dst, xf, rows, ck, aw) };
-        }
-    }
-    depthwise_row_impl(dst, xf, rows, ck, aw)
+    crate::isa::widest(
+        #[inline(always)]
+        || depthwise_row_impl(dst, xf, rows, ck, aw),
+    )
 }
 
 #[inline(always)]
@@ -882,7 +856,8 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
             outputs.push(out);
             return Ok(());
         }
-        let mut out = Tensor::zeros(T::DTYPE, &[n, oh, ow, oc])?;
+        // `depthwise_m1` writes every element.
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, oh, ow, oc])?;
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
         let apply = |start: usize, row: &mut [T], scratch: &mut Vec<T>| self.epilogue.apply(start, row, &ops, scratch);
         depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, Some(&apply));
