@@ -466,7 +466,7 @@ fn direct_rows<T: Float>(
                     let px = &mut dst[at..at + oc];
                     ox += 1;
                     if (first..last).contains(&(ox - 1)) {
-                        direct_pixel(px, x, f, &row_taps, shift(ox - 1));
+                        tap_sums::<T, true>(px, x, f, &row_taps, shift(ox - 1));
                         continue;
                     }
                     let ox = ox - 1;
@@ -479,7 +479,7 @@ fn direct_rows<T: Float>(
                             taps.extend((0..c).map(|ci| (xo + ci, fo + ci * oc)));
                         }
                     }
-                    direct_pixel(px, x, f, &taps, 0);
+                    tap_sums::<T, true>(px, x, f, &taps, 0);
                 }
                 r += ox1 - ox0;
             }
@@ -522,50 +522,6 @@ fn direct_pixels<T: Float>(pxs: &mut [T], x: &[T], f: &[T], taps: &[(usize, usiz
             pxs[j * oc + ch] = a;
         }
     }
-}
-
-/// One output pixel of the direct convolution, from `taps` (input offset + `shift`, filter
-/// offset).
-#[inline(always)]
-fn direct_pixel<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], shift: usize) {
-    let oc = px.len();
-    let mut cb = 0;
-    while cb + 32 <= oc {
-        direct_block::<T, 32>(px, x, f, taps, shift, cb);
-        cb += 32;
-    }
-    while cb + 16 <= oc {
-        direct_block::<T, 16>(px, x, f, taps, shift, cb);
-        cb += 16;
-    }
-    for ch in cb..oc {
-        let mut a = T::ZERO;
-        for &(s, t) in taps {
-            a = a + x[s + shift] * f[t + ch];
-        }
-        px[ch] = a;
-    }
-}
-
-/// Output channels `cb..cb + L` of one output pixel of the direct convolution.
-#[inline(always)]
-fn direct_block<T: Float, const L: usize>(
-    px: &mut [T],
-    x: &[T],
-    f: &[T],
-    taps: &[(usize, usize)],
-    shift: usize,
-    cb: usize,
-) {
-    let mut acc = [T::ZERO; L];
-    for &(s, t) in taps {
-        let xv = x[s + shift];
-        let fs: &[T; L] = f[t + cb..t + cb + L].try_into().expect("L lanes");
-        for l in 0..L {
-            acc[l] = acc[l] + xv * fs[l];
-        }
-    }
-    px[cb..cb + L].copy_from_slice(&acc);
 }
 
 impl<T: GemmElement + Float> Conv2D<T> {
@@ -773,43 +729,61 @@ fn depthwise_row_impl<T: Float>(
                 }
             }
         }
-        depthwise_pixel_impl(px, x, f, &taps);
+        tap_sums::<T, false>(px, x, f, &taps, 0);
     }
 }
 
-/// Channels in blocks of 32, then 16, then one by one: each block's sums are independent
-/// chains of additions (one per register), so a wider block keeps more of them in flight.
+/// One output pixel of a depthwise (`BROADCAST` false) or direct (`BROADCAST` true)
+/// convolution: `px[ch] = Σ x[s + shift (+ ch)] * f[t + ch]` over `taps` (input offset, filter
+/// offset), the input per channel, or one value for every output channel. Channels in blocks
+/// of 32, then 16, then one by one: each block's sums are independent chains of additions (one
+/// per register), so a wider block keeps more of them in flight.
 #[inline(always)]
-fn depthwise_pixel_impl<T: Float>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)]) {
+fn tap_sums<T: Float, const BROADCAST: bool>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], shift: usize) {
     let c = px.len();
     let mut cb = 0;
     while cb + 32 <= c {
-        depthwise_block::<T, 32>(px, x, f, taps, cb);
+        tap_block::<T, 32, BROADCAST>(px, x, f, taps, shift, cb);
         cb += 32;
     }
     while cb + 16 <= c {
-        depthwise_block::<T, 16>(px, x, f, taps, cb);
+        tap_block::<T, 16, BROADCAST>(px, x, f, taps, shift, cb);
         cb += 16;
     }
     for ch in cb..c {
+        let lane = if BROADCAST { 0 } else { ch };
         let mut a = T::ZERO;
         for &(s, t) in taps {
-            a = a + x[s + ch] * f[t + ch];
+            a = a + x[s + shift + lane] * f[t + ch];
         }
         px[ch] = a;
     }
 }
 
-/// Channels `cb..cb + L` of one output pixel, accumulated in registers over the taps (in
-/// their order, from zero, as the general kernel does).
+/// Channels `cb..cb + L` of one output pixel of [`tap_sums`], accumulated in registers over
+/// the taps (in their order, from zero, as the general kernels do).
 #[inline(always)]
-fn depthwise_block<T: Float, const L: usize>(px: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], cb: usize) {
+fn tap_block<T: Float, const L: usize, const BROADCAST: bool>(
+    px: &mut [T],
+    x: &[T],
+    f: &[T],
+    taps: &[(usize, usize)],
+    shift: usize,
+    cb: usize,
+) {
     let mut acc = [T::ZERO; L];
     for &(s, t) in taps {
-        let xs: &[T; L] = x[s + cb..s + cb + L].try_into().expect("L lanes");
         let fs: &[T; L] = f[t + cb..t + cb + L].try_into().expect("L lanes");
-        for l in 0..L {
-            acc[l] = acc[l] + xs[l] * fs[l];
+        if BROADCAST {
+            let xv = x[s + shift];
+            for l in 0..L {
+                acc[l] = acc[l] + xv * fs[l];
+            }
+        } else {
+            let xs: &[T; L] = x[s + shift + cb..s + shift + cb + L].try_into().expect("L lanes");
+            for l in 0..L {
+                acc[l] = acc[l] + xs[l] * fs[l];
+            }
         }
     }
     px[cb..cb + L].copy_from_slice(&acc);
