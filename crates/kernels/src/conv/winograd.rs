@@ -257,13 +257,16 @@ unsafe fn transform_input<T: Float>(
                 }
             }
             // SAFETY: tile t < tiles, so its α² ranges lie in `v` (the caller's contract).
-            unsafe {
-                if m == 4 {
-                    input_transform::<T, 4>(&d, v, t * c, tiles * c, c)
-                } else {
-                    input_transform::<T, 2>(&d, v, t * c, tiles * c, c)
-                }
-            };
+            crate::isa::avx2(
+                #[inline(always)]
+                || unsafe {
+                    if m == 4 {
+                        input_transform::<T, 4>(&d, v, t * c, tiles * c, c)
+                    } else {
+                        input_transform::<T, 2>(&d, v, t * c, tiles * c, c)
+                    }
+                },
+            );
         }
     }
 }
@@ -288,26 +291,18 @@ fn transform_output<T: Float>(p: &Plan, mm: &[T], (r0, r1): (usize, usize), base
                     dst[i * m + j] = ((b * oh + ty * m + i) * ow + tx * m + j) * k - first;
                 }
             }
-            if m == 4 {
-                output_transform::<T, 4>(mm, t * k, tiles * k, k, &dst, out)
-            } else {
-                output_transform::<T, 2>(mm, t * k, tiles * k, k, &dst, out)
-            }
+            crate::isa::avx2(
+                #[inline(always)]
+                || {
+                    if m == 4 {
+                        output_transform::<T, 4>(mm, t * k, tiles * k, k, &dst, out)
+                    } else {
+                        output_transform::<T, 2>(mm, t * k, tiles * k, k, &dst, out)
+                    }
+                },
+            );
         }
     }
-}
-
-/// `V = Bᵀ d B` of one tile for every channel: `v[ξ * stride + at + ch]`, `d` holding the
-/// tile's (M+2)² input pixels row by row.
-///
-/// # Safety
-/// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < (M+2)² and ch < c.
-unsafe fn input_transform<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
-    crate::isa::avx2(
-        #[inline(always)]
-        // SAFETY: the caller's contract.
-        || unsafe { input_transform_impl::<T, M>(d, v, at, stride, c) },
-    )
 }
 
 /// Channels per step of the transforms: one AVX2 register of f32. Steps are fixed-size arrays,
@@ -358,16 +353,13 @@ fn b_t<T: Float, const M: usize>(x: [&[T; L]; 6], y: &mut [[T; L]; 6]) {
     }
 }
 
+/// `V = Bᵀ d B` of one tile for every channel (inlined into the caller's AVX2 code): `v[ξ * stride + at + ch]`, `d` holding the
+/// tile's (M+2)² input pixels row by row.
+///
 /// # Safety
-/// As [`input_transform`].
+/// `v` must be valid for writes at `ξ * stride + at + ch` for every ξ < (M+2)² and ch < c.
 #[inline(always)]
-unsafe fn input_transform_impl<T: Float, const M: usize>(
-    d: &[&[T]; 36],
-    v: *mut T,
-    at: usize,
-    stride: usize,
-    c: usize,
-) {
+unsafe fn input_transform<T: Float, const M: usize>(d: &[&[T]; 36], v: *mut T, at: usize, stride: usize, c: usize) {
     let a = M + 2;
     // Zeroed once per tile, not per block of channels (a memset each: 3% of the small CNN);
     // past `lanes` they hold the previous block's values, which reach no output.
@@ -407,22 +399,6 @@ unsafe fn input_transform_impl<T: Float, const M: usize>(
     }
 }
 
-/// `Y = Aᵀ M A` of one tile for every output channel, written to the (up to M²) output
-/// pixels at `dst` offsets (`usize::MAX`: outside the output).
-fn output_transform<T: Float, const M: usize>(
-    m: &[T],
-    at: usize,
-    stride: usize,
-    k: usize,
-    dst: &[usize; 16],
-    out: &mut [T],
-) {
-    crate::isa::avx2(
-        #[inline(always)]
-        || output_transform_impl::<T, M>(m, at, stride, k, dst, out),
-    )
-}
-
 /// `Aᵀ` applied lane-wise to α values (M = 2: `m0 + m1 + m2, m1 - m2 - m3`; M = 4: Lavin &
 /// Gray's 4×6).
 #[inline(always)]
@@ -446,8 +422,10 @@ fn a_t<T: Float, const M: usize>(x: [&[T; L]; 6], y: &mut [[T; L]; 4]) {
     }
 }
 
+/// `Y = Aᵀ M A` of one tile for every output channel, written to the (up to M²) output
+/// pixels at `dst` offsets (`usize::MAX`: outside the output).
 #[inline(always)]
-fn output_transform_impl<T: Float, const M: usize>(
+fn output_transform<T: Float, const M: usize>(
     m: &[T],
     at: usize,
     stride: usize,
@@ -456,7 +434,7 @@ fn output_transform_impl<T: Float, const M: usize>(
     out: &mut [T],
 ) {
     let a = M + 2;
-    // Zeroed once per tile (see `input_transform_impl`).
+    // Zeroed once per tile (see `input_transform`).
     let mut x = [[T::ZERO; L]; 36];
     let mut t = [[[T::ZERO; L]; 6]; 4];
     let mut ko = 0;
