@@ -148,9 +148,11 @@ fn bias_act<T: Float + Element>(ctx: &KernelContext, v: &mut [T], b: &[T], f: im
 
 /// `v[r, j] = f(v[r, j] + b[j])` over the rows of `v`, on the calling thread.
 fn add_bias<T: Float + Element>(v: &mut [T], b: &[T], f: impl Fn(T) -> T) {
-    for row in v.chunks_mut(b.len()) {
-        row.iter_mut().zip(b).for_each(|(e, bv)| *e = f(e.add_w(*bv)));
-    }
+    crate::isa::widest(|| {
+        for row in v.chunks_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(e, bv)| *e = f(e.add_w(*bv)));
+        }
+    })
 }
 
 /// `_FusedConv2D`: the convolution, with `+ bias` and the activation applied to each block of
@@ -255,7 +257,7 @@ impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
     type Out = UnaryStep<T>;
     fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> UnaryStep<T> {
         Box::new(move |x: Operand<T>, dst: &mut [T]| match x {
-            Operand::Slice(s) => dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v)),
+            Operand::Slice(s) => crate::isa::widest(|| dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v))),
             Operand::Scalar(v) => {
                 let r = f(v);
                 dst.iter_mut().for_each(|d| *d = r)
@@ -267,12 +269,17 @@ impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
 impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
     type Out = BinaryStep<T>;
     fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> BinaryStep<T> {
+        // Each loop is compiled for the CPU's widest vectors (the steps run on blocks in L1).
         Box::new(move |a: Operand<T>, b: Operand<T>, dst: &mut [T]| match (a, b) {
             (Operand::Slice(a), Operand::Slice(b)) => {
-                dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y))
+                crate::isa::widest(|| dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y)))
             }
-            (Operand::Slice(a), Operand::Scalar(y)) => dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)),
-            (Operand::Scalar(x), Operand::Slice(b)) => dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)),
+            (Operand::Slice(a), Operand::Scalar(y)) => {
+                crate::isa::widest(|| dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)))
+            }
+            (Operand::Scalar(x), Operand::Slice(b)) => {
+                crate::isa::widest(|| dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)))
+            }
             (Operand::Scalar(x), Operand::Scalar(y)) => {
                 let r = f(x, y);
                 dst.iter_mut().for_each(|d| *d = r)
