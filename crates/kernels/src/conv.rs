@@ -722,8 +722,25 @@ fn depthwise_row_impl<T: Float>(
     (c, kw): (usize, usize),
     aw: Axis,
 ) {
+    let ow = dst.len() / c.max(1);
+    // The pixels whose whole window is inside the row (all but the padded edges).
+    let inside = |xo: &usize| aw.source(*xo, 0).is_some() && aw.source(*xo, kw - 1).is_some();
+    let lo = (0..ow).find(inside).unwrap_or(ow);
+    let hi = (lo..ow).rfind(inside).map_or(lo, |xo| xo + 1);
+    if rows.len() == 3 && kw == 3 && hi > lo && c > 0 {
+        let ix0 = aw.source(lo, 0).expect("an inside pixel");
+        let taps: [(usize, usize); 9] = std::array::from_fn(|t| {
+            let ((xrow, frow), kx) = (rows[t / 3], t % 3);
+            (xrow + (ix0 + kx * aw.dilation) * c, frow + kx * c)
+        });
+        window_sums::<T, 9>(&mut dst[lo * c..hi * c], x, f, &taps, c, aw.stride * c);
+    }
+    let fast = rows.len() == 3 && kw == 3;
     let mut taps: Vec<(usize, usize)> = Vec::with_capacity(rows.len() * kw);
     for (xo, px) in dst.chunks_exact_mut(c).enumerate() {
+        if fast && (lo..hi).contains(&xo) {
+            continue;
+        }
         taps.clear();
         for &(xrow, frow) in rows {
             for kx in 0..kw {
@@ -733,6 +750,84 @@ fn depthwise_row_impl<T: Float>(
             }
         }
         tap_sums::<T, false>(px, x, f, &taps, 0);
+    }
+}
+
+/// Consecutive output pixels of a depthwise convolution whose windows are wholly inside the
+/// input (`N` taps each): pixel `i` is `Σ x[s + i * step + ch] * f[t + ch]` over `taps`
+/// (input offset of pixel 0, filter offset), in the taps' order from zero, as [`tap_sums`]
+/// computes it. Channels in blocks of 16, each block over all the pixels with its `N` filter
+/// vectors held in registers and four pixels at a time (four independent sums in flight); a
+/// block's input is the window rows' 16 channels, small enough to stay in L1 across the row.
+#[inline(always)]
+fn window_sums<T: Float, const N: usize>(
+    dst: &mut [T],
+    x: &[T],
+    f: &[T],
+    taps: &[(usize, usize); N],
+    c: usize,
+    step: usize,
+) {
+    const L: usize = 16;
+    const P: usize = 4;
+    let pixels = dst.len() / c;
+    if pixels == 0 {
+        return;
+    }
+    // Every read below is inside `x` and `f`: the checks once, not per load.
+    let last = (pixels - 1) * step;
+    assert!(taps.iter().all(|&(s, t)| s + last + c <= x.len() && t + c <= f.len()), "window inside the input");
+    let load = |p: *const T| -> [T; L] {
+        // SAFETY: callers pass pointers with L elements in bounds (asserted above).
+        unsafe { std::ptr::read_unaligned(p as *const [T; L]) }
+    };
+    let (xp, fp) = (x.as_ptr(), f.as_ptr());
+    let mut cb = 0;
+    while cb + L <= c {
+        // SAFETY (here and below): `taps[t].1 + cb + L <= f.len()` and
+        // `taps[t].0 + i * step + cb + L <= x.len()` for every pixel `i < pixels`.
+        let fv: [[T; L]; N] = std::array::from_fn(|t| load(unsafe { fp.add(taps[t].1 + cb) }));
+        let mut i = 0;
+        while i + P <= pixels {
+            let q = unsafe { xp.add(cb + i * step) };
+            let mut acc = [[T::ZERO; L]; P];
+            for t in 0..N {
+                let qt = unsafe { q.add(taps[t].0) };
+                for (p, a) in acc.iter_mut().enumerate() {
+                    let xs = load(unsafe { qt.add(p * step) });
+                    for l in 0..L {
+                        a[l] = a[l] + xs[l] * fv[t][l];
+                    }
+                }
+            }
+            for (p, a) in acc.iter().enumerate() {
+                dst[(i + p) * c + cb..][..L].copy_from_slice(a);
+            }
+            i += P;
+        }
+        while i < pixels {
+            let mut a = [T::ZERO; L];
+            for t in 0..N {
+                let xs = load(unsafe { xp.add(taps[t].0 + cb + i * step) });
+                for l in 0..L {
+                    a[l] = a[l] + xs[l] * fv[t][l];
+                }
+            }
+            dst[i * c + cb..][..L].copy_from_slice(&a);
+            i += 1;
+        }
+        cb += L;
+    }
+    if cb < c {
+        for (i, px) in dst.chunks_exact_mut(c).enumerate() {
+            for ch in cb..c {
+                let mut a = T::ZERO;
+                for &(s, t) in taps {
+                    a = a + x[s + i * step + ch] * f[t + ch];
+                }
+                px[ch] = a;
+            }
+        }
     }
 }
 
@@ -811,7 +906,8 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
             self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
-        let Some(ops) = self.epilogue.operands(&inputs[2..], &[n, oh, ow, oc], ow * oc)? else {
+        let row_len = oc.max(1) * (EPILOGUE_ROW / oc.max(1)).max(1);
+        let Some(ops) = self.epilogue.operands(&inputs[2..], &[n, oh, ow, oc], row_len)? else {
             let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
             let mut conv_out = Outputs::with_capacity(1);
             general.compute(ctx, inputs, &mut conv_out)?;

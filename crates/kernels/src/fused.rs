@@ -288,10 +288,44 @@ impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
     }
 }
 
+/// A step applied in place to the previous step's result (`d = f(d)`, `d = f(d, y)` or, with
+/// `swap`, `d = f(y, d)`): a program that is a chain runs this way in short strips, each
+/// strip staying in L1 through every step.
+type InPlaceUnary<T> = Box<dyn Fn(&mut [T]) + Send + Sync>;
+type InPlaceBinary<T> = Box<dyn for<'a> Fn(&mut [T], Operand<'a, T>, bool) + Send + Sync>;
+
+enum InPlace<T> {
+    Unary(InPlaceUnary<T>),
+    Binary(InPlaceBinary<T>),
+}
+
+/// Makes an in-place step from a scalar function (monomorphised per function).
+struct MakeInPlace;
+
+impl<T: Float + Element> UnaryVisitor<T> for MakeInPlace {
+    type Out = InPlaceUnary<T>;
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> InPlaceUnary<T> {
+        Box::new(move |d: &mut [T]| crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(*d))))
+    }
+}
+
+impl<T: Float + Element> BinaryVisitor<T> for MakeInPlace {
+    type Out = InPlaceBinary<T>;
+    fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> InPlaceBinary<T> {
+        Box::new(move |d: &mut [T], y: Operand<T>, swap: bool| match (y, swap) {
+            (Operand::Slice(y), false) => crate::isa::widest(|| d.iter_mut().zip(y).for_each(|(d, y)| *d = f(*d, *y))),
+            (Operand::Slice(y), true) => crate::isa::widest(|| d.iter_mut().zip(y).for_each(|(d, y)| *d = f(*y, *d))),
+            (Operand::Scalar(y), false) => crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(*d, y))),
+            (Operand::Scalar(y), true) => crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(y, *d))),
+        })
+    }
+}
+
 struct Instr<T> {
     op: String,
     step: Step<T>,
     srcs: Vec<Src>,
+    in_place: InPlace<T>,
 }
 
 /// Parses a program: one instruction per string, `"Op a0 r1"` (operands: argument `aK`,
@@ -325,11 +359,15 @@ fn parse_program<T: Float + Element>(d: &NodeDesc, n_args: usize) -> KResult<Vec
         if srcs.len() != e.arity() {
             return Err(bad(format!("'{op}' takes {} operand(s)", e.arity())));
         }
-        let step = match e {
-            Elementwise::Unary(f) => Step::Unary(visit_unary::<T, _>(f, MakeStep)),
-            Elementwise::Binary(f) => Step::Binary(visit_binary::<T, _>(f, MakeStep)),
+        let (step, in_place) = match e {
+            Elementwise::Unary(f) => {
+                (Step::Unary(visit_unary::<T, _>(f, MakeStep)), InPlace::Unary(visit_unary::<T, _>(f, MakeInPlace)))
+            }
+            Elementwise::Binary(f) => {
+                (Step::Binary(visit_binary::<T, _>(f, MakeStep)), InPlace::Binary(visit_binary::<T, _>(f, MakeInPlace)))
+            }
         };
-        out.push(Instr { op, step, srcs });
+        out.push(Instr { op, step, srcs, in_place });
     }
     Ok(out)
 }
@@ -499,6 +537,39 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
 /// shape (`_FusedDepthwiseConv2dElementwise`'s and `_FusedConv2DElementwise`'s epilogue).
 pub(crate) struct RowEpilogue<T> {
     ew: FusedElementwise<T>,
+    /// When every instruction reads the previous one's result (the first: `a0`) once and at
+    /// most one other argument: that argument (`None` for a unary step) and whether it comes
+    /// first. The program then runs in place, strip by strip.
+    chain: Option<Vec<Option<(usize, bool)>>>,
+}
+
+/// Elements per strip of a chain program run in place (a few KB: the strip and its operands
+/// stay in L1 through every step).
+const STRIP: usize = 512;
+
+/// The chain form of a program over `a0` (see [`RowEpilogue::chain`]), or `None`.
+fn chain_of<T>(program: &[Instr<T>]) -> Option<Vec<Option<(usize, bool)>>> {
+    program
+        .iter()
+        .enumerate()
+        .map(|(i, ins)| {
+            let carried = |s: &Src| match *s {
+                Src::Arg(0) => i == 0,
+                Src::Reg(k) => k + 1 == i,
+                Src::Arg(_) => false,
+            };
+            let other = |s: &Src| match *s {
+                Src::Arg(k) if k > 0 => Some(k),
+                _ => None,
+            };
+            match ins.srcs.as_slice() {
+                [a] if carried(a) => Some(None),
+                [a, b] if carried(a) => other(b).map(|k| Some((k, false))),
+                [a, b] if carried(b) => other(a).map(|k| Some((k, true))),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// One operand of a [`RowEpilogue`] as its blocks see it.
@@ -519,7 +590,9 @@ pub(crate) struct RowOperands<'a, T> {
 impl<T: Float + Element> RowEpilogue<T> {
     /// The program of node `d` over `1 + n_args` operands.
     pub(crate) fn new(d: &NodeDesc, n_args: usize) -> KResult<RowEpilogue<T>> {
-        Ok(RowEpilogue { ew: build_fused_elementwise::<T>(d, 1 + n_args)? })
+        let ew = build_fused_elementwise::<T>(d, 1 + n_args)?;
+        let chain = chain_of(&ew.program);
+        Ok(RowEpilogue { ew, chain })
     }
 
     /// The operands for an output of shape `out` (NHWC) processed in rows of `row_len`
@@ -553,6 +626,9 @@ impl<T: Float + Element> RowEpilogue<T> {
     /// Runs the program in place over `block`, elements `start..` of the output (whole
     /// channel groups); `scratch` is reused between calls.
     pub(crate) fn apply(&self, start: usize, block: &mut [T], ops: &RowOperands<T>, scratch: &mut Vec<T>) {
+        if let Some(chain) = &self.chain {
+            return self.apply_chain(chain, start, block, ops);
+        }
         let len = block.len().min(ops.row_len);
         let mut views = Vec::with_capacity(1 + ops.args.len());
         views.push(View::Scalar(T::ZERO)); // a0: the block itself (`reused`)
@@ -564,6 +640,34 @@ impl<T: Float + Element> RowEpilogue<T> {
         scratch.resize((self.ew.program.len() + 1) * len, T::ZERO);
         for (i, chunk) in block.chunks_mut(len.max(1)).enumerate() {
             self.ew.block(&views, Some(0), start + i * len, chunk, scratch, len);
+        }
+    }
+
+    /// [`RowEpilogue::apply`] for a chain: each strip of the block goes through every step in
+    /// place. The same scalar functions on the same operands in the same order as the
+    /// general path, so the same bits.
+    fn apply_chain(&self, chain: &[Option<(usize, bool)>], start: usize, block: &mut [T], ops: &RowOperands<T>) {
+        // Blocks start at a pixel, so each row of `row_len` starts where the tiles do.
+        let row = ops.row_len.max(1);
+        for (r, elems) in block.chunks_mut(row).enumerate() {
+            for (i, strip) in elems.chunks_mut(STRIP).enumerate() {
+                let (at, len) = (i * STRIP, strip.len());
+                let whole = start + r * row + at;
+                for (ins, arg) in self.ew.program.iter().zip(chain) {
+                    match (&ins.in_place, arg) {
+                        (InPlace::Unary(f), _) => f(strip),
+                        (InPlace::Binary(f), Some((k, swap))) => {
+                            let y = match &ops.args[k - 1] {
+                                RowOperand::Scalar(v) => Operand::Scalar(*v),
+                                RowOperand::Full(v) => Operand::Slice(&v[whole..whole + len]),
+                                RowOperand::Tile(t) => Operand::Slice(&t[at..at + len]),
+                            };
+                            f(strip, y, *swap)
+                        }
+                        (InPlace::Binary(_), None) => unreachable!("chain_of gives binary steps an operand"),
+                    }
+                }
+            }
         }
     }
 

@@ -1,0 +1,139 @@
+//! Convolution kernels on the layer shapes of MobileNetV2 and ResNet50 (batch 1, 224×224
+//! inputs), called through `run_op` as the executor calls them: the depthwise 3×3 (stride 1
+//! and 2) with and without MobileNetV2's fused epilogue (`x * scale + shift`, `Relu6`), the
+//! pointwise 1×1 expand and project convolutions, ResNet50's 3×3 and its 7×7 stem, each on
+//! one thread and on two. `scripts/compare_tf.py` times whole models against TensorFlow;
+//! these isolate one kernel (`cargo bench -p ferroflow-kernels --bench conv -- <filter>`).
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferroflow_graph::Attrs;
+use ferroflow_kernels::{run_op, KernelContext};
+use ferroflow_proto::attr_value::{ListValue, Value};
+use ferroflow_proto::AttrValue;
+use ferroflow_tensor::{DType, Tensor};
+
+fn attrs(pairs: Vec<(&str, Value)>) -> Attrs {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), AttrValue { value: Some(v) })).collect()
+}
+
+fn ints(v: &[i64]) -> Value {
+    Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() }))
+}
+
+fn strings(v: &[&str]) -> Value {
+    Value::List(Box::new(ListValue { s: v.iter().map(|s| s.as_bytes().to_vec()).collect(), ..Default::default() }))
+}
+
+/// Deterministic values in [-1, 1).
+fn tensor(dims: &[usize], seed: u32) -> Tensor {
+    let n = dims.iter().product();
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(dims, v).unwrap()
+}
+
+/// One layer: the op, its attrs, its inputs, and the multiply-adds it does (for GFLOP/s).
+struct Layer {
+    name: &'static str,
+    op: &'static str,
+    attrs: Attrs,
+    inputs: Vec<Tensor>,
+    macs: u64,
+}
+
+fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
+    let mut a = vec![
+        ("T", Value::Type(DType::Float.to_tf())),
+        ("strides", ints(&[1, stride, stride, 1])),
+        ("dilations", ints(&[1, 1, 1, 1])),
+        ("padding", Value::S(padding.as_bytes().to_vec())),
+        ("data_format", Value::S(b"NHWC".to_vec())),
+        ("explicit_paddings", ints(&[])),
+    ];
+    if let Some(p) = program {
+        a.push(("program", strings(p)));
+        a.push(("N", Value::I(2)));
+    }
+    attrs(a)
+}
+
+const BN_RELU6: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu6 r1"];
+const BN: &[&str] = &["Mul a0 a1", "AddV2 r0 a2"];
+
+fn depthwise(name: &'static str, hw: usize, c: usize, stride: usize, fused: bool) -> Layer {
+    let o = hw / stride;
+    let mut inputs = vec![tensor(&[1, hw, hw, c], 1), tensor(&[3, 3, c, 1], 2)];
+    if fused {
+        inputs.extend([tensor(&[c], 3), tensor(&[c], 4)]);
+    }
+    Layer {
+        name,
+        op: if fused { "_FusedDepthwiseConv2dElementwise" } else { "DepthwiseConv2dNative" },
+        attrs: conv_attrs(stride as i64, "SAME", fused.then_some(BN_RELU6)),
+        inputs,
+        macs: (o * o * c * 9) as u64,
+    }
+}
+
+fn conv(
+    name: &'static str,
+    [hw, c, k, oc, stride]: [usize; 5],
+    padding: &str,
+    program: &'static [&'static str],
+) -> Layer {
+    let o = if padding == "SAME" { hw.div_ceil(stride) } else { (hw - k) / stride + 1 };
+    Layer {
+        name,
+        op: "_FusedConv2DElementwise",
+        attrs: conv_attrs(stride as i64, padding, Some(program)),
+        inputs: vec![tensor(&[1, hw, hw, c], 1), tensor(&[k, k, c, oc], 2), tensor(&[oc], 3), tensor(&[oc], 4)],
+        macs: (o * o * oc * k * k * c) as u64,
+    }
+}
+
+fn bench(cr: &mut Criterion) {
+    let layers = [
+        depthwise("depthwise_3x3_s1_112x112x32", 112, 32, 1, false),
+        depthwise("depthwise_3x3_s1_112x112x32_bn_relu6", 112, 32, 1, true),
+        depthwise("depthwise_3x3_s1_56x56x144_bn_relu6", 56, 144, 1, true),
+        depthwise("depthwise_3x3_s2_112x112x96_bn_relu6", 112, 96, 2, true),
+        depthwise("depthwise_3x3_s1_14x14x576_bn_relu6", 14, 576, 1, true),
+        conv("pointwise_expand_112x112_16to96_bn_relu6", [112, 16, 1, 96, 1], "SAME", BN_RELU6),
+        conv("pointwise_project_56x56_144to24_bn", [56, 144, 1, 24, 1], "SAME", BN),
+        conv("conv_3x3_s2_224x224_3to32_bn_relu6", [224, 3, 3, 32, 2], "SAME", BN_RELU6),
+        conv("conv_3x3_56x56_64to64_bn_relu", [56, 64, 3, 64, 1], "SAME", &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"]),
+        conv(
+            "conv_7x7_s2_230x230_3to64_bn_relu",
+            [230, 3, 7, 64, 2],
+            "VALID",
+            &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"],
+        ),
+    ];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let mut group = cr.benchmark_group("conv");
+    for layer in &layers {
+        group.throughput(Throughput::Elements(layer.macs));
+        for (threads, ctx) in [
+            (1, KernelContext { intra_op: None, resources: None, step: None }),
+            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
+        ] {
+            group.bench_function(format!("{}/threads_{threads}", layer.name), |b| {
+                b.iter(|| run_op(layer.op, &layer.attrs, layer.inputs.clone(), &ctx).unwrap())
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
