@@ -1,5 +1,5 @@
 //! Convolution kernels on the layer shapes of MobileNetV2 and ResNet50 (batch 1, 224×224
-//! inputs), called through `run_op` as the executor calls them: the depthwise 3×3 (stride 1
+//! inputs; a depthwise and a pointwise layer at batch 32 too, whose data is in memory), called through `run_op` as the executor calls them: the depthwise 3×3 (stride 1
 //! and 2) with and without MobileNetV2's fused epilogue (`x * scale + shift`, `Relu6`), the
 //! pointwise 1×1 expand and project convolutions, ResNet50's 3×3 and its 7×7 stem, each on
 //! one thread and on two. `scripts/compare_tf.py` times whole models against TensorFlow;
@@ -66,9 +66,9 @@ fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
 const BN_RELU6: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu6 r1"];
 const BN: &[&str] = &["Mul a0 a1", "AddV2 r0 a2"];
 
-fn depthwise(name: &'static str, hw: usize, c: usize, stride: usize, fused: bool) -> Layer {
+fn depthwise(name: &'static str, [n, hw, c, stride]: [usize; 4], fused: bool) -> Layer {
     let o = hw / stride;
-    let mut inputs = vec![tensor(&[1, hw, hw, c], 1), tensor(&[3, 3, c, 1], 2)];
+    let mut inputs = vec![tensor(&[n, hw, hw, c], 1), tensor(&[3, 3, c, 1], 2)];
     if fused {
         inputs.extend([tensor(&[c], 3), tensor(&[c], 4)]);
     }
@@ -77,13 +77,13 @@ fn depthwise(name: &'static str, hw: usize, c: usize, stride: usize, fused: bool
         op: if fused { "_FusedDepthwiseConv2dElementwise" } else { "DepthwiseConv2dNative" },
         attrs: conv_attrs(stride as i64, "SAME", fused.then_some(BN_RELU6)),
         inputs,
-        macs: (o * o * c * 9) as u64,
+        macs: (n * o * o * c * 9) as u64,
     }
 }
 
 fn conv(
     name: &'static str,
-    [hw, c, k, oc, stride]: [usize; 5],
+    [n, hw, c, k, oc, stride]: [usize; 6],
     padding: &str,
     program: &'static [&'static str],
 ) -> Layer {
@@ -92,25 +92,29 @@ fn conv(
         name,
         op: "_FusedConv2DElementwise",
         attrs: conv_attrs(stride as i64, padding, Some(program)),
-        inputs: vec![tensor(&[1, hw, hw, c], 1), tensor(&[k, k, c, oc], 2), tensor(&[oc], 3), tensor(&[oc], 4)],
-        macs: (o * o * oc * k * k * c) as u64,
+        inputs: vec![tensor(&[n, hw, hw, c], 1), tensor(&[k, k, c, oc], 2), tensor(&[oc], 3), tensor(&[oc], 4)],
+        macs: (n * o * o * oc * k * k * c) as u64,
     }
 }
 
 fn bench(cr: &mut Criterion) {
     let layers = [
-        depthwise("depthwise_3x3_s1_112x112x32", 112, 32, 1, false),
-        depthwise("depthwise_3x3_s1_112x112x32_bn_relu6", 112, 32, 1, true),
-        depthwise("depthwise_3x3_s1_56x56x144_bn_relu6", 56, 144, 1, true),
-        depthwise("depthwise_3x3_s2_112x112x96_bn_relu6", 112, 96, 2, true),
-        depthwise("depthwise_3x3_s1_14x14x576_bn_relu6", 14, 576, 1, true),
-        conv("pointwise_expand_112x112_16to96_bn_relu6", [112, 16, 1, 96, 1], "SAME", BN_RELU6),
-        conv("pointwise_project_56x56_144to24_bn", [56, 144, 1, 24, 1], "SAME", BN),
-        conv("conv_3x3_s2_224x224_3to32_bn_relu6", [224, 3, 3, 32, 2], "SAME", BN_RELU6),
-        conv("conv_3x3_56x56_64to64_bn_relu", [56, 64, 3, 64, 1], "SAME", &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"]),
+        depthwise("depthwise_3x3_s1_112x112x32", [1, 112, 32, 1], false),
+        depthwise("depthwise_3x3_s1_112x112x32_bn_relu6", [1, 112, 32, 1], true),
+        depthwise("depthwise_3x3_s1_56x56x144_bn_relu6", [1, 56, 144, 1], true),
+        // Batch 32: 58 MB in and out, from and to memory as inside the model.
+        depthwise("depthwise_3x3_s1_56x56x144_bn_relu6_batch32", [32, 56, 144, 1], true),
+        depthwise("depthwise_3x3_s2_112x112x96_bn_relu6", [1, 112, 96, 2], true),
+        depthwise("depthwise_3x3_s1_14x14x576_bn_relu6", [1, 14, 576, 1], true),
+        conv("pointwise_expand_112x112_16to96_bn_relu6", [1, 112, 16, 1, 96, 1], "SAME", BN_RELU6),
+        // Batch 32: a 154 MB output.
+        conv("pointwise_expand_112x112_16to96_bn_relu6_batch32", [32, 112, 16, 1, 96, 1], "SAME", BN_RELU6),
+        conv("pointwise_project_56x56_144to24_bn", [1, 56, 144, 1, 24, 1], "SAME", BN),
+        conv("conv_3x3_s2_224x224_3to32_bn_relu6", [1, 224, 3, 3, 32, 2], "SAME", BN_RELU6),
+        conv("conv_3x3_56x56_64to64_bn_relu", [1, 56, 64, 3, 64, 1], "SAME", &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"]),
         conv(
             "conv_7x7_s2_230x230_3to64_bn_relu",
-            [230, 3, 7, 64, 2],
+            [1, 230, 3, 7, 64, 2],
             "VALID",
             &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"],
         ),

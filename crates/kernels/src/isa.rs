@@ -48,3 +48,64 @@ pub(crate) fn avx2<R>(f: impl FnOnce() -> R) -> R {
     }
     f()
 }
+
+/// Asks the CPU to bring the cache lines of `bytes` bytes from `p` into its caches ahead of
+/// use (`prefetcht0`; a hint: it never faults, so `p` may point anywhere).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = p as *const i8;
+        for line in (0..bytes).step_by(64) {
+            // SAFETY: prefetching is a hint with no architectural effect; it never faults,
+            // whatever the address (the pointer is formed with wrapping arithmetic).
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
+}
+
+/// Cache lines to bring in ahead of use a few at a time, spread over a loop (a burst of
+/// prefetches fills the CPU's miss queue and stalls the loop it should overlap with).
+pub(crate) struct Ahead {
+    ranges: [(*const u8, usize); 4],
+    len: usize,
+    /// The next range and the byte offset in it.
+    at: (usize, usize),
+}
+
+impl Ahead {
+    /// Nothing to bring in.
+    pub(crate) fn none() -> Ahead {
+        Ahead { ranges: [(std::ptr::null(), 0); 4], len: 0, at: (0, 0) }
+    }
+
+    /// Adds `n` elements from `p` (ignored beyond four ranges).
+    pub(crate) fn add<T>(&mut self, p: *const T, n: usize) {
+        if self.len < self.ranges.len() && n > 0 {
+            self.ranges[self.len] = (p as *const u8, n * std::mem::size_of::<T>());
+            self.len += 1;
+        }
+    }
+
+    /// Total cache lines in the ranges.
+    pub(crate) fn lines(&self) -> usize {
+        self.ranges[..self.len].iter().map(|r| r.1.div_ceil(64)).sum()
+    }
+
+    /// Prefetches the next `lines` lines.
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, mut lines: usize) {
+        while lines > 0 && self.at.0 < self.len {
+            let (p, bytes) = self.ranges[self.at.0];
+            if self.at.1 >= bytes {
+                self.at = (self.at.0 + 1, 0);
+                continue;
+            }
+            prefetch(p.wrapping_add(self.at.1), 1);
+            self.at.1 += 64;
+            lines -= 1;
+        }
+    }
+}

@@ -52,13 +52,6 @@ fn advise_huge(p: NonNull<u8>, block: usize) {
     let _ = (p, block);
 }
 
-/// Largest buffer [`Buffer::alloc_for_overwrite`] leaves unfilled. Above it the fill costs
-/// nothing measurable: on ResNet50 at batch 32 (outputs of 6–107 MB), its convolutions took 15%
-/// longer writing into fresh blocks not zeroed first (the sequential fill takes the page
-/// faults; the GEMM's scattered first writes then miss), and as long either way into recycled
-/// ones; the small CNN's 3 MB outputs gain.
-pub const OVERWRITE_MAX: usize = 4 << 20;
-
 /// Largest block size served from the per-thread cache.
 pub const CACHED_MAX: usize = 4096;
 const CLASSES: usize = 7; // 64, 128, ..., 4096
@@ -288,14 +281,16 @@ impl Buffer {
 
     /// A buffer of `len` bytes whose values are unspecified — zeros, or what freed buffers
     /// left in a recycled block (never uninitialized memory) — without the limit check: for
-    /// writers of every byte. A recycled block of up to [`OVERWRITE_MAX`] bytes skips
-    /// [`Buffer::alloc_len`]'s zero fill where its bytes are initialized; others are zeroed
-    /// as there.
+    /// writers of every byte. A recycled block skips [`Buffer::alloc_len`]'s zero fill where
+    /// its bytes are initialized; fresh ones are zeroed as there (the sequential fill takes
+    /// the page faults ahead of a GEMM's scattered first writes: on ResNet50 at batch 32 its
+    /// convolutions took 15% longer writing into fresh blocks not zeroed first). Zeroing
+    /// recycled blocks of 6–154 MB cost MobileNetV2 at batch 32 about 4% of its time.
     pub(crate) fn alloc_for_overwrite(len: usize) -> Option<Buffer> {
         // SAFETY: the bytes are zeroed unless they are all initialized already.
         unsafe {
             Self::alloc_filling(len, true, |p, initialized| {
-                if !initialized || len > OVERWRITE_MAX {
+                if !initialized {
                     std::ptr::write_bytes(p, 0, len)
                 }
             })
