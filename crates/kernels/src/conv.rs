@@ -503,20 +503,12 @@ const DIRECT_PIXELS: usize = 4;
 fn direct_pixels<T: Float>(pxs: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], shifts: [usize; DIRECT_PIXELS]) {
     let oc = pxs.len() / DIRECT_PIXELS;
     let mut cb = 0;
+    while cb + 32 <= oc {
+        direct_block::<T, 32>(pxs, x, f, taps, shifts, cb);
+        cb += 32;
+    }
     while cb + 16 <= oc {
-        let mut acc = [[T::ZERO; 16]; DIRECT_PIXELS];
-        for &(s, t) in taps {
-            let fs: &[T; 16] = f[t + cb..t + cb + 16].try_into().expect("16 lanes");
-            for (a, &shift) in acc.iter_mut().zip(&shifts) {
-                let xv = x[s + shift];
-                for l in 0..16 {
-                    a[l] = a[l] + xv * fs[l];
-                }
-            }
-        }
-        for (j, a) in acc.iter().enumerate() {
-            pxs[j * oc + cb..j * oc + cb + 16].copy_from_slice(a);
-        }
+        direct_block::<T, 16>(pxs, x, f, taps, shifts, cb);
         cb += 16;
     }
     for (j, &shift) in shifts.iter().enumerate() {
@@ -527,6 +519,38 @@ fn direct_pixels<T: Float>(pxs: &mut [T], x: &[T], f: &[T], taps: &[(usize, usiz
             }
             pxs[j * oc + ch] = a;
         }
+    }
+}
+
+/// Channels `cb..cb + L` of [`direct_pixels`]' pixels: `DIRECT_PIXELS × L` sums in registers
+/// (at 32 lanes, eight independent chains of additions in flight), each tap's filter vector
+/// loaded once for all the pixels; the loads unchecked after one check of every tap's extent.
+#[inline(always)]
+fn direct_block<T: Float, const L: usize>(
+    pxs: &mut [T],
+    x: &[T],
+    f: &[T],
+    taps: &[(usize, usize)],
+    shifts: [usize; DIRECT_PIXELS],
+    cb: usize,
+) {
+    let far = shifts.iter().copied().max().unwrap_or(0);
+    assert!(taps.iter().all(|&(s, t)| s + far < x.len() && t + cb + L <= f.len()), "taps inside the operands");
+    let (xp, fp) = (x.as_ptr(), f.as_ptr());
+    let oc = pxs.len() / DIRECT_PIXELS;
+    let mut acc = [[T::ZERO; L]; DIRECT_PIXELS];
+    for &(s, t) in taps {
+        // SAFETY: `t + cb + L <= f.len()` and `s + shifts[j] < x.len()` (asserted above).
+        let fs: [T; L] = unsafe { std::ptr::read_unaligned(fp.add(t + cb) as *const [T; L]) };
+        for (a, &shift) in acc.iter_mut().zip(&shifts) {
+            let xv = unsafe { *xp.add(s + shift) };
+            for l in 0..L {
+                a[l] = a[l] + xv * fs[l];
+            }
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        pxs[j * oc + cb..j * oc + cb + L].copy_from_slice(a);
     }
 }
 
