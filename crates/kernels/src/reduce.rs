@@ -45,11 +45,11 @@ impl<T: Num> OpKernel for Reduce<T> {
         for a in axis_values(&inputs[1])? {
             reduced[norm_axis(a, dims.len())?] = true;
         }
-        let (init, f): (T, fn(T, T) -> T) = match self.kind {
-            Reduction::Sum | Reduction::Mean => (T::ZERO, |a, b| a.add_w(b)),
-            Reduction::Prod => (T::ONE, |a, b| a.mul_w(b)),
-            Reduction::Max => (T::LOWEST, |a, b| if b > a || b.is_nan() { b } else { a }),
-            Reduction::Min => (T::HIGHEST, |a, b| if b < a || b.is_nan() { b } else { a }),
+        let init = match self.kind {
+            Reduction::Sum | Reduction::Mean => T::ZERO,
+            Reduction::Prod => T::ONE,
+            Reduction::Max => T::LOWEST,
+            Reduction::Min => T::HIGHEST,
         };
         let full: Vec<usize> = dims.iter().zip(&reduced).map(|(&d, &r)| if r { 1 } else { d }).collect();
         let out_dims: Vec<usize> = if self.keep_dims {
@@ -75,29 +75,12 @@ impl<T: Num> OpKernel for Reduce<T> {
                 ostride[i] = if reduced[i] { 0 } else { s };
                 s *= full[i];
             }
-            if dims.is_empty() {
-                acc[0] = f(acc[0], src[0]);
-            } else {
-                let rank = dims.len();
-                let inner = dims[rank - 1];
-                let istep = ostride[rank - 1];
-                let mut idx = vec![0usize; rank - 1];
-                let mut o = 0usize;
-                for row in src.chunks(inner) {
-                    for (j, v) in row.iter().enumerate() {
-                        let k = o + j * istep;
-                        acc[k] = f(acc[k], *v);
-                    }
-                    for ax in (0..rank - 1).rev() {
-                        idx[ax] += 1;
-                        o += ostride[ax];
-                        if idx[ax] < dims[ax] {
-                            break;
-                        }
-                        o -= ostride[ax] * dims[ax];
-                        idx[ax] = 0;
-                    }
-                }
+            let walk = Walk { dims, ostride: &ostride };
+            match self.kind {
+                Reduction::Sum | Reduction::Mean => walk.fold(src, &mut acc, |a, b| a.add_w(b)),
+                Reduction::Prod => walk.fold(src, &mut acc, |a, b| a.mul_w(b)),
+                Reduction::Max => walk.fold(src, &mut acc, |a, b| if b > a || b.is_nan() { b } else { a }),
+                Reduction::Min => walk.fold(src, &mut acc, |a, b| if b < a || b.is_nan() { b } else { a }),
             }
         }
         if let Reduction::Mean = self.kind {
@@ -109,6 +92,51 @@ impl<T: Num> OpKernel for Reduce<T> {
         }
         outputs.push(Tensor::from_vec(&out_dims, acc)?);
         Ok(())
+    }
+}
+
+/// The input's elements in order, each folded into its output element (`ostride`: each input
+/// axis's stride in the output, 0 on reduced axes).
+struct Walk<'a> {
+    dims: &'a [usize],
+    ostride: &'a [usize],
+}
+
+impl Walk<'_> {
+    /// `acc[k] = f(acc[k], v)` for every input value `v` in order, `k` its output element: the
+    /// same order for every caller, so the same bits. `f` is inlined (a call per element cost
+    /// MobileNetV2's global average pool 2 ns an element); a row whose last axis is kept
+    /// runs along the output row.
+    fn fold<T: Num>(&self, src: &[T], acc: &mut [T], f: impl Fn(T, T) -> T + Copy) {
+        let (dims, ostride) = (self.dims, self.ostride);
+        if dims.is_empty() {
+            acc[0] = f(acc[0], src[0]);
+            return;
+        }
+        let rank = dims.len();
+        let inner = dims[rank - 1];
+        let istep = ostride[rank - 1];
+        let mut idx = vec![0usize; rank - 1];
+        let mut o = 0usize;
+        for row in src.chunks(inner) {
+            if istep == 1 {
+                acc[o..o + row.len()].iter_mut().zip(row).for_each(|(a, v)| *a = f(*a, *v));
+            } else {
+                for (j, v) in row.iter().enumerate() {
+                    let k = o + j * istep;
+                    acc[k] = f(acc[k], *v);
+                }
+            }
+            for ax in (0..rank - 1).rev() {
+                idx[ax] += 1;
+                o += ostride[ax];
+                if idx[ax] < dims[ax] {
+                    break;
+                }
+                o -= ostride[ax] * dims[ax];
+                idx[ax] = 0;
+            }
+        }
     }
 }
 
