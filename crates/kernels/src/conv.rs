@@ -777,7 +777,8 @@ fn depthwise_row_impl<T: Float>(
     let inside = |xo: &usize| aw.source(*xo, 0).is_some() && aw.source(*xo, kw - 1).is_some();
     let lo = (0..ow).find(inside).unwrap_or(ow);
     let hi = (lo..ow).rfind(inside).map_or(lo, |xo| xo + 1);
-    if rows.len() == 3 && kw == 3 && hi > lo && c > 0 {
+    let fast = rows.len() == 3 && kw == 3;
+    if fast && hi > lo && c > 0 {
         let ix0 = aw.source(lo, 0).expect("an inside pixel");
         let taps: [(usize, usize); 9] = std::array::from_fn(|t| {
             let ((xrow, frow), kx) = (rows[t / 3], t % 3);
@@ -785,7 +786,6 @@ fn depthwise_row_impl<T: Float>(
         });
         window_sums::<T, 9>(&mut dst[lo * c..hi * c], x, f, &taps, c, aw.stride * c, ahead);
     }
-    let fast = rows.len() == 3 && kw == 3;
     let mut taps: Vec<(usize, usize)> = Vec::with_capacity(rows.len() * kw);
     for (xo, px) in dst.chunks_exact_mut(c).enumerate() {
         if fast && (lo..hi).contains(&xo) {

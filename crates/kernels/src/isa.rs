@@ -49,21 +49,18 @@ pub(crate) fn avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Asks the CPU to bring the cache lines of `bytes` bytes from `p` into its caches ahead of
-/// use (`prefetcht0`; a hint: it never faults, so `p` may point anywhere).
+/// Asks the CPU to bring the cache line at `p` into its caches ahead of use (`prefetcht0`;
+/// a hint: it never faults, so `p` may point anywhere).
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T, bytes: usize) {
+fn prefetch_line(p: *const u8) {
+    // SAFETY: prefetching is a hint with no architectural effect; it never faults, whatever
+    // the address (callers form it with wrapping arithmetic).
     #[cfg(target_arch = "x86_64")]
-    {
-        let p = p as *const i8;
-        for line in (0..bytes).step_by(64) {
-            // SAFETY: prefetching is a hint with no architectural effect; it never faults,
-            // whatever the address (the pointer is formed with wrapping arithmetic).
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.wrapping_add(line)) };
-        }
-    }
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, bytes);
+    let _ = p;
 }
 
 /// Cache lines to bring in ahead of use a few at a time, spread over a loop (a burst of
@@ -103,7 +100,7 @@ impl Ahead {
                 self.at = (self.at.0 + 1, 0);
                 continue;
             }
-            prefetch(p.wrapping_add(self.at.1), 1);
+            prefetch_line(p.wrapping_add(self.at.1));
             self.at.1 += 64;
             lines -= 1;
         }
