@@ -1,12 +1,14 @@
 //! Convolution kernels on the layer shapes of MobileNetV2 and ResNet50 (batch 1, 224×224
-//! inputs; a depthwise and a pointwise layer at batch 32 too, whose data is in memory), called through `run_op` as the executor calls them: the depthwise 3×3 (stride 1
+//! inputs; a depthwise and a pointwise layer at batch 32 too, whose data is in memory), called as the executor calls them (one kernel instance per layer, its filter-derived data
+//! made once): the depthwise 3×3 (stride 1
 //! and 2) with and without MobileNetV2's fused epilogue (`x * scale + shift`, `Relu6`), the
 //! pointwise 1×1 expand and project convolutions, ResNet50's 3×3 and its 7×7 stem, each on
 //! one thread and on two. `scripts/compare_tf.py` times whole models against TensorFlow;
 //! these isolate one kernel (`cargo bench -p ferroflow-kernels --bench conv -- <filter>`).
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroflow_graph::Attrs;
-use ferroflow_kernels::{run_op, KernelContext};
+use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
+use ferroflow_ops::OpRegistry;
 use ferroflow_proto::attr_value::{ListValue, Value};
 use ferroflow_proto::AttrValue;
 use ferroflow_tensor::{DType, Tensor};
@@ -65,6 +67,7 @@ fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
 
 const BN_RELU6: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu6 r1"];
 const BN: &[&str] = &["Mul a0 a1", "AddV2 r0 a2"];
+const BN_RELU: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"];
 
 fn depthwise(name: &'static str, [n, hw, c, stride]: [usize; 4], fused: bool) -> Layer {
     let o = hw / stride;
@@ -111,13 +114,13 @@ fn bench(cr: &mut Criterion) {
         conv("pointwise_expand_112x112_16to96_bn_relu6_batch32", [32, 112, 16, 1, 96, 1], "SAME", BN_RELU6),
         conv("pointwise_project_56x56_144to24_bn", [1, 56, 144, 1, 24, 1], "SAME", BN),
         conv("conv_3x3_s2_224x224_3to32_bn_relu6", [1, 224, 3, 3, 32, 2], "SAME", BN_RELU6),
-        conv("conv_3x3_56x56_64to64_bn_relu", [1, 56, 64, 3, 64, 1], "SAME", &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"]),
-        conv(
-            "conv_7x7_s2_230x230_3to64_bn_relu",
-            [1, 230, 3, 7, 64, 2],
-            "VALID",
-            &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"],
-        ),
+        conv("conv_3x3_56x56_64to64_bn_relu", [1, 56, 64, 3, 64, 1], "SAME", BN_RELU),
+        // Batch 1's late layers, whose filters are packed once (`packed.rs`): Winograd's α²
+        // products of 49 tiles, a 3×3 and a 1×1 on 49 pixels.
+        conv("conv_3x3_14x14_256to256_bn_relu", [1, 14, 256, 3, 256, 1], "SAME", BN_RELU),
+        conv("conv_3x3_7x7_512to512_bn_relu", [1, 7, 512, 3, 512, 1], "SAME", BN_RELU),
+        conv("pointwise_7x7_2048to512_bn_relu", [1, 7, 2048, 1, 512, 1], "SAME", BN_RELU),
+        conv("conv_7x7_s2_230x230_3to64_bn_relu", [1, 230, 3, 7, 64, 2], "VALID", BN_RELU),
     ];
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let mut group = cr.benchmark_group("conv");
@@ -127,8 +130,18 @@ fn bench(cr: &mut Criterion) {
             (1, KernelContext { intra_op: None, resources: None, step: None }),
             (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
         ] {
+            // One kernel per layer, as the executor keeps one per node: what it derives from
+            // its filter once (Winograd's transform, the packed filter) is not timed.
+            let def = OpRegistry::global().get(layer.op).unwrap();
+            let types = def.resolve_types(&layer.attrs).unwrap();
+            let desc = NodeDesc { name: layer.name, def, attrs: &layer.attrs, types: &types };
+            let kernel = KernelRegistry::global().create(&desc).unwrap();
             group.bench_function(format!("{}/threads_{threads}", layer.name), |b| {
-                b.iter(|| run_op(layer.op, &layer.attrs, layer.inputs.clone(), &ctx).unwrap())
+                b.iter(|| {
+                    let mut outputs = Vec::new();
+                    kernel.compute(&ctx, &mut layer.inputs.clone(), &mut outputs).unwrap();
+                    outputs
+                })
             });
         }
     }

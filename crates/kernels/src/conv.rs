@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use crate::matmul::{product, product_serial, GemmElement};
 use crate::numeric::Float;
+use crate::packed;
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// Output size and leading padding of one spatial dimension.
@@ -230,6 +231,8 @@ fn im2col_rows<T: Float>(x: &[T], [_n, h, w, c]: [usize; 4], [ah, aw]: [Axis; 2]
 pub(crate) struct Conv2D<T> {
     window: Window,
     winograd_filter: winograd::FilterCache<T>,
+    /// The filter packed for [`packed::product`] (f32 on AVX-512).
+    packed_filter: packed::Derived<packed::Packed<T>>,
 }
 
 /// When a 3×3 stride-1 convolution runs as Winograd (F(2×2, 3×3) or F(4×4, 3×3): see
@@ -267,7 +270,11 @@ fn winograd_tile(n: usize, [oh, ow]: [usize; 2], channels: usize) -> usize {
 
 impl<T: GemmElement + Float> Conv2D<T> {
     pub(crate) fn new(d: &NodeDesc) -> KResult<Conv2D<T>> {
-        Ok(Conv2D { window: Window::from_node(d, true)?, winograd_filter: Default::default() })
+        Ok(Conv2D {
+            window: Window::from_node(d, true)?,
+            winograd_filter: Default::default(),
+            packed_filter: Default::default(),
+        })
     }
 
     /// The shape of the convolution's output.
@@ -305,9 +312,8 @@ impl<T: GemmElement + Float> Conv2D<T> {
             && n * ah.output.div_ceil(2) * aw.output.div_ceil(2) >= WINOGRAD_MIN_TILES
         {
             let m = winograd_tile(n, [ah.output, aw.output], c.min(oc));
-            let u = self.winograd_filter.get(&inputs[1], c, oc, m)?;
             let plan = winograd::Plan { n, h, w, c, k: oc, axes: [ah, aw], m };
-            self.run_winograd(ctx, &plan, x, &u, o, epilogue);
+            self.run_winograd(ctx, &plan, x, &inputs[1], o, epilogue)?;
             return Ok(out);
         }
         if c <= DIRECT_MAX_CHANNELS && k <= DIRECT_MAX_K {
@@ -328,7 +334,10 @@ impl<T: GemmElement + Float> Conv2D<T> {
             block = rows.div_ceil(2 * threads);
         }
         let dims = [n, h, w, c];
-        if threads > 1 && block < MIN_BLOCK_ROWS / 4 {
+        let whole = threads > 1 && block < MIN_BLOCK_ROWS / 4;
+        let packed = packed::pays::<T>(if whole { rows } else { block }, oc)
+            .then(|| self.packed_filter.get(&inputs[1], f.as_ptr(), 0, || packed::Packed::new(f, k, oc, oc, 1)));
+        if whole {
             // Few rows (late layers at batch 1): the whole im2col matrix is small; the GEMM
             // splits its columns across the pool. (Blocks stay faster otherwise, even for a
             // small matrix on one thread: measured on ResNet50 at batch 1 and a small CNN, one
@@ -343,7 +352,10 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 im2col_rows(x, dims, [ah, aw], 0, col);
                 col
             };
-            product(ctx, (rows, oc, k), (a, k, 1), (f, oc, 1), o);
+            match &packed {
+                Some(b) => packed::product(Some(ctx), rows, a, k, b, o),
+                None => product(ctx, (rows, oc, k), (a, k, 1), (f, oc, 1), o),
+            }
             if let Some(e) = epilogue {
                 let per_task = rows.div_ceil(2 * threads) * oc;
                 ctx.install(|| {
@@ -365,7 +377,10 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 im2col_rows(x, dims, [ah, aw], r0, &mut col[..m * k]);
                 &col[..m * k]
             };
-            product_serial((m, oc, k), (a, k, 1), (f, oc, 1), dst);
+            match &packed {
+                Some(b) => packed::product(None, m, a, k, b, dst),
+                None => product_serial((m, oc, k), (a, k, 1), (f, oc, 1), dst),
+            }
             if let Some(e) = epilogue {
                 e(r0 * oc, dst, scratch);
             }
@@ -557,27 +572,46 @@ fn direct_block<T: Float, const L: usize>(
 impl<T: GemmElement + Float> Conv2D<T> {
     /// Winograd F(m×m, 3×3): blocks of whole tile rows (so each block's output is one
     /// contiguous range), one task per block on the intra-op pool, the epilogue on each block
-    /// right after its output transform. With too few tiles for two blocks per thread, phase
-    /// by phase instead ([`winograd::phased`]): on 2 threads batch-1 ResNet50's 3×3 layers
-    /// took 35–45% less time than with blocks of a few tile rows, whose 16 GEMMs each were
-    /// tiny.
+    /// right after its output transform. With too few tiles for two blocks per thread,
+    /// smaller blocks while each keeps [`WINOGRAD_MIN_TILES`], else phase by phase
+    /// ([`winograd::phased`]): on 2 threads batch-1 ResNet50's 28×28 and 14×14 3×3 layers
+    /// (49 tiles in all) took 35–45% less time than with blocks of a few tile rows, whose
+    /// α² GEMMs each were tiny (measured when the `gemm` crate repacked the transformed filter
+    /// per GEMM; blocks of 14 tiles were still slower with it packed once).
     fn run_winograd(
         &self,
         ctx: &KernelContext,
         p: &winograd::Plan,
         x: &[T],
-        u: &[T],
+        filter: &Tensor,
         o: &mut [T],
         epilogue: Option<BlockFn<T>>,
-    ) {
+    ) -> KResult<()> {
         let (th, tw) = p.tiles();
         let total = p.n * th;
         let size = std::mem::size_of::<T>();
         let lo = if p.count() * p.c * p.k * size > WINOGRAD_BLOCK_BYTES { WINOGRAD_STREAMED_TILES } else { 16 };
         let tiles = (WINOGRAD_BLOCK_BYTES / (p.count() * p.c.max(p.k) * size)).clamp(lo, 512);
-        let per_block = (tiles / tw).max(1);
+        let mut per_block = (tiles / tw).max(1);
         let threads = ctx.threads();
+        let mut phased = false;
         if threads > 1 && total.div_ceil(per_block) < 2 * threads {
+            // Too few tiles for two blocks per thread: smaller blocks while they keep enough
+            // tiles, else phase by phase. With the transformed filter packed once, blocks of
+            // 49 tiles (batch 1's 56×56 layers, F(4×4)) took 10–30% less time than phases;
+            // blocks of 14 were slower.
+            let even = total.div_ceil(2 * threads);
+            if even * tw >= WINOGRAD_MIN_TILES {
+                per_block = even;
+            } else {
+                phased = true;
+            }
+        }
+        // The rows of each α² product: every tile when phased, a block's otherwise.
+        let rows = if phased { total * tw } else { per_block.min(total) * tw };
+        let u = self.winograd_filter.get(filter, (p.c, p.k), p.m, rows)?;
+        let u = &*u;
+        if phased {
             // Too few tiles for blocks of a useful size on every thread: phase by phase.
             let mut lease = Lease::<(winograd::Scratch<T>, Vec<T>)>::take();
             let finish = |start: usize, dst: &mut [T], scratch: &mut Vec<T>| {
@@ -586,7 +620,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 }
             };
             ctx.install(|| winograd::phased(p, x, u, o, &mut lease.bufs.0, 2 * threads, &finish));
-            return;
+            return Ok(());
         }
         let mut blocks = Vec::with_capacity(total.div_ceil(per_block));
         let mut rest = o;
@@ -612,6 +646,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
             let mut lease = Lease::<(winograd::Scratch<T>, Vec<T>)>::take();
             blocks.into_iter().for_each(|b| task(&mut lease, b));
         }
+        Ok(())
     }
 }
 

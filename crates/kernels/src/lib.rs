@@ -32,6 +32,7 @@ mod math;
 mod matmul;
 mod numeric;
 mod optional;
+mod packed;
 mod random;
 mod reduce;
 pub mod resource;

@@ -18,6 +18,7 @@ use ferroflow_tensor::Tensor;
 use super::Axis;
 use crate::matmul::{product_serial, GemmElement};
 use crate::numeric::Float;
+use crate::packed::{self, Packed};
 use crate::SendPtr;
 
 /// `G` of F(2×2, 3×3) and F(4×4, 3×3): α rows of 3.
@@ -57,13 +58,15 @@ pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize, m: usize) 
     u
 }
 
-/// A transformed filter kept by a kernel with the filter tensor it came from: holding a handle
-/// keeps that buffer alive and unwritable (tensors are copy-on-write), so the same data
-/// address means the same values.
-pub(super) struct FilterCache<T>(std::sync::Mutex<Option<Cached<T>>>);
+/// A transformed filter: α² matrices `[c, k]`, packed for [`packed::product`] where it runs
+/// (f32 on AVX-512), else as [`transform_filter`] made them.
+pub(super) struct Transformed<T> {
+    plain: Vec<T>,
+    packed: Vec<Packed<T>>,
+}
 
-/// The filter a transform came from, its tile side and the transform.
-type Cached<T> = (Tensor, usize, std::sync::Arc<Vec<T>>);
+/// The transformed filter a kernel keeps (see [`packed::Derived`]).
+pub(super) struct FilterCache<T>(packed::Derived<Transformed<T>>);
 
 impl<T> Default for FilterCache<T> {
     fn default() -> Self {
@@ -71,26 +74,28 @@ impl<T> Default for FilterCache<T> {
     }
 }
 
-impl<T: Float + ferroflow_tensor::Element> FilterCache<T> {
-    /// The transform of `filter` (`[3, 3, c, k]`) for tiles of `m`, from the cache when it
-    /// holds this buffer's.
+impl<T: Float + GemmElement + ferroflow_tensor::Element> FilterCache<T> {
+    /// The transform of `filter` (`[3, 3, c, k]`) for tiles of `m`, packed when its products
+    /// have `rows` rows and packing pays for them, from the cache when it holds this
+    /// buffer's.
     pub(super) fn get(
         &self,
         filter: &Tensor,
-        c: usize,
-        k: usize,
+        (c, k): (usize, usize),
         m: usize,
-    ) -> Result<std::sync::Arc<Vec<T>>, ferroflow_tensor::TensorError> {
+        rows: usize,
+    ) -> Result<std::sync::Arc<Transformed<T>>, ferroflow_tensor::TensorError> {
         let f = filter.as_slice::<T>()?;
-        let mut cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((t, tm, u)) = cached.as_ref() {
-            if *tm == m && t.dims() == filter.dims() && t.as_slice::<T>()?.as_ptr() == f.as_ptr() {
-                return Ok(u.clone());
+        let pack = packed::pays::<T>(rows, k);
+        Ok(self.0.get(filter, f.as_ptr(), m * 2 + pack as usize, || {
+            let plain = transform_filter(f, c, k, m);
+            if pack {
+                let packed = plain.chunks((c * k).max(1)).map(|u| Packed::new(u, c, k, k, 1)).collect();
+                Transformed { plain: Vec::new(), packed }
+            } else {
+                Transformed { plain, packed: Vec::new() }
             }
-        }
-        let u = std::sync::Arc::new(transform_filter(f, c, k, m));
-        *cached = Some((filter.clone(), m, u.clone()));
-        Ok(u)
+        }))
     }
 }
 
@@ -145,7 +150,7 @@ pub(super) struct Scratch<T> {
 pub(super) fn block<T: Float + GemmElement>(
     p: &Plan,
     x: &[T],
-    u: &[T],
+    u: &Transformed<T>,
     (r0, r1): (usize, usize),
     out: &mut [T],
     s: &mut Scratch<T>,
@@ -180,7 +185,7 @@ impl<T: Float> Scratch<T> {
 pub(super) fn phased<T: Float + GemmElement>(
     p: &Plan,
     x: &[T],
-    u: &[T],
+    u: &Transformed<T>,
     out: &mut [T],
     s: &mut Scratch<T>,
     parts: usize,
@@ -218,10 +223,13 @@ pub(super) fn phased<T: Float + GemmElement>(
 }
 
 /// `M[ξ] = V[ξ] · U[ξ]` for the `tiles` tiles of `v`.
-fn multiply<T: GemmElement>(p: &Plan, u: &[T], xi: usize, tiles: usize, v: &[T], m: &mut [T]) {
+fn multiply<T: GemmElement>(p: &Plan, u: &Transformed<T>, xi: usize, tiles: usize, v: &[T], m: &mut [T]) {
     let (c, k) = (p.c, p.k);
     let v = &v[xi * tiles * c..(xi + 1) * tiles * c];
-    product_serial((tiles, k, c), (v, c, 1), (&u[xi * c * k..(xi + 1) * c * k], k, 1), m);
+    match u.packed.get(xi) {
+        Some(b) => packed::product(None, tiles, v, c, b, m),
+        None => product_serial((tiles, k, c), (v, c, 1), (&u.plain[xi * c * k..(xi + 1) * c * k], k, 1), m),
+    }
 }
 
 /// The input transform of tile rows `r0..r1` into `v`, whose tile 0 is the first of tile row
