@@ -60,7 +60,9 @@ fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
     ];
     if let Some(p) = program {
         a.push(("program", strings(p)));
-        a.push(("N", Value::I(2)));
+        // Operands besides the convolution's output: the highest `aK` the program names.
+        let n = p.iter().flat_map(|l| l.split(' ')).filter_map(|w| w.strip_prefix('a')?.parse::<i64>().ok()).max();
+        a.push(("N", Value::I(n.unwrap_or(0))));
     }
     attrs(a)
 }
@@ -68,6 +70,8 @@ fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
 const BN_RELU6: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu6 r1"];
 const BN: &[&str] = &["Mul a0 a1", "AddV2 r0 a2"];
 const BN_RELU: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"];
+/// ResNet's block output: batch norm, the shortcut added (`a3`, the output's shape), Relu.
+const BN_ADD_RELU: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "AddV2 r1 a3", "Relu r2"];
 
 fn depthwise(name: &'static str, [n, hw, c, stride]: [usize; 4], fused: bool) -> Layer {
     let o = hw / stride;
@@ -95,7 +99,13 @@ fn conv(
         name,
         op: "_FusedConv2DElementwise",
         attrs: conv_attrs(stride as i64, padding, Some(program)),
-        inputs: vec![tensor(&[n, hw, hw, c], 1), tensor(&[k, k, c, oc], 2), tensor(&[oc], 3), tensor(&[oc], 4)],
+        inputs: {
+            let mut v = vec![tensor(&[n, hw, hw, c], 1), tensor(&[k, k, c, oc], 2), tensor(&[oc], 3), tensor(&[oc], 4)];
+            if program.contains(&"AddV2 r1 a3") {
+                v.push(tensor(&[n, o, o, oc], 5));
+            }
+            v
+        },
         macs: (n * o * o * oc * k * k * c) as u64,
     }
 }
@@ -119,6 +129,8 @@ fn bench(cr: &mut Criterion) {
         // products of 49 tiles, a 3×3 and a 1×1 on 49 pixels.
         conv("conv_3x3_14x14_256to256_bn_relu", [1, 14, 256, 3, 256, 1], "SAME", BN_RELU),
         conv("conv_3x3_7x7_512to512_bn_relu", [1, 7, 512, 3, 512, 1], "SAME", BN_RELU),
+        conv("pointwise_56x56_64to256_bn_relu", [1, 56, 64, 1, 256, 1], "SAME", BN_RELU),
+        conv("pointwise_56x56_64to256_bn_add_relu", [1, 56, 64, 1, 256, 1], "SAME", BN_ADD_RELU),
         conv("pointwise_7x7_2048to512_bn_relu", [1, 7, 2048, 1, 512, 1], "SAME", BN_RELU),
         conv("conv_7x7_s2_230x230_3to64_bn_relu", [1, 230, 3, 7, 64, 2], "VALID", BN_RELU),
     ];
