@@ -341,10 +341,19 @@ mod tests {
             seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
             (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
         };
-        // Rows around the tile and block sizes, k around the slice, columns around the panel.
-        for &(m, k, n) in
-            &[(1, 1, 1), (13, 5, 17), (14, 128, 32), (15, 129, 33), (29, 300, 70), (700, 40, 64), (3, 0, 5)]
-        {
+        // Rows around the tile and block sizes, k around the slice, columns around the panel;
+        // long rows (copied) and short.
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (13, 5, 17),
+            (14, 128, 32),
+            (15, 129, 33),
+            (29, 300, 70),
+            (29, 600, 70),
+            (700, 40, 64),
+            (300, 1000, 40),
+            (3, 0, 5),
+        ] {
             let a: Vec<f32> = (0..m * k).map(|_| next()).collect();
             let b: Vec<f32> = (0..k * n).map(|_| next()).collect();
             let packed = Packed::new(&b, k, n, n, 1);
