@@ -230,7 +230,9 @@ fn im2col_rows<T: Float>(x: &[T], [_n, h, w, c]: [usize; 4], [ah, aw]: [Axis; 2]
 /// filter. The rows go in blocks (one task per block, on the intra-op pool): a task fills its
 /// block's im2col rows (none for a 1×1 stride-1 convolution: the input is the matrix), runs
 /// the GEMM into the block's output rows, then the epilogue on them while they are in cache.
-/// Too few rows for a block per thread: one im2col matrix and the GEMM split by columns.
+/// Too few rows for blocks of a useful size on every thread (64 rows; 28 with the filter
+/// packed once, see [`PACKED_MIN_BLOCK_ROWS`]): one im2col matrix and the GEMM split by
+/// columns.
 /// (Blocks made in a cached buffer and streamed to an output larger than the caches with
 /// non-temporal stores were 20–40% slower on MobileNetV2's 154 MB pointwise output at batch
 /// 32 than plain stores.)
