@@ -342,10 +342,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
             block = rows.div_ceil(2 * threads);
         }
         let dims = [n, h, w, c];
-        let whole = threads > 1
-            && block < MIN_BLOCK_ROWS / 4
-            && !(block >= PACKED_MIN_BLOCK_ROWS && packed::pays::<T>(block, oc));
-        let packed = packed::pays::<T>(if whole { rows } else { block }, oc)
+        let block_pays = packed::pays::<T>(block, oc);
+        let whole = threads > 1 && block < MIN_BLOCK_ROWS / 4 && !(block >= PACKED_MIN_BLOCK_ROWS && block_pays);
+        let packed = (if whole { packed::pays::<T>(rows, oc) } else { block_pays })
             .then(|| self.packed_filter.get(&inputs[1], f.as_ptr(), 0, || packed::Packed::new(f, k, oc, oc, 1)));
         if whole {
             // Few rows (late layers at batch 1): the whole im2col matrix is small; the GEMM
@@ -622,7 +621,6 @@ impl<T: GemmElement + Float> Conv2D<T> {
         let u = self.winograd_filter.get(filter, (p.c, p.k), p.m, rows)?;
         let u = &*u;
         if phased {
-            // Too few tiles for blocks of a useful size on every thread: phase by phase.
             let mut lease = Lease::<(winograd::Scratch<T>, Vec<T>)>::take();
             let finish = |start: usize, dst: &mut [T], scratch: &mut Vec<T>| {
                 if let Some(e) = epilogue {

@@ -60,9 +60,9 @@ pub(super) fn transform_filter<T: Float>(f: &[T], c: usize, k: usize, m: usize) 
 
 /// A transformed filter: α² matrices `[c, k]`, packed for [`packed::product`] where it runs
 /// (f32 on AVX-512), else as [`transform_filter`] made them.
-pub(super) struct Transformed<T> {
-    plain: Vec<T>,
-    packed: Vec<Packed<T>>,
+pub(super) enum Transformed<T> {
+    Plain(Vec<T>),
+    Packed(Vec<Packed<T>>),
 }
 
 /// The transformed filter a kernel keeps (see [`packed::Derived`]).
@@ -90,10 +90,9 @@ impl<T: Float + GemmElement + ferroflow_tensor::Element> FilterCache<T> {
         Ok(self.0.get(filter, f.as_ptr(), m * 2 + pack as usize, || {
             let plain = transform_filter(f, c, k, m);
             if pack {
-                let packed = plain.chunks((c * k).max(1)).map(|u| Packed::new(u, c, k, k, 1)).collect();
-                Transformed { plain: Vec::new(), packed }
+                Transformed::Packed(plain.chunks((c * k).max(1)).map(|u| Packed::new(u, c, k, k, 1)).collect())
             } else {
-                Transformed { plain, packed: Vec::new() }
+                Transformed::Plain(plain)
             }
         }))
     }
@@ -226,9 +225,9 @@ pub(super) fn phased<T: Float + GemmElement>(
 fn multiply<T: GemmElement>(p: &Plan, u: &Transformed<T>, xi: usize, tiles: usize, v: &[T], m: &mut [T]) {
     let (c, k) = (p.c, p.k);
     let v = &v[xi * tiles * c..(xi + 1) * tiles * c];
-    match u.packed.get(xi) {
-        Some(b) => packed::product(None, tiles, v, c, b, m),
-        None => product_serial((tiles, k, c), (v, c, 1), (&u.plain[xi * c * k..(xi + 1) * c * k], k, 1), m),
+    match u {
+        Transformed::Packed(b) => packed::product(None, tiles, v, c, &b[xi], m),
+        Transformed::Plain(u) => product_serial((tiles, k, c), (v, c, 1), (&u[xi * c * k..(xi + 1) * c * k], k, 1), m),
     }
 }
 
