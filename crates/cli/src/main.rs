@@ -16,6 +16,7 @@ macro_rules! out {
     }};
 }
 
+mod distributed;
 mod ops;
 mod pipeline;
 mod profile;
@@ -216,6 +217,29 @@ enum Command {
         /// With --logdir: the batches to profile ('A,B', 1-based; empty for none).
         #[arg(long, value_name = "A,B", default_value = "", requires = "logdir")]
         profile_batch: String,
+        /// Data-parallel over MPI (`mpirun -np N ferroflow mnist --distributed`, a build with
+        /// `--features mpi`): rank 0's initial variables are broadcast, each batch of 100 is
+        /// split across the ranks, gradients are averaged (fused all-reduce); every rank prints
+        /// its test accuracy and a checksum of its variables; only rank 0 writes --save,
+        /// --saved-model and --logdir. Alone (no mpirun) it is a 1-rank world.
+        #[arg(long)]
+        distributed: bool,
+        /// Dropout rate of the input and hidden layers (the article's 0.2; 0 turns dropout
+        /// off, which makes a distributed run comparable with one process step by step).
+        #[arg(long, default_value_t = 0.2, value_name = "RATE")]
+        dropout: f64,
+    },
+    /// All-reduce bandwidth of ferroflow's collective against raw MPI_Allreduce on the same
+    /// buffer sizes (`mpirun -np N ferroflow allreduce-bench`, a build with --features mpi);
+    /// rank 0 prints one row per size: milliseconds and GB/s (bytes / time) of each, their
+    /// ratio, and the CollectiveReduceV2 op run by a session.
+    AllreduceBench {
+        /// Buffer sizes in MB (1e6 bytes of f32), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "4,16,64,200")]
+        mb: Vec<f64>,
+        /// Timed runs per size (the median is reported).
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
     },
     /// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
     /// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
@@ -412,7 +436,18 @@ fn main() {
         Command::InspectCheckpoint { prefix, tensor, all, max_values } => {
             inspect_checkpoint(&prefix, tensor.as_deref(), all, max_values)
         }
-        Command::Mnist { steps, data, seed, intra_op_threads, save, saved_model, logdir, profile_batch } => {
+        Command::Mnist {
+            steps,
+            data,
+            seed,
+            intra_op_threads,
+            save,
+            saved_model,
+            logdir,
+            profile_batch,
+            distributed,
+            dropout,
+        } => {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
             let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
             let outputs = ferroflow::models::seed_003::Outputs {
@@ -420,8 +455,17 @@ fn main() {
                 saved_model: saved_model.as_deref(),
                 tensorboard: tb,
             };
-            mnist(data.as_deref(), steps, seed, options, outputs).map(|_| ())
+            let config =
+                ferroflow::models::seed_003::Config { dropout_rate: dropout, distributed, ..Default::default() };
+            if !(0.0..1.0).contains(&dropout) {
+                Err(anyhow::anyhow!("--dropout {dropout}: expected a rate in [0, 1)"))
+            } else if distributed {
+                distributed::run_in_world(|| mnist(data.as_deref(), steps, seed, options, outputs, &config).map(|_| ()))
+            } else {
+                mnist(data.as_deref(), steps, seed, options, outputs, &config).map(|_| ())
+            }
         }
+        Command::AllreduceBench { mb, runs } => distributed::allreduce_bench(&mb, runs),
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Pipeline(args) => pipeline::pipeline(&args),
         Command::Profile { paths, chrome } => profile::profile(&paths, chrome.as_deref()),
@@ -904,12 +948,39 @@ fn mnist(
     seed: i64,
     options: SessionOptions,
     outputs: ferroflow::models::seed_003::Outputs,
+    config: &ferroflow::models::seed_003::Config,
 ) -> Result<ferroflow::models::seed_003::Report> {
     let tensorboard = outputs.tensorboard;
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
-    out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
-    let r = ferroflow::models::seed_003::train_logged(&data, steps, seed, options, 500, outputs)
+    let world = ferroflow::collective::world();
+    let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
+    if config.distributed {
+        out!(
+            "rank {rank} of {ranks} ({} world): training seed 003's MLP data-parallel for {steps} steps of 100 digits \
+             ({} per rank) on {}",
+            world.backend(),
+            100 / ranks.max(1),
+            data.display()
+        );
+    } else {
+        out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
+    }
+    let r = ferroflow::models::seed_003::train_config(&data, steps, seed, options, 500, outputs, config)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
+    if config.distributed {
+        out!(
+            "rank={rank} ranks={ranks} steps={} global_step={} ({:.0} steps/s) variables_fnv1a={:016x} test_accuracy={:.4}",
+            r.steps,
+            r.global_step,
+            r.steps_per_sec,
+            r.checksum,
+            r.test_accuracy
+        );
+        if let Some(c) = &r.checkpoint {
+            out!("rank 0 saved {}.{{index,data-00000-of-00001,meta}}", c.display());
+        }
+        return Ok(r);
+    }
     if let Some((dir, _)) = tensorboard {
         out!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display());
     }
@@ -1102,7 +1173,7 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
     let seed_003_tb = seed_003_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
     let outputs =
         ferroflow::models::seed_003::Outputs { save: Some(&prefix), saved_model: None, tensorboard: seed_003_tb };
-    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), outputs)?;
+    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), outputs, &Default::default())?;
     let ckpt = r.checkpoint.expect("saved");
     out!(
         "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",

@@ -29,6 +29,7 @@ pub mod testing;
 pub use ferroflow_autodiff as autodiff;
 pub use ferroflow_checkpoint as checkpoint;
 pub use ferroflow_codec as codec;
+pub use ferroflow_collective as collective;
 pub use ferroflow_data as data;
 pub use ferroflow_function as function;
 pub use ferroflow_graph as graph;

@@ -419,6 +419,29 @@ fn pad_constant(x: &Tensor, dims: &[usize], p: &[i64], fill: Option<&Tensor>) ->
 
 /// Splits `x` along `axis` into pieces of the given sizes.
 fn split(x: &Tensor, axis: usize, sizes: &[usize], outputs: &mut Outputs) -> KResult<()> {
+    if let Some(size) = x.dtype().size() {
+        // Each part is `outer` contiguous blocks of the input: one copy per block, not one
+        // per element (a data-parallel step splits a fused 1 MB gradient buffer into the
+        // layers' gradients: 1.3 ms element by element).
+        let (bytes, dims) = (x.as_bytes()?, x.dims());
+        let outer: usize = dims[..axis].iter().product();
+        let inner = dims[axis + 1..].iter().product::<usize>() * size;
+        let mut start = 0;
+        for &part in sizes {
+            let mut out_dims = dims.to_vec();
+            out_dims[axis] = part;
+            check_output(x.dtype(), &out_dims)?;
+            let block = part * inner;
+            outputs.push(Tensor::from_fill(x.dtype(), &out_dims, |out| {
+                for (o, dst) in out.chunks_exact_mut(block.max(1)).enumerate().take(outer) {
+                    let from = (o * dims[axis] + start) * inner;
+                    dst.copy_from_slice(&bytes[from..from + block]);
+                }
+            })?);
+            start += part;
+        }
+        return Ok(());
+    }
     let st = strides_of(x.dims());
     let steps: Vec<isize> = st.iter().map(|&s| s as isize).collect();
     let mut start = 0;

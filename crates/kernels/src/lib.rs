@@ -15,6 +15,7 @@ macro_rules! dispatch {
 
 mod array;
 mod cast;
+mod collective;
 mod compare;
 mod conv;
 mod data;
@@ -269,6 +270,7 @@ impl KernelRegistry {
             let mut r = KernelRegistry { by_op: HashMap::new() };
             array::register(&mut r);
             cast::register(&mut r);
+            collective::register(&mut r);
             compare::register(&mut r);
             conv::register(&mut r);
             data::register(&mut r);

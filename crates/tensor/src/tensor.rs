@@ -304,6 +304,16 @@ impl Tensor {
         }
     }
 
+    /// The raw bytes of a fixed-size dtype, mutably (copied first if another tensor shares
+    /// the buffer): for transports that fill a tensor with another's bytes (collectives).
+    /// Writers must keep each element a valid value of the dtype (`Bool` bytes 0 or 1).
+    pub fn as_mut_bytes(&mut self) -> Result<&mut [u8], TensorError> {
+        match &mut self.storage {
+            Storage::Bytes(b) => Ok(b.make_mut()),
+            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
+        }
+    }
+
     /// The strings of a `String` tensor.
     pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
         match &self.storage {

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod callbacks;
+pub mod distributed;
 pub mod efficientnet;
 pub mod fit_data;
 pub mod layers;

@@ -390,6 +390,11 @@ pub struct FitOptions {
     pub log_every: u64,
     /// Profile these batches (Keras's `profile_batch`) into a TensorBoard log directory.
     pub profile: Option<crate::profile::ProfileBatches>,
+    /// Data-parallel training: `(ranks, rank)`. Each global batch of `batch_size` examples
+    /// (the same on every rank: the shuffle seed is shared) is cut into `ranks` contiguous
+    /// parts and this process trains on part `rank`, so the ranks together see exactly the
+    /// batches one process would (`Dataset::shard`'s role for in-memory arrays).
+    pub shard: Option<(usize, usize)>,
 }
 
 impl Default for FitOptions {
@@ -402,6 +407,7 @@ impl Default for FitOptions {
             verbose: true,
             log_every: 0,
             profile: None,
+            shard: None,
         }
     }
 }
@@ -748,6 +754,15 @@ impl Model {
                 y.dims().first()
             )));
         }
+        if let Some((ranks, rank)) = opts.shard {
+            if rank >= ranks || opts.batch_size < ranks {
+                return Err(TrainError::Invalid(format!(
+                    "shard ({ranks} ranks, rank {rank}): expected a rank below the number of ranks and a batch size \
+                     ({}) of at least one example per rank",
+                    opts.batch_size
+                )));
+            }
+        }
         let mut rng = SplitMix(opts.shuffle_seed);
         let mut order: Vec<usize> = (0..n).collect();
         let mut hist = History::default();
@@ -770,6 +785,10 @@ impl Model {
                 hooks.batch_begin(self, batch_no)?;
                 let step_span = ferroflow_profiler::step("train", batch_no as i64);
                 let input_span = ferroflow_profiler::span_kind("IteratorGetNext", ferroflow_profiler::Kind::Input, 0);
+                let chunk = match opts.shard {
+                    Some((ranks, rank)) => &chunk[chunk.len() * rank / ranks..chunk.len() * (rank + 1) / ranks],
+                    None => chunk,
+                };
                 let xb = gather_rows(x, chunk)?;
                 let yb = gather_rows(y, chunk)?;
                 drop(input_span);

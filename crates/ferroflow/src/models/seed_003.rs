@@ -7,6 +7,7 @@ use ferroflow_graph::Output;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::Tensor;
 use ferroflow_tensor::{DType, Shape};
+use ferroflow_train::distributed::{self, Broadcast, DistributedOptimizer};
 use ferroflow_train::layers::{dense, dropout, Activation};
 use ferroflow_train::meta_graph::import_meta_graph_file;
 use ferroflow_train::mnist;
@@ -31,6 +32,9 @@ pub struct Config {
     pub dropout_rate: f64,
     /// Adam's learning rate (1e-3).
     pub learning_rate: f64,
+    /// Data-parallel across the ranks of `ferroflow_collective::world()` (`mpirun -np N`):
+    /// gradients averaged by a [`DistributedOptimizer`] (off: the article's single process).
+    pub distributed: bool,
 }
 
 impl Default for Config {
@@ -42,6 +46,7 @@ impl Default for Config {
             num_units: 256,
             dropout_rate: 0.2,
             learning_rate: 1e-3,
+            distributed: false,
         }
     }
 }
@@ -71,7 +76,12 @@ pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
     let loss: Output = s.reduce("Mean", neg, &[0], false)?;
     let acc = losses::accuracy(&s, y, out, "accuracy")?;
     let gs = b.global_step()?;
-    let train = Optimizer::adam(c.learning_rate).minimize(b, loss, None, Some(&gs))?;
+    let adam = Optimizer::adam(c.learning_rate);
+    let train = if c.distributed {
+        DistributedOptimizer::new(adam).minimize(b, loss, None, Some(&gs))?
+    } else {
+        adam.minimize(b, loss, None, Some(&gs))?
+    };
     let init = b.global_variables_initializer()?;
     let g = b.graph();
     Ok(Roles {
@@ -115,6 +125,11 @@ pub struct Report {
     pub examples: (usize, usize),
     /// The checkpoint written after training (`PREFIX-STEP`), if one was asked for.
     pub checkpoint: Option<std::path::PathBuf>,
+    /// This process's rank and the number of ranks (0 and 1 unless distributed).
+    pub rank: (usize, usize),
+    /// FNV-1a 64 of every variable's bytes after training (equal on every rank of a
+    /// distributed run: the replicas are bitwise identical).
+    pub checksum: u64,
 }
 
 /// Trains the seed's model on the MNIST IDX files in `data` for `steps` batches of 100
@@ -143,6 +158,25 @@ pub fn train_logged(
     log_every: u64,
     outputs: Outputs,
 ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    train_config(data, steps, seed, options, log_every, outputs, &Config::default())
+}
+
+/// [`train_logged`] with the model's `config`. With `config.distributed`, every rank of the
+/// world trains data-parallel: rank 0's initial variables are broadcast, each global batch of
+/// 100 is split across the ranks, gradients are averaged; only rank 0 writes the
+/// checkpoint, the SavedModel and the TensorBoard logs.
+pub fn train_config(
+    data: &Path,
+    steps: u64,
+    seed: i64,
+    options: SessionOptions,
+    log_every: u64,
+    outputs: Outputs,
+    config: &Config,
+) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+    let world = ferroflow_collective::world();
+    let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
+    let outputs = if rank == 0 { outputs } else { Outputs::default() };
     let Outputs { save, saved_model, tensorboard } = outputs;
     use crate::train::callbacks::{Callback, TensorBoard, UpdateFreq};
     let mut tb = match tensorboard {
@@ -151,10 +185,15 @@ pub fn train_logged(
     };
     let m = mnist::load(data)?;
     let b = Builder::with_seed(seed);
-    let roles = build(&b, &Config::default())?;
+    let roles = build(&b, config)?;
     let mut saver = Saver::new(&b, None, SaverOptions::default())?;
+    let broadcast = config.distributed.then(|| Broadcast::new(&b)).transpose()?;
+    let reads = distributed::variable_reads(&b);
     let model = Model::new(Session::new(b.graph(), options)?, roles, &[784]);
     model.initialize()?;
+    if let Some(bc) = &broadcast {
+        bc.run(model.session(), 0)?;
+    }
     let opts = FitOptions {
         epochs: usize::MAX,
         batch_size: 100,
@@ -163,6 +202,7 @@ pub fn train_logged(
         verbose: false,
         log_every,
         profile: None,
+        shard: config.distributed.then_some((ranks, rank)),
     };
     let mut callbacks: Vec<&mut dyn Callback> = tb.iter_mut().map(|t| t as &mut dyn Callback).collect();
     let hist = model.fit_with(&m.train.images, &m.train.one_hot(10)?, &opts, None, &mut callbacks)?;
@@ -174,6 +214,7 @@ pub fn train_logged(
         ("is_training:0", Tensor::scalar(false)),
     ];
     let acc = sess.run(&feeds, &["accuracy:0"], &[])?[0].scalar_value::<f32>()?;
+    let checksum = distributed::checksum(sess, &reads)?;
     let checkpoint = save.map(|prefix| saver.save(sess, prefix, Some(global_step))).transpose()?;
     if let Some(dir) = saved_model {
         let roles = model.roles();
@@ -194,6 +235,8 @@ pub fn train_logged(
         test_accuracy: acc,
         examples: (m.train.len(), m.test.len()),
         checkpoint,
+        rank: (rank, ranks),
+        checksum,
     })
 }
 

@@ -7,6 +7,7 @@ use crate::registry::OpDef;
 
 pub mod array;
 pub mod cast;
+pub mod collective;
 pub mod compare;
 pub mod control_flow;
 pub mod conv;
@@ -36,9 +37,10 @@ type Family = (&'static str, fn() -> Vec<OpDef>);
 
 /// All op definitions, each tagged with its family.
 pub(crate) fn all() -> Vec<OpDef> {
-    let families: [Family; 25] = [
+    let families: [Family; 26] = [
         ("array", array::defs),
         ("cast", cast::defs),
+        ("collective", collective::defs),
         ("compare", compare::defs),
         ("control_flow", control_flow::defs),
         ("conv", conv::defs),

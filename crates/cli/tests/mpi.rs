@@ -1,0 +1,126 @@
+//! Multi-process tests under `mpirun` (feature `mpi`; `.ci/run` installs Open MPI and runs
+//! them with `cargo test -p ferroflow-cli --features mpi --test mpi`). Not compiled without
+//! the feature.
+#![cfg(feature = "mpi")]
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ferroflow::checkpoint::BundleReader;
+
+/// `mpirun -np N` (oversubscribed beyond the cores, shared memory only, as root too) of the
+/// ferroflow binary with `args`.
+fn mpirun(np: usize, args: &[&str]) -> Output {
+    let out = Command::new("mpirun")
+        .args(["-np", &np.to_string(), "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"])
+        .arg(env!("CARGO_BIN_EXE_ferroflow"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (install openmpi-bin; see README)");
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Each rank's `rank=R ... variables_fnv1a=H test_accuracy=A` line: (rank, checksum, accuracy).
+fn ranks(o: &Output) -> Vec<(usize, String, f64)> {
+    let mut v: Vec<(usize, String, f64)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with("rank="))
+        .map(|l| {
+            let field = |k: &str| l.split(' ').find_map(|w| w.strip_prefix(k)).unwrap_or_else(|| panic!("{k} in {l}"));
+            (
+                field("rank=").parse().unwrap(),
+                field("variables_fnv1a=").to_string(),
+                field("test_accuracy=").parse().unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|r| r.0);
+    v
+}
+
+#[test]
+fn two_ranks_train_mnist_data_parallel_with_identical_variables() {
+    let o = mpirun(2, &["mnist", "--distributed", "--intra-op-threads", "1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = ranks(&o);
+    assert_eq!(r.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1], "{}", text(&o));
+    assert_eq!(r[0].1, r[1].1, "the replicas' variables differ: {}", text(&o));
+    assert!(r.iter().all(|r| r.2 >= 0.95), "accuracy below 0.95: {}", text(&o));
+}
+
+#[test]
+fn four_ranks_stay_bitwise_identical() {
+    let o = mpirun(4, &["mnist", "--distributed", "--intra-op-threads", "1", "--steps", "200"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = ranks(&o);
+    assert_eq!(r.len(), 4, "{}", text(&o));
+    assert!(r.iter().all(|x| x.1 == r[0].1), "the replicas' variables differ: {}", text(&o));
+}
+
+fn variables(prefix: &Path) -> Vec<(String, Vec<f32>)> {
+    let r = BundleReader::open(prefix).unwrap();
+    let names: Vec<String> = r.entries().keys().filter(|k| !k.starts_with('_')).cloned().collect();
+    names
+        .into_iter()
+        .filter_map(|k| {
+            let t = r.read(&k).unwrap();
+            Some((k, t.as_slice::<f32>().ok()?.to_vec()))
+        })
+        .collect()
+}
+
+/// Two ranks of 50 examples each take the same steps as one process on the batches of 100
+/// (dropout off: its masks depend on the batch's shape): the variables agree within 1e-5.
+#[test]
+fn two_ranks_match_one_process_with_the_same_global_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one/m"), dir.path().join("two/m"));
+    let single = Command::new(env!("CARGO_BIN_EXE_ferroflow"))
+        .args(["mnist", "--steps", "60", "--dropout", "0", "--save", one.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(single.status.success(), "{}", text(&single));
+    let o = mpirun(2, &["mnist", "--distributed", "--steps", "60", "--dropout", "0", "--save", two.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("rank 0 saved"), "{}", text(&o));
+    let (a, b) = (variables(&dir.path().join("one/m-60")), variables(&dir.path().join("two/m-60")));
+    assert!(a.len() >= 18, "{:?}", a.iter().map(|v| &v.0).collect::<Vec<_>>());
+    assert_eq!(a.iter().map(|v| &v.0).collect::<Vec<_>>(), b.iter().map(|v| &v.0).collect::<Vec<_>>());
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        let worst = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "{name}: the 2-rank and 1-process values differ by {worst}");
+    }
+}
+
+#[test]
+fn allreduce_bench_compares_with_mpi_allreduce() {
+    let o = mpirun(2, &["allreduce-bench", "--mb", "1,4", "--runs", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("across 2 rank(s), mpi backend"), "{s}");
+    // A header and one row per size, printed by rank 0 only.
+    assert_eq!(
+        s.lines().filter(|l| l.trim_start().starts_with("1.0") || l.trim_start().starts_with("4.0")).count(),
+        2,
+        "{s}"
+    );
+}
+
+/// An error on a rank ends the whole job (`MPI_Abort`) with that error, its rank named,
+/// instead of leaving the other ranks waiting in a collective.
+#[test]
+fn a_failing_rank_ends_the_job_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here");
+    // Rank-local bad input: every rank fails reading the data, each names it, none hangs.
+    let o = mpirun(2, &["mnist", "--distributed", "--data", missing.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("error on rank"), "{t}");
+    assert!(t.contains("nothing-here"), "{t}");
+}

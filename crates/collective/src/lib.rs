@@ -1,0 +1,273 @@
+//! The process group that collective ops (`CollectiveReduceV2`, `CollectiveGatherV2`,
+//! `CollectiveBcastSendV2`/`RecvV2`) and data-parallel training work across.
+//!
+//! A [`Communicator`] is a world of `size` ranks, this process being `rank`. The process
+//! has one current world ([`world`]): a 1-rank [`Local`] world unless a backend installed
+//! another with [`set_world`] — `ferroflow-mpi` installs MPI's `MPI_COMM_WORLD` when the
+//! binary runs under `mpirun` (built with the `mpi` feature). Ops and optimizers are written
+//! against this trait only, so everything works unchanged on one process.
+//!
+//! Buffers are raw element bytes with their [`Kind`]; [`all_reduce`], [`all_gather`] and
+//! [`broadcast`] are the typed forms.
+use std::sync::{Arc, RwLock};
+
+/// Element types the collectives reduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+    /// `i32`.
+    I32,
+    /// `i64`.
+    I64,
+}
+
+impl Kind {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Kind::F32 | Kind::I32 => 4,
+            Kind::F64 | Kind::I64 => 8,
+        }
+    }
+}
+
+/// An element type of a collective buffer.
+pub trait Elem: Copy + Send + Sync + 'static {
+    /// Its kind.
+    const KIND: Kind;
+}
+impl Elem for f32 {
+    const KIND: Kind = Kind::F32;
+}
+impl Elem for f64 {
+    const KIND: Kind = Kind::F64;
+}
+impl Elem for i32 {
+    const KIND: Kind = Kind::I32;
+}
+impl Elem for i64 {
+    const KIND: Kind = Kind::I64;
+}
+
+/// How values from the ranks combine (TensorFlow's `merge_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// `Add`.
+    Sum,
+    /// `Mul`.
+    Prod,
+    /// `Min`.
+    Min,
+    /// `Max`.
+    Max,
+}
+
+impl ReduceOp {
+    /// TensorFlow's `merge_op` name.
+    pub fn from_tf(name: &str) -> Option<ReduceOp> {
+        Some(match name {
+            "Add" => ReduceOp::Sum,
+            "Mul" => ReduceOp::Prod,
+            "Min" => ReduceOp::Min,
+            "Max" => ReduceOp::Max,
+            _ => return None,
+        })
+    }
+}
+
+/// A collective failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectiveError {
+    /// Arguments that cannot work (sizes, roots, kinds).
+    #[error("{0}")]
+    Invalid(String),
+    /// The transport reported an error.
+    #[error("{backend} {op} failed on rank {rank} of {size}: {reason}")]
+    Transport {
+        /// The backend (`mpi`).
+        backend: &'static str,
+        /// The collective.
+        op: &'static str,
+        /// This rank.
+        rank: usize,
+        /// The world size.
+        size: usize,
+        /// The backend's message.
+        reason: String,
+    },
+}
+
+/// A world of ranks that reduce, gather and broadcast together. Every rank must call the
+/// same collectives in the same order with the same sizes (MPI's rule); the callers
+/// (collective kernels chained in the graph, the distributed optimizer) guarantee it.
+pub trait Communicator: Send + Sync {
+    /// The backend's name (`local`, `mpi`).
+    fn backend(&self) -> &'static str;
+    /// This process's rank, `0..size`.
+    fn rank(&self) -> usize;
+    /// The number of ranks.
+    fn size(&self) -> usize;
+    /// Combines `buf` (elements of `kind`) elementwise across ranks, in place. Ranks must
+    /// end with the same bits (data-parallel replicas apply the result and must stay
+    /// identical): a backend whose library does not promise it says so.
+    fn all_reduce(&self, buf: &mut [u8], kind: Kind, op: ReduceOp) -> Result<(), CollectiveError>;
+    /// The library's own one-call all-reduce (`MPI_Allreduce`) of `send` into `recv`, for
+    /// measuring [`Communicator::all_reduce`] against; no promise that ranks get the same
+    /// bits. By default (one rank) a copy.
+    fn all_reduce_native(&self, send: &[u8], recv: &mut [u8], kind: Kind, _: ReduceOp) -> Result<(), CollectiveError> {
+        check_len(send.len(), kind)?;
+        if send.len() != recv.len() {
+            return Err(CollectiveError::Invalid(format!("all-reduce of {} bytes into {}", send.len(), recv.len())));
+        }
+        recv.copy_from_slice(send);
+        Ok(())
+    }
+    /// `recv` = every rank's `send` (all the same length), in rank order.
+    fn all_gather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), CollectiveError>;
+    /// `buf` = root's `buf` on every rank.
+    fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<(), CollectiveError>;
+    /// Returns when every rank has called it.
+    fn barrier(&self) -> Result<(), CollectiveError>;
+}
+
+/// The 1-rank world of a process not started by `mpirun`: every collective is the identity.
+#[derive(Debug, Default)]
+pub struct Local;
+
+impl Communicator for Local {
+    fn backend(&self) -> &'static str {
+        "local"
+    }
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_reduce(&self, buf: &mut [u8], kind: Kind, _: ReduceOp) -> Result<(), CollectiveError> {
+        check_len(buf.len(), kind)
+    }
+    fn all_gather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), CollectiveError> {
+        if recv.len() != send.len() {
+            return Err(CollectiveError::Invalid(format!(
+                "all-gather of {} bytes into {} bytes: expected {} (1 rank)",
+                send.len(),
+                recv.len(),
+                send.len()
+            )));
+        }
+        recv.copy_from_slice(send);
+        Ok(())
+    }
+    fn broadcast(&self, _: &mut [u8], root: usize) -> Result<(), CollectiveError> {
+        check_root(root, 1)
+    }
+    fn barrier(&self) -> Result<(), CollectiveError> {
+        Ok(())
+    }
+}
+
+/// `len` bytes must be whole elements of `kind`.
+pub fn check_len(len: usize, kind: Kind) -> Result<(), CollectiveError> {
+    if !len.is_multiple_of(kind.size()) {
+        return Err(CollectiveError::Invalid(format!("{len} bytes is not a whole number of {kind:?} elements")));
+    }
+    Ok(())
+}
+
+/// `root` must be a rank of a world of `size`.
+pub fn check_root(root: usize, size: usize) -> Result<(), CollectiveError> {
+    if root >= size {
+        return Err(CollectiveError::Invalid(format!("broadcast root {root} is not a rank of a world of {size}")));
+    }
+    Ok(())
+}
+
+static WORLD: RwLock<Option<Arc<dyn Communicator>>> = RwLock::new(None);
+
+/// The process's world: the one [`set_world`] installed, or a 1-rank [`Local`] one.
+pub fn world() -> Arc<dyn Communicator> {
+    let current = WORLD.read().unwrap_or_else(|p| p.into_inner()).clone();
+    current.unwrap_or_else(|| Arc::new(Local))
+}
+
+/// Makes `comm` the process's world (a backend calls it once, at start-up); returns the
+/// world it replaces, if any.
+pub fn set_world(comm: Arc<dyn Communicator>) -> Option<Arc<dyn Communicator>> {
+    WORLD.write().unwrap_or_else(|p| p.into_inner()).replace(comm)
+}
+
+/// Removes the installed world (a backend does it before shutting down), so later calls
+/// see a 1-rank world instead of a finalized one.
+pub fn clear_world() -> Option<Arc<dyn Communicator>> {
+    WORLD.write().unwrap_or_else(|p| p.into_inner()).take()
+}
+
+fn bytes_mut<T: Elem>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: the Elem types are plain numbers with no padding; any bytes are valid for them.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn bytes<T: Elem>(v: &[T]) -> &[u8] {
+    // SAFETY: as `bytes_mut`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+/// [`Communicator::all_reduce`] of typed elements.
+pub fn all_reduce<T: Elem>(comm: &dyn Communicator, v: &mut [T], op: ReduceOp) -> Result<(), CollectiveError> {
+    comm.all_reduce(bytes_mut(v), T::KIND, op)
+}
+
+/// [`Communicator::all_gather`] of typed elements: `recv.len() == send.len() * size`.
+pub fn all_gather<T: Elem>(comm: &dyn Communicator, send: &[T], recv: &mut [T]) -> Result<(), CollectiveError> {
+    comm.all_gather(bytes(send), bytes_mut(recv))
+}
+
+/// [`Communicator::broadcast`] of typed elements.
+pub fn broadcast<T: Elem>(comm: &dyn Communicator, v: &mut [T], root: usize) -> Result<(), CollectiveError> {
+    comm.broadcast(bytes_mut(v), root)
+}
+
+/// FNV-1a 64 of `bytes`, continuing from `h` (start from [`FNV_START`]): the checksum
+/// ranks compare their variables with.
+pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a 64's offset basis.
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_world_is_one_rank_and_collectives_are_identities() {
+        let w = world();
+        assert_eq!((w.backend(), w.rank(), w.size()), ("local", 0, 1));
+        let mut v = [1.5f32, -2.0];
+        all_reduce(&*w, &mut v, ReduceOp::Sum).unwrap();
+        assert_eq!(v, [1.5, -2.0]);
+        let mut g = [0i64; 2];
+        all_gather(&*w, &[7i64, 8], &mut g).unwrap();
+        assert_eq!(g, [7, 8]);
+        let e = all_gather(&*w, &[7i64], &mut g).unwrap_err().to_string();
+        assert!(e.contains("expected 8"), "{e}");
+        assert!(broadcast(&*w, &mut v, 1).unwrap_err().to_string().contains("root 1"));
+        assert!(w.all_reduce(&mut [0u8; 3], Kind::F32, ReduceOp::Sum).is_err());
+    }
+
+    #[test]
+    fn merge_ops_parse_tensorflow_names() {
+        assert_eq!(ReduceOp::from_tf("Add"), Some(ReduceOp::Sum));
+        assert_eq!(ReduceOp::from_tf("Max"), Some(ReduceOp::Max));
+        assert_eq!(ReduceOp::from_tf("Sum"), None);
+    }
+}
