@@ -899,6 +899,26 @@ def update_manifest(entries):
         f.write("\n".join(lines) + "\n")
 
 
+def collectives():
+    """TensorFlow's V2 collective ops in a group of one (this process: ferroflow's 1-rank world
+    outside mpirun): all-reduce with and without Div, all-gather, broadcast send; the
+    multi-rank behaviour is checked under mpirun (crates/cli/tests/mpi.rs)."""
+
+    @tf.function
+    def fn(x, i):
+        g = dict(group_size=1, group_key=1)
+        mean = tf.raw_ops.CollectiveReduceV2(input=x, instance_key=1, ordering_token=[], merge_op="Add",
+                                             final_op="Div", **g)
+        mx = tf.raw_ops.CollectiveReduceV2(input=i, instance_key=2, ordering_token=[], merge_op="Max",
+                                           final_op="Id", **g)
+        gathered = tf.raw_ops.CollectiveGatherV2(input=x, instance_key=3, ordering_token=[], **g)
+        sent = tf.raw_ops.CollectiveBcastSendV2(input=x, instance_key=4, **g)
+        return mean, mx, gathered, sent
+
+    save("collectives", fn, [tf.TensorSpec([2, 3], tf.float32, name="x"), tf.TensorSpec([4], tf.int64, name="i")],
+         [f32(2, 3), np.array([3, -1, 7, 0], np.int64)], note="a group of 1 rank")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     if len(sys.argv) > 1:
@@ -938,6 +958,7 @@ def main():
     partitions()
     seed_000()
     edge_cases()
+    collectives()
     tf_op_defs()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write("# name rtol atol ops...  (written by scripts/make_fixtures.py with TensorFlow "

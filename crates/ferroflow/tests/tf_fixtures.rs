@@ -177,6 +177,10 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());
+    // A broadcast's receiving end needs a second rank (in a group of one TensorFlow has no
+    // sender for it); `collectives` covers its sending end, and tests/distributed.rs its
+    // error when no rank sends.
+    covered.insert("CollectiveBcastRecvV2".into());
     // Keras' MobileNetV2 as ferroflow optimizes it (tests/real_models.rs runs it against
     // TensorFlow's logits with the optimizer on): `_FusedDepthwiseConv2dElementwise`.
     let mobilenet = ferroflow::load_graph(&fixtures_dir().join("../models/mobilenet_v2_035_96.pb")).unwrap();
