@@ -224,6 +224,10 @@ enum Command {
         /// --saved-model and --logdir. Alone (no mpirun) it is a 1-rank world.
         #[arg(long)]
         distributed: bool,
+        /// Examples per step (the article's 100); with --distributed, the global batch, split
+        /// across the ranks.
+        #[arg(long, default_value_t = 100, value_name = "N")]
+        batch: usize,
         /// Dropout rate of the input and hidden layers (the article's 0.2; 0 turns dropout
         /// off, which makes a distributed run comparable with one process step by step).
         #[arg(long, default_value_t = 0.2, value_name = "RATE")]
@@ -447,6 +451,7 @@ fn main() {
             profile_batch,
             distributed,
             dropout,
+            batch,
         } => {
             let options = SessionOptions { intra_op_threads, ..Default::default() };
             let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
@@ -455,8 +460,12 @@ fn main() {
                 saved_model: saved_model.as_deref(),
                 tensorboard: tb,
             };
-            let config =
-                ferroflow::models::seed_003::Config { dropout_rate: dropout, distributed, ..Default::default() };
+            let config = ferroflow::models::seed_003::Config {
+                dropout_rate: dropout,
+                distributed,
+                batch_size: batch,
+                ..Default::default()
+            };
             if !(0.0..1.0).contains(&dropout) {
                 Err(anyhow::anyhow!("--dropout {dropout}: expected a rate in [0, 1)"))
             } else if distributed {
@@ -956,14 +965,18 @@ fn mnist(
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
     if config.distributed {
         out!(
-            "rank {rank} of {ranks} ({} world): training seed 003's MLP data-parallel for {steps} steps of 100 digits \
+            "rank {rank} of {ranks} ({} world): training seed 003's MLP data-parallel for {steps} steps of {} digits \
              ({} per rank) on {}",
             world.backend(),
-            100 / ranks.max(1),
+            config.batch_size,
+            config.batch_size / ranks.max(1),
             data.display()
         );
     } else {
         out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
+    }
+    if config.batch_size == 0 {
+        bail!("--batch 0: expected at least one example per step");
     }
     let r = ferroflow::models::seed_003::train_config(&data, steps, seed, options, 500, outputs, config)
         .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;

@@ -124,3 +124,64 @@ fn a_failing_rank_ends_the_job_with_its_error() {
     assert!(t.contains("error on rank"), "{t}");
     assert!(t.contains("nothing-here"), "{t}");
 }
+
+/// Ranks that built different graphs (here: another dropout rate, through mpirun's
+/// `-np 1 A : -np 1 B` form) fail at step 0 with the same error on every rank, naming the
+/// ranks, instead of waiting on collectives the other never issues.
+#[test]
+fn ranks_with_different_graphs_fail_at_step_zero() {
+    let ferroflow = env!("CARGO_BIN_EXE_ferroflow");
+    let o = Command::new("mpirun")
+        .args(["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", "1", ferroflow])
+        .args(["mnist", "--distributed", "--dropout", "0.2", ":", "-np", "1", ferroflow, "mnist", "--distributed"])
+        .args(["--dropout", "0.3"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("the ranks run different graphs (rank 0 and rank 1 differ"), "{t}");
+    assert!(!t.contains("test_accuracy="), "{t}");
+}
+
+/// A rank killed mid-training ends the job within seconds, with a message naming the rank,
+/// instead of leaving the other waiting in its next all-reduce.
+#[test]
+fn a_killed_rank_ends_the_job_and_is_named() {
+    let mut child = Command::new("mpirun")
+        .args(["-np", "2", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"])
+        .arg(env!("CARGO_BIN_EXE_ferroflow"))
+        .args(["mnist", "--distributed", "--intra-op-threads", "1", "--steps", "1000000"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both ranks are training once mpirun has two children that have run for a while.
+    let ranks = || -> Vec<String> {
+        let o = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_string).collect()
+    };
+    let start = std::time::Instant::now();
+    while ranks().len() < 2 {
+        assert!(start.elapsed().as_secs() < 60, "the ranks did not start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let victim = ranks().pop().unwrap();
+    assert!(Command::new("kill").args(["-9", &victim]).status().unwrap().success());
+    let killed = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(killed.elapsed().as_secs() < 30, "the job still runs 30 s after a rank was killed");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("process rank") && t.contains("exited on signal 9"), "{t}");
+}

@@ -164,9 +164,11 @@ impl Broadcast {
         Ok(Broadcast { vars, assign: s.with_graph(|g| g.node(assign).name.clone()) })
     }
 
-    /// Reads every variable on `root`, sends the values to every rank, and assigns them
-    /// there (on `root` too, which changes nothing). Every rank must call it.
+    /// Checks that every rank runs the same graph ([`same_graph`]), then reads every variable
+    /// on `root`, sends the values to every rank, and assigns them there (on `root` too,
+    /// which changes nothing). Every rank must call it, before the first training step.
     pub fn run(&self, sess: &Session, root: usize) -> Result<()> {
+        same_graph(sess)?;
         let world = collective::world();
         let names: Vec<&str> = self.vars.iter().map(|(r, _)| r.as_str()).collect();
         let mut values = sess.run(&[], &names, &[])?;
@@ -179,6 +181,28 @@ impl Broadcast {
         sess.run(&feeds, &[], &[self.assign.as_str()])?;
         Ok(())
     }
+}
+
+/// Step 0's check that every rank built the same graph: the FNV-1a 64 fingerprint of the
+/// session's `GraphDef` bytes, gathered from every rank. Ranks whose graphs differ (other
+/// code, flags or world size) would issue different collectives and wait on each other
+/// forever; instead every rank fails with the same error naming the ranks that differ.
+pub fn same_graph(sess: &Session) -> Result<()> {
+    let world = collective::world();
+    let bytes = ferroflow_proto::encode(&sess.graph().to_graph_def());
+    let mine = collective::fnv1a(collective::FNV_START, &bytes);
+    let mut all = vec![0i64; world.size()];
+    collective::all_gather(&*world, &[mine as i64], &mut all)
+        .map_err(|e| TrainError::Invalid(format!("comparing the ranks' graphs: {e}")))?;
+    if let Some(other) = all.iter().position(|&f| f != all[0]) {
+        let shown: Vec<String> = all.iter().enumerate().map(|(r, f)| format!("rank {r}: {:016x}", *f as u64)).collect();
+        return Err(TrainError::Invalid(format!(
+            "the ranks run different graphs (rank 0 and rank {other} differ; fingerprints {}): every rank must build \
+             the same model with the same options",
+            shown.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The reads of `b`'s variables (`<name>/Read/ReadVariableOp:0`), in creation order.

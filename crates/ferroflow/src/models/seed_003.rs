@@ -32,6 +32,9 @@ pub struct Config {
     pub dropout_rate: f64,
     /// Adam's learning rate (1e-3).
     pub learning_rate: f64,
+    /// Examples per training step (the article's 100); distributed, the global batch, split
+    /// across the ranks.
+    pub batch_size: usize,
     /// Data-parallel across the ranks of `ferroflow_collective::world()` (`mpirun -np N`):
     /// gradients averaged by a [`DistributedOptimizer`] (off: the article's single process).
     pub distributed: bool,
@@ -46,6 +49,7 @@ impl Default for Config {
             num_units: 256,
             dropout_rate: 0.2,
             learning_rate: 1e-3,
+            batch_size: 100,
             distributed: false,
         }
     }
@@ -162,8 +166,8 @@ pub fn train_logged(
 }
 
 /// [`train_logged`] with the model's `config`. With `config.distributed`, every rank of the
-/// world trains data-parallel: rank 0's initial variables are broadcast, each global batch of
-/// 100 is split across the ranks, gradients are averaged; only rank 0 writes the
+/// world trains data-parallel: rank 0's initial variables are broadcast, each global batch
+/// (`config.batch_size`) is split across the ranks, gradients are averaged; only rank 0 writes the
 /// checkpoint, the SavedModel and the TensorBoard logs.
 pub fn train_config(
     data: &Path,
@@ -196,7 +200,7 @@ pub fn train_config(
     }
     let opts = FitOptions {
         epochs: usize::MAX,
-        batch_size: 100,
+        batch_size: config.batch_size,
         max_steps: Some(steps),
         shuffle_seed: seed as u64,
         verbose: false,
