@@ -137,3 +137,43 @@ fn op_time(world: &dyn Communicator, n: usize, runs: usize) -> Result<f64> {
         Ok(())
     })
 }
+
+/// `ferroflow run GRAPH` under `mpirun -np N`: every rank loads the same graph and feeds,
+/// places it on the cluster's tasks (`/job:worker/task:r` is rank r; unplaced nodes go to
+/// task 0) and runs its own task's partitions; `_Send`/`_Recv` pairs between tasks travel as
+/// MPI messages. Rank 0 fetches (its fetches must be on task 0), prints them and writes
+/// `--output`; the other ranks run what their sends and targets need.
+pub(crate) fn run_cluster(
+    graph: &std::path::Path,
+    (inputs, feeds): (Option<&std::path::Path>, &[String]),
+    (fetches, targets): (&[String], &[String]),
+    output: Option<&std::path::Path>,
+    mut options: SessionOptions,
+) -> Result<()> {
+    run_in_world(|| {
+        let world = collective::world();
+        let (rank, size) = (world.rank(), world.size());
+        if fetches.is_empty() && targets.is_empty() {
+            bail!("nothing to run: give at least one --fetch NAME or --target NODE");
+        }
+        options.cluster = Some(ferroflow::runtime::Cluster { tasks: size, task: rank });
+        let g = crate::load(graph)?;
+        let feeds = crate::read_feeds(inputs, feeds)?;
+        let sess = Session::new(g, options)?;
+        let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let mine: Vec<&str> = if rank == 0 { fetches.iter().map(String::as_str).collect() } else { Vec::new() };
+        let target_refs: Vec<&str> = targets.iter().map(String::as_str).collect();
+        let results = sess.run(&feed_refs, &mine, &target_refs)?;
+        if rank == 0 {
+            for (name, t) in fetches.iter().zip(&results) {
+                crate::print_tensor(name, t);
+            }
+            if let Some(out) = output {
+                let arrays: Vec<(String, Tensor)> = fetches.iter().cloned().zip(results).collect();
+                ferroflow::tensor::npy::write_npz(out, &arrays)?;
+                out!("wrote {} tensor(s) to {}", arrays.len(), out.display());
+            }
+        }
+        Ok(())
+    })
+}

@@ -390,7 +390,16 @@ fn main() {
                 ..Default::default()
             };
             opts.optimizer.enabled = !no_optimize;
-            if graph.join("saved_model.pb").is_file() {
+            if ferroflow_mpi::launched_size().is_some_and(|n| n > 1) {
+                // One task of a cluster started by mpirun.
+                distributed::run_cluster(
+                    &graph,
+                    (inputs.as_deref(), &feeds),
+                    (&fetches, &targets),
+                    output.as_deref(),
+                    opts,
+                )
+            } else if graph.join("saved_model.pb").is_file() {
                 let tags: Vec<&str> =
                     if tags.is_empty() { vec!["serve"] } else { tags.iter().map(String::as_str).collect() };
                 let call = SignatureCall { signature: &signature, tags: &tags, fetches: &fetches };

@@ -185,3 +185,94 @@ fn a_killed_rank_ends_the_job_and_is_named() {
     let t = text(&o);
     assert!(t.contains("process rank") && t.contains("exited on signal 9"), "{t}");
 }
+
+/// `text` (a GraphDef in text form) with the nodes named in `on_task_1` placed on
+/// `/job:worker/task:1` (the rest default to task 0).
+fn split(text: &str, on_task_1: &[&str]) -> String {
+    let mut blocks: Vec<String> = text.split("node {").map(str::to_string).collect();
+    for b in blocks.iter_mut().skip(1) {
+        let name = b.split("name: \"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("").to_string();
+        if on_task_1.contains(&name.as_str()) {
+            *b = b.replacen("\n  op:", "\n  device: \"/job:worker/task:1\"\n  op:", 1);
+        }
+    }
+    blocks.join("node {")
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf").join(name)
+}
+
+/// Graphs whose devices name two tasks run across two ranks (`ferroflow run` under mpirun:
+/// each rank runs its task's partitions, the tensors between them travel as MPI messages)
+/// and give TensorFlow's outputs: seed 000, and the TensorFlow MLP fixture with its first
+/// layer on task 1 and the second on task 0.
+#[test]
+fn a_graph_split_across_two_ranks_gives_tensorflows_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str); 2] = [
+        ("seed_000", &["Const", "Const_1", "Add"], "Mul:0"),
+        (
+            "mlp",
+            &[
+                "x",
+                "MatMul/ReadVariableOp/resource",
+                "BiasAdd/ReadVariableOp/resource",
+                "MatMul/ReadVariableOp",
+                "MatMul",
+                "BiasAdd/ReadVariableOp",
+                "BiasAdd",
+                "Relu",
+            ],
+            "Identity:0",
+        ),
+    ];
+    for (name, task_1, fetch) in cases {
+        let source = std::fs::read_to_string(fixture(&format!("{name}.pbtxt"))).unwrap();
+        let graph = dir.path().join(format!("{name}.pbtxt"));
+        std::fs::write(&graph, split(&source, task_1)).unwrap();
+        let out = dir.path().join(format!("{name}.out.npz"));
+        let mut args = vec!["run", graph.to_str().unwrap(), "--fetch", fetch, "--output", out.to_str().unwrap()];
+        let inputs = fixture(&format!("{name}.inputs.npz"));
+        if inputs.exists() {
+            args.extend(["--inputs", inputs.to_str().unwrap()]);
+        }
+        let o = mpirun(2, &args);
+        assert!(o.status.success(), "{name}: {}", text(&o));
+        let got = ferroflow::tensor::npy::read_npz(&out).unwrap();
+        let want = ferroflow::tensor::npy::read_npz(&fixture(&format!("{name}.expected.npz"))).unwrap();
+        ferroflow::testing::compare(&got[0].1, &want[0].1, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// A node of task 1 fails at run time (a Reshape of a fed tensor to the wrong size): rank 1
+/// reports the node's error with its rank and ends the job, so rank 0, waiting for the
+/// tensor, does not wait forever.
+#[test]
+fn an_error_on_rank_1_ends_the_step_on_both_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("bad.pbtxt");
+    let t1 = "device: \"/job:worker/task:1\"";
+    std::fs::write(
+        &graph,
+        format!(
+            "node {{ name: \"x\" op: \"Placeholder\" {t1} attr {{ key: \"dtype\" value {{ type: DT_FLOAT }} }} }}
+node {{ name: \"shape\" op: \"Const\" {t1} attr {{ key: \"dtype\" value {{ type: DT_INT32 }} }}
+  attr {{ key: \"value\" value {{ tensor {{ dtype: DT_INT32 tensor_shape {{ dim {{ size: 1 }} }} int_val: 7 }} }} }} }}
+node {{ name: \"bad_reshape\" op: \"Reshape\" input: \"x\" input: \"shape\" {t1}
+  attr {{ key: \"T\" value {{ type: DT_FLOAT }} }} attr {{ key: \"Tshape\" value {{ type: DT_INT32 }} }} }}
+node {{ name: \"out\" op: \"Identity\" input: \"bad_reshape\" attr {{ key: \"T\" value {{ type: DT_FLOAT }} }} }}
+"
+        ),
+    )
+    .unwrap();
+    let x = dir.path().join("x.npy");
+    ferroflow::tensor::npy::write_npy(&x, &ferroflow::tensor::Tensor::from_vec(&[6], vec![1f32; 6]).unwrap()).unwrap();
+    let feed = format!("x:0={}", x.display());
+    let start = std::time::Instant::now();
+    let o = mpirun(2, &["run", graph.to_str().unwrap(), "--feed", &feed, "--fetch", "out:0"]);
+    assert!(!o.status.success());
+    assert!(start.elapsed().as_secs() < 60);
+    let t = text(&o);
+    assert!(t.contains("error on rank 1 of 2") && t.contains("bad_reshape"), "{t}");
+}

@@ -131,6 +131,25 @@ pub trait Communicator: Send + Sync {
     fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<(), CollectiveError>;
     /// Returns when every rank has called it.
     fn barrier(&self) -> Result<(), CollectiveError>;
+    /// Sends `bytes` to rank `to` under `tag` (point-to-point: a `_Send` whose `_Recv` runs
+    /// in another process). Messages between two ranks under one tag arrive in order.
+    /// `stop` is polled while the send waits for its receiver: `Some(reason)` abandons it.
+    fn send(
+        &self,
+        to: usize,
+        tag: u32,
+        bytes: &[u8],
+        stop: &dyn Fn() -> Option<String>,
+    ) -> Result<(), CollectiveError> {
+        let _ = (tag, bytes, stop);
+        Err(CollectiveError::Invalid(format!("no rank {to} to send to: a world of {} rank(s)", self.size())))
+    }
+    /// Receives the next message from rank `from` under `tag`; `stop` is polled while
+    /// waiting (a cancelled step, a deadline).
+    fn recv(&self, from: usize, tag: u32, stop: &dyn Fn() -> Option<String>) -> Result<Vec<u8>, CollectiveError> {
+        let _ = (tag, stop);
+        Err(CollectiveError::Invalid(format!("no rank {from} to receive from: a world of {} rank(s)", self.size())))
+    }
 }
 
 /// The 1-rank world of a process not started by `mpirun`: every collective is the identity.

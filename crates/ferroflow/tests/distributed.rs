@@ -118,3 +118,18 @@ fn fused_gradient_buffers_split_back_exactly() {
         assert_eq!(fused, if threshold == 0 { 2 } else { 1 }, "threshold {threshold}");
     }
 }
+
+/// A node asking for a task the cluster does not have fails at the first step, naming the
+/// node, the device and the cluster's size (checked before any rank talks to another).
+#[test]
+fn a_device_beyond_the_cluster_is_an_error_naming_node_device_and_size() {
+    let s = Scope::new();
+    let a = s.scalar(1.0f32).unwrap();
+    let far = s.with_name("far").with_device("/job:worker/task:5/device:CPU:0").unary("Neg", a).unwrap();
+    let _ = far;
+    let options =
+        SessionOptions { cluster: Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }), ..Default::default() };
+    let sess = Session::new(s.graph(), options).unwrap();
+    let e = sess.run(&[], &["far:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("'far'") && e.contains("/job:worker/task:5/device:CPU:0") && e.contains("2 task(s)"), "{e}");
+}

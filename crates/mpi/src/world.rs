@@ -11,6 +11,9 @@ const MAX_CALL_ELEMENTS: usize = 1 << 28;
 /// `MPI_COMM_WORLD`'s duplicate, used from any thread (`MPI_THREAD_MULTIPLE`).
 pub struct Mpi {
     comm: ffi::MPI_Comm,
+    /// A second duplicate for point-to-point transfers, so they never match a collective's
+    /// messages and need not wait for the collectives' lock.
+    p2p: ffi::MPI_Comm,
     rank: usize,
     size: usize,
     /// The library's `MPI_IN_PLACE` (an implementation's constant the `mpi` crate does not
@@ -43,9 +46,12 @@ impl MpiGuard {
 impl Drop for MpiGuard {
     fn drop(&mut self) {
         ferroflow_collective::clear_world();
-        let mut comm = self.world.comm;
-        // SAFETY: our duplicate, freed once, before the universe finalizes MPI.
-        unsafe { ffi::MPI_Comm_free(&mut comm) };
+        let (mut comm, mut p2p) = (self.world.comm, self.world.p2p);
+        // SAFETY: our duplicates, freed once, before the universe finalizes MPI.
+        unsafe {
+            ffi::MPI_Comm_free(&mut comm);
+            ffi::MPI_Comm_free(&mut p2p);
+        }
     }
 }
 
@@ -61,19 +67,33 @@ pub fn init() -> Result<MpiGuard, String> {
         ));
     }
     // SAFETY: MPI is initialized; the out-parameters are valid for writes.
-    let (comm, rank, size) = unsafe {
+    let (comm, p2p, rank, size) = unsafe {
         let mut comm: ffi::MPI_Comm = std::mem::zeroed();
         check("MPI_Comm_dup", ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm))?;
         check("MPI_Comm_set_errhandler", ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN))?;
+        let mut p2p: ffi::MPI_Comm = std::mem::zeroed();
+        check("MPI_Comm_dup", ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut p2p))?;
+        check("MPI_Comm_set_errhandler", ffi::MPI_Comm_set_errhandler(p2p, ffi::RSMPI_ERRORS_RETURN))?;
         let (mut rank, mut size) = (0, 0);
         check("MPI_Comm_rank", ffi::MPI_Comm_rank(comm, &mut rank))?;
         check("MPI_Comm_size", ffi::MPI_Comm_size(comm, &mut size))?;
-        (comm, rank as usize, size as usize)
+        (comm, p2p, rank as usize, size as usize)
     };
     let in_place = in_place_constant()?;
-    let world = Arc::new(Mpi { comm, rank, size, in_place, serial: Mutex::new(()) });
+    let world = Arc::new(Mpi { comm, p2p, rank, size, in_place, serial: Mutex::new(()) });
     ferroflow_collective::set_world(world.clone());
     Ok(MpiGuard { world, _universe: universe })
+}
+
+/// Between polls of a pending transfer: spin briefly (a message from a rank that is running
+/// the same step usually comes soon), then yield, then sleep 50 µs (a peer far behind).
+fn pause(spins: &mut u32) {
+    *spins = spins.saturating_add(1);
+    match *spins {
+        0..=200 => std::hint::spin_loop(),
+        201..=2000 => std::thread::yield_now(),
+        _ => std::thread::sleep(std::time::Duration::from_micros(50)),
+    }
 }
 
 /// `MPI_IN_PLACE` of the MPI library this process runs with.
@@ -185,6 +205,47 @@ impl Mpi {
         }
     }
 
+    fn peer(&self, rank: usize, tag: u32) -> Result<(), CollectiveError> {
+        if rank >= self.size || rank == self.rank {
+            return Err(CollectiveError::Invalid(format!(
+                "point-to-point with rank {rank} from rank {} of a world of {}: expected another rank",
+                self.rank, self.size
+            )));
+        }
+        if tag > i16::MAX as u32 {
+            return Err(CollectiveError::Invalid(format!("tag {tag} is above {} (MPI guarantees no more)", i16::MAX)));
+        }
+        Ok(())
+    }
+
+    /// Waits for `request`, polling `stop`; cancels it when `stop` says so.
+    ///
+    /// # Safety
+    /// `request` is an active request whose buffer outlives this call.
+    unsafe fn wait(
+        &self,
+        request: &mut ffi::MPI_Request,
+        op: &'static str,
+        stop: &dyn Fn() -> Option<String>,
+        what: impl Fn() -> String,
+    ) -> Result<(), CollectiveError> {
+        let mut spins = 0u32;
+        loop {
+            let mut flag: c_int = 0;
+            let mut status: ffi::MPI_Status = std::mem::zeroed();
+            self.call("MPI_Test", ffi::MPI_Test(request, &mut flag, &mut status))?;
+            if flag != 0 {
+                return Ok(());
+            }
+            if let Some(reason) = stop() {
+                ffi::MPI_Cancel(request);
+                ffi::MPI_Request_free(request);
+                return Err(self.fail(op, format!("{}: {reason}", what())));
+            }
+            pause(&mut spins);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.serial.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -282,6 +343,76 @@ impl Communicator for Mpi {
         let _serial = self.lock();
         // SAFETY: a valid communicator.
         unsafe { self.call("MPI_Barrier", ffi::MPI_Barrier(self.comm)) }
+    }
+
+    fn send(
+        &self,
+        to: usize,
+        tag: u32,
+        bytes: &[u8],
+        stop: &dyn Fn() -> Option<String>,
+    ) -> Result<(), CollectiveError> {
+        self.peer(to, tag)?;
+        let count = c_int::try_from(bytes.len()).map_err(|_| {
+            self.fail("MPI_Isend", format!("{} bytes: at most {} in one message", bytes.len(), c_int::MAX))
+        })?;
+        // SAFETY: `bytes` outlives the request: the loop below waits for it to complete (or
+        // cancels it) before returning.
+        unsafe {
+            let mut request: ffi::MPI_Request = std::mem::zeroed();
+            self.call(
+                "MPI_Isend",
+                ffi::MPI_Isend(
+                    bytes.as_ptr() as *const c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    to as c_int,
+                    tag as c_int,
+                    self.p2p,
+                    &mut request,
+                ),
+            )?;
+            self.wait(&mut request, "MPI_Isend", stop, || format!("sending to rank {to} (tag {tag})"))
+        }
+    }
+
+    fn recv(&self, from: usize, tag: u32, stop: &dyn Fn() -> Option<String>) -> Result<Vec<u8>, CollectiveError> {
+        self.peer(from, tag)?;
+        // SAFETY: MPI writes the status and, once a message is probed, exactly its byte count.
+        unsafe {
+            let mut status: ffi::MPI_Status = std::mem::zeroed();
+            let mut spins = 0u32;
+            loop {
+                let mut flag: c_int = 0;
+                self.call(
+                    "MPI_Iprobe",
+                    ffi::MPI_Iprobe(from as c_int, tag as c_int, self.p2p, &mut flag, &mut status),
+                )?;
+                if flag != 0 {
+                    break;
+                }
+                if let Some(reason) = stop() {
+                    return Err(self.fail("MPI_Iprobe", format!("receiving from rank {from} (tag {tag}): {reason}")));
+                }
+                pause(&mut spins);
+            }
+            let mut count: c_int = 0;
+            self.call("MPI_Get_count", ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count))?;
+            let mut buf = vec![0u8; count.max(0) as usize];
+            self.call(
+                "MPI_Recv",
+                ffi::MPI_Recv(
+                    buf.as_mut_ptr() as *mut c_void,
+                    count,
+                    ffi::RSMPI_UINT8_T,
+                    from as c_int,
+                    tag as c_int,
+                    self.p2p,
+                    &mut status,
+                ),
+            )?;
+            Ok(buf)
+        }
     }
 }
 

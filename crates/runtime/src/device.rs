@@ -214,6 +214,20 @@ impl DeviceSet {
         DeviceSet { devices }
     }
 
+    /// One CPU device per task of a cluster, `/job:worker/replica:0/task:0..tasks/device:CPU:0`
+    /// (MPI rank r is task r). Incarnations come from the task number, so every rank builds
+    /// the same partitions (the transfer nodes' `send_device_incarnation` included).
+    pub fn workers(tasks: usize) -> DeviceSet {
+        let devices = (0..tasks.max(1))
+            .map(|t| {
+                let incarnation = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15).max(1);
+                Box::new(CpuDevice { name: DeviceName::full("worker", 0, t as u32, "CPU", 0), incarnation })
+                    as Box<dyn Device>
+            })
+            .collect();
+        DeviceSet { devices }
+    }
+
     /// All devices.
     pub fn devices(&self) -> &[Box<dyn Device>] {
         &self.devices

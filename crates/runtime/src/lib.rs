@@ -24,5 +24,5 @@ pub use ferroflow_kernels::step::{Cancellation, Interrupt};
 pub use merge::{merge_partitions, MergeError};
 pub use partition::{PartitionError, Partitions};
 pub use plan::ExecutionPlan;
-pub use session::{Session, SessionOptions};
+pub use session::{Cluster, Session, SessionOptions};
 pub use trace::StepTrace;

@@ -188,7 +188,7 @@ impl ExecutionPlan {
             })
             .collect();
         let fed: HashMap<Output, usize> = sig.feeds.iter().enumerate().map(|(i, (_, o))| (*o, i)).collect();
-        let transfers = Transfers::of(graph)?;
+        let transfers = Transfers::of(graph, env.options.cluster.filter(|c| c.tasks > 1))?;
         let mut needed = prune(graph, sig, &fed, &transfers);
         let roles: Vec<Option<ControlFlow>> =
             graph.nodes().iter().map(|n| OpRegistry::global().facts(&n.op).and_then(|f| f.control_flow())).collect();
@@ -199,7 +199,7 @@ impl ExecutionPlan {
         let (constants, const_source) =
             if control_flow { (Vec::new(), HashMap::new()) } else { evaluate_constants(graph, &mut needed, &fed)? };
         let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
-        let mut nodes = instantiate(graph, &order, &roles, env)?;
+        let mut nodes = instantiate(graph, &order, &roles, env, &transfers)?;
         if nodes.len() >= SINGLE_EDGE as usize {
             let fetches = sig.fetches.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(",");
             return Err(RuntimeError::PlanTooLarge { fetches, nodes: nodes.len() });
@@ -401,6 +401,7 @@ fn instantiate(
     order: &[NodeId],
     roles: &[Option<ControlFlow>],
     env: &RuntimeEnv,
+    transfers: &Transfers,
 ) -> Result<Vec<PlanNode>, RuntimeError> {
     let ops = OpRegistry::global();
     let kernels = KernelRegistry::global();
@@ -417,8 +418,11 @@ fn instantiate(
                     .map_err(kernel_error)?,
                 Execution::Call(kind) => functional::create(graph, n, kind, env)?,
                 Execution::ControlFlow(_) => Box::new(ControlFlowOp),
-                Execution::Transfer(Transfer::Send) => Box::new(crate::rendezvous::Send),
-                Execution::Transfer(Transfer::Recv) => Box::new(crate::rendezvous::Recv),
+                Execution::Transfer(end @ (Transfer::Send | Transfer::Recv)) => match transfers.remote_kernel(n, end)? {
+                    Some(k) => k,
+                    None if end == Transfer::Send => Box::new(crate::rendezvous::Send),
+                    None => Box::new(crate::rendezvous::Recv),
+                },
                 Execution::Transfer(Transfer::Arg | Transfer::Retval) => {
                     return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument(
                         "feeds and fetches of a reported partition graph do not run: merge the partitions first (ferroflow merge-partitions)".into(),

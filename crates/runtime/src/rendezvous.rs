@@ -3,33 +3,73 @@
 //! the sent tensor through the executor's slot table (the rendezvous buffer), so it becomes
 //! ready exactly when the tensor has been produced, partitions run concurrently, nothing
 //! blocks a thread, and an error anywhere aborts the whole step.
+//!
+//! Between the tasks of a cluster (`SessionOptions::cluster`: MPI ranks), a `_Send` and its
+//! `_Recv` run in different processes: [`RemoteSend`] sends the tensor as one point-to-point
+//! message of `ferroflow_collective::world()` to the receiving task's rank, and [`RemoteRecv`]
+//! waits for it (polling the step's cancellation and deadline). The message's tag is the
+//! transfer's index among the graph's cross-task `tensor_name`s in sorted order, the same on
+//! every rank because every rank places and partitions the same graph the same way.
 use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, Node, NodeId, Output};
-use ferroflow_kernels::{Inputs, KResult, KernelContext, OpKernel, Outputs};
+use ferroflow_kernels::{Inputs, KResult, KernelContext, KernelError, OpKernel, Outputs};
 use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::attr_value;
+use ferroflow_tensor::{DType, Tensor};
 
+use crate::device::DeviceName;
 use crate::error::RendezvousError;
+use crate::placer::PlacementError;
+use crate::plan::Signature;
+use crate::session::Cluster;
+use crate::RuntimeError;
 
 /// The transfers of a graph, resolved once: for each `_Recv`, its `_Send` (same
 /// `tensor_name`) and the tensor that `_Send` sends.
 pub(crate) struct Transfers {
     by_recv: HashMap<NodeId, (NodeId, Output)>,
+    /// In a cluster: each cross-task transfer's `tensor_name` and its message tag.
+    remote: HashMap<String, u32>,
 }
 
-fn tensor_name(n: &Node) -> String {
-    match n.attrs.get("tensor_name").and_then(|a| a.value.as_ref()) {
+fn string_attr(n: &Node, name: &str) -> String {
+    match n.attrs.get(name).and_then(|a| a.value.as_ref()) {
         Some(attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
         _ => String::new(),
     }
 }
 
+fn tensor_name(n: &Node) -> String {
+    string_attr(n, "tensor_name")
+}
+
+/// The task of a device name (`/job:worker/replica:0/task:1/device:CPU:0` → 1; 0 if none).
+fn task_of(device: &str) -> usize {
+    DeviceName::parse(device).ok().and_then(|d| d.task).unwrap_or(0) as usize
+}
+
+/// The task a transfer's other end runs on, seen from node `n` (a `_Send` or `_Recv`).
+fn peer_task(n: &Node, end: Transfer) -> usize {
+    task_of(&string_attr(n, if end == Transfer::Send { "recv_device" } else { "send_device" }))
+}
+
 impl Transfers {
-    /// Pairs every `_Recv` of `graph` with its `_Send`.
-    pub(crate) fn of(graph: &Graph) -> Result<Transfers, RendezvousError> {
+    /// Pairs every `_Recv` of `graph` with its `_Send`; in a cluster, transfers whose ends
+    /// are on different tasks are not paired but numbered (their tags).
+    pub(crate) fn of(graph: &Graph, cluster: Option<Cluster>) -> Result<Transfers, RendezvousError> {
         let reg = OpRegistry::global();
         let end = |n: &Node| reg.facts(&n.op).and_then(|f| f.transfer());
+        let mut remote: Vec<String> = Vec::new();
+        if cluster.is_some() {
+            for n in graph.nodes() {
+                if end(n) == Some(Transfer::Send) && task_of(&string_attr(n, "recv_device")) != task_of(&n.device) {
+                    remote.push(tensor_name(n));
+                }
+            }
+        }
+        remote.sort();
+        let remote: HashMap<String, u32> = remote.into_iter().enumerate().map(|(i, t)| (t, i as u32 + 1)).collect();
         let mut sent: HashMap<String, (NodeId, Output)> = HashMap::new();
         for (id, n) in graph.nodes().iter().enumerate() {
             if end(n) != Some(Transfer::Send) {
@@ -50,12 +90,37 @@ impl Transfers {
                 continue;
             }
             let tensor = tensor_name(n);
+            if remote.contains_key(&tensor) {
+                continue;
+            }
             match sent.get(&tensor) {
                 Some(&pair) => by_recv.insert(id, pair),
                 None => return Err(RendezvousError::NoSend { recv: n.name.clone(), tensor }),
             };
         }
-        Ok(Transfers { by_recv })
+        Ok(Transfers { by_recv, remote })
+    }
+
+    /// For a `_Send` or `_Recv` of a cross-task transfer in a cluster: its kernel, which
+    /// sends to or receives from the other task's rank.
+    pub(crate) fn remote_kernel(&self, n: &Node, end: Transfer) -> Result<Option<Box<dyn OpKernel>>, RuntimeError> {
+        let Some(&tag) = self.remote.get(&tensor_name(n)) else { return Ok(None) };
+        let peer = peer_task(n, end);
+        Ok(Some(match end {
+            Transfer::Send => Box::new(RemoteSend { peer, tag }),
+            _ => {
+                let dtype = match n.attrs.get("tensor_type").and_then(|a| a.value.as_ref()) {
+                    Some(attr_value::Value::Type(t)) => DType::from_tf(*t).ok(),
+                    _ => None,
+                };
+                let dtype = dtype.ok_or_else(|| RuntimeError::Kernel {
+                    node: n.name.clone(),
+                    op: n.op.clone(),
+                    source: Box::new(KernelError::InvalidArgument("_Recv needs a tensor_type attr".into())),
+                })?;
+                Box::new(RemoteRecv { peer, tag, dtype })
+            }
+        }))
     }
 
     /// For a `_Recv`: its `_Send` and the tensor sent.
@@ -80,6 +145,128 @@ pub(crate) struct Recv;
 impl OpKernel for Recv {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         outputs.push(inputs.pop().expect("the plan gives a _Recv its sent tensor"));
+        Ok(())
+    }
+}
+
+/// A node asking for a task the cluster does not have is an error naming the node, the
+/// device and the world's size (before placement, whose error would not say why).
+pub(crate) fn check_tasks(graph: &Graph, cluster: Cluster) -> Result<(), RuntimeError> {
+    for n in graph.nodes() {
+        let Ok(d) = DeviceName::parse(&n.device) else { continue };
+        if let Some(t) = d.task.filter(|&t| t as usize >= cluster.tasks) {
+            return Err(PlacementError {
+                node: n.name.clone(),
+                reason: format!(
+                    "it asks for device '{}' (task {t}), but the cluster has {} task(s): ranks 0..{} of mpirun -np {}",
+                    n.device,
+                    cluster.tasks,
+                    cluster.tasks - 1,
+                    cluster.tasks
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Restricts a cluster step to this task's partitions: its fetches must be on this task, its
+/// targets on other tasks are theirs to run, and every `_Send` of this task to another is a
+/// target (what the other tasks wait for).
+pub(crate) fn restrict_to_task(graph: &Graph, sig: &mut Signature, cluster: Cluster) -> Result<(), RuntimeError> {
+    let local = |id: NodeId| task_of(&graph.node(id).device) == cluster.task;
+    if let Some((name, o)) = sig.fetches.iter().find(|(_, o)| !local(o.node)) {
+        return Err(PlacementError {
+            node: graph.node(o.node).name.clone(),
+            reason: format!(
+                "fetch '{name}' is on task {} ({}), but this is task {}: a rank fetches tensors of its own task (place \
+                 the fetched node on /job:worker/task:{}, or add an Identity there)",
+                task_of(&graph.node(o.node).device),
+                graph.node(o.node).device,
+                cluster.task,
+                cluster.task
+            ),
+        }
+        .into());
+    }
+    sig.targets.retain(|&t| local(t));
+    let reg = OpRegistry::global();
+    for (id, n) in graph.nodes().iter().enumerate() {
+        let send = reg.facts(&n.op).and_then(|f| f.transfer()) == Some(Transfer::Send);
+        if send && local(id) && peer_task(n, Transfer::Send) != cluster.task && !sig.targets.contains(&id) {
+            sig.targets.push(id);
+        }
+    }
+    Ok(())
+}
+
+/// What a remote transfer polls while it waits: the step's cancellation and deadline.
+fn stop_reason<'a>(ctx: &'a KernelContext<'a>) -> impl Fn() -> Option<String> + 'a {
+    move || ctx.step.and_then(|s| s.check().err()).map(|i| i.to_string())
+}
+
+/// The wire form of a tensor: dtype (u32), rank (u32), dims (u64 each), then its bytes.
+fn encode(t: &Tensor) -> KResult<Vec<u8>> {
+    let bytes = t.as_bytes()?;
+    let mut m = Vec::with_capacity(8 + 8 * t.rank() + bytes.len());
+    m.extend_from_slice(&(t.dtype().to_tf() as u32).to_le_bytes());
+    m.extend_from_slice(&(t.rank() as u32).to_le_bytes());
+    for &d in t.dims() {
+        m.extend_from_slice(&(d as u64).to_le_bytes());
+    }
+    m.extend_from_slice(bytes);
+    Ok(m)
+}
+
+fn decode(m: &[u8], want: DType, peer: usize) -> KResult<Tensor> {
+    let bad = |what: String| KernelError::InvalidArgument(format!("message from rank {peer}: {what}"));
+    let word = |at: usize| m.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let (dtype, rank) = (word(0), word(4));
+    let (Some(dtype), Some(rank)) = (dtype, rank) else { return Err(bad(format!("{} bytes, no header", m.len()))) };
+    if DType::from_tf(dtype as i32).ok() != Some(want) {
+        return Err(bad(format!("dtype {dtype}, expected {want}")));
+    }
+    let rank = rank as usize;
+    let body = 8usize.checked_add(rank.checked_mul(8).ok_or_else(|| bad(format!("rank {rank}")))?);
+    let body = body.filter(|&b| b <= m.len()).ok_or_else(|| bad(format!("rank {rank} in {} bytes", m.len())))?;
+    let dims: Vec<usize> =
+        (0..rank).map(|i| u64::from_le_bytes(m[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes")) as usize).collect();
+    Ok(Tensor::from_bytes(want, &dims, &m[body..])?)
+}
+
+/// `_Send` to another task: the tensor, as one message to that task's rank.
+pub(crate) struct RemoteSend {
+    peer: usize,
+    tag: u32,
+}
+
+impl OpKernel for RemoteSend {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, _: &mut Outputs) -> KResult<()> {
+        let message = encode(&inputs[0])?;
+        inputs.clear();
+        let world = ferroflow_collective::world();
+        world
+            .send(self.peer, self.tag, &message, &stop_reason(ctx))
+            .map_err(|e| KernelError::InvalidArgument(format!("sending to task {}: {e}", self.peer)))
+    }
+}
+
+/// `_Recv` from another task: waits for the message of that task's `_Send`.
+pub(crate) struct RemoteRecv {
+    peer: usize,
+    tag: u32,
+    dtype: DType,
+}
+
+impl OpKernel for RemoteRecv {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        inputs.clear();
+        let world = ferroflow_collective::world();
+        let message = world
+            .recv(self.peer, self.tag, &stop_reason(ctx))
+            .map_err(|e| KernelError::InvalidArgument(format!("receiving from task {}: {e}", self.peer)))?;
+        outputs.push(decode(&message, self.dtype, self.peer)?);
         Ok(())
     }
 }

@@ -41,6 +41,22 @@ pub struct SessionOptions {
     /// node with a resource-exhausted error before anything is allocated. (Allocations of at
     /// most 4 KiB, `limit::ALWAYS_ALLOWED`, are not checked.)
     pub memory_limit_bytes: usize,
+    /// The cluster this process is one task of (MPI rank r of `mpirun -np N` is task r of
+    /// N): the session's devices are `/job:worker/replica:0/task:0..N/device:CPU:0`, nodes
+    /// are placed on them by their device requests (task 0 by default), and each rank runs
+    /// the partitions of its own task; `_Send`/`_Recv` pairs between tasks go through
+    /// `ferroflow_collective::world()`'s point-to-point messages. Fetches must be on this
+    /// task. `None`: one process.
+    pub cluster: Option<Cluster>,
+}
+
+/// A cluster of `tasks` processes, this one being `task` (see [`SessionOptions::cluster`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    /// The number of tasks (the world's size).
+    pub tasks: usize,
+    /// This process's task (its rank).
+    pub task: usize,
 }
 
 /// The plan cache's key: a signature's names, as given.
@@ -94,7 +110,10 @@ pub struct Session {
 impl Session {
     /// Creates a session over `graph` (validated: shapes are inferred once here).
     pub fn new(graph: Graph, options: SessionOptions) -> Result<Session, RuntimeError> {
-        let devices = crate::device::DeviceSet::cpus(options.cpu_devices.max(1));
+        let devices = match options.cluster {
+            Some(c) if c.tasks > 1 => crate::device::DeviceSet::workers(c.tasks),
+            _ => crate::device::DeviceSet::cpus(options.cpu_devices.max(1)),
+        };
         Session::with_env(graph, devices, RuntimeEnv::new(options)?)
     }
 
@@ -157,7 +176,11 @@ impl Session {
     /// several devices, infers its shapes once, and builds the plan.
     fn compile(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<ExecutionPlan, RuntimeError> {
         let opts = &self.env.options.optimizer;
-        let (graph, report) = if opts.enabled {
+        // In a cluster every rank must partition the same graph, but the optimizer prunes by
+        // the step's fetches, which only rank 0 has: cluster steps run the graph as written
+        // (the plan still prunes to this task's fetches, targets and sends).
+        let in_cluster = self.env.options.cluster.is_some_and(|c| c.tasks > 1);
+        let (graph, report) = if opts.enabled && !in_cluster {
             let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
             let item = Item { feeds: own(feeds), fetches: own(fetches), targets: own(targets), keep: vec![] };
             let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
@@ -174,10 +197,19 @@ impl Session {
         if self.devices.devices().len() > 1 {
             // Place, partition per device, and run the partitions' union as one plan.
             let mut placed = (*graph).clone();
+            let cluster = self.env.options.cluster.filter(|c| c.tasks > 1);
+            if let Some(c) = cluster {
+                crate::rendezvous::check_tasks(&placed, c)?;
+            }
             crate::placer::place(&mut placed, &self.devices, &self.env.options.placement)?;
             let parts = crate::partition::partition(placed, (*shapes).clone(), &self.devices)?;
             let union = Arc::new(parts.graph.clone());
-            let sig = Signature::resolve(&union, feeds, fetches, targets)?;
+            let mut sig = Signature::resolve(&union, feeds, fetches, targets)?;
+            if let Some(c) = cluster {
+                // This task's partitions only: its sends to other tasks run whatever is
+                // fetched; fetches elsewhere would make this rank run another's nodes.
+                crate::rendezvous::restrict_to_task(&union, &mut sig, c)?;
+            }
             let reported = crate::partition::with_client_plumbing(&parts.graph_defs(), &union, feeds, fetches);
             let mut plan = ExecutionPlan::build(union, &parts.shapes, &sig, &self.env)?;
             plan.optimizer_report = report;
