@@ -28,7 +28,11 @@ pub(crate) fn run_in_world<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     if let (Err(e), Some(g)) = (&result, &guard) {
         let world = collective::world();
         if world.size() > 1 {
-            eprintln!("error on rank {} of {}: {}", world.rank(), world.size(), crate::one_line(e));
+            // One write, so mpirun's own abort banner cannot land inside the line.
+            use std::io::Write;
+            let line = format!("error on rank {} of {}: {}\n", world.rank(), world.size(), crate::one_line(e));
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
             g.abort(1);
         }
     }
