@@ -49,16 +49,20 @@ struct Reduce {
 }
 
 impl Reduce {
-    fn run<T: Element + Elem>(
+    /// All-reduces `t` in place; with `final_op` Div, divides by `ranks` (the world's size,
+    /// as `T`) after: one division per element, a loop the compiler vectorizes.
+    fn run<T: Element + Elem + std::ops::Div<Output = T>>(
         &self,
         world: &dyn Communicator,
         t: &mut Tensor,
-        div: impl Fn(T, usize) -> T,
+        ranks: T,
     ) -> KResult<()> {
         let v = elements::<T>(t)?;
         collective::all_reduce(world, v, self.op).map_err(failed)?;
         if self.mean && world.size() > 1 {
-            v.iter_mut().for_each(|x| *x = div(*x, world.size()));
+            for x in v.iter_mut() {
+                *x = *x / ranks;
+            }
         }
         Ok(())
     }
@@ -67,13 +71,14 @@ impl Reduce {
 impl OpKernel for Reduce {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let world = world_for(inputs)?;
+        let n = world.size();
         let mut t = inputs.swap_remove(0);
         inputs.clear();
         match self.dtype {
-            DType::Float => self.run::<f32>(&*world, &mut t, |x, n| x / n as f32)?,
-            DType::Double => self.run::<f64>(&*world, &mut t, |x, n| x / n as f64)?,
-            DType::Int32 => self.run::<i32>(&*world, &mut t, |x, n| x / n as i32)?,
-            DType::Int64 => self.run::<i64>(&*world, &mut t, |x, n| x / n as i64)?,
+            DType::Float => self.run::<f32>(&*world, &mut t, n as f32)?,
+            DType::Double => self.run::<f64>(&*world, &mut t, n as f64)?,
+            DType::Int32 => self.run::<i32>(&*world, &mut t, n as i32)?,
+            DType::Int64 => self.run::<i64>(&*world, &mut t, n as i64)?,
             d => return Err(invalid(format!("CollectiveReduceV2 has no kernel for T={d}"))),
         }
         outputs.push(t);
