@@ -27,3 +27,48 @@ def read_graph(path):
         with open(path, "rb") as f:
             gd.ParseFromString(f.read())
     return gd
+
+
+def http_get(port, path, **params):
+    """GET from a server on 127.0.0.1 (gzip undone); JSON decoded when it parses, else bytes."""
+    import gzip
+    import json
+    import urllib.parse
+    import urllib.request
+
+    url = f"http://127.0.0.1:{port}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+        if r.headers.get("Content-Encoding") == "gzip" or body[:2] == b"\x1f\x8b":
+            body = gzip.decompress(body)
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return body
+
+
+class TensorBoard:
+    """Real TensorBoard serving `logdir` on a free port of 127.0.0.1, for a `with` block."""
+
+    def __init__(self, logdir, *extra):
+        import socket
+        import sys
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        exe = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+        self.args = [exe, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(self.port), *extra]
+
+    def __enter__(self):
+        import subprocess
+
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return self
+
+    def get(self, path, **params):
+        return http_get(self.port, path, **params)
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)

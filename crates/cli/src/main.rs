@@ -78,9 +78,16 @@ enum Command {
         /// runs its partition, joined by _Send/_Recv).
         #[arg(long, default_value_t = 1)]
         cpu_devices: usize,
-        /// Write the step's partition graphs to DIR/global_step_0/<device>.pbtxt.
+        /// Write the step's partition graphs to DIR/global_step_0/<device>.pbtxt (under
+        /// mpirun: every task's, gathered by rank 0).
         #[arg(long, value_name = "DIR")]
         partition_graphs: Option<PathBuf>,
+        /// Trace the step (FULL_TRACE) and write a TensorBoard log directory DIR: the graph
+        /// the devices ran (their partitions merged) and the step's RunMetadata (tag
+        /// 'step_0'), so TensorBoard's Graphs tab shows each node's device and compute time
+        /// (under mpirun: every task's, gathered by rank 0).
+        #[arg(long, value_name = "DIR")]
+        run_metadata: Option<PathBuf>,
         /// Profile the step (one `run` step: its ops on their threads) into the log directory
         /// DIR (DIR/plugins/profile/<run>/<host>.xplane.pb, for TensorBoard's profile plugin
         /// and `ferroflow profile`) and print the report.
@@ -202,6 +209,9 @@ enum Command {
         /// Threads one large kernel may use (0 = one per core).
         #[arg(long, default_value_t = 0)]
         intra_op_threads: usize,
+        /// Threads running independent nodes (0 = one per core).
+        #[arg(long, default_value_t = 0)]
+        inter_op_threads: usize,
         /// Save the trained model with a TF1 Saver: SAVE-STEP.{index,data-00000-of-00001,meta}
         /// and SAVE's directory's `checkpoint` file.
         #[arg(long, value_name = "PREFIX")]
@@ -244,6 +254,11 @@ enum Command {
         /// Timed runs per size (the median is reported).
         #[arg(long, default_value_t = 10)]
         runs: usize,
+        /// Rank 0 arrives this many microseconds after the others (a busy wait after the
+        /// barrier), as in a training step where one rank's backprop ends later; times are
+        /// then rank 0's own (the last to arrive): what the all-reduce costs once all are in.
+        #[arg(long, value_name = "US", default_value_t = 0)]
+        skew_us: u64,
     },
     /// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
     /// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
@@ -262,7 +277,7 @@ enum Command {
     /// The terminal report of a profile: top ops by self time, the step-time breakdown
     /// (input / compute / other), whether the step is input-bound (TensorFlow's thresholds:
     /// input above 20% of the step highly, 5–20% moderately) and what to change. PATH is an
-    /// `.xplane.pb` (ferroflow's or TensorFlow's) or a log directory (its newest capture);
+    /// `.xplane.pb` (ferroflow's or TensorFlow's) or a log directory (its newest capture, host by host);
     /// with two PATHs, how the second changed against the first.
     Profile {
         /// One or two `.xplane.pb` files or log directories.
@@ -377,6 +392,7 @@ fn main() {
             no_optimize,
             cpu_devices,
             partition_graphs,
+            run_metadata,
             profile,
             timeout_ms,
             memory_limit,
@@ -390,15 +406,19 @@ fn main() {
                 ..Default::default()
             };
             opts.optimizer.enabled = !no_optimize;
+            let records =
+                Records { partition_graphs: partition_graphs.as_deref(), run_metadata: run_metadata.as_deref() };
+            let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
             if ferroflow_mpi::launched_size().is_some_and(|n| n > 1) {
                 // One task of a cluster started by mpirun.
-                distributed::run_cluster(
-                    &graph,
-                    (inputs.as_deref(), &feeds),
-                    (&fetches, &targets),
-                    output.as_deref(),
-                    opts,
-                )
+                let files = RunFiles {
+                    checkpoint: checkpoint.as_deref(),
+                    inputs: inputs.as_deref(),
+                    output: output.as_deref(),
+                    profile: profile.as_deref(),
+                };
+                let names = Names { feeds: &feeds, fetches: &fetches, targets: &targets };
+                distributed::run_cluster(&graph, files, names, opts, records, limits)
             } else if graph.join("saved_model.pb").is_file() {
                 let tags: Vec<&str> =
                     if tags.is_empty() { vec!["serve"] } else { tags.iter().map(String::as_str).collect() };
@@ -412,8 +432,7 @@ fn main() {
                     output: output.as_deref(),
                     profile: profile.as_deref(),
                 };
-                let limits = StepLimits { timeout_ms, cancel: interrupt_on_ctrl_c() };
-                run(&graph, files, names, opts, partition_graphs.as_deref(), limits)
+                run(&graph, files, names, opts, records, limits)
             }
         }
         Command::Optimize {
@@ -454,6 +473,7 @@ fn main() {
             data,
             seed,
             intra_op_threads,
+            inter_op_threads,
             save,
             saved_model,
             logdir,
@@ -462,7 +482,7 @@ fn main() {
             dropout,
             batch,
         } => {
-            let options = SessionOptions { intra_op_threads, ..Default::default() };
+            let options = SessionOptions { intra_op_threads, inter_op_threads, ..Default::default() };
             let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
             let outputs = ferroflow::models::seed_003::Outputs {
                 save: save.as_deref(),
@@ -483,7 +503,7 @@ fn main() {
                 mnist(data.as_deref(), steps, seed, options, outputs, &config).map(|_| ())
             }
         }
-        Command::AllreduceBench { mb, runs } => distributed::allreduce_bench(&mb, runs),
+        Command::AllreduceBench { mb, runs, skew_us } => distributed::allreduce_bench(&mb, runs, skew_us),
         Command::Ops { op, json } => ops::ops(op.as_deref(), json),
         Command::Pipeline(args) => pipeline::pipeline(&args),
         Command::Profile { paths, chrome } => profile::profile(&paths, chrome.as_deref()),
@@ -636,6 +656,55 @@ struct Names<'a> {
 }
 
 /// The files a `run` reads and writes besides the graph.
+/// What `run` records of its step besides the fetches.
+#[derive(Clone, Copy)]
+struct Records<'a> {
+    /// `--partition-graphs DIR`.
+    partition_graphs: Option<&'a Path>,
+    /// `--run-metadata DIR`.
+    run_metadata: Option<&'a Path>,
+}
+
+impl Records<'_> {
+    /// The step's RunOptions for these records.
+    fn options(&self, timeout_in_ms: i64) -> RunOptions {
+        let mut options = RunOptions { timeout_in_ms, ..Default::default() };
+        options.output_partition_graphs = self.partition_graphs.is_some() || self.run_metadata.is_some();
+        if self.run_metadata.is_some() {
+            options.trace_level = ferroflow::proto::run_options::TraceLevel::FullTrace as i32;
+        }
+        options
+    }
+
+    /// Writes what was asked of the step's metadata.
+    fn write(&self, meta: &ferroflow::proto::RunMetadata) -> Result<()> {
+        if let Some(dir) = self.partition_graphs {
+            let written = ferroflow::runtime::hooks::write_partition_graphs(dir, 0, meta)?;
+            out!("wrote {} partition graph(s) to {}", written.len(), dir.join("global_step_0").display());
+        }
+        if let Some(dir) = self.run_metadata {
+            let merged = ferroflow::runtime::merge_partitions(&meta.partition_graphs)?;
+            let mut w = ferroflow::summary::EventWriter::create(dir)?;
+            w.add_graph(&merged, 0)?;
+            w.add_run_metadata("step_0", meta, 0)?;
+            let nodes: usize = meta.step_stats.iter().flat_map(|s| &s.dev_stats).map(|d| d.node_stats.len()).sum();
+            let devices = meta.step_stats.as_ref().map_or(0, |s| s.dev_stats.len());
+            out!(
+                "wrote the step's run metadata ({nodes} node stats on {devices} device(s)) and graph to {}: tensorboard --logdir {}",
+                w.path().display(),
+                dir.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `run` reads this with `--timeout-ms`: RunOptions' `timeout_in_ms`.
+fn timeout_in_ms(timeout_ms: u64) -> Result<i64> {
+    i64::try_from(timeout_ms)
+        .map_err(|_| anyhow::anyhow!("--timeout-ms {timeout_ms}: expected at most {} milliseconds", i64::MAX))
+}
+
 struct RunFiles<'a> {
     checkpoint: Option<&'a Path>,
     inputs: Option<&'a Path>,
@@ -658,12 +727,10 @@ fn run(
     RunFiles { checkpoint, inputs, output, profile }: RunFiles,
     Names { feeds, fetches, targets }: Names,
     opts: SessionOptions,
-    partition_graphs: Option<&Path>,
+    records: Records,
     StepLimits { timeout_ms, cancel }: StepLimits,
 ) -> Result<()> {
-    use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
-    let timeout_in_ms = i64::try_from(timeout_ms)
-        .map_err(|_| anyhow::anyhow!("--timeout-ms {timeout_ms}: expected at most {} milliseconds", i64::MAX))?;
+    let timeout_in_ms = timeout_in_ms(timeout_ms)?;
     if fetches.is_empty() && targets.is_empty() {
         bail!("nothing to run: give at least one --fetch NAME or --target NODE");
     }
@@ -694,22 +761,10 @@ fn run(
         ferroflow::profiler::start(&Default::default())?;
     }
     let step = ferroflow::profiler::step("run", 0);
-    let results = match partition_graphs {
-        None => {
-            let options = RunOptions { timeout_in_ms, ..Default::default() };
-            sess.run_with(&feed_refs, &fetch_refs, &target_refs, &options, cancel.as_ref())?.0
-        }
-        Some(dir) => {
-            let hook = PartitionGraphHook::new(dir, 1);
-            let mut ms = MonitoredSession::new(sess, vec![Box::new(hook) as Box<dyn SessionRunHook>])?
-                .with_step_limits(timeout_in_ms, cancel);
-            let r = ms.run(&feed_refs, &fetch_refs, &target_refs)?;
-            ms.close()?;
-            out!("wrote the partition graphs to {}", dir.join("global_step_0").display());
-            r
-        }
-    };
+    let options = records.options(timeout_in_ms);
+    let (results, meta) = sess.run_with(&feed_refs, &fetch_refs, &target_refs, &options, cancel.as_ref())?;
     drop(step);
+    records.write(&meta)?;
     for (name, t) in fetches.iter().zip(&results) {
         print_tensor(name, t);
     }

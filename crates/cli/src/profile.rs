@@ -1,6 +1,7 @@
 //! `ferroflow profile`: the terminal report of a profile (ferroflow's or TensorFlow's
-//! `.xplane.pb`), or of the newest capture in a TensorBoard log directory; with two, how the
-//! second changed against the first; `--chrome` also writes Chrome trace JSON.
+//! `.xplane.pb`), or of the newest capture in a TensorBoard log directory (host by host when
+//! it holds several, as a distributed run's does); with two, how the second changed against
+//! the first; `--chrome` also writes Chrome trace JSON.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -53,10 +54,20 @@ pub fn profile(paths: &[PathBuf], chrome: Option<&Path>) -> Result<()> {
     }
     let mut reports = Vec::new();
     for p in paths {
-        let file = captures(p)?.pop().expect("captures is non-empty");
-        let (space, report) = load(&file)?;
-        println!("== {}", file.display());
-        print!("{report}");
+        // The newest run; a capture of several hosts (the ranks of a distributed run) is
+        // reported host by host, and its first host is the one compared.
+        let mut found = captures(p)?;
+        let newest = found.last().and_then(|f| f.parent()).map(Path::to_path_buf);
+        found.retain(|f| f.parent() == newest.as_deref());
+        let mut first = None;
+        for file in &found {
+            let (space, report) = load(file)?;
+            println!("== {}", file.display());
+            print!("{report}");
+            println!();
+            first.get_or_insert((space, report));
+        }
+        let (space, report) = first.expect("captures is non-empty");
         if let Some(out) = chrome {
             if reports.is_empty() {
                 let json = ferroflow::profiler::chrome::xspace_to_chrome_trace(&space);
@@ -67,7 +78,6 @@ pub fn profile(paths: &[PathBuf], chrome: Option<&Path>) -> Result<()> {
             }
         }
         reports.push(report);
-        println!();
     }
     if let [a, b] = &reports[..] {
         println!("Second against first: {}", compare(a, b));

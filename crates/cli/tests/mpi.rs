@@ -21,6 +21,21 @@ fn mpirun(np: usize, args: &[&str]) -> Output {
     out
 }
 
+/// mpirun's MPMD form: rank 0 runs ferroflow with `rank_0`'s arguments, rank 1 with `rank_1`'s.
+fn mpmd(rank_0: &[&str], rank_1: &[&str]) -> Output {
+    let ferroflow = env!("CARGO_BIN_EXE_ferroflow");
+    Command::new("mpirun")
+        .args(["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"])
+        .args(["-np", "1", ferroflow])
+        .args(rank_0)
+        .args([":", "-np", "1", ferroflow])
+        .args(rank_1)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("mpirun runs (install openmpi-bin; see README)")
+}
+
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
@@ -130,15 +145,7 @@ fn a_failing_rank_ends_the_job_with_its_error() {
 /// ranks, instead of waiting on collectives the other never issues.
 #[test]
 fn ranks_with_different_graphs_fail_at_step_zero() {
-    let ferroflow = env!("CARGO_BIN_EXE_ferroflow");
-    let o = Command::new("mpirun")
-        .args(["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "-np", "1", ferroflow])
-        .args(["mnist", "--distributed", "--dropout", "0.2", ":", "-np", "1", ferroflow, "mnist", "--distributed"])
-        .args(["--dropout", "0.3"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+    let o = mpmd(&["mnist", "--distributed", "--dropout", "0.2"], &["mnist", "--distributed", "--dropout", "0.3"]);
     assert!(!o.status.success());
     let t = text(&o);
     assert!(t.contains("the ranks run different graphs (rank 0 and rank 1 differ"), "{t}");
@@ -205,8 +212,9 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// Graphs whose devices name two tasks run across two ranks (`ferroflow run` under mpirun:
 /// each rank runs its task's partitions, the tensors between them travel as MPI messages)
-/// and give TensorFlow's outputs: seed 000, and the TensorFlow MLP fixture with its first
-/// layer on task 1 and the second on task 0.
+/// and give TensorFlow's outputs: seed 000 (as written), and the TensorFlow MLP fixture
+/// (optimized for the whole step on every rank) with its first layer on task 1 and the
+/// second on task 0. Rank 0 writes both tasks' partition graphs, step stats and profiles.
 #[test]
 fn a_graph_split_across_two_ranks_gives_tensorflows_outputs() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,16 +241,78 @@ fn a_graph_split_across_two_ranks_gives_tensorflows_outputs() {
         std::fs::write(&graph, split(&source, task_1)).unwrap();
         let out = dir.path().join(format!("{name}.out.npz"));
         let mut args = vec!["run", graph.to_str().unwrap(), "--fetch", fetch, "--output", out.to_str().unwrap()];
+        if name == "seed_000" {
+            // Optimized, seed 000 folds into one constant on task 0; as written, its Add on
+            // task 1 feeds the Mul on task 0 across the ranks.
+            args.push("--no-optimize");
+        }
         let inputs = fixture(&format!("{name}.inputs.npz"));
         if inputs.exists() {
             args.extend(["--inputs", inputs.to_str().unwrap()]);
         }
+        // What the step recorded on both tasks, gathered and written by rank 0.
+        let (parts, logs) = (dir.path().join(format!("{name}.parts")), dir.path().join(format!("{name}.logs")));
+        let (parts_arg, logs_arg) = (parts.to_str().unwrap(), logs.to_str().unwrap());
+        args.extend(["--partition-graphs", parts_arg, "--run-metadata", logs_arg, "--profile", logs_arg]);
         let o = mpirun(2, &args);
         assert!(o.status.success(), "{name}: {}", text(&o));
         let got = ferroflow::tensor::npy::read_npz(&out).unwrap();
         let want = ferroflow::tensor::npy::read_npz(&fixture(&format!("{name}.expected.npz"))).unwrap();
         ferroflow::testing::compare(&got[0].1, &want[0].1, 1e-5, 1e-6).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check_recorded(&parts, &logs);
     }
+}
+
+/// Both tasks' partition graphs, step stats (in the event file's tagged RunMetadata) and
+/// profile captures (a host each) were written.
+fn check_recorded(parts: &Path, logs: &Path) {
+    use ferroflow::proto::event::What;
+    let task = |t: usize| format!("/job:worker/replica:0/task:{t}/device:CPU:0");
+    for t in 0..2 {
+        let file = parts.join("global_step_0").join(format!("{}.pbtxt", task(t).replace(['/', ':'], "_")));
+        assert!(file.is_file(), "{} is missing", file.display());
+    }
+    let events = std::fs::read_dir(logs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents"))
+        .expect("an event file");
+    let meta = ferroflow::summary::read_events(&events)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.what {
+            Some(What::TaggedRunMetadata(t)) => Some(t.run_metadata),
+            _ => None,
+        })
+        .expect("tagged run metadata");
+    let meta: ferroflow::proto::RunMetadata = ferroflow::proto::decode(&meta, "RunMetadata").unwrap();
+    let stats = meta.step_stats.expect("step stats");
+    for t in 0..2 {
+        let dev = stats.dev_stats.iter().find(|d| d.device == task(t));
+        assert!(dev.is_some_and(|d| !d.node_stats.is_empty()), "no node stats of task {t}: {stats:?}");
+    }
+    assert_eq!(meta.partition_graphs.len(), 2);
+    let run = std::fs::read_dir(logs.join("plugins/profile")).unwrap().next().unwrap().unwrap().path();
+    let mut hosts: Vec<String> =
+        std::fs::read_dir(run).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    hosts.sort();
+    assert!(
+        hosts.len() == 2 && hosts[0].ends_with("-rank0.xplane.pb") && hosts[1].ends_with("-rank1.xplane.pb"),
+        "{hosts:?}"
+    );
+}
+
+/// Ranks that run different steps of one graph (here: different fetches, through mpirun's
+/// MPMD form) fail at the step's start on both ranks, naming the ranks, instead of waiting
+/// on each other.
+#[test]
+fn ranks_running_different_steps_fail_naming_the_ranks() {
+    let graph = fixture("seed_000.pbtxt");
+    let g = graph.to_str().unwrap();
+    let o = mpmd(&["run", g, "--fetch", "Mul:0"], &["run", g, "--fetch", "Add:0"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("the ranks run different steps (rank 0 and rank 1 differ"), "{t}");
 }
 
 /// A node of task 1 fails at run time (a Reshape of a fed tensor to the wrong size): rank 1

@@ -118,10 +118,7 @@ pub trait Communicator: Send + Sync {
     /// measuring [`Communicator::all_reduce`] against; no promise that ranks get the same
     /// bits. By default (one rank) a copy.
     fn all_reduce_native(&self, send: &[u8], recv: &mut [u8], kind: Kind, _: ReduceOp) -> Result<(), CollectiveError> {
-        check_len(send.len(), kind)?;
-        if send.len() != recv.len() {
-            return Err(CollectiveError::Invalid(format!("all-reduce of {} bytes into {}", send.len(), recv.len())));
-        }
+        check_pair(send.len(), recv.len(), kind)?;
         recv.copy_from_slice(send);
         Ok(())
     }
@@ -197,6 +194,15 @@ pub fn check_len(len: usize, kind: Kind) -> Result<(), CollectiveError> {
     Ok(())
 }
 
+/// An out-of-place all-reduce's buffers: whole elements of `kind`, and the same length.
+pub fn check_pair(send: usize, recv: usize, kind: Kind) -> Result<(), CollectiveError> {
+    check_len(send, kind)?;
+    if send != recv {
+        return Err(CollectiveError::Invalid(format!("all-reduce of {send} bytes into {recv}")));
+    }
+    Ok(())
+}
+
 /// `root` must be a rank of a world of `size`.
 pub fn check_root(root: usize, size: usize) -> Result<(), CollectiveError> {
     if root >= size {
@@ -250,6 +256,34 @@ pub fn broadcast<T: Elem>(comm: &dyn Communicator, v: &mut [T], root: usize) -> 
     comm.broadcast(bytes_mut(v), root)
 }
 
+/// The most bytes one rank may contribute to [`all_gather_varied`].
+pub const MAX_GATHERED_BYTES: usize = 1 << 30;
+
+/// Every rank's `mine` (of any length, at most [`MAX_GATHERED_BYTES`]), in rank order, on
+/// every rank: the lengths are all-gathered first, then the bytes, padded to the longest.
+/// Every rank must call it.
+pub fn all_gather_varied(comm: &dyn Communicator, mine: &[u8]) -> Result<Vec<Vec<u8>>, CollectiveError> {
+    let size = comm.size();
+    // A rank over the limit still joins both gathers (with nothing), so no rank waits.
+    let len = if mine.len() > MAX_GATHERED_BYTES { -1 } else { mine.len() as i64 };
+    let mut lens = vec![0i64; size];
+    all_gather(comm, &[len], &mut lens)?;
+    if let Some(rank) = lens.iter().position(|&l| !(0..=MAX_GATHERED_BYTES as i64).contains(&l)) {
+        return Err(CollectiveError::Invalid(format!(
+            "gathering from {size} rank(s): rank {rank} has more than {MAX_GATHERED_BYTES} bytes to send"
+        )));
+    }
+    let longest = lens.iter().copied().max().unwrap_or(0) as usize;
+    if longest == 0 {
+        return Ok(vec![Vec::new(); size]);
+    }
+    let mut padded = vec![0u8; longest];
+    padded[..mine.len()].copy_from_slice(mine);
+    let mut all = vec![0u8; longest * size];
+    comm.all_gather(&padded, &mut all)?;
+    Ok(all.chunks(longest).zip(&lens).map(|(c, &l)| c[..l as usize].to_vec()).collect())
+}
+
 /// FNV-1a 64 of `bytes`, continuing from `h` (start from [`FNV_START`]): the checksum
 /// ranks compare their variables with.
 pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
@@ -266,6 +300,15 @@ pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varied_gathers_in_one_rank_return_what_was_sent() {
+        assert_eq!(all_gather_varied(&Local, b"abc").unwrap(), vec![b"abc".to_vec()]);
+        assert_eq!(all_gather_varied(&Local, b"").unwrap(), vec![Vec::<u8>::new()]);
+        let e = check_pair(8, 4, Kind::F32).unwrap_err().to_string();
+        assert!(e.contains("8 bytes into 4"), "{e}");
+        assert!(check_pair(6, 6, Kind::F32).is_err());
+    }
 
     #[test]
     fn local_world_is_one_rank_and_collectives_are_identities() {

@@ -133,3 +133,21 @@ fn a_device_beyond_the_cluster_is_an_error_naming_node_device_and_size() {
     let e = sess.run(&[], &["far:0"], &[]).unwrap_err().to_string();
     assert!(e.contains("'far'") && e.contains("/job:worker/task:5/device:CPU:0") && e.contains("2 task(s)"), "{e}");
 }
+
+/// A cluster session in a world that is not the cluster (here the 1-rank world of a process
+/// not started by mpirun) fails at its first step saying so, instead of waiting for ranks
+/// that do not exist; a fetch on a task other than 0 is refused, naming the node.
+#[test]
+fn cluster_steps_check_the_world_and_where_fetches_are() {
+    let s = Scope::new();
+    let a = s.scalar(1.0f32).unwrap();
+    let _ = s.with_name("here").unary("Neg", a).unwrap();
+    let _ = s.with_name("there").with_device("/job:worker/task:1/device:CPU:0").unary("Neg", a).unwrap();
+    let options =
+        SessionOptions { cluster: Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }), ..Default::default() };
+    let sess = Session::new(s.graph(), options).unwrap();
+    let e = sess.run(&[], &["here:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("cluster has 2 task(s)") && e.contains("world has 1 rank(s)"), "{e}");
+    let e = sess.run(&[], &["there:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("'there'") && e.contains("task 1") && e.contains("returned by task 0"), "{e}");
+}

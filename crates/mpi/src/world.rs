@@ -2,7 +2,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
-use ferroflow_collective::{check_len, check_root, CollectiveError, Communicator, Kind, ReduceOp};
+use ferroflow_collective::{check_len, check_pair, check_root, CollectiveError, Communicator, Kind, ReduceOp};
 use mpi::ffi;
 
 /// Elements per MPI call: counts are C ints, and whole multiples of the world size.
@@ -288,10 +288,7 @@ impl Communicator for Mpi {
     }
 
     fn all_reduce_native(&self, send: &[u8], recv: &mut [u8], kind: Kind, op: ReduceOp) -> Result<(), CollectiveError> {
-        check_len(send.len(), kind)?;
-        if send.len() != recv.len() {
-            return Err(CollectiveError::Invalid(format!("all-reduce of {} bytes into {}", send.len(), recv.len())));
-        }
+        check_pair(send.len(), recv.len(), kind)?;
         let _serial = self.lock();
         let piece = MAX_CALL_ELEMENTS * kind.size();
         for (src, dst) in send.chunks(piece).zip(recv.chunks_mut(piece)) {

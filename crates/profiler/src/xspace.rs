@@ -246,7 +246,28 @@ pub fn run_name(unix_secs: i64) -> String {
 /// directory (TensorBoard caches per run directory, so every capture gets its own) and
 /// returns the file's path.
 pub fn write_to_logdir(profile: &Profile, logdir: &Path) -> Result<PathBuf, ProfileError> {
-    let base = run_name(profile.start_unix_ns.div_euclid(1_000_000_000));
+    let host = host_name();
+    let space = to_xspace(profile, &host);
+    let mut written = write_hosts_to_logdir(profile.start_unix_ns, &[(host, space)], logdir)?;
+    Ok(written.remove(0))
+}
+
+/// Writes one capture of several hosts (the ranks of a distributed run) into one new run
+/// directory, `<logdir>/plugins/profile/<run>/<host>.xplane.pb` each, as TensorFlow's
+/// multi-worker capture does: TensorBoard's profile plugin lists the run's hosts. `start_unix_ns`
+/// names the run; returns the files' paths in the order given.
+pub fn write_hosts_to_logdir(
+    start_unix_ns: i64,
+    hosts: &[(String, XSpace)],
+    logdir: &Path,
+) -> Result<Vec<PathBuf>, ProfileError> {
+    if let Some((host, _)) = hosts.iter().find(|(h, _)| h.is_empty() || h.contains(['/', '\\']) || h.starts_with('.')) {
+        return Err(ProfileError::Write {
+            path: logdir.to_path_buf(),
+            reason: format!("host name '{host}' cannot be a file name"),
+        });
+    }
+    let base = run_name(start_unix_ns.div_euclid(1_000_000_000));
     let root = logdir.join("plugins").join("profile");
     std::fs::create_dir_all(&root).map_err(|e| ProfileError::io(&root, e))?;
     let mut dir = root.join(&base);
@@ -258,10 +279,13 @@ pub fn write_to_logdir(profile: &Profile, logdir: &Path) -> Result<PathBuf, Prof
         dir = root.join(format!("{base}_{n}"));
         n += 1;
     }
-    let host = host_name();
-    let path = dir.join(format!("{host}.xplane.pb"));
-    write_xspace(&to_xspace(profile, &host), &path)?;
-    Ok(path)
+    let mut written = Vec::with_capacity(hosts.len());
+    for (host, space) in hosts {
+        let path = dir.join(format!("{host}.xplane.pb"));
+        write_xspace(space, &path)?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// Writes an XSpace file atomically.

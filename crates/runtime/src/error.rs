@@ -140,6 +140,9 @@ pub enum RuntimeError {
         /// What is wrong (the function is named in it).
         reason: String,
     },
+    /// The ranks of a cluster disagree about a step, or cannot exchange what it needs.
+    #[error("cluster step: {0}")]
+    Cluster(String),
     /// The graph optimizer failed (with `fail_on_pass_error`).
     #[error("optimizer: {0}")]
     Optimizer(#[from] OptimizeError),

@@ -158,15 +158,27 @@ impl SessionRunHook for PartitionGraphHook {
         if !step.is_multiple_of(self.every) {
             return Ok(());
         }
-        let dir = self.dir.join(format!("global_step_{step}"));
-        std::fs::create_dir_all(&dir).map_err(|source| RuntimeError::Io { path: dir.clone(), source })?;
-        for (i, g) in values.run_metadata.partition_graphs.iter().enumerate() {
-            let device = g.node.first().map(|n| n.device.clone()).filter(|d| !d.is_empty());
-            let name = device.map_or_else(|| format!("partition_{i}"), |d| device_file_name(&d));
-            let path = dir.join(format!("{name}.pbtxt"));
-            ferroflow_graph::io::write_graph_def(&path, g)?;
-            self.written.push(path);
-        }
+        self.written.extend(write_partition_graphs(&self.dir, step, values.run_metadata)?);
         Ok(())
     }
+}
+
+/// Writes a step's partition graphs (`RunMetadata.partition_graphs`) to
+/// `dir/global_step_<step>/<device>.pbtxt`, as [`PartitionGraphHook`] does; returns the paths.
+pub fn write_partition_graphs(
+    dir: &std::path::Path,
+    step: u64,
+    meta: &RunMetadata,
+) -> Result<Vec<PathBuf>, RuntimeError> {
+    let dir = dir.join(format!("global_step_{step}"));
+    std::fs::create_dir_all(&dir).map_err(|source| RuntimeError::Io { path: dir.clone(), source })?;
+    let mut written = Vec::with_capacity(meta.partition_graphs.len());
+    for (i, g) in meta.partition_graphs.iter().enumerate() {
+        let device = g.node.first().map(|n| n.device.clone()).filter(|d| !d.is_empty());
+        let name = device.map_or_else(|| format!("partition_{i}"), |d| device_file_name(&d));
+        let path = dir.join(format!("{name}.pbtxt"));
+        ferroflow_graph::io::write_graph_def(&path, g)?;
+        written.push(path);
+    }
+    Ok(written)
 }

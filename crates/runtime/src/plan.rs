@@ -122,6 +122,9 @@ pub struct ExecutionPlan {
     pub(crate) partitions: Vec<(String, ferroflow_proto::GraphDef)>,
     /// The step in words, for errors that stop it (`fetching y:0; running train`).
     pub(crate) step_name: String,
+    /// In a cluster: this rank's place in it and the fingerprint of what every rank must run
+    /// (the signature and every task's partition graphs), compared at every step.
+    pub(crate) cluster: Option<(crate::Cluster, u64)>,
 }
 
 impl ExecutionPlan {
@@ -255,6 +258,7 @@ impl ExecutionPlan {
             profile_names: OnceLock::new(),
             timeline_labels: OnceLock::new(),
             step_name: sig.describe(graph),
+            cluster: None,
         })
     }
 }

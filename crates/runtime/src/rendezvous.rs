@@ -45,7 +45,7 @@ fn tensor_name(n: &Node) -> String {
 }
 
 /// The task of a device name (`/job:worker/replica:0/task:1/device:CPU:0` → 1; 0 if none).
-fn task_of(device: &str) -> usize {
+pub(crate) fn task_of(device: &str) -> usize {
     DeviceName::parse(device).ok().and_then(|d| d.task).unwrap_or(0) as usize
 }
 
@@ -171,24 +171,27 @@ pub(crate) fn check_tasks(graph: &Graph, cluster: Cluster) -> Result<(), Runtime
     Ok(())
 }
 
-/// Restricts a cluster step to this task's partitions: its fetches must be on this task, its
-/// targets on other tasks are theirs to run, and every `_Send` of this task to another is a
-/// target (what the other tasks wait for).
+/// Restricts a cluster step to this task's partitions. Every rank is given the whole step's
+/// signature; its fetches are returned by task 0 (the client's, as in TensorFlow, where the
+/// master runs there), so they must be on task 0 and other tasks fetch nothing. Targets on
+/// other tasks are theirs to run, and every `_Send` of this task to another is a target
+/// (what the other tasks wait for).
 pub(crate) fn restrict_to_task(graph: &Graph, sig: &mut Signature, cluster: Cluster) -> Result<(), RuntimeError> {
     let local = |id: NodeId| task_of(&graph.node(id).device) == cluster.task;
-    if let Some((name, o)) = sig.fetches.iter().find(|(_, o)| !local(o.node)) {
+    if let Some((name, o)) = sig.fetches.iter().find(|(_, o)| task_of(&graph.node(o.node).device) != 0) {
         return Err(PlacementError {
             node: graph.node(o.node).name.clone(),
             reason: format!(
-                "fetch '{name}' is on task {} ({}), but this is task {}: a rank fetches tensors of its own task (place \
-                 the fetched node on /job:worker/task:{}, or add an Identity there)",
+                "fetch '{name}' is on task {} ({}), but a cluster step's fetches are returned by task 0 (rank 0): \
+                 place the fetched node on /job:worker/task:0, or fetch an Identity of it placed there",
                 task_of(&graph.node(o.node).device),
                 graph.node(o.node).device,
-                cluster.task,
-                cluster.task
             ),
         }
         .into());
+    }
+    if cluster.task != 0 {
+        sig.fetches.clear();
     }
     sig.targets.retain(|&t| local(t));
     let reg = OpRegistry::global();

@@ -45,8 +45,13 @@ pub struct SessionOptions {
     /// N): the session's devices are `/job:worker/replica:0/task:0..N/device:CPU:0`, nodes
     /// are placed on them by their device requests (task 0 by default), and each rank runs
     /// the partitions of its own task; `_Send`/`_Recv` pairs between tasks go through
-    /// `ferroflow_collective::world()`'s point-to-point messages. Fetches must be on this
-    /// task. `None`: one process.
+    /// `ferroflow_collective::world()`'s point-to-point messages. Every step is the whole
+    /// cluster's: every rank runs it with the same feeds, fetches and targets (checked at the
+    /// step's start: a mismatch fails on every rank), so every rank optimizes and partitions
+    /// the same graph. The fetches must be on task 0 and are returned by rank 0 (the other
+    /// ranks return none). With `RunOptions` asking for step stats or partition graphs on
+    /// any rank, every rank records them and rank 0's `RunMetadata` holds every task's.
+    /// `None`: one process.
     pub cluster: Option<Cluster>,
 }
 
@@ -176,11 +181,10 @@ impl Session {
     /// several devices, infers its shapes once, and builds the plan.
     fn compile(&self, feeds: &[&str], fetches: &[&str], targets: &[&str]) -> Result<ExecutionPlan, RuntimeError> {
         let opts = &self.env.options.optimizer;
-        // In a cluster every rank must partition the same graph, but the optimizer prunes by
-        // the step's fetches, which only rank 0 has: cluster steps run the graph as written
-        // (the plan still prunes to this task's fetches, targets and sends).
-        let in_cluster = self.env.options.cluster.is_some_and(|c| c.tasks > 1);
-        let (graph, report) = if opts.enabled && !in_cluster {
+        // In a cluster every rank compiles the whole step's signature (rank 0's fetches
+        // included), so every rank optimizes and partitions the same graph; the step's
+        // fingerprint check below proves it before any rank runs.
+        let (graph, report) = if opts.enabled {
             let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
             let item = Item { feeds: own(feeds), fetches: own(fetches), targets: own(targets), keep: vec![] };
             let optimized = MetaOptimizer::new(opts.clone()).optimize(&self.graph, &item).map_err(|e| match e {
@@ -210,9 +214,24 @@ impl Session {
                 // fetched; fetches elsewhere would make this rank run another's nodes.
                 crate::rendezvous::restrict_to_task(&union, &mut sig, c)?;
             }
-            let reported = crate::partition::with_client_plumbing(&parts.graph_defs(), &union, feeds, fetches);
+            let mut reported = crate::partition::with_client_plumbing(&parts.graph_defs(), &union, feeds, fetches);
             let mut plan = ExecutionPlan::build(union, &parts.shapes, &sig, &self.env)?;
             plan.optimizer_report = report;
+            if let Some(c) = cluster {
+                // What every rank must run: the signature and all tasks' partitions.
+                let mut h = ferroflow_collective::FNV_START;
+                for name in feeds.iter().chain(fetches).chain(targets) {
+                    h = ferroflow_collective::fnv1a(h, name.as_bytes());
+                    h = ferroflow_collective::fnv1a(h, &[0]);
+                }
+                for (device, def) in &reported {
+                    h = ferroflow_collective::fnv1a(h, device.as_bytes());
+                    h = ferroflow_collective::fnv1a(h, &ferroflow_proto::encode(def));
+                }
+                plan.cluster = Some((c, h));
+                // This rank reports the partitions it runs; rank 0 gathers the others'.
+                reported.retain(|(device, g)| crate::rendezvous::task_of(device) == c.task && !g.node.is_empty());
+            }
             plan.partitions = reported;
             return Ok(plan);
         }
@@ -238,6 +257,10 @@ impl Session {
 
     /// Runs a plan from [`Session::plan`] with feeds in the plan's feed order.
     pub fn run_plan(&self, plan: &ExecutionPlan, feeds: &[Tensor]) -> Result<Vec<Tensor>, RuntimeError> {
+        if plan.cluster.is_some() {
+            // A cluster step: it joins the ranks' exchanges before and after the step.
+            return Ok(self.run_plan_with(plan, feeds, &RunOptions::default(), None)?.0);
+        }
         self.execute(plan, feeds, None, &StepControl::default())
     }
 
@@ -305,6 +328,13 @@ impl Session {
         plan: &ExecutionPlan,
         feeds: &[Tensor],
     ) -> Result<(Vec<Tensor>, crate::StepTrace), RuntimeError> {
+        if plan.cluster.is_some() {
+            return Err(RuntimeError::Cluster(
+                "run_plan_traced records one process's step; in a cluster run the step with run_plan_with and \
+                 FULL_TRACE, which gathers every rank's step stats to rank 0"
+                    .into(),
+            ));
+        }
         let tracer = crate::trace::Tracer::new();
         let out = self.execute(plan, feeds, Some(&tracer), &StepControl::default())?;
         Ok((out, crate::StepTrace { graph: plan.graph().clone(), labels: plan.timeline_labels().clone(), tracer }))
@@ -322,15 +352,19 @@ impl Session {
         cancel: Option<&Cancellation>,
     ) -> Result<(Vec<Tensor>, RunMetadata), RuntimeError> {
         let step = StepControl::new(cancel.cloned(), options.timeout_in_ms.max(0) as u64);
-        let trace = options.trace_level != run_options::TraceLevel::NoTrace as i32;
-        let tracer = trace.then(crate::trace::Tracer::new);
+        let want = Record {
+            trace: options.trace_level != run_options::TraceLevel::NoTrace as i32,
+            partitions: options.output_partition_graphs,
+        };
+        let record = cluster_begin(plan, want)?;
+        let tracer = record.trace.then(crate::trace::Tracer::new);
         let out = self.execute(plan, feeds, tracer.as_ref(), &step)?;
         let mut meta = RunMetadata::default();
         if let Some(t) = tracer {
             meta.step_stats = Some(t.finish(plan.graph(), plan.timeline_labels(), CPU0));
         }
-        if options.output_partition_graphs {
-            if plan.partitions.is_empty() {
+        if record.partitions {
+            if plan.partitions.is_empty() && plan.cluster.is_none() {
                 let mut def = plan.graph().to_graph_def();
                 for n in &mut def.node {
                     if n.device.is_empty() {
@@ -341,6 +375,9 @@ impl Session {
             } else {
                 meta.partition_graphs.extend(plan.partitions.iter().map(|(_, g)| g.clone()));
             }
+        }
+        if record.trace || record.partitions {
+            meta = cluster_end(plan, meta)?;
         }
         Ok((out, meta))
     }
@@ -383,6 +420,71 @@ impl Session {
         }
         executor::execute(plan, &plan.graph, feeds, &self.env.inter_op, ctx, tracer)
     }
+}
+
+/// What a step is asked to record.
+#[derive(Clone, Copy, Debug, Default)]
+struct Record {
+    trace: bool,
+    partitions: bool,
+}
+
+/// Before a cluster step, every rank all-gathers the plan's fingerprint (the signature and
+/// every task's partition graphs) and what it asks the step to record. Ranks about to run
+/// different steps all fail here, naming the ranks, instead of waiting forever on transfers
+/// that will not come; what any rank asks for, every rank records, so that rank 0 can gather
+/// it. Outside a cluster: what was asked.
+fn cluster_begin(plan: &ExecutionPlan, want: Record) -> Result<Record, RuntimeError> {
+    let Some((cluster, fingerprint)) = plan.cluster else { return Ok(want) };
+    let world = ferroflow_collective::world();
+    if world.size() != cluster.tasks {
+        return Err(RuntimeError::Cluster(format!(
+            "the session's cluster has {} task(s), but this process's world has {} rank(s) (start it with mpirun -np {})",
+            cluster.tasks,
+            world.size(),
+            cluster.tasks
+        )));
+    }
+    let mine = [fingerprint as i64, want.trace as i64, want.partitions as i64];
+    let mut all = vec![0i64; 3 * cluster.tasks];
+    ferroflow_collective::all_gather(&*world, &mine, &mut all)
+        .map_err(|e| RuntimeError::Cluster(format!("starting the step ({}): {e}", plan.step_name)))?;
+    let ranks: Vec<&[i64]> = all.chunks(3).collect();
+    if let Some(other) = ranks.iter().position(|w| w[0] != ranks[0][0]) {
+        let shown: Vec<String> =
+            ranks.iter().enumerate().map(|(r, w)| format!("rank {r}: {:016x}", w[0] as u64)).collect();
+        return Err(RuntimeError::Cluster(format!(
+            "the ranks run different steps (rank 0 and rank {other} differ; fingerprints {}; this is rank {}, {}): \
+             every rank must run the same graph with the same feeds, fetches and targets, step by step",
+            shown.join(", "),
+            cluster.task,
+            plan.step_name
+        )));
+    }
+    Ok(Record { trace: ranks.iter().any(|w| w[1] != 0), partitions: ranks.iter().any(|w| w[2] != 0) })
+}
+
+/// After a cluster step that recorded anything: rank 0 receives every rank's `RunMetadata`
+/// and merges them, each task's step stats (`dev_stats`, named by device) and partition
+/// graphs in rank order; other ranks keep their own. Outside a cluster: `meta`.
+fn cluster_end(plan: &ExecutionPlan, meta: RunMetadata) -> Result<RunMetadata, RuntimeError> {
+    let Some((cluster, _)) = plan.cluster else { return Ok(meta) };
+    let world = ferroflow_collective::world();
+    let all = ferroflow_collective::all_gather_varied(&*world, &ferroflow_proto::encode(&meta))
+        .map_err(|e| RuntimeError::Cluster(format!("gathering the step's run metadata: {e}")))?;
+    if cluster.task != 0 {
+        return Ok(meta);
+    }
+    let mut merged = RunMetadata::default();
+    for (rank, bytes) in all.iter().enumerate() {
+        let part: RunMetadata = ferroflow_proto::decode(bytes, "RunMetadata")
+            .map_err(|e| RuntimeError::Cluster(format!("the run metadata of rank {rank}: {e}")))?;
+        if let Some(stats) = part.step_stats {
+            merged.step_stats.get_or_insert_with(Default::default).dev_stats.extend(stats.dev_stats);
+        }
+        merged.partition_graphs.extend(part.partition_graphs);
+    }
+    Ok(merged)
 }
 
 #[cfg(test)]

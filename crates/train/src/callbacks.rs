@@ -115,6 +115,16 @@ impl TensorBoard {
         })
     }
 
+    /// In data-parallel training: rank 0's callback, whose profile holds every rank's
+    /// capture (the other ranks profile the same batches with `FitOptions::profile` and
+    /// [`ProfileBatches::gather`] set).
+    pub fn gather_profile_across_ranks(mut self) -> TensorBoard {
+        if let Some(p) = &mut self.profile {
+            p.gather();
+        }
+        self
+    }
+
     /// Where the profile was written, once it was.
     pub fn profile_path(&self) -> Option<&Path> {
         self.profile.as_ref().and_then(|p| p.written.as_deref())

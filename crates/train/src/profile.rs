@@ -17,6 +17,10 @@ pub struct ProfileBatches {
     pub first: u64,
     /// Last batch profiled (inclusive).
     pub last: u64,
+    /// In a world of several ranks (data-parallel training), every rank profiles the same
+    /// batches and rank 0 writes every rank's capture into one run directory, a host each
+    /// (`<host>-rank<r>.xplane.pb`); every rank must profile with this set.
+    pub gather: bool,
 }
 
 impl ProfileBatches {
@@ -39,7 +43,7 @@ impl ProfileBatches {
             return Err(bad());
         }
         check_writable(log_dir)?;
-        Ok(ProfileBatches { log_dir: log_dir.to_path_buf(), first, last })
+        Ok(ProfileBatches { log_dir: log_dir.to_path_buf(), first, last, gather: false })
     }
 }
 
@@ -65,6 +69,11 @@ pub(crate) struct ProfileWindow {
 impl ProfileWindow {
     pub(crate) fn new(spec: &ProfileBatches) -> ProfileWindow {
         ProfileWindow { spec: spec.clone(), running: false, done: false, written: None }
+    }
+
+    /// Gathers every rank's capture to rank 0 ([`ProfileBatches::gather`]).
+    pub(crate) fn gather(&mut self) {
+        self.spec.gather = true;
     }
 
     /// The first and last batch profiled (1-based).
@@ -98,11 +107,45 @@ impl ProfileWindow {
         self.running = false;
         self.done = true;
         let profile = ferroflow_profiler::stop().map_err(|e| TrainError::Invalid(format!("profile_batch: {e}")))?;
+        let world = ferroflow_collective::world();
+        if self.spec.gather && world.size() > 1 {
+            self.written = gather_profiles(&profile, &self.spec.log_dir, &*world)?;
+            return Ok(());
+        }
         let path = ferroflow_profiler::xspace::write_to_logdir(&profile, &self.spec.log_dir)
             .map_err(|e| TrainError::Invalid(format!("profile_batch: {e}")))?;
         self.written = Some(path);
         Ok(())
     }
+}
+
+/// Every rank's capture, gathered to rank 0 and written there into one run directory as a
+/// host each (`<host>-rank<r>`); returns rank 0's file on rank 0, `None` elsewhere. The run is
+/// named after rank 0's start. Every rank of `world` must call it.
+pub fn gather_profiles(
+    profile: &ferroflow_profiler::Profile,
+    log_dir: &Path,
+    world: &dyn ferroflow_collective::Communicator,
+) -> Result<Option<PathBuf>> {
+    use ferroflow_profiler::xspace;
+    let fail = |what: String| TrainError::Invalid(format!("profile of {} ranks: {what}", world.size()));
+    let host = format!("{}-rank{}", xspace::host_name(), world.rank());
+    let mine = ferroflow_proto::Message::encode_to_vec(&xspace::to_xspace(profile, &host));
+    let all = ferroflow_collective::all_gather_varied(world, &mine).map_err(|e| fail(e.to_string()))?;
+    let mut start = [profile.start_unix_ns];
+    ferroflow_collective::broadcast(world, &mut start, 0).map_err(|e| fail(e.to_string()))?;
+    if world.rank() != 0 {
+        return Ok(None);
+    }
+    let mut hosts = Vec::with_capacity(all.len());
+    for (rank, bytes) in all.iter().enumerate() {
+        let space = xspace::decode_xspace(bytes, Path::new(&format!("<rank {rank}'s capture>")))
+            .map_err(|e| fail(e.to_string()))?;
+        let name = space.hostnames.first().cloned().unwrap_or_else(|| format!("rank{rank}"));
+        hosts.push((name, space));
+    }
+    let written = xspace::write_hosts_to_logdir(start[0], &hosts, log_dir).map_err(|e| fail(e.to_string()))?;
+    Ok(written.into_iter().next())
 }
 
 impl Drop for ProfileWindow {

@@ -180,11 +180,25 @@ pub fn train_config(
 ) -> std::result::Result<Report, Box<dyn std::error::Error>> {
     let world = ferroflow_collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
+    // Rank 0 writes every file; the others profile the same batches and send rank 0 their
+    // captures (one host each in the profile's run directory).
+    let gather_profile = ranks > 1;
+    let mut rank_profile = None;
+    if rank != 0 {
+        if let Some((dir, spec)) = outputs.tensorboard.filter(|(_, spec)| !matches!(spec.trim(), "" | "0")) {
+            let mut p = crate::train::profile::ProfileBatches::parse(dir, spec)?;
+            p.gather = true;
+            rank_profile = Some(p);
+        }
+    }
     let outputs = if rank == 0 { outputs } else { Outputs::default() };
     let Outputs { save, saved_model, tensorboard } = outputs;
     use crate::train::callbacks::{Callback, TensorBoard, UpdateFreq};
     let mut tb = match tensorboard {
-        Some((dir, profile_batch)) => Some(TensorBoard::new(dir, 1, true, UpdateFreq::Batches(100), profile_batch)?),
+        Some((dir, profile_batch)) => {
+            let t = TensorBoard::new(dir, 1, true, UpdateFreq::Batches(100), profile_batch)?;
+            Some(if gather_profile { t.gather_profile_across_ranks() } else { t })
+        }
         None => None,
     };
     let m = mnist::load(data)?;
@@ -205,7 +219,7 @@ pub fn train_config(
         shuffle_seed: seed as u64,
         verbose: false,
         log_every,
-        profile: None,
+        profile: rank_profile,
         shard: config.distributed.then_some((ranks, rank)),
     };
     let mut callbacks: Vec<&mut dyn Callback> = tb.iter_mut().map(|t| t as &mut dyn Callback).collect();
