@@ -235,7 +235,7 @@ fn decode(m: &[u8], want: DType, peer: usize) -> KResult<Tensor> {
     let body = body.filter(|&b| b <= m.len()).ok_or_else(|| bad(format!("rank {rank} in {} bytes", m.len())))?;
     let dims: Vec<usize> =
         (0..rank).map(|i| u64::from_le_bytes(m[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes")) as usize).collect();
-    Ok(Tensor::from_bytes(want, &dims, &m[body..])?)
+    Tensor::from_bytes(want, &dims, &m[body..]).map_err(|e| bad(e.to_string()))
 }
 
 /// `_Send` to another task: the tensor, as one message to that task's rank.
@@ -271,5 +271,41 @@ impl OpKernel for RemoteRecv {
             .map_err(|e| KernelError::InvalidArgument(format!("receiving from task {}: {e}", self.peer)))?;
         outputs.push(decode(&message, self.dtype, self.peer)?);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode, encode};
+    use ferroflow_tensor::{DType, Tensor};
+
+    /// A message from another rank round-trips, and a damaged one is an error naming the
+    /// rank and what is wrong: never a panic, never an allocation its bytes do not back.
+    #[test]
+    fn remote_tensor_messages_round_trip_and_damaged_ones_are_errors() {
+        let t = Tensor::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let m = encode(&t).unwrap();
+        let back = decode(&m, DType::Float, 1).unwrap();
+        assert_eq!((back.dims(), back.as_slice::<f32>().unwrap()), (t.dims(), t.as_slice::<f32>().unwrap()));
+        let scalar = encode(&Tensor::scalar(7i64)).unwrap();
+        assert_eq!(decode(&scalar, DType::Int64, 1).unwrap().scalar_value::<i64>().unwrap(), 7);
+
+        let mut huge_rank = m.clone();
+        huge_rank[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let mut huge_dim = m.clone();
+        huge_dim[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        let cases: Vec<(Vec<u8>, DType, &str)> = vec![
+            (Vec::new(), DType::Float, "no header"),
+            (m[..6].to_vec(), DType::Float, "no header"),
+            (m.clone(), DType::Int32, "expected int32"),
+            (huge_rank, DType::Float, "rank 4294967295"),
+            (m[..20].to_vec(), DType::Float, "rank 2 in 20 bytes"),
+            (huge_dim, DType::Float, ""),
+            (m[..m.len() - 1].to_vec(), DType::Float, ""),
+        ];
+        for (bytes, dtype, says) in cases {
+            let e = decode(&bytes, dtype, 3).unwrap_err().to_string();
+            assert!(e.contains("message from rank 3") && e.contains(says), "{e}");
+        }
     }
 }
