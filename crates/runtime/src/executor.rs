@@ -472,7 +472,19 @@ pub(crate) fn execute(
     };
     if !plan.roots.is_empty() {
         let st = &state;
+        let body_done = AtomicBool::new(false);
+        // A step of large kernels on a pool that is also the intra-op pool keeps the other
+        // threads awake for the kernels' split halves: waking a sleeping thread costs 30–45 us
+        // on this machine kind (a VM), as long as a small kernel's whole run. MobileNetV2 at
+        // batch 1 on 2 threads: 10.9 ms -> 9.2 ms.
+        let spin = plan.splits_work && threads > 1 && st.ctx.intra_op.is_some_and(|p| std::ptr::eq(p, pool));
         pool.in_place_scope(|scope| {
+            if spin {
+                let done = &body_done;
+                for _ in 1..threads {
+                    scope.spawn(move |_| spin_for_work(done));
+                }
+            }
             let (&first, rest) = plan.roots.split_first().expect("non-empty");
             st.spawn_all(rest, scope);
             let mut scratch = Scratch::default();
@@ -480,6 +492,7 @@ pub(crate) fn execute(
             if let Some(t) = st.tracer {
                 t.absorb(&mut scratch.trace);
             }
+            body_done.store(true, Ordering::Release);
         });
     }
     if let Some(e) = state.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -509,4 +522,26 @@ pub(crate) fn execute(
     let spare = RunBuffers { slots, pending: state.pending, dead, dead_in: state.dead_in };
     plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).push(spare);
     results
+}
+
+/// How long a pool thread of a running step keeps looking for work before it leaves the pool
+/// to sleep.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(1000);
+
+/// A pool thread kept awake while a step runs: it runs whatever work appears (a kernel's
+/// split half, a ready node) at once instead of being woken for it, until the step's first
+/// task has returned or it has found nothing for [`SPIN`].
+fn spin_for_work(done: &AtomicBool) {
+    let mut idle_since = std::time::Instant::now();
+    loop {
+        match rayon::yield_now() {
+            Some(rayon::Yield::Executed) => idle_since = std::time::Instant::now(),
+            _ => {
+                if done.load(Ordering::Acquire) || idle_since.elapsed() > SPIN {
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
 }

@@ -125,7 +125,15 @@ pub struct ExecutionPlan {
     /// In a cluster: this rank's place in it and the fingerprint of what every rank must run
     /// (the signature and every task's partition graphs), compared at every step.
     pub(crate) cluster: Option<(crate::Cluster, u64)>,
+    /// Whether the plan has kernels large enough to split across the intra-op pool (a
+    /// convolution or matrix product of at least [`SPLIT_OUTPUT_ELEMENTS`] outputs per
+    /// example): its steps
+    /// keep the pool's other threads awake (see `executor::spin_for_work`).
+    pub(crate) splits_work: bool,
 }
+
+/// Output elements from which a convolution or matrix product counts as splitting its work.
+const SPLIT_OUTPUT_ELEMENTS: usize = 1 << 16;
 
 impl ExecutionPlan {
     /// Each plan node's profiler event name, `name:Type` as TensorFlow's op events.
@@ -202,6 +210,13 @@ impl ExecutionPlan {
         let (constants, const_source) =
             if control_flow { (Vec::new(), HashMap::new()) } else { evaluate_constants(graph, &mut needed, &fed)? };
         let order: Vec<NodeId> = graph.topological_order()?.into_iter().filter(|&id| needed[id]).collect();
+        // Output elements per example: unknown dimensions (a batch of any size) count as 1.
+        let per_example = |s: &Shape| s.dims().map(|d| d.iter().map(|d| d.unwrap_or(1)).product::<usize>());
+        let splits_work = order.iter().any(|&id| {
+            let op = &graph.node(id).op;
+            (op.contains("Conv") || op.contains("MatMul"))
+                && shapes[id].first().and_then(per_example).is_some_and(|n| n >= SPLIT_OUTPUT_ELEMENTS)
+        });
         let mut nodes = instantiate(graph, &order, &roles, env, &transfers)?;
         if nodes.len() >= SINGLE_EDGE as usize {
             let fetches = sig.fetches.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(",");
@@ -259,6 +274,7 @@ impl ExecutionPlan {
             timeline_labels: OnceLock::new(),
             step_name: sig.describe(graph),
             cluster: None,
+            splits_work,
         })
     }
 }
