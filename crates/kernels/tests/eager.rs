@@ -134,11 +134,22 @@ fn products_split_across_threads_equal_one_call() {
 
 /// Constant `Pad` (copied by rows) against the definition, element by element: every rank up
 /// to 4, paddings on any axes (none, leading only, trailing only), zero and non-zero fill,
-/// empty inputs.
+/// empty inputs; serially and on two threads (slabs split across the pool from 1 MB out).
 #[test]
 fn constant_pad_equals_its_definition() {
-    let ctx = KernelContext { intra_op: None, resources: None, step: None };
-    let cases: [(&[usize], &[i64]); 7] = [
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    for ctx in [
+        KernelContext { intra_op: None, resources: None, step: None },
+        KernelContext { intra_op: Some(&pool), resources: None, step: None },
+    ] {
+        constant_pad_cases(&ctx);
+    }
+}
+
+fn constant_pad_cases(ctx: &KernelContext) {
+    let cases: [(&[usize], &[i64]); 9] = [
+        (&[2, 62, 62, 32], &[0, 0, 1, 1, 1, 1, 0, 0]),
+        (&[3, 40, 50, 40], &[1, 0, 2, 1, 0, 0, 0, 0]),
         (&[3], &[1, 2]),
         (&[2, 3], &[0, 0, 1, 1]),
         (&[2, 3], &[2, 0, 0, 0]),
@@ -157,7 +168,7 @@ fn constant_pad_equals_its_definition() {
                 Some(v) => ("PadV2", vec![x.clone(), p.clone(), Tensor::scalar(v)]),
             };
             let a = attrs(&[("T", t_float()), ("Tpaddings", Value::Type(DType::Int64.to_tf()))]);
-            let out = run_op(op, &a, std::mem::take(&mut inputs), &ctx).unwrap().remove(0);
+            let out = run_op(op, &a, std::mem::take(&mut inputs), ctx).unwrap().remove(0);
             let od: Vec<usize> =
                 dims.iter().enumerate().map(|(i, d)| d + (pads[2 * i] + pads[2 * i + 1]) as usize).collect();
             assert_eq!(out.dims(), od.as_slice());
