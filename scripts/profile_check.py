@@ -23,42 +23,19 @@
 Run:  .venv/bin/python scripts/profile_check.py [--keep DIR] [--screenshot OUT.png]
 """
 import argparse
-import gzip
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tfcheck import ROOT, TensorBoard, check, failures  # noqa: E402
+
 EXE = os.path.join(ROOT, "target", "release", "ferroflow")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def get(port, path, **params):
-    url = f"http://127.0.0.1:{port}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
-    with urllib.request.urlopen(url, timeout=120) as r:
-        body = r.read()
-        if r.headers.get("Content-Encoding") == "gzip" or body[:2] == b"\x1f\x8b":
-            body = gzip.decompress(body)
-    return json.loads(body) if body else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -82,14 +59,11 @@ def main():
         check(r.returncode == 0 and "profile of batches 3,8" in r.stdout,
               f"ferroflow pipeline --logdir {run}: trained and wrote a profile" + ("" if r.returncode == 0 else f": {r.stderr}"))
 
-    port = free_port()
-    tb = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "tensorboard"), "--logdir", log,
-                           "--host", "127.0.0.1", "--port", str(port)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with TensorBoard(log) as tb:
+        port = tb.port
         for _ in range(120):
             try:
-                runs = get(port, "/data/plugin/profile/runs")
+                runs = tb.get("/data/plugin/profile/runs")
                 if runs:
                     break
             except Exception:
@@ -100,13 +74,13 @@ def main():
         check(len(runs) == 2 and all(r.startswith(("serial/", "prefetch/")) for r in runs),
               f"TensorBoard's profile plugin lists both captures: {runs}")
         for run in runs:
-            tools = get(port, "/data/plugin/profile/run_tools", run=run)
-            hosts = get(port, "/data/plugin/profile/hosts", run=run, tag="overview_page")
+            tools = tb.get("/data/plugin/profile/run_tools", run=run)
+            hosts = tb.get("/data/plugin/profile/hosts", run=run, tag="overview_page")
             host = hosts[0]["hostname"] if hosts else ""
             check("overview_page" in tools and host, f"{run}: tools {len(tools)}, host '{host}'")
 
             def data(tag):
-                return get(port, "/data/plugin/profile/data", run=run, tag=tag, host=host)
+                return tb.get("/data/plugin/profile/data", run=run, tag=tag, host=host)
 
             ov = data("overview_page")
             steps = ov[1].get("rows", []) if len(ov) > 1 else []
@@ -133,22 +107,22 @@ def main():
             check("Iterator::" in text, f"{run}: input_pipeline_analyzer lists the iterator stages")
         # The summaries of the TensorBoard callback (train/), and the input run's image and text.
         for run in ("serial", "prefetch"):
-            scalars = get(port, "/data/plugin/scalars/tags").get(f"{run}/train", {})
-            loss = get(port, "/data/plugin/scalars/scalars", run=f"{run}/train", tag="epoch_loss") if scalars else []
+            scalars = tb.get("/data/plugin/scalars/tags").get(f"{run}/train", {})
+            loss = tb.get("/data/plugin/scalars/scalars", run=f"{run}/train", tag="epoch_loss") if scalars else []
             check({"epoch_loss", "batch_loss"} <= set(scalars) and len(loss) == 2,
                   f"{run}: scalars dashboard has epoch_loss ({len(loss)} epochs) and batch_loss")
-            hist = get(port, "/data/plugin/histograms/tags").get(f"{run}/train", {})
+            hist = tb.get("/data/plugin/histograms/tags").get(f"{run}/train", {})
             check(any("kernel" in t for t in hist), f"{run}: histograms dashboard has the weights: {sorted(hist)}")
-            images = get(port, "/data/plugin/images/tags").get(f"{run}/input", {})
+            images = tb.get("/data/plugin/images/tags").get(f"{run}/input", {})
             check("first_image" in images, f"{run}: images dashboard has the first input image")
-            text = get(port, "/data/plugin/text/tags").get(f"{run}/input", [])
+            text = tb.get("/data/plugin/text/tags").get(f"{run}/input", [])
             check("pipeline" in text, f"{run}: text dashboard has the pipeline")
-            graphs = get(port, "/data/runs")
+            graphs = tb.get("/data/runs")
             check(f"{run}/train" in graphs, f"{run}: the train run is listed (graph and summaries)")
         if a.screenshot and runs:
             chromium = shutil.which("chromium") or shutil.which("chromium-browser")
             if chromium:
-                host = get(port, "/data/plugin/profile/hosts", run=runs[0], tag="trace_viewer@")[0]["hostname"]
+                host = tb.get("/data/plugin/profile/hosts", run=runs[0], tag="trace_viewer@")[0]["hostname"]
                 query = urllib.parse.urlencode({"run": runs[0], "tool": "trace_viewer@", "host": host})
                 url = f"http://127.0.0.1:{port}/?{query}#profile"
                 subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -157,9 +131,6 @@ def main():
                 check(os.path.exists(a.screenshot), f"screenshot of the trace viewer: {a.screenshot}")
             else:
                 print("skip screenshot: no chromium on PATH (apt-get install chromium)")
-    finally:
-        tb.terminate()
-        tb.wait()
 
     r = subprocess.run([EXE, "profile", os.path.join(log, "serial"), os.path.join(log, "prefetch")],
                        capture_output=True, text=True)

@@ -178,6 +178,9 @@ fn facts(d: &OpDef) -> Vec<String> {
     if f.grows {
         v.push("output may be much larger than its inputs".into());
     }
+    if f.contraction {
+        v.push("contraction: splits large outputs across the intra-op pool".into());
+    }
     match f.elementwise {
         Some(Elementwise::Unary(u)) => v.push(format!("elementwise unary ({u:?}), fusible")),
         Some(Elementwise::Binary(b)) => v.push(format!("elementwise binary ({b:?}), fusible")),
@@ -297,6 +300,7 @@ fn op_json(d: &OpDef) -> Json {
             "forwards_single_input": f.forwards_single_input,
             "shape_only": f.shape_only,
             "grows": f.grows,
+            "contraction": f.contraction,
             "elementwise": f.elementwise.map(|e| format!("{e:?}")),
             "activation": f.activation,
             "commutative": f.commutative,

@@ -1538,3 +1538,24 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("FusedBatchNormV3", "T", F, batch_norm::k_batch_norm);
     r.register("FusedBatchNormGradV3", "T", F, batch_norm::k_batch_norm_grad);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The non-temporal copy writes every element and nothing else, whatever the destination's
+    /// alignment (head and tail copied plainly) and length (shorter than one vector too).
+    #[test]
+    fn stream_copy_copies_exactly() {
+        let src: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 3.0).collect();
+        for offset in 0..17 {
+            for len in [0, 1, 15, 16, 17, 63, 64, 65, 500, 1000 - 17] {
+                let mut dst = vec![f32::NAN; 1024];
+                stream_copy(&mut dst[offset..offset + len], &src[..len]);
+                assert!(dst[..offset].iter().all(|v| v.is_nan()), "offset {offset} len {len}: head touched");
+                assert_eq!(&dst[offset..offset + len], &src[..len], "offset {offset} len {len}");
+                assert!(dst[offset + len..].iter().all(|v| v.is_nan()), "offset {offset} len {len}: tail touched");
+            }
+        }
+    }
+}

@@ -170,6 +170,10 @@ pub struct OpFacts {
     /// Its output can be much larger than its inputs (`Fill`, `Tile`, `MatMul`, ...):
     /// constant folding folds it only when the output's size is known to fit.
     pub grows: bool,
+    /// A matrix product or convolution (and their fused and gradient forms): a kernel that
+    /// splits a large output across the intra-op pool, so the executor keeps the pool's
+    /// threads awake through steps that have large ones.
+    pub contraction: bool,
     /// Its scalar function, for elementwise ops.
     pub elementwise: Option<Elementwise>,
     /// It can be the activation of `_FusedMatMul` / `_FusedConv2D` (`fused_ops` names it).
@@ -203,6 +207,7 @@ impl Default for OpFacts {
             forwards_single_input: false,
             shape_only: false,
             grows: false,
+            contraction: false,
             elementwise: None,
             activation: false,
             commutative: false,

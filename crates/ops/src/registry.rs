@@ -180,6 +180,11 @@ impl OpBuilder {
         self.def.facts.grows = true;
         self
     }
+    /// Declares a matrix product or convolution (see [`OpFacts::contraction`]).
+    pub fn contraction(mut self) -> Self {
+        self.def.facts.contraction = true;
+        self
+    }
     /// Declares an elementwise op with its scalar function.
     pub fn elementwise(mut self, e: Elementwise) -> Self {
         self.def.facts.elementwise = Some(e);

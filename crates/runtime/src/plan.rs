@@ -213,8 +213,7 @@ impl ExecutionPlan {
         // Output elements per example: unknown dimensions (a batch of any size) count as 1.
         let per_example = |s: &Shape| s.dims().map(|d| d.iter().map(|d| d.unwrap_or(1)).product::<usize>());
         let splits_work = order.iter().any(|&id| {
-            let op = &graph.node(id).op;
-            (op.contains("Conv") || op.contains("MatMul"))
+            OpRegistry::global().facts(&graph.node(id).op).is_some_and(|f| f.contraction)
                 && shapes[id].first().and_then(per_example).is_some_and(|n| n >= SPLIT_OUTPUT_ELEMENTS)
         });
         let mut nodes = instantiate(graph, &order, &roles, env, &transfers)?;

@@ -34,6 +34,7 @@ const DEPTHWISE_ATTR_NAMES: &[&str] = &["T", "strides", "padding", "explicit_pad
 pub fn defs() -> Vec<OpDef> {
     let mut v = vec![
         op("Conv2D")
+            .contraction()
             .input("input: T")
             .input("filter: T")
             .output("output: T")
@@ -44,6 +45,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(conv2d_grad)
             .build(),
         op("DepthwiseConv2dNative")
+            .contraction()
             .input("input: T")
             .input("filter: T")
             .output("output: T")
@@ -53,6 +55,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(depthwise_conv2d_grad)
             .build(),
         op("DepthwiseConv2dNativeBackpropInput")
+            .contraction()
             .input("input_sizes: int32")
             .input("filter: T")
             .input("out_backprop: T")
@@ -63,6 +66,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(depthwise_backprop_input_grad)
             .build(),
         op("DepthwiseConv2dNativeBackpropFilter")
+            .contraction()
             .input("input: T")
             .input("filter_sizes: int32")
             .input("out_backprop: T")
@@ -104,6 +108,7 @@ pub fn defs() -> Vec<OpDef> {
     );
     v.push(
         op("Conv2DBackpropInput")
+            .contraction()
             .input("input_sizes: int32")
             .input("filter: T")
             .input("out_backprop: T")
@@ -116,6 +121,7 @@ pub fn defs() -> Vec<OpDef> {
     );
     v.push(
         op("Conv2DBackpropFilter")
+            .contraction()
             .input("input: T")
             .input("filter_sizes: int32")
             .input("out_backprop: T")

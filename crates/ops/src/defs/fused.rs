@@ -13,6 +13,7 @@ const AFTER_GRADIENTS: &str =
 pub fn defs() -> Vec<OpDef> {
     vec![
         op("_FusedMatMul")
+            .contraction()
             .input("a: T")
             .input("b: T")
             .input("args: num_args * T")
@@ -28,6 +29,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
         op("_FusedConv2D")
+            .contraction()
             .input("input: T")
             .input("filter: T")
             .input("args: TArgs")
@@ -64,6 +66,7 @@ pub fn defs() -> Vec<OpDef> {
         // each a per-channel vector or a scalar) — a frozen BatchNormalization and its
         // activation after MobileNet's depthwise convolutions.
         op("_FusedDepthwiseConv2dElementwise")
+            .contraction()
             .input("input: T")
             .input("filter: T")
             .input("args: N * T")
@@ -81,6 +84,7 @@ pub fn defs() -> Vec<OpDef> {
         // broadcast after the convolution) — frozen BatchNormalization, the activation and
         // ResNet's residual join.
         op("_FusedConv2DElementwise")
+            .contraction()
             .input("input: T")
             .input("filter: T")
             .input("args: N * T")

@@ -14,6 +14,7 @@ pub fn defs() -> Vec<OpDef> {
     // layout) in the graphs it runs, so its partition graphs hold it.
     for (name, types) in [("MatMul", "T: type"), ("_MklMatMul", "T: {bfloat16, half, float, double}")] {
         let b = op(name)
+            .contraction()
             .input("a: T")
             .input("b: T")
             .output("product: T")
@@ -32,6 +33,7 @@ pub fn defs() -> Vec<OpDef> {
     }
     v.push(
         op("BatchMatMulV2")
+            .contraction()
             .input("x: T")
             .input("y: T")
             .output("output: T")
