@@ -55,6 +55,8 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
         ([8, 32, 31, 16], [3, 3, 24], 1, "SAME", vec![], (1, 1), (32, 31)),
         ([5, 46, 46, 16], [3, 3, 16], 1, "VALID", vec![], (0, 0), (44, 44)),
         ([9, 30, 29, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (31, 30)),
+        // Channels that end in a partial 16-lane step both ways (20 in, 24 out).
+        ([4, 12, 13, 20], [3, 3, 24], 1, "SAME", vec![], (1, 1), (12, 13)),
         // Winograd phase by phase on 2 threads (36 and 42 tiles).
         ([3, 5, 6, 16], [3, 3, 16], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (6, 7)),
         ([1, 13, 11, 32], [3, 3, 24], 1, "SAME", vec![], (1, 1), (13, 11)),

@@ -21,6 +21,9 @@ use crate::numeric::Float;
 use crate::packed::{self, Packed};
 use crate::SendPtr;
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
 /// `G` of F(2×2, 3×3) and F(4×4, 3×3): α rows of 3.
 const G2: [[f64; 3]; 4] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]];
 const G4: [[f64; 3]; 6] = [
@@ -250,19 +253,36 @@ unsafe fn transform_input<T: Float>(
     let (c, m) = (p.c, p.m);
     let a = m + 2;
     let [ah, aw] = p.axes;
-    for r in r0..r1 {
-        for tx in 0..tw {
-            let (b, ty) = (r / th, r % th);
-            let t = (r - base) * tw + tx;
-            let mut d: [&[T]; 36] = [&zeros[..c]; 36];
-            for i in 0..a {
-                let Some(iy) = (ty * m + i).checked_sub(ah.pad_before).filter(|&v| v < p.h) else { continue };
-                for j in 0..a {
-                    let Some(ix) = (tx * m + j).checked_sub(aw.pad_before).filter(|&v| v < p.w) else { continue };
-                    let at = ((b * p.h + iy) * p.w + ix) * c;
-                    d[i * a + j] = &x[at..at + c];
-                }
+    assert!(x.len() >= p.n * p.h * p.w * c);
+    #[cfg(target_arch = "x86_64")]
+    if packed::available::<T>() {
+        let (x, v) = (x.as_ptr() as *const f32, v as *mut f32);
+        // SAFETY: T is f32 on an AVX-512F CPU (`available`); `x` holds the whole input
+        // (asserted) and `v` this block's tiles (the caller's contract).
+        unsafe {
+            if m == 4 {
+                avx512::input::<4>(p, x, (r0, r1), base, tiles, v)
+            } else {
+                avx512::input::<2>(p, x, (r0, r1), base, tiles, v)
             }
+        }
+        return;
+    }
+    for r in r0..r1 {
+        let (b, ty) = (r / th, r % th);
+        // The element offset of each of the tile row's α input rows (None: padding).
+        let rows: [Option<usize>; 6] = std::array::from_fn(|i| {
+            (ty * m + i).checked_sub(ah.pad_before).filter(|&iy| i < a && iy < p.h).map(|iy| (b * p.h + iy) * p.w * c)
+        });
+        for tx in 0..tw {
+            let t = (r - base) * tw + tx;
+            let cols: [Option<usize>; 6] = std::array::from_fn(|j| {
+                (tx * m + j).checked_sub(aw.pad_before).filter(|&ix| j < a && ix < p.w).map(|ix| ix * c)
+            });
+            let d: [&[T]; 36] = std::array::from_fn(|q| match (q < a * a).then(|| (rows[q / a], cols[q % a])) {
+                Some((Some(row), Some(col))) => &x[row + col..row + col + c],
+                _ => &zeros[..c],
+            });
             // SAFETY: tile t < tiles, so its α² ranges lie in `v` (the caller's contract).
             crate::isa::avx2(
                 #[inline(always)]
@@ -286,6 +306,22 @@ fn transform_output<T: Float>(p: &Plan, mm: &[T], (r0, r1): (usize, usize), base
     let [ah, aw] = p.axes;
     let (oh, ow) = (ah.output, aw.output);
     let (first, _) = p.output_range(r0, r1);
+    #[cfg(target_arch = "x86_64")]
+    if packed::available::<T>() {
+        let (_, last) = p.output_range(r0, r1);
+        assert!((r1 - base) * tw <= tiles && mm.len() >= p.count() * tiles * k && out.len() >= last - first);
+        let (mm, out) = (mm.as_ptr() as *const f32, out.as_mut_ptr() as *mut f32);
+        // SAFETY: T is f32 on an AVX-512F CPU (`available`); the tiles' α² ranges lie in
+        // `mm` and their output pixels in `out` (asserted).
+        unsafe {
+            if m == 4 {
+                avx512::output::<4>(p, mm, (r0, r1), base, tiles, out)
+            } else {
+                avx512::output::<2>(p, mm, (r0, r1), base, tiles, out)
+            }
+        }
+        return;
+    }
     for r in r0..r1 {
         for tx in 0..tw {
             let (b, ty) = (r / th, r % th);
