@@ -655,3 +655,67 @@ fn convolution_batch_norm_and_residual_join_fuse_exactly() {
         assert_bit_identical("conv + batch norm + residual + relu", &a[0], &b[0]);
     }
 }
+
+/// `Conv2D + BiasAdd + Relu` then a `MaxPool` of windows equal to its strides (VALID) fuse
+/// into one `_FusedConv2DElementwise` with `max_pool`, which pools each block of the
+/// convolution's output in cache. Bit-identical to the unfused graph (a NaN input included)
+/// through every path: the direct convolution (1 input channel) with 2×2 and 3×3 windows,
+/// Winograd F(2×2) and F(4×4) blocks, and the kernel's whole-output pool where blocks cannot
+/// hold whole windows (odd output sides; phases on 2 threads at batch 1; 3×3 windows over
+/// 2×2 tiles). A pool whose windows overlap (3×3, stride 2) stays a `MaxPool`.
+#[test]
+fn convolution_and_max_pool_fuse_exactly() {
+    use ferroflow::proto::attr;
+    // (batch, side, input channels, output channels, pool window, pool stride)
+    let cases = [
+        (2, 28, 1, 32, 2, 2),
+        (2, 27, 1, 8, 3, 3),
+        (4, 14, 32, 64, 2, 2),
+        (3, 16, 64, 64, 2, 2),
+        (4, 13, 16, 16, 2, 2),
+        (1, 14, 32, 64, 2, 2),
+        (4, 12, 16, 16, 3, 3),
+        (4, 14, 16, 16, 3, 2),
+    ];
+    for (batch, side, c, k, window, stride) in cases {
+        let s = Scope::new();
+        let x = s
+            .with_name("x")
+            .placeholder(DType::Float, &Shape::new(vec![None, Some(side), Some(side), Some(c)]))
+            .unwrap();
+        let fv: Vec<f32> = (0..9 * c * k).map(|i| ((i * 37) % 23) as f32 * 0.05 - 0.55).collect();
+        let f = s.constant(&Tensor::from_vec(&[3, 3, c, k], fv).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
+        a.insert("padding".into(), attr::string("SAME"));
+        let y = Output { node: s.add_op("Conv2D", "conv", &[x, f], &[], a).unwrap(), index: 0 };
+        let bias =
+            s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| i as f32 * 0.03 - 0.2).collect()).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        let y = Output { node: s.add_op("BiasAdd", "bias", &[y, bias], &[], a).unwrap(), index: 0 };
+        let y = s.unary("Relu", y).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("ksize".into(), attr::ints(&[1, window, window, 1]));
+        a.insert("strides".into(), attr::ints(&[1, stride, stride, 1]));
+        a.insert("padding".into(), attr::string("VALID"));
+        let y = Output { node: s.add_op("MaxPool", "pool", &[y], &[], a).unwrap(), index: 0 };
+        let g = s.graph();
+        let fetch = g.output_name(y);
+        let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+        let pool = opt.graph.nodes().iter().find(|n| n.name == "pool").expect("the pool keeps its name");
+        let fused = window == stride;
+        assert_eq!(pool.op, if fused { "_FusedConv2DElementwise" } else { "MaxPool" }, "{}", opt.report.details());
+        let mut v: Vec<f32> = (0..batch * side * side * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+        v[side * c + 5 * c] = f32::NAN;
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, side, side, c], v).unwrap())];
+        let got = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let want = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        let pooled = ((side as i64 - window) / stride + 1) as usize;
+        assert_eq!(got[0].dims(), [batch, pooled, pooled, k]);
+        assert_bit_identical(&format!("conv {side}x{side}x{c}->{k}, pool {window}/{stride}"), &got[0], &want[0]);
+    }
+}

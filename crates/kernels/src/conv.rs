@@ -295,6 +295,32 @@ impl<T: GemmElement + Float> Conv2D<T> {
     /// The convolution of `inputs[0]` by `inputs[1]`, with `epilogue` run on each block of
     /// output rows.
     pub(crate) fn run(&self, ctx: &KernelContext, inputs: &Inputs, epilogue: Option<BlockFn<T>>) -> KResult<Tensor> {
+        Ok(self.run_into(ctx, inputs, epilogue, None)?.expect("an unpooled convolution always runs"))
+    }
+
+    /// The convolution, its epilogue, then a max pool of `[ph, pw]` windows (VALID, strides
+    /// equal to the window) on each block while it is in cache: the convolution's own output
+    /// is never written to memory. `None` where the algorithm's blocks cannot be whole pooled
+    /// rows (the caller pools the whole output instead): only the Winograd blocks with tiles
+    /// of whole windows and the direct convolution pool block by block, on outputs whose
+    /// sides the window divides.
+    pub(crate) fn run_pooled(
+        &self,
+        ctx: &KernelContext,
+        inputs: &Inputs,
+        epilogue: Option<BlockFn<T>>,
+        pool: [usize; 2],
+    ) -> KResult<Option<Tensor>> {
+        self.run_into(ctx, inputs, epilogue, Some(pool))
+    }
+
+    fn run_into(
+        &self,
+        ctx: &KernelContext,
+        inputs: &Inputs,
+        epilogue: Option<BlockFn<T>>,
+        pool: Option<[usize; 2]>,
+    ) -> KResult<Option<Tensor>> {
         let [n, h, w, c] = nhwc(&inputs[0], "input")?;
         let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
         if fc != c {
@@ -303,29 +329,64 @@ impl<T: GemmElement + Float> Conv2D<T> {
             )));
         }
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
-        // Every element is written (by the GEMM, Winograd's output transform).
-        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, ah.output, aw.output, oc])?;
         let rows = n * ah.output * aw.output;
         let k = kh * kw * c;
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
-        let o = out.as_mut_slice::<T>()?;
-        if rows == 0 || oc == 0 {
-            return Ok(out);
-        }
-        if kh == 3
+        let winograd = (kh == 3
             && kw == 3
             && [ah.stride, aw.stride, ah.dilation, aw.dilation] == [1; 4]
             && c.min(oc) >= WINOGRAD_MIN_CHANNELS
-            && n * ah.output.div_ceil(2) * aw.output.div_ceil(2) >= WINOGRAD_MIN_TILES
-        {
-            let m = winograd_tile(n, [ah.output, aw.output], c.min(oc));
-            let plan = winograd::Plan { n, h, w, c, k: oc, axes: [ah, aw], m };
-            self.run_winograd(ctx, &plan, x, &inputs[1], o, epilogue)?;
-            return Ok(out);
+            && n * ah.output.div_ceil(2) * aw.output.div_ceil(2) >= WINOGRAD_MIN_TILES)
+            .then(|| winograd::Plan {
+                n,
+                h,
+                w,
+                c,
+                k: oc,
+                axes: [ah, aw],
+                m: winograd_tile(n, [ah.output, aw.output], c.min(oc)),
+            });
+        let direct = c <= DIRECT_MAX_CHANNELS && k <= DIRECT_MAX_K;
+        if let Some([ph, pw]) = pool {
+            // Blocks of whole pooled rows: the window divides the output's sides (and
+            // Winograd's tiles), and neither side is empty.
+            let divides = ph > 0
+                && pw > 0
+                && ah.output.is_multiple_of(ph)
+                && aw.output.is_multiple_of(pw)
+                && rows > 0
+                && oc > 0
+                && match &winograd {
+                    Some(p) => ah.output.is_multiple_of(p.m) && p.m.is_multiple_of(ph),
+                    None => direct,
+                };
+            if !divides {
+                return Ok(None);
+            }
+            let mut out = Tensor::for_overwrite(T::DTYPE, &[n, ah.output / ph, aw.output / pw, oc])?;
+            let o = out.as_mut_slice::<T>()?;
+            let done = match &winograd {
+                Some(plan) => self.run_winograd(ctx, plan, x, &inputs[1], (o, pool), epilogue)?,
+                None => {
+                    self.run_direct(ctx, (x, [n, h, w, c], [ah, aw]), (f, kh, kw, oc), o, epilogue, pool);
+                    true
+                }
+            };
+            return Ok(done.then_some(out));
         }
-        if c <= DIRECT_MAX_CHANNELS && k <= DIRECT_MAX_K {
-            self.run_direct(ctx, (x, [n, h, w, c], [ah, aw]), (f, kh, kw, oc), o, epilogue);
-            return Ok(out);
+        // Every element is written (by the GEMM, Winograd's output transform).
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, ah.output, aw.output, oc])?;
+        let o = out.as_mut_slice::<T>()?;
+        if rows == 0 || oc == 0 {
+            return Ok(Some(out));
+        }
+        if let Some(plan) = winograd {
+            self.run_winograd(ctx, &plan, x, &inputs[1], (o, None), epilogue)?;
+            return Ok(Some(out));
+        }
+        if direct {
+            self.run_direct(ctx, (x, [n, h, w, c], [ah, aw]), (f, kh, kw, oc), o, epilogue, None);
+            return Ok(Some(out));
         }
         let pointwise = kh == 1
             && kw == 1
@@ -372,7 +433,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
                         .for_each_init(Vec::new, |scratch, (i, chunk)| e(i * per_task, chunk, scratch))
                 });
             }
-            return Ok(out);
+            return Ok(Some(out));
         }
         crate::check_output(T::DTYPE, &[block, k])?;
         let stream = std::mem::size_of_val(o) >= STREAM_OUTPUT_BYTES && streaming_pays();
@@ -409,7 +470,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
             let mut lease = Lease::<(Vec<T>, Vec<T>, Vec<T>)>::take();
             o.chunks_mut(block * oc).enumerate().for_each(|b| task(&mut lease, b));
         }
-        Ok(out)
+        Ok(Some(out))
     }
 }
 
@@ -487,25 +548,100 @@ impl<T: GemmElement + Float> Conv2D<T> {
         (f, kh, kw, oc): (&[T], usize, usize, usize),
         o: &mut [T],
         epilogue: Option<BlockFn<T>>,
+        pool: Option<[usize; 2]>,
     ) {
-        let rows = o.len() / oc;
+        let [ph, pw] = pool.unwrap_or([1, 1]);
+        let ow = axes[1].output;
+        // Output pixels (of the convolution) in all, and per block: whole groups of ph output
+        // rows when pooled.
+        let rows = dims[0] * axes[0].output * ow;
+        let group = if pool.is_some() { ph * ow } else { 1 };
         let threads = ctx.threads();
         let mut block = (DIRECT_BLOCK_BYTES / (oc * std::mem::size_of::<T>())).clamp(1, rows);
         if threads > 1 {
             block = block.min(rows.div_ceil(2 * threads));
         }
-        let task = |scratch: &mut Vec<T>, (i, dst): (usize, &mut [T])| {
-            direct_rows(x, dims, axes, (f, kh, kw), i * block, dst);
+        let block = block.div_ceil(group) * group;
+        // Elements of `o` per block.
+        let per_block = block * oc / (ph * pw);
+        let task = |bufs: &mut (Vec<T>, Vec<T>), (i, dst): (usize, &mut [T])| {
+            let (scratch, stage) = (&mut bufs.0, &mut bufs.1);
+            let conv_len = dst.len() * ph * pw;
+            let conv: &mut [T] = if pool.is_some() {
+                stage.resize(conv_len, T::ZERO);
+                &mut stage[..conv_len]
+            } else {
+                dst
+            };
+            direct_rows(x, dims, axes, (f, kh, kw), i * block, conv);
             if let Some(e) = epilogue {
-                e(i * block * oc, dst, scratch);
+                e(i * block * oc, conv, scratch);
+            }
+            if pool.is_some() {
+                max_pool_block(&stage[..conv_len], ow, oc, [ph, pw], dst);
             }
         };
         if threads > 1 && rows > block {
-            ctx.install(|| o.par_chunks_mut(block * oc).enumerate().for_each_init(Vec::new, task));
+            ctx.install(|| o.par_chunks_mut(per_block).enumerate().for_each_init(Default::default, task));
         } else {
-            let mut scratch = Vec::new();
-            o.chunks_mut(block * oc).enumerate().for_each(|b| task(&mut scratch, b));
+            let mut bufs = Default::default();
+            o.chunks_mut(per_block).enumerate().for_each(|b| task(&mut bufs, b));
         }
+    }
+}
+
+/// Max-pools `src` (whole groups of `ph` rows of `ow` pixels of `k` channels) by windows of
+/// `ph`×`pw` pixels at strides of the window (VALID; `ow` a multiple of `pw`) into `dst`: each
+/// output the first tap, then the later ones in `MaxPool`'s order (rows, then columns) with
+/// its rule (a larger value or a NaN replaces), so the bits are `MaxPool`'s.
+fn max_pool_block<T: Float>(src: &[T], ow: usize, k: usize, [ph, pw]: [usize; 2], dst: &mut [T]) {
+    let pooled_w = ow / pw;
+    let mut taps: Vec<&[T]> = Vec::with_capacity(ph * pw);
+    crate::isa::widest(
+        #[inline(always)]
+        || {
+            for (pr, row) in dst.chunks_mut(pooled_w * k).enumerate() {
+                for (pc, px) in row.chunks_mut(k).enumerate() {
+                    taps.clear();
+                    for i in 0..ph {
+                        for j in 0..pw {
+                            taps.push(&src[((pr * ph + i) * ow + pc * pw + j) * k..][..k]);
+                        }
+                    }
+                    max_of_taps(px, &taps);
+                }
+            }
+        },
+    );
+}
+
+/// `px` = the lane-wise maximum of `taps` (each at least as long as `px`) in their order: the
+/// first tap, then each later one where it is larger or NaN (`MaxPool`'s rule: NaN
+/// propagates), 16 lanes at a time in registers and stored once (a pixel updated in memory
+/// tap by tap stalled on every load after a masked store).
+#[inline(always)]
+fn max_of_taps<T: Float>(px: &mut [T], taps: &[&[T]]) {
+    const L: usize = 16;
+    let Some((first, rest)) = taps.split_first() else { return };
+    let k = px.len();
+    let mut ch = 0;
+    while ch + L <= k {
+        let mut acc: [T; L] = first[ch..ch + L].try_into().expect("L lanes");
+        for t in rest {
+            let s: &[T; L] = t[ch..ch + L].try_into().expect("L lanes");
+            acc = std::array::from_fn(|l| if s[l] > acc[l] || s[l].is_nan() { s[l] } else { acc[l] });
+        }
+        px[ch..ch + L].copy_from_slice(&acc);
+        ch += L;
+    }
+    for c in ch..k {
+        let mut v = first[c];
+        for t in rest {
+            if t[c] > v || t[c].is_nan() {
+                v = t[c];
+            }
+        }
+        px[c] = v;
     }
 }
 
@@ -663,15 +799,17 @@ impl<T: GemmElement + Float> Conv2D<T> {
     /// (49 tiles in all) took 35–45% less time than with blocks of a few tile rows, whose
     /// α² GEMMs each were tiny (measured when the `gemm` crate repacked the transformed filter
     /// per GEMM; blocks of 14 tiles were still slower with it packed once).
+    /// With `pool`, `o` is the max-pooled output: each block is made in a scratch buffer
+    /// and pooled from there (false, with nothing done, where the schedule is phased).
     fn run_winograd(
         &self,
         ctx: &KernelContext,
         p: &winograd::Plan,
         x: &[T],
         filter: &Tensor,
-        o: &mut [T],
+        (o, pool): (&mut [T], Option<[usize; 2]>),
         epilogue: Option<BlockFn<T>>,
-    ) -> KResult<()> {
+    ) -> KResult<bool> {
         let (th, tw) = p.tiles();
         let total = p.n * th;
         let size = std::mem::size_of::<T>();
@@ -692,6 +830,10 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 phased = true;
             }
         }
+        if phased && pool.is_some() {
+            // Phases transform every tile at once: no blocks to pool in cache.
+            return Ok(false);
+        }
         // The rows of each α² product: every tile when phased, a block's otherwise.
         let rows = if phased { total * tw } else { per_block.min(total) * tw };
         let u = self.winograd_filter.get(filter, (p.c, p.k), p.m, rows)?;
@@ -704,33 +846,48 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 }
             };
             ctx.install(|| winograd::phased(p, x, u, o, &mut lease.bufs.0, 2 * threads, &finish));
-            return Ok(());
+            return Ok(true);
         }
+        // Each block's part of `o`: its output range, or (pooled: the output's sides are
+        // multiples of the tile, the tile of the window) its pooled rows.
+        let [ph, pw] = pool.unwrap_or([1, 1]);
         let mut blocks = Vec::with_capacity(total.div_ceil(per_block));
         let mut rest = o;
         let mut r0 = 0;
         while r0 < total {
             let r1 = (r0 + per_block).min(total);
             let (start, end) = p.output_range(r0, r1);
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut((end - start) / (ph * pw));
             blocks.push((r0, r1, start, head));
             rest = tail;
             r0 = r1;
         }
-        let task = |lease: &mut Lease<(winograd::Scratch<T>, Vec<T>)>,
+        let ow = p.axes[1].output;
+        let task = |lease: &mut Lease<(winograd::Scratch<T>, Vec<T>, Vec<T>)>,
                     (r0, r1, start, dst): (usize, usize, usize, &mut [T])| {
-            winograd::block(p, x, u, (r0, r1), dst, &mut lease.bufs.0);
+            let (scratch, epi, stage) = (&mut lease.bufs.0, &mut lease.bufs.1, &mut lease.bufs.2);
+            let conv_len = dst.len() * ph * pw;
+            let conv: &mut [T] = if pool.is_some() {
+                stage.resize(conv_len, T::ZERO);
+                &mut stage[..conv_len]
+            } else {
+                dst
+            };
+            winograd::block(p, x, u, (r0, r1), conv, scratch);
             if let Some(e) = epilogue {
-                e(start, dst, &mut lease.bufs.1);
+                e(start, conv, epi);
+            }
+            if pool.is_some() {
+                max_pool_block(&stage[..conv_len], ow, p.k, [ph, pw], dst);
             }
         };
         if threads > 1 && blocks.len() > 1 {
             ctx.install(|| blocks.into_par_iter().for_each_init(Lease::take, task));
         } else {
-            let mut lease = Lease::<(winograd::Scratch<T>, Vec<T>)>::take();
+            let mut lease = Lease::take();
             blocks.into_iter().for_each(|b| task(&mut lease, b));
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -1112,6 +1269,8 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
 struct FusedConv<T> {
     conv: Conv2D<T>,
     epilogue: crate::fused::RowEpilogue<T>,
+    /// The windows (`[ph, pw]`) of the max pool that follows the epilogue (attr `max_pool`).
+    pool: Option<[usize; 2]>,
 }
 
 impl<T: GemmElement + Float + ferroflow_tensor::Element> OpKernel for FusedConv<T> {
@@ -1124,15 +1283,43 @@ impl<T: GemmElement + Float + ferroflow_tensor::Element> OpKernel for FusedConv<
                 let apply = |start: usize, block: &mut [T], scratch: &mut Vec<T>| {
                     self.epilogue.apply(start, block, &ops, scratch)
                 };
-                outputs.push(self.conv.run(ctx, inputs, Some(&apply))?);
+                let out = match self.pool {
+                    Some(pool) => match self.conv.run_pooled(ctx, inputs, Some(&apply), pool)? {
+                        Some(pooled) => pooled,
+                        None => max_pool_valid::<T>(&self.conv.run(ctx, inputs, Some(&apply))?, pool)?,
+                    },
+                    None => self.conv.run(ctx, inputs, Some(&apply))?,
+                };
+                outputs.push(out);
                 Ok(())
             }
             None => {
                 let out = self.conv.run(ctx, inputs, None)?;
-                self.epilogue.finish(ctx, out, &inputs[2..], outputs)
+                self.epilogue.finish(ctx, out, &inputs[2..], outputs)?;
+                if let Some(pool) = self.pool {
+                    let out = outputs.pop().expect("the epilogue's output");
+                    outputs.push(max_pool_valid::<T>(&out, pool)?);
+                }
+                Ok(())
             }
         }
     }
+}
+
+/// `MaxPool` of an NHWC tensor by `[ph, pw]` windows at strides of the window, VALID (rows
+/// and columns past the last whole window left out): a fused convolution's pool where it
+/// could not pool block by block.
+fn max_pool_valid<T: Float>(t: &Tensor, [ph, pw]: [usize; 2]) -> KResult<Tensor> {
+    let [n, h, w, c] = nhwc(t, "input")?;
+    let (oh, ow) = (h / ph, w / pw);
+    let mut out = Tensor::for_overwrite(T::DTYPE, &[n, oh, ow, c])?;
+    let (x, o) = (t.as_slice::<T>()?, out.as_mut_slice::<T>()?);
+    if oh * ow * c > 0 {
+        for (b, dst) in o.chunks_mut(oh * ow * c).enumerate() {
+            max_pool_block(&x[b * h * w * c..][..oh * ph * w * c], w, c, [ph, pw], dst);
+        }
+    }
+    Ok(out)
 }
 
 struct Pool<T> {
@@ -1154,6 +1341,31 @@ impl<T: Float> OpKernel for Pool<T> {
         let row = |(r, dst): (usize, &mut [T])| {
             let (b, y) = (r / oh, r % oh);
             let rows: Vec<usize> = (0..ah.window).filter_map(|ky| ah.source(y, ky)).collect();
+            if max {
+                // Each pixel's taps (inside the input) in order, reduced in registers.
+                let mut taps: Vec<&[T]> = Vec::with_capacity(rows.len() * aw.window);
+                crate::isa::widest(
+                    #[inline(always)]
+                    || {
+                        for (xo, px) in dst.chunks_mut(c).enumerate() {
+                            taps.clear();
+                            for &iy in &rows {
+                                for kx in 0..aw.window {
+                                    if let Some(ix) = aw.source(xo, kx) {
+                                        taps.push(&x[((b * h + iy) * w + ix) * c..][..c]);
+                                    }
+                                }
+                            }
+                            if taps.is_empty() {
+                                px.fill(T::LOWEST);
+                            } else {
+                                max_of_taps(px, &taps);
+                            }
+                        }
+                    },
+                );
+                return;
+            }
             for xo in 0..ow {
                 let px = &mut dst[xo * c..(xo + 1) * c];
                 let mut first = true;
@@ -1166,17 +1378,14 @@ impl<T: Float> OpKernel for Pool<T> {
                         if first {
                             pool_step(px, src, |_, s| s);
                             first = false;
-                        } else if max {
-                            // NaN propagates, as in TensorFlow.
-                            pool_step(px, src, |v, s| if s > v || s.is_nan() { s } else { v });
                         } else {
                             pool_step(px, src, |v, s| v + s);
                         }
                     }
                 }
                 if first {
-                    px.fill(if max { T::LOWEST } else { T::ZERO });
-                } else if !max {
+                    px.fill(T::ZERO);
+                } else {
                     let n = T::from_f64(count as f64);
                     px.iter_mut().for_each(|v| *v = *v / n);
                 }
@@ -1502,10 +1711,15 @@ pub(crate) fn k_fused_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 
 /// `_FusedConv2DElementwise`'s kernel (registered with the fused family).
 pub(crate) fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let pool = match d.ints("max_pool")[..] {
+        [] => None,
+        [ph, pw] if ph >= 1 && pw >= 1 => Some([ph as usize, pw as usize]),
+        ref v => return Err(invalid(format!("attr 'max_pool' must be empty or 2 positive window sizes, got {v:?}"))),
+    };
     let n_args = d.int("N")?;
     let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: crate::fused::RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: crate::fused::RowEpilogue::new(d, n_args)?, pool }) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise_backprop(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {

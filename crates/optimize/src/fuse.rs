@@ -152,11 +152,89 @@ impl Pass for ContractionFusion {
             ctx.report.fused.push((r.name.clone(), absorbed, fused_op.to_string()));
             fused_any = true;
         }
-        if fused_any || folded_pads {
+        let pooled = fuse_max_pools(graph, ctx);
+        if fused_any || folded_pads || pooled {
             remove_orphans(graph, ctx)?;
         }
         Ok(())
     }
+}
+
+/// A `MaxPool` of non-overlapping windows (`ksize == strides`, VALID, NHWC) whose input is a
+/// fused convolution's only output use (`_FusedConv2D` with a bias and an activation a
+/// program can replay, or `_FusedConv2DElementwise`) becomes that convolution with
+/// `max_pool = [ph, pw]`: the kernel pools each block of the convolution's output while it
+/// is in cache, so the unpooled output (4× the pooled one for 2×2 windows) is never written
+/// to memory and read back (the small CNN's two pools after its convolutions). Exact: the
+/// same maxima in the same order. The fused node keeps the `MaxPool`'s name.
+fn fuse_max_pools(graph: &mut Graph, ctx: &mut PassContext) -> bool {
+    let edges = Edges::new(graph);
+    let ints = |attrs: &Attrs, name: &str| match attrs.get(name).and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::List(l)) => l.i.clone(),
+        _ => vec![],
+    };
+    let mut fused = false;
+    for pool_id in 0..graph.len() {
+        let p = graph.node(pool_id);
+        if p.op != "MaxPool" || !p.control_inputs.is_empty() || p.inputs.len() != 1 || p.inputs[0].index != 0 {
+            continue;
+        }
+        let (ksize, strides) = (ints(&p.attrs, "ksize"), ints(&p.attrs, "strides"));
+        let window = match ksize[..] {
+            [1, ph, pw, 1] if ph >= 1 && pw >= 1 && ksize == strides => [ph, pw],
+            _ => continue,
+        };
+        if string_attr(&p.attrs, "padding").as_deref() != Some("VALID")
+            || string_attr(&p.attrs, "data_format").is_some_and(|f| f != "NHWC")
+        {
+            continue;
+        }
+        let conv = p.inputs[0].node;
+        let c = graph.node(conv);
+        let program: Vec<String> = match c.op.as_str() {
+            "_FusedConv2D" => match bias_prefix(c) {
+                Some(lines) => lines.iter().map(|l| l.replace("{bias}", "a1")).collect(),
+                None => continue,
+            },
+            "_FusedConv2DElementwise" if ints(&c.attrs, "max_pool").is_empty() => vec![],
+            _ => continue,
+        };
+        if c.types.outputs.first() != p.types.outputs.first()
+            || !edges.absorbable(graph, ctx, conv, &p.device)
+            || ctx.out_of_time()
+        {
+            continue;
+        }
+        let c = c.clone();
+        let mut attrs = c.attrs.clone();
+        attrs.remove("_class");
+        if c.op == "_FusedConv2D" {
+            for k in [
+                "fused_ops",
+                "num_args",
+                "num_host_args",
+                "epsilon",
+                "leakyrelu_alpha",
+                "TArgs",
+                "use_cudnn_on_gpu",
+                "filter_format",
+            ] {
+                attrs.remove(k);
+            }
+            attrs.insert("program".into(), attr::strings(&program.iter().map(String::as_str).collect::<Vec<_>>()));
+            attrs.insert("N".into(), attr::int(1));
+        }
+        attrs.insert("max_pool".into(), attr::ints(&window));
+        let n = graph.node_mut(pool_id);
+        n.op = "_FusedConv2DElementwise".to_string();
+        n.types = NodeTypes { inputs: c.types.inputs.clone(), outputs: c.types.outputs.clone() };
+        n.inputs = c.inputs.clone();
+        n.attrs = attrs;
+        n.experimental_type = None;
+        ctx.report.fused.push((n.name.clone(), vec![c.name.clone()], n.op.clone()));
+        fused = true;
+    }
+    fused
 }
 
 /// A convolution whose one consumer is a `_FusedElementwise` taking it as operand `a0` becomes

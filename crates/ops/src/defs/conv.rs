@@ -296,6 +296,28 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
     }
 }
 
+/// `_FusedConv2DElementwise`: [`conv2d`], then its `max_pool` (`[ph, pw]`: VALID windows
+/// at strides of the window), if any.
+pub fn conv2d_pooled(c: &InferCtx) -> Result<Vec<Shape>, String> {
+    let mut r = conv2d(c)?;
+    let p = c.ints("max_pool");
+    if p.is_empty() {
+        return Ok(r);
+    }
+    if p.len() != 2 || p.iter().any(|&v| v < 1) {
+        return Err(format!("max_pool must be 2 positive window sizes, got {p:?}"));
+    }
+    if let Some(d) = r[0].dims() {
+        let mut d = d.to_vec();
+        if d.len() == 4 {
+            d[1] = d[1].map(|v| v / p[0] as usize);
+            d[2] = d[2].map(|v| v / p[1] as usize);
+            r[0] = Shape::new(d);
+        }
+    }
+    Ok(r)
+}
+
 /// `DepthwiseConv2dNative` (NHWC): input channels times the channel multiplier.
 pub fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
     match filter_dims(c)? {

@@ -82,7 +82,8 @@ pub fn defs() -> Vec<OpDef> {
         // block while it is in cache (`a0` = the convolution's output, `aK` = args[K-1]: a
         // per-channel vector, a scalar or a tensor of the output's shape, anything else
         // broadcast after the convolution) — frozen BatchNormalization, the activation and
-        // ResNet's residual join.
+        // ResNet's residual join — then, with `max_pool = [ph, pw]`, a `MaxPool` of ph×pw
+        // windows at strides of the window (VALID): the output is the pooled one.
         op("_FusedConv2DElementwise")
             .contraction()
             .input("input: T")
@@ -92,8 +93,9 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: {float, double}")
             .attr("N: int >= 0")
             .attr("program: list(string)")
+            .attr("max_pool: list(int) = []")
             .attrs(super::conv::DEPTHWISE_ATTRS)
-            .shape(super::conv::conv2d)
+            .shape(super::conv::conv2d_pooled)
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
     ]
