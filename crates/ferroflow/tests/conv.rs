@@ -80,6 +80,13 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
         ([3, 17, 15, 3], [3, 3, 40], 2, "SAME", vec![], (1, 1), (9, 8)),
         ([2, 9, 11, 2], [5, 3, 20], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (8, 12)),
         ([4, 10, 10, 4], [3, 3, 17], 1, "VALID", vec![], (0, 0), (8, 8)),
+        // Implicit GEMM (few input channels, more than 36 taps, 16–64 outputs): ResNet's
+        // first layer (7×7 stride 2, 64 outputs, SAME), 48 outputs with uneven explicit
+        // padding, 16 outputs on VALID with stride 2, 32 outputs on a single channel.
+        ([2, 23, 21, 3], [7, 7, 64], 2, "SAME", vec![], (3, 3), (12, 11)),
+        ([3, 15, 17, 2], [5, 5, 48], 1, "EXPLICIT", vec![0, 0, 2, 1, 0, 3, 0, 0], (2, 0), (14, 16)),
+        ([2, 11, 10, 4], [4, 4, 16], 2, "VALID", vec![], (0, 0), (4, 4)),
+        ([2, 10, 12, 1], [7, 7, 32], 1, "SAME", vec![], (3, 3), (10, 12)),
     ];
     for ([n, h, w, c], [kh, kw, k], stride, padding, explicit, pads, (oh, ow)) in cases {
         let xv: Vec<f32> = (0..n * h * w * c).map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0).collect();

@@ -2,6 +2,8 @@
 //! intra-op pool), `DepthwiseConv2dNative`, `MaxPool`, `AvgPool`, their backprops, and
 //! `FusedBatchNormV3`/`FusedBatchNormGradV3` (in [`batch_norm`]).
 mod batch_norm;
+#[cfg(target_arch = "x86_64")]
+mod implicit;
 mod winograd;
 
 use ferroflow_ops::defs::conv::conv_output_size;
@@ -346,7 +348,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
                 axes: [ah, aw],
                 m: winograd_tile(n, [ah.output, aw.output], c.min(oc)),
             });
-        let direct = c <= DIRECT_MAX_CHANNELS && k <= DIRECT_MAX_K;
+        let direct = (c <= DIRECT_MAX_CHANNELS && k <= DIRECT_MAX_K) || implicit_applies::<T>(c, k, oc);
         if let Some([ph, pw]) = pool {
             // Blocks of whole pooled rows: the window divides the output's sides (and
             // Winograd's tiles), and neither side is empty.
@@ -529,6 +531,15 @@ fn streaming_pays() -> bool {
     false
 }
 
+/// Whether the implicit GEMM ([`implicit`]) runs the convolution (few input channels, a
+/// large window, f32 on AVX-512F).
+fn implicit_applies<T: 'static>(c: usize, k: usize, oc: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return implicit::applies::<T>(c, k, oc);
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Direct convolution where the input has at most this many channels and a window at most
 /// this many taps in all (`kh·kw·c`): a first layer on gray or RGB images. im2col + GEMM there
 /// multiplies matrices of K = 9–27, too short for the GEMM's packing to pay; the small CNN's
@@ -561,6 +572,11 @@ impl<T: GemmElement + Float> Conv2D<T> {
         if threads > 1 {
             block = block.min(rows.div_ceil(2 * threads));
         }
+        if threads > 1 {
+            // A whole number of blocks per thread (ResNet50's first layer at batch 1 made 13
+            // blocks for 2 threads).
+            block = rows.div_ceil(rows.div_ceil(block).div_ceil(threads) * threads);
+        }
         let block = block.div_ceil(group) * group;
         // Elements of `o` per block.
         let per_block = block * oc / (ph * pw);
@@ -573,6 +589,21 @@ impl<T: GemmElement + Float> Conv2D<T> {
             } else {
                 dst
             };
+            #[cfg(target_arch = "x86_64")]
+            if implicit_applies::<T>(dims[3], kh * kw * dims[3], oc) {
+                // SAFETY: `applies` holds only for f32: the same slices retyped.
+                let (x, f, conv) = unsafe {
+                    (
+                        std::slice::from_raw_parts(x.as_ptr() as *const f32, x.len()),
+                        std::slice::from_raw_parts(f.as_ptr() as *const f32, f.len()),
+                        std::slice::from_raw_parts_mut(conv.as_mut_ptr() as *mut f32, conv.len()),
+                    )
+                };
+                implicit::rows(x, dims, axes, f, i * block, conv);
+            } else {
+                direct_rows(x, dims, axes, (f, kh, kw), i * block, conv);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
             direct_rows(x, dims, axes, (f, kh, kw), i * block, conv);
             if let Some(e) = epilogue {
                 e(i * block * oc, conv, scratch);
