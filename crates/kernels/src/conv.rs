@@ -582,13 +582,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
         let per_block = block * oc / (ph * pw);
         let task = |bufs: &mut (Vec<T>, Vec<T>), (i, dst): (usize, &mut [T])| {
             let (scratch, stage) = (&mut bufs.0, &mut bufs.1);
-            let conv_len = dst.len() * ph * pw;
-            let conv: &mut [T] = if pool.is_some() {
-                stage.resize(conv_len, T::ZERO);
-                &mut stage[..conv_len]
-            } else {
-                dst
-            };
+            let conv = block_target(dst, stage, pool);
             #[cfg(target_arch = "x86_64")]
             if implicit_applies::<T>(dims[3], kh * kw * dims[3], oc) {
                 // SAFETY: `applies` holds only for f32: the same slices retyped.
@@ -608,9 +602,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
             if let Some(e) = epilogue {
                 e(i * block * oc, conv, scratch);
             }
-            if pool.is_some() {
-                max_pool_block(&stage[..conv_len], ow, oc, [ph, pw], dst);
-            }
+            pool_from_stage(stage, dst, ow, oc, pool);
         };
         if threads > 1 && rows > block {
             ctx.install(|| o.par_chunks_mut(per_block).enumerate().for_each_init(Default::default, task));
@@ -618,6 +610,27 @@ impl<T: GemmElement + Float> Conv2D<T> {
             let mut bufs = Default::default();
             o.chunks_mut(per_block).enumerate().for_each(|b| task(&mut bufs, b));
         }
+    }
+}
+
+/// Where a block of a convolution is made: its part of the output, or (with `pool`) the
+/// stage buffer, `ph·pw` times as large, that [`pool_from_stage`] pools into that part.
+fn block_target<'a, T: Float>(dst: &'a mut [T], stage: &'a mut Vec<T>, pool: Option<[usize; 2]>) -> &'a mut [T] {
+    match pool {
+        Some([ph, pw]) => {
+            let len = dst.len() * ph * pw;
+            stage.resize(len, T::ZERO);
+            &mut stage[..len]
+        }
+        None => dst,
+    }
+}
+
+/// With `pool`, max-pools the block [`block_target`] staged (rows of `ow` pixels of `k`
+/// channels) into `dst`.
+fn pool_from_stage<T: Float>(stage: &[T], dst: &mut [T], ow: usize, k: usize, pool: Option<[usize; 2]>) {
+    if let Some([ph, pw]) = pool {
+        max_pool_block(&stage[..dst.len() * ph * pw], ow, k, [ph, pw], dst);
     }
 }
 
@@ -897,20 +910,12 @@ impl<T: GemmElement + Float> Conv2D<T> {
         let task = |lease: &mut Lease<(winograd::Scratch<T>, Vec<T>, Vec<T>)>,
                     (r0, r1, start, dst): (usize, usize, usize, &mut [T])| {
             let (scratch, epi, stage) = (&mut lease.bufs.0, &mut lease.bufs.1, &mut lease.bufs.2);
-            let conv_len = dst.len() * ph * pw;
-            let conv: &mut [T] = if pool.is_some() {
-                stage.resize(conv_len, T::ZERO);
-                &mut stage[..conv_len]
-            } else {
-                dst
-            };
+            let conv = block_target(dst, stage, pool);
             winograd::block(p, x, u, (r0, r1), conv, scratch);
             if let Some(e) = epilogue {
                 e(start, conv, epi);
             }
-            if pool.is_some() {
-                max_pool_block(&stage[..conv_len], ow, p.k, [ph, pw], dst);
-            }
+            pool_from_stage(stage, dst, ow, p.k, pool);
         };
         if threads > 1 && blocks.len() > 1 {
             ctx.install(|| blocks.into_par_iter().for_each_init(Lease::take, task));

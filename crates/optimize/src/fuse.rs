@@ -209,16 +209,7 @@ fn fuse_max_pools(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         let mut attrs = c.attrs.clone();
         attrs.remove("_class");
         if c.op == "_FusedConv2D" {
-            for k in [
-                "fused_ops",
-                "num_args",
-                "num_host_args",
-                "epsilon",
-                "leakyrelu_alpha",
-                "TArgs",
-                "use_cudnn_on_gpu",
-                "filter_format",
-            ] {
+            for k in FUSED_CONV2D_ONLY_ATTRS {
                 attrs.remove(k);
             }
             attrs.insert("program".into(), attr::strings(&program.iter().map(String::as_str).collect::<Vec<_>>()));
@@ -236,6 +227,18 @@ fn fuse_max_pools(graph: &mut Graph, ctx: &mut PassContext) -> bool {
     }
     fused
 }
+
+/// The attributes of `Conv2D`/`_FusedConv2D` that `_FusedConv2DElementwise` does not have.
+const FUSED_CONV2D_ONLY_ATTRS: [&str; 8] = [
+    "fused_ops",
+    "num_args",
+    "num_host_args",
+    "epsilon",
+    "leakyrelu_alpha",
+    "TArgs",
+    "use_cudnn_on_gpu",
+    "filter_format",
+];
 
 /// A convolution whose one consumer is a `_FusedElementwise` taking it as operand `a0` becomes
 /// one node that runs the program on the convolution's output while it is in cache:
@@ -301,17 +304,7 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         let lines: Vec<String> = lines.iter().map(|l| swap_program_args(l, at)).collect();
         let dtype = e.types.outputs[0];
         let mut attrs: Attrs = d.attrs.clone();
-        for k in [
-            "_class",
-            "fused_ops",
-            "num_args",
-            "num_host_args",
-            "epsilon",
-            "leakyrelu_alpha",
-            "TArgs",
-            "use_cudnn_on_gpu",
-            "filter_format",
-        ] {
+        for k in std::iter::once("_class").chain(FUSED_CONV2D_ONLY_ATTRS) {
             attrs.remove(k);
         }
         // `a0` becomes the prefix's result; the bias is the last operand.
