@@ -101,9 +101,8 @@ impl<T: Num> OpKernel for BiasAdd<T> {
                 }
             };
             if v.len() >= 1 << 15 && ctx.threads() > 1 {
-                use rayon::prelude::*;
                 let rows_per_task = (v.len() / c).div_ceil(ctx.threads() * 4).max(1);
-                ctx.install(|| v.par_chunks_mut(rows_per_task * c).for_each(add_rows));
+                ctx.for_each_chunk_mut(v, rows_per_task * c, |_, rows| add_rows(rows));
             } else {
                 add_rows(v);
             }

@@ -10,6 +10,10 @@ trait CastElem: Element {
     fn to_i64(self) -> i64;
     fn from_f64(v: f64) -> Self;
     fn from_i64(v: i64) -> Self;
+    /// From 0 or 1 (a bool's value): one narrow conversion that vectorizes.
+    fn from_u8(v: u8) -> Self;
+    /// Whether the value is non-zero (NaN is), as `static_cast<bool>`.
+    fn nonzero(self) -> bool;
 }
 
 macro_rules! cast_int {
@@ -20,6 +24,8 @@ macro_rules! cast_int {
             fn to_i64(self) -> i64 { self as i64 }
             fn from_f64(v: f64) -> Self { v as $t }
             fn from_i64(v: i64) -> Self { v as $t }
+            fn from_u8(v: u8) -> Self { v as $t }
+            fn nonzero(self) -> bool { self != 0 }
         }
     )*};
 }
@@ -33,6 +39,8 @@ macro_rules! cast_float {
             fn to_i64(self) -> i64 { self as i64 }
             fn from_f64(v: f64) -> Self { v as $t }
             fn from_i64(v: i64) -> Self { v as $t }
+            fn from_u8(v: u8) -> Self { v as $t }
+            fn nonzero(self) -> bool { self != 0.0 }
         }
     )*};
 }
@@ -52,6 +60,12 @@ impl CastElem for bool {
     fn from_i64(v: i64) -> Self {
         v != 0
     }
+    fn from_u8(v: u8) -> Self {
+        v != 0
+    }
+    fn nonzero(self) -> bool {
+        self
+    }
 }
 
 macro_rules! cast_half {
@@ -62,6 +76,8 @@ macro_rules! cast_half {
             fn to_i64(self) -> i64 { self.to_f64() as i64 }
             fn from_f64(v: f64) -> Self { <$t>::from_f64(v) }
             fn from_i64(v: i64) -> Self { <$t>::from_f64(v as f64) }
+            fn from_u8(v: u8) -> Self { <$t>::from_f64(v as f64) }
+            fn nonzero(self) -> bool { self.to_f64() != 0.0 }
         }
     )*};
 }
@@ -69,17 +85,28 @@ cast_half!(f16, bf16);
 
 fn convert<S: CastElem, D: CastElem>(x: &Tensor) -> KResult<Tensor> {
     let src = x.as_slice::<S>()?;
-    let out: Vec<D> = if S::FLOAT {
-        if D::FLOAT || D::DTYPE == DType::Bool {
-            src.iter().map(|v| D::from_f64(v.to_f64())).collect()
-        } else {
+    // Every element is written below.
+    let mut out = Tensor::for_overwrite(D::DTYPE, x.dims())?;
+    if D::DTYPE == DType::Bool {
+        // Through bytes: the recycled buffer may hold bytes that are not bools until then.
+        let o = out.as_mut_bytes()?;
+        crate::isa::widest(|| o.iter_mut().zip(src).for_each(|(o, v)| *o = v.nonzero() as u8));
+        return Ok(out);
+    }
+    let o = out.as_mut_slice::<D>()?;
+    crate::isa::widest(|| {
+        if S::DTYPE == DType::Bool {
+            o.iter_mut().zip(src).for_each(|(o, v)| *o = D::from_u8(v.to_i64() as u8));
+        } else if S::FLOAT && D::FLOAT {
+            o.iter_mut().zip(src).for_each(|(o, v)| *o = D::from_f64(v.to_f64()));
+        } else if S::FLOAT {
             // Through f64 keeps float->int truncation exact for every representable value.
-            src.iter().map(|v| D::from_f64(v.to_f64().trunc())).collect()
+            o.iter_mut().zip(src).for_each(|(o, v)| *o = D::from_f64(v.to_f64().trunc()));
+        } else {
+            o.iter_mut().zip(src).for_each(|(o, v)| *o = D::from_i64(v.to_i64()));
         }
-    } else {
-        src.iter().map(|v| D::from_i64(v.to_i64())).collect()
-    };
-    Ok(Tensor::from_vec(x.dims(), out)?)
+    });
+    Ok(out)
 }
 
 type CastFn = fn(&Tensor) -> KResult<Tensor>;

@@ -21,13 +21,16 @@ impl<T: Element, F: Fn(T, T) -> bool + Send + Sync + Copy> OpKernel for Compare<
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let dims = out_dims(a, b)?;
-        let mut out = Tensor::zeros(DType::Bool, &dims)?;
+        // `broadcast_apply` writes every element; through bytes, as the recycled buffer may
+        // hold bytes that are not bools until then.
+        let mut out = Tensor::for_overwrite(DType::Bool, &dims)?;
+        let f = self.f;
         broadcast_apply(
             &dims,
             (a.as_slice::<T>()?, a.dims()),
             (b.as_slice::<T>()?, b.dims()),
-            out.as_mut_slice::<bool>()?,
-            self.f,
+            out.as_mut_bytes()?,
+            move |x, y| f(x, y) as u8,
         );
         outputs.push(out);
         Ok(())

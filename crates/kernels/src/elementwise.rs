@@ -4,7 +4,6 @@
 //! `_FusedElementwise` program steps and the fused contraction epilogues are all made from it.
 use ferroflow_ops::{BinaryFn, Elementwise, OpRegistry, UnaryFn};
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
-use rayon::prelude::*;
 
 use crate::numeric::{Float, Num};
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -20,22 +19,21 @@ const PARALLEL_MIN: usize = 1 << 15;
 fn map_in_place<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, s: &mut [T], f: F) {
     if s.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = s.len().div_ceil(ctx.threads() * 4);
-        ctx.install(|| s.par_chunks_mut(chunk).for_each(|c| c.iter_mut().for_each(|v| *v = f(*v))));
+        ctx.for_each_chunk_mut(s, chunk, |_, c| crate::isa::widest(|| c.iter_mut().for_each(|v| *v = f(*v))));
     } else {
-        s.iter_mut().for_each(|v| *v = f(*v));
+        crate::isa::widest(|| s.iter_mut().for_each(|v| *v = f(*v)));
     }
 }
 
 fn map_into<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: F) {
     if dst.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = dst.len().div_ceil(ctx.threads() * 4);
-        ctx.install(|| {
-            dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| {
-                d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s));
-            })
+        ctx.for_each_chunk_mut(dst, chunk, |i, d| {
+            let s = &src[i * chunk..];
+            crate::isa::widest(|| d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s)));
         });
     } else {
-        dst.iter_mut().zip(src).for_each(|(d, s)| *d = f(*s));
+        crate::isa::widest(|| dst.iter_mut().zip(src).for_each(|(d, s)| *d = f(*s)));
     }
 }
 
@@ -371,17 +369,17 @@ pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
     let n = out.len();
     match (a.len() == n, b.len() == n, a.len() == 1, b.len() == 1) {
         (true, true, _, _) => {
-            out.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &y))| *o = f(x, y));
+            crate::isa::widest(|| out.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &y))| *o = f(x, y)));
             return;
         }
         (true, _, _, true) => {
             let y = b[0];
-            out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y));
+            crate::isa::widest(|| out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y)));
             return;
         }
         (_, true, true, _) => {
             let x = a[0];
-            out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y));
+            crate::isa::widest(|| out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y)));
             return;
         }
         _ => {}
@@ -437,14 +435,9 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
             let zip = |o: &mut [T], x: &[T]| {
                 if o.len() >= PARALLEL_MIN && ctx.threads() > 1 {
                     let c = o.len().div_ceil(ctx.threads() * 4);
-                    ctx.install(|| {
-                        o.par_chunks_mut(c)
-                            .zip(bs.par_chunks(c))
-                            .zip(x.par_chunks(c))
-                            .for_each(|((o, y), x)| o.iter_mut().zip(x).zip(y).for_each(|((o, x), y)| *o = f(*x, *y)))
-                    });
+                    ctx.for_each_chunk_mut(o, c, |i, o| zip_into(o, &x[i * c..], &bs[i * c..], f));
                 } else {
-                    o.iter_mut().zip(x).zip(bs).for_each(|((o, x), y)| *o = f(*x, *y));
+                    zip_into(o, x, bs, f);
                 }
             };
             if let Some(s) = a.try_mut_slice::<T>() {
@@ -452,18 +445,14 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
                 let n = s.len();
                 if n >= PARALLEL_MIN && ctx.threads() > 1 {
                     let c = n.div_ceil(ctx.threads() * 4);
-                    ctx.install(|| {
-                        s.par_chunks_mut(c)
-                            .zip(bs.par_chunks(c))
-                            .for_each(|(o, y)| o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y)))
-                    });
+                    ctx.for_each_chunk_mut(s, c, |i, o| zip_in_place(o, &bs[i * c..], f));
                 } else {
-                    s.iter_mut().zip(bs).for_each(|(o, y)| *o = f(*o, *y));
+                    zip_in_place(s, bs, f);
                 }
                 outputs.push(a);
                 return Ok(());
             }
-            let mut out = Tensor::zeros(T::DTYPE, a.dims())?;
+            let mut out = Tensor::for_overwrite(T::DTYPE, a.dims())?;
             zip(out.as_mut_slice::<T>()?, a.as_slice::<T>()?);
             outputs.push(out);
             return Ok(());
@@ -472,8 +461,8 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
         if dims.as_slice() == a.dims() {
             if let Some(s) = a.try_mut_slice::<T>() {
                 let y = b.as_slice::<T>()?;
-                if let [y] = y {
-                    s.iter_mut().for_each(|o| *o = f(*o, *y));
+                if let &[y] = y {
+                    map_in_place(ctx, s, move |o| f(o, y));
                 } else {
                     let tmp = s.to_vec();
                     broadcast_apply(&dims, (&tmp, &dims), (y, b.dims()), s, f);
@@ -482,16 +471,29 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
                 return Ok(());
             }
         }
-        let mut out = Tensor::zeros(T::DTYPE, &dims)?;
+        // Every element is written below.
+        let mut out = Tensor::for_overwrite(T::DTYPE, &dims)?;
         let o = out.as_mut_slice::<T>()?;
         match (a.as_slice::<T>()?, b.as_slice::<T>()?) {
-            (x, [y]) if x.len() == o.len() => o.iter_mut().zip(x).for_each(|(o, x)| *o = f(*x, *y)),
-            ([x], y) if y.len() == o.len() => o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*x, *y)),
+            (x, &[y]) if x.len() == o.len() => map_into(ctx, x, o, move |x| f(x, y)),
+            (&[x], y) if y.len() == o.len() => map_into(ctx, y, o, move |y| f(x, y)),
             (x, y) => broadcast_apply(&dims, (x, a.dims()), (y, b.dims()), o, f),
         }
         outputs.push(out);
         Ok(())
     }
+}
+
+/// `o[i] = f(x[i], y[i])`, compiled for the CPU's widest vectors.
+#[inline(always)]
+fn zip_into<T: Copy, F: Fn(T, T) -> T>(o: &mut [T], x: &[T], y: &[T], f: F) {
+    crate::isa::widest(|| o.iter_mut().zip(x).zip(y).for_each(|((o, x), y)| *o = f(*x, *y)))
+}
+
+/// `o[i] = f(o[i], y[i])`, compiled for the CPU's widest vectors.
+#[inline(always)]
+fn zip_in_place<T: Copy, F: Fn(T, T) -> T>(o: &mut [T], y: &[T], f: F) {
+    crate::isa::widest(|| o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y)))
 }
 
 /// Makes the standalone kernel of an elementwise op.

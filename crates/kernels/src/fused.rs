@@ -9,7 +9,6 @@
 use ferroflow_ops::{Elementwise, OpRegistry, UnaryFn};
 use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{broadcast_dims, DType, Element, Tensor};
-use rayon::prelude::*;
 
 use crate::conv::Conv2D;
 use crate::elementwise::{visit_binary, visit_unary, BinaryVisitor, UnaryVisitor};
@@ -140,7 +139,7 @@ fn bias_act<T: Float + Element>(ctx: &KernelContext, v: &mut [T], b: &[T], f: im
     let c = b.len();
     if v.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let per_task = (v.len() / c).div_ceil(ctx.threads() * 4).max(1);
-        ctx.install(|| v.par_chunks_mut(per_task * c).for_each(|rows| add_bias(rows, b, f)));
+        ctx.for_each_chunk_mut(v, per_task * c, |_, rows| add_bias(rows, b, f));
     } else {
         add_bias(v, b, f);
     }
@@ -512,13 +511,11 @@ impl<T: Float + Element> OpKernel for FusedElementwise<T> {
         let regs_len = (self.program.len() + 1) * stride;
         if n >= PARALLEL_MIN && ctx.threads() > 1 {
             let per_task = n.div_ceil(ctx.threads() * 4).div_ceil(stride) * stride;
-            ctx.install(|| {
-                o.par_chunks_mut(per_task).enumerate().for_each(|(t, chunk)| {
-                    let mut regs = vec![T::ZERO; regs_len];
-                    for (b, blk) in chunk.chunks_mut(stride).enumerate() {
-                        self.block(&args, reused, t * per_task + b * stride, blk, &mut regs, stride);
-                    }
-                })
+            ctx.for_each_chunk_mut(o, per_task, |t, chunk| {
+                let mut regs = vec![T::ZERO; regs_len];
+                for (b, blk) in chunk.chunks_mut(stride).enumerate() {
+                    self.block(&args, reused, t * per_task + b * stride, blk, &mut regs, stride);
+                }
             });
         } else {
             let mut regs = vec![T::ZERO; regs_len];

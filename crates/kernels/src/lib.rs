@@ -34,6 +34,7 @@ mod matmul;
 mod numeric;
 mod optional;
 mod packed;
+mod parts;
 mod random;
 mod reduce;
 pub mod resource;
@@ -97,8 +98,14 @@ pub type KResult<T> = Result<T, KernelError>;
 
 /// A raw pointer handed to the threads of one kernel, each of which touches a disjoint part of
 /// the buffer behind it (or only reads it).
-#[derive(Clone, Copy)]
 pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+// A pointer copies whatever it points to (derive would ask `T: Copy`).
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
 // SAFETY: only used to give threads disjoint parts of an exclusively borrowed buffer to write,
 // or shared read-only access; every user states which at its `unsafe` block.
 unsafe impl<T> Send for SendPtr<T> {}
@@ -157,6 +164,27 @@ impl KernelContext<'_> {
             Some(p) => p.install(f),
             None => f(),
         }
+    }
+    /// Runs `f(0) .. f(parts - 1)` across the intra-op pool, the calling thread taking parts
+    /// too (it never sleeps waiting for the pool: see [`parts`](crate::parts)); on the caller
+    /// alone without a pool.
+    pub fn for_each_part(&self, parts: usize, f: impl Fn(usize) + Sync) {
+        match self.intra_op {
+            Some(p) => parts::for_each_part(p, parts, &f),
+            None => (0..parts).for_each(f),
+        }
+    }
+    /// Runs `f(i, chunk)` for each `chunk`-long piece of `s` (the last may be shorter), in
+    /// order of `i`, as [`KernelContext::for_each_part`] splits parts.
+    pub(crate) fn for_each_chunk_mut<T: Send>(&self, s: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+        let (n, chunk) = (s.len(), chunk.max(1));
+        let p = SendPtr(s.as_mut_ptr());
+        self.for_each_part(n.div_ceil(chunk), |i| {
+            let lo = i * chunk;
+            // SAFETY: the pieces are disjoint ranges of `s`, each given to exactly one call,
+            // and `s` stays borrowed until every call has returned.
+            f(i, unsafe { std::slice::from_raw_parts_mut(p.get().add(lo), chunk.min(n - lo)) })
+        })
     }
     /// The number of threads kernels may use.
     pub fn threads(&self) -> usize {

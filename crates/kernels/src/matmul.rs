@@ -141,22 +141,22 @@ fn product_on<T: GemmElement>(
             }
         };
         if let (true, Some(ctx)) = (threads > 1, ctx) {
-            // Split the output into one block per thread along its longer side (columns in
-            // multiples of 16 to keep whole micro-kernel tiles): measured faster than the gemm
-            // crate's own threading for the skinny products of training steps.
-            use rayon::prelude::*;
+            // Split the output into blocks along its longer side (columns in multiples of 16
+            // to keep whole micro-kernel tiles), a few per thread so that the calling thread,
+            // which starts at once, takes more of them than a pool thread that wakes late:
+            // measured faster than the gemm crate's own threading for the skinny products of
+            // training steps.
             let by_cols = n >= m;
             let len = if by_cols { n } else { m };
-            let step = if by_cols { len.div_ceil(threads).div_ceil(16) * 16 } else { len.div_ceil(threads) };
-            ctx.install(|| {
-                (0..len.div_ceil(step)).into_par_iter().for_each(|b| {
-                    let (start, size) = (b * step, step.min(len - b * step));
-                    if by_cols {
-                        block(0, m, start, size)
-                    } else {
-                        block(start, size, 0, n)
-                    }
-                })
+            let parts = threads * 2;
+            let step = if by_cols { len.div_ceil(parts).div_ceil(16) * 16 } else { len.div_ceil(parts) };
+            ctx.for_each_part(len.div_ceil(step), |b| {
+                let (start, size) = (b * step, step.min(len - b * step));
+                if by_cols {
+                    block(0, m, start, size)
+                } else {
+                    block(start, size, 0, n)
+                }
             });
         } else {
             block(0, m, 0, n);

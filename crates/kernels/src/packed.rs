@@ -190,11 +190,10 @@ pub(crate) fn product<T: 'static>(
     };
     match ctx {
         Some(ctx) if threads > 1 => {
-            use rayon::prelude::*;
-            let per = panels.div_ceil(threads);
-            ctx.install(|| {
-                (0..panels.div_ceil(per)).into_par_iter().for_each(|t| run(t * per..((t + 1) * per).min(panels)))
-            });
+            // Two ranges per thread: the calling thread starts at once and takes more of them
+            // than a pool thread that wakes late.
+            let per = panels.div_ceil(2 * threads);
+            ctx.for_each_part(panels.div_ceil(per), |t| run(t * per..((t + 1) * per).min(panels)));
         }
         _ => run(0..panels),
     }

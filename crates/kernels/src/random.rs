@@ -30,26 +30,23 @@ pub fn philox(key: [u32; 2], ctr: [u32; 4]) -> [u32; 4] {
     c
 }
 
-/// Lanes of [`philox_lanes`].
-const LANES: usize = 16;
+/// Lanes of [`philox_lanes`]: two AVX-512 registers per counter word, so two independent
+/// chains of rounds hide the multiplies' latency.
+const LANES: usize = 32;
 
 /// `LANES` Philox blocks at counters `base + 0 .. base + LANES` (low 64 bits; high 64 bits
-/// `stream`), computed lane-parallel so the compiler vectorizes the rounds; with AVX-512 or
-/// AVX2 when the CPU has them (checked at run time).
+/// `stream`): with AVX-512 in registers, else lane-parallel so the compiler vectorizes the
+/// rounds (AVX2 when the CPU has it, checked at run time).
 fn philox_lanes(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
     #[cfg(target_arch = "x86_64")]
     {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
-            philox_lanes_impl(key, base, stream)
-        }
         #[target_feature(enable = "avx2")]
         unsafe fn avx2(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
             philox_lanes_impl(key, base, stream)
         }
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { avx512(key, base, stream) };
+            return unsafe { philox_lanes_avx512(key, base, stream) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2 (checked just above).
@@ -57,6 +54,85 @@ fn philox_lanes(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
         }
     }
     philox_lanes_impl(key, base, stream)
+}
+
+/// [`philox_lanes_impl`] in AVX-512 registers: 16 blocks per register, the 32x32->64-bit
+/// products of even and odd lanes taken separately (`vpmuludq`) and their halves blended
+/// back, then the words transposed to block order. The same arithmetic, so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn philox_lanes_avx512(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
+    use std::arch::x86_64::*;
+    const G: usize = LANES / 16;
+    const ODD: __mmask16 = 0xAAAA;
+    // High and low 32 bits of `a * m` in each 32-bit lane.
+    #[inline(always)]
+    unsafe fn mulhilo(a: __m512i, m: __m512i) -> (__m512i, __m512i) {
+        let even = _mm512_mul_epu32(a, m);
+        let odd = _mm512_mul_epu32(_mm512_srli_epi64::<32>(a), m);
+        let hi = _mm512_mask_blend_epi32(ODD, _mm512_srli_epi64::<32>(even), odd);
+        let lo = _mm512_mask_blend_epi32(ODD, even, _mm512_slli_epi64::<32>(odd));
+        (hi, lo)
+    }
+    let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let (blo, bhi) = (_mm512_set1_epi32(base as u32 as i32), _mm512_set1_epi32((base >> 32) as u32 as i32));
+    // The four counter words of each group of 16 blocks.
+    let mut c = [[_mm512_setzero_si512(); 4]; G];
+    for (g, w) in c.iter_mut().enumerate() {
+        let idx = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * g as i32));
+        let lo = _mm512_add_epi32(blo, idx);
+        // The low word wrapped: carry into the high one.
+        let carry = _mm512_cmplt_epu32_mask(lo, idx);
+        *w = [
+            lo,
+            _mm512_mask_add_epi32(bhi, carry, bhi, _mm512_set1_epi32(1)),
+            _mm512_set1_epi32(stream as u32 as i32),
+            _mm512_set1_epi32((stream >> 32) as u32 as i32),
+        ];
+    }
+    let m0 = _mm512_set1_epi32(0xD251_1F53u32 as i32);
+    let m1 = _mm512_set1_epi32(0xCD9E_8D57u32 as i32);
+    let (mut k0, mut k1) = (key[0], key[1]);
+    for _ in 0..10 {
+        let (vk0, vk1) = (_mm512_set1_epi32(k0 as i32), _mm512_set1_epi32(k1 as i32));
+        for w in c.iter_mut() {
+            let (hi0, lo0) = mulhilo(w[0], m0);
+            let (hi1, lo1) = mulhilo(w[2], m1);
+            // Three-way XOR (truth table 0x96).
+            *w = [
+                _mm512_ternarylogic_epi32::<0x96>(hi1, w[1], vk0),
+                lo1,
+                _mm512_ternarylogic_epi32::<0x96>(hi0, w[3], vk1),
+                lo0,
+            ];
+        }
+        k0 = k0.wrapping_add(0x9E37_79B9);
+        k1 = k1.wrapping_add(0xBB67_AE85);
+    }
+    let mut out = [[0u32; 4]; LANES];
+    for (g, w) in c.iter().enumerate() {
+        // Word j of block l is lane l of w[j]: a 4x16 transpose. Per 128-bit lane i, u_k holds
+        // block 4i + k; then the 128-bit lanes are transposed.
+        let t0 = _mm512_unpacklo_epi32(w[0], w[1]);
+        let t1 = _mm512_unpackhi_epi32(w[0], w[1]);
+        let t2 = _mm512_unpacklo_epi32(w[2], w[3]);
+        let t3 = _mm512_unpackhi_epi32(w[2], w[3]);
+        let u0 = _mm512_unpacklo_epi64(t0, t2);
+        let u1 = _mm512_unpackhi_epi64(t0, t2);
+        let u2 = _mm512_unpacklo_epi64(t1, t3);
+        let u3 = _mm512_unpackhi_epi64(t1, t3);
+        let v0 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u0, u1);
+        let v1 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u0, u1);
+        let v2 = _mm512_shuffle_i32x4::<0b01_00_01_00>(u2, u3);
+        let v3 = _mm512_shuffle_i32x4::<0b11_10_11_10>(u2, u3);
+        let dst = out[16 * g..].as_mut_ptr() as *mut __m512i;
+        // SAFETY: `out` has 16 blocks (four registers) from block 16g; unaligned stores.
+        _mm512_storeu_si512(dst, _mm512_shuffle_i32x4::<0b10_00_10_00>(v0, v2));
+        _mm512_storeu_si512(dst.add(1), _mm512_shuffle_i32x4::<0b11_01_11_01>(v0, v2));
+        _mm512_storeu_si512(dst.add(2), _mm512_shuffle_i32x4::<0b10_00_10_00>(v1, v3));
+        _mm512_storeu_si512(dst.add(3), _mm512_shuffle_i32x4::<0b11_01_11_01>(v1, v3));
+    }
+    out
 }
 
 #[inline(always)]
@@ -205,8 +281,9 @@ fn normal_pair(w: [u32; 4]) -> (f64, f64) {
     (r * t.cos(), r * t.sin())
 }
 
-/// Values per parallel chunk (a multiple of 4 · LANES).
-const CHUNK: usize = 32 * 1024;
+/// Values below which a fill runs on one thread (about 20 us of Philox with AVX-512): above,
+/// the calling thread starts on the chunks at once and pool threads join as they wake.
+const PARALLEL_MIN: usize = 32 * 1024;
 
 /// Fills `out` where value `j` depends only on Philox block `base + j / per_block`: the
 /// stream is the same however the work is split, so chunks run in parallel.
@@ -221,15 +298,20 @@ fn fill_blocks<T: Send>(
 ) {
     // `f` gets a whole lane group (LANES blocks, `per_block · LANES` values, fewer at the end)
     // so its conversion loop runs over many values at once and vectorizes.
+    let group = per_block * LANES;
     let run = |start: usize, chunk: &mut [T]| {
         let first = (start / per_block) as u64;
-        for (g, group) in chunk.chunks_mut(per_block * LANES).enumerate() {
-            f(&philox_lanes(key, base.wrapping_add(first + (g * LANES) as u64), stream), group);
-        }
+        crate::isa::widest(|| {
+            for (g, values) in chunk.chunks_mut(group).enumerate() {
+                f(&philox_lanes(key, base.wrapping_add(first + (g * LANES) as u64), stream), values);
+            }
+        })
     };
-    if out.len() >= 2 * CHUNK && ctx.threads() > 1 {
-        use rayon::prelude::*;
-        ctx.install(|| out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| run(i * CHUNK, c)));
+    let threads = ctx.threads();
+    if out.len() >= PARALLEL_MIN && threads > 1 {
+        // A few chunks per thread, whole lane groups (each starts at a block boundary).
+        let chunk = out.len().div_ceil(threads * 4).div_ceil(group) * group;
+        ctx.for_each_chunk_mut(out, chunk, |i, c| run(i * chunk, c));
     } else {
         run(0, out);
     }
@@ -242,8 +324,9 @@ impl RandomOp {
         let (key, base, stream) = (state.key, state.counter, state.stream);
         macro_rules! blocks {
             ($t:ty, $per:expr, $f:expr) => {{
-                // Written in place into the output's buffer (no second copy).
-                let mut t = Tensor::zeros(<$t as ferroflow_tensor::Element>::DTYPE, dims)?;
+                // Written in place into the output's buffer (no second copy); every value is
+                // written, so the buffer is not zeroed first.
+                let mut t = Tensor::for_overwrite(<$t as ferroflow_tensor::Element>::DTYPE, dims)?;
                 fill_blocks(ctx, t.as_mut_slice::<$t>()?, $per, key, base, stream, $f);
                 state.counter = base.wrapping_add(n.div_ceil($per) as u64);
                 t
@@ -341,11 +424,22 @@ mod tests {
 
     #[test]
     fn lane_parallel_philox_matches_the_scalar_one() {
-        let lanes = philox_lanes([7, 9], u64::MAX - 3, 0x1234_5678_9abc);
-        for (l, got) in lanes.iter().enumerate() {
-            let c = (u64::MAX - 3).wrapping_add(l as u64);
+        // Counters that carry into the high word inside a lane group, and that wrap around.
+        for base in [0, 5, 0xFFFF_FFF0, 0x1_FFFF_FFE1, u64::MAX - 3] {
             let s = 0x1234_5678_9abcu64;
-            assert_eq!(*got, philox([7, 9], [c as u32, (c >> 32) as u32, s as u32, (s >> 32) as u32]));
+            let mut ways = vec![philox_lanes([7, 9], base, s), philox_lanes_impl([7, 9], base, s)];
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (checked just above).
+                ways.push(unsafe { philox_lanes_avx512([7, 9], base, s) });
+            }
+            for lanes in ways {
+                for (l, got) in lanes.iter().enumerate() {
+                    let c = base.wrapping_add(l as u64);
+                    let want = philox([7, 9], [c as u32, (c >> 32) as u32, s as u32, (s >> 32) as u32]);
+                    assert_eq!(*got, want, "base {base:#x}, lane {l}");
+                }
+            }
         }
     }
 

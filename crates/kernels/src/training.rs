@@ -208,10 +208,7 @@ impl Apply {
             }
         };
         if n >= 2 * CHUNK && ctx.threads() > 1 {
-            use rayon::prelude::*;
-            ctx.install(|| {
-                (0..n.div_ceil(CHUNK)).into_par_iter().for_each(|c| range(c * CHUNK, ((c + 1) * CHUNK).min(n)))
-            });
+            ctx.for_each_part(n.div_ceil(CHUNK), |c| range(c * CHUNK, ((c + 1) * CHUNK).min(n)));
         } else {
             range(0, n);
         }
