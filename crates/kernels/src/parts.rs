@@ -111,6 +111,21 @@ mod tests {
     }
 
     #[test]
+    fn chunks_cover_the_slice_once_in_order_of_their_index() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let ctx = crate::KernelContext { intra_op: Some(&pool), resources: None, step: None };
+        for (n, chunk) in [(0, 4), (1, 4), (10, 3), (4096, 1000), (100_000, 8192), (7, 0)] {
+            let mut v = vec![0usize; n];
+            ctx.for_each_chunk_mut(&mut v, chunk, |i, c| {
+                for (j, e) in c.iter_mut().enumerate() {
+                    *e += i * chunk.max(1) + j + 1;
+                }
+            });
+            assert!(v.iter().enumerate().all(|(k, &e)| e == k + 1), "{n} elements in chunks of {chunk}");
+        }
+    }
+
+    #[test]
     fn a_panicking_part_reaches_the_caller() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let done = AtomicUsize::new(0);
