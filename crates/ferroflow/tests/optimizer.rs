@@ -563,6 +563,66 @@ fn a_zero_pad_folds_into_the_following_convolution_exactly() {
     }
 }
 
+/// ResNet's first block of a stage: two convolutions, each with a frozen BatchNormalization
+/// (`Mul`, `AddV2`), joined by `AddV2` and `Relu`. Each convolution takes its own
+/// BatchNormalization as its epilogue and one of them the join, whose program is then a chain
+/// (every instruction after the first reads the one before): two `_FusedConv2DElementwise`,
+/// no `_FusedElementwise` left, bit-identical to the unfused graph.
+#[test]
+fn two_convolution_branches_joined_each_fuse_their_own_chain() {
+    use ferroflow::proto::attr;
+    let s = Scope::new();
+    let c = 8;
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(6), Some(5), Some(c)])).unwrap();
+    let vector = |k: usize, a: f32, b: f32| {
+        s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| a + i as f32 * b).collect()).unwrap()).unwrap()
+    };
+    let conv_bn = |name: &str, input: Output, kh: usize, k: usize, seed: usize| {
+        let fv: Vec<f32> = (0..kh * kh * c * k).map(|i| ((i * 37 + seed) % 23) as f32 * 0.05 - 0.55).collect();
+        let f = s.constant(&Tensor::from_vec(&[kh, kh, c, k], fv).unwrap()).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
+        a.insert("padding".into(), attr::string("SAME"));
+        let y = Output { node: s.add_op("Conv2D", name, &[input, f], &[], a).unwrap(), index: 0 };
+        s.add(s.mul(y, vector(k, 0.5 + seed as f32 * 0.1, 0.1)).unwrap(), vector(k, -0.7, 0.3)).unwrap()
+    };
+    let shortcut = conv_bn("shortcut", x, 1, 16, 1);
+    let main = conv_bn("main", x, 3, 16, 2);
+    let y = s.unary("Relu", s.add(shortcut, main).unwrap()).unwrap();
+    let g = s.graph();
+    let fetch = g.output_name(y);
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let fused: Vec<&ferroflow::graph::Node> =
+        opt.graph.nodes().iter().filter(|n| n.op == "_FusedConv2DElementwise").collect();
+    let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+    assert_eq!(fused.len(), 2, "{ops:?}\n{}", opt.report.details());
+    assert!(!ops.iter().any(|o| ["Conv2D", "_FusedElementwise"].contains(o)), "{ops:?}");
+    for n in fused {
+        let program: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+            Some(ferroflow::proto::attr_value::Value::List(l)) => {
+                l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+            }
+            _ => panic!("{} has no program", n.name),
+        };
+        for (i, line) in program.iter().enumerate().skip(1) {
+            assert!(
+                line.split_whitespace().any(|w| w == format!("r{}", i - 1)),
+                "{}: {program:?} is not a chain",
+                n.name
+            );
+        }
+    }
+    for batch in [1, 2] {
+        let v: Vec<f32> = (0..batch * 6 * 5 * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, 6, 5, c], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical("two convolution branches joined", &a[0], &b[0]);
+    }
+}
+
 /// A depthwise convolution followed by a frozen BatchNormalization and Relu6 (per-channel
 /// `Mul` and `AddV2`, as Keras' MobileNetV2 freezes) fuses into
 /// `_FusedDepthwiseConv2dElementwise`, bit-identical to the unfused graph, with a channel

@@ -489,6 +489,38 @@ struct Cluster {
     args: Vec<Output>,
     program: Vec<String>,
     absorbed: Vec<String>,
+    /// The convolution whose chain (see [`conv_chains`]) the cluster has taken nodes of.
+    conv: Option<NodeId>,
+}
+
+/// Convolutions whose kernels take a `_FusedElementwise` as their epilogue
+/// (`fuse_conv_epilogues`).
+const EPILOGUE_CONVS: [&str; 3] = ["Conv2D", "_FusedConv2D", "DepthwiseConv2dNative"];
+
+/// For each node, the convolution whose chain it is on: the elementwise nodes that follow a
+/// convolution's output one single consumer at a time. A cluster takes nodes of one chain
+/// only, so a join of two convolutions' chains (ResNet's first block of a stage: the shortcut
+/// convolution's BatchNormalization added to the main path's) leaves the second chain to
+/// fuse into its own convolution, and the join's program stays a chain (each instruction
+/// reading the previous result), which the convolution's epilogue runs in place in L1: the
+/// two-branch program took ResNet50's `conv2_block1_out` at batch 32 on one thread 57.6 ms
+/// against 41.0 ms for `conv2_block2_out`, the same convolution with a one-branch program.
+fn conv_chains(graph: &Graph, edges: &Edges) -> Vec<Option<NodeId>> {
+    let mut chain = vec![None; graph.len()];
+    for conv in 0..graph.len() {
+        if !EPILOGUE_CONVS.contains(&graph.node(conv).op.as_str()) {
+            continue;
+        }
+        let mut at = conv;
+        while let [(next, _)] = edges.data[at].as_slice() {
+            if !is_fusible(graph, *next) || chain[*next].is_some() {
+                break;
+            }
+            chain[*next] = Some(conv);
+            at = *next;
+        }
+    }
+    chain
 }
 
 impl Cluster {
@@ -504,10 +536,16 @@ impl Cluster {
         root_device: &str,
         top: bool,
         claimed: &mut [bool],
+        chains: &[Option<NodeId>],
     ) -> String {
         let id = o.node;
+        let other_chain = matches!((self.conv, chains[id]), (Some(a), Some(b)) if a != b);
         let absorb = top
-            || (o.index == 0 && is_fusible(graph, id) && !claimed[id] && edges.absorbable(graph, ctx, id, root_device));
+            || (o.index == 0
+                && is_fusible(graph, id)
+                && !claimed[id]
+                && !other_chain
+                && edges.absorbable(graph, ctx, id, root_device));
         if !absorb {
             let k = match self.args.iter().position(|a| *a == o) {
                 Some(k) => k,
@@ -519,6 +557,9 @@ impl Cluster {
             return format!("a{k}");
         }
         claimed[id] = true;
+        if self.conv.is_none() {
+            self.conv = chains[id];
+        }
         let n = graph.node(id);
         if !top {
             self.absorbed.push(n.name.clone());
@@ -526,8 +567,11 @@ impl Cluster {
         if n.op == "_FusedElementwise" {
             // Inline an existing program: its args become operands here.
             let prog = program(n).expect("is_fusible checked the program");
-            let operands: Vec<String> =
-                n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed)).collect();
+            let operands: Vec<String> = n
+                .inputs
+                .iter()
+                .map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed, chains))
+                .collect();
             let base = self.program.len();
             for line in prog {
                 let mut parts = line.split_whitespace();
@@ -548,7 +592,7 @@ impl Cluster {
             return format!("r{}", self.program.len() - 1);
         }
         let operands: Vec<String> =
-            n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed)).collect();
+            n.inputs.iter().map(|&i| self.emit(graph, ctx, edges, i, root_device, false, claimed, chains)).collect();
         self.program.push(format!("{} {}", n.op, operands.join(" ")));
         format!("r{}", self.program.len() - 1)
     }
@@ -563,6 +607,7 @@ impl Pass for ElementwiseFusion {
         let edges = Edges::new(graph);
         let order = graph.topological_order()?;
         let mut claimed = vec![false; graph.len()];
+        let chains = conv_chains(graph, &edges);
         let mut rewrites: Vec<(NodeId, Cluster)> = Vec::new();
         // Roots are visited consumers-first, so each cluster is as large as it can be.
         for &id in order.iter().rev() {
@@ -573,9 +618,9 @@ impl Pass for ElementwiseFusion {
                 break;
             }
             let device = graph.node(id).device.clone();
-            let mut cl = Cluster { args: vec![], program: vec![], absorbed: vec![] };
+            let mut cl = Cluster { args: vec![], program: vec![], absorbed: vec![], conv: None };
             let mut trial = claimed.clone();
-            cl.emit(graph, ctx, &edges, Output { node: id, index: 0 }, &device, true, &mut trial);
+            cl.emit(graph, ctx, &edges, Output { node: id, index: 0 }, &device, true, &mut trial, &chains);
             if cl.absorbed.is_empty() {
                 continue;
             }
