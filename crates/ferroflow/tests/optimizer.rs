@@ -563,6 +563,31 @@ fn a_zero_pad_folds_into_the_following_convolution_exactly() {
     }
 }
 
+/// A constant vector `[a, a + b, a + 2b, ...]` of `k` floats.
+fn test_vector(s: &Scope, k: usize, a: f32, b: f32) -> Output {
+    s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| a + i as f32 * b).collect()).unwrap()).unwrap()
+}
+
+/// A `SAME` NHWC `Conv2D` of a constant `kh×kh×c×k` filter (values in [-0.55, 0.55], varied by
+/// `seed`).
+fn test_conv2d(
+    s: &Scope,
+    name: &str,
+    input: Output,
+    (kh, c, k): (usize, usize, usize),
+    stride: i64,
+    seed: usize,
+) -> Output {
+    use ferroflow::proto::attr;
+    let fv: Vec<f32> = (0..kh * kh * c * k).map(|i| ((i * 37 + seed) % 23) as f32 * 0.05 - 0.55).collect();
+    let f = s.constant(&Tensor::from_vec(&[kh, kh, c, k], fv).unwrap()).unwrap();
+    let mut a = ferroflow::graph::Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    a.insert("strides".into(), attr::ints(&[1, stride, stride, 1]));
+    a.insert("padding".into(), attr::string("SAME"));
+    Output { node: s.add_op("Conv2D", name, &[input, f], &[], a).unwrap(), index: 0 }
+}
+
 /// ResNet's first block of a stage: two convolutions, each with a frozen BatchNormalization
 /// (`Mul`, `AddV2`), joined by `AddV2` and `Relu`. Each convolution takes its own
 /// BatchNormalization as its epilogue and one of them the join, whose program is then a chain
@@ -570,22 +595,13 @@ fn a_zero_pad_folds_into_the_following_convolution_exactly() {
 /// no `_FusedElementwise` left, bit-identical to the unfused graph.
 #[test]
 fn two_convolution_branches_joined_each_fuse_their_own_chain() {
-    use ferroflow::proto::attr;
     let s = Scope::new();
     let c = 8;
     let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(6), Some(5), Some(c)])).unwrap();
-    let vector = |k: usize, a: f32, b: f32| {
-        s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| a + i as f32 * b).collect()).unwrap()).unwrap()
-    };
     let conv_bn = |name: &str, input: Output, kh: usize, k: usize, seed: usize| {
-        let fv: Vec<f32> = (0..kh * kh * c * k).map(|i| ((i * 37 + seed) % 23) as f32 * 0.05 - 0.55).collect();
-        let f = s.constant(&Tensor::from_vec(&[kh, kh, c, k], fv).unwrap()).unwrap();
-        let mut a = ferroflow::graph::Attrs::new();
-        a.insert("T".into(), attr::dtype(DType::Float));
-        a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
-        a.insert("padding".into(), attr::string("SAME"));
-        let y = Output { node: s.add_op("Conv2D", name, &[input, f], &[], a).unwrap(), index: 0 };
-        s.add(s.mul(y, vector(k, 0.5 + seed as f32 * 0.1, 0.1)).unwrap(), vector(k, -0.7, 0.3)).unwrap()
+        let y = test_conv2d(&s, name, input, (kh, c, k), 1, seed);
+        s.add(s.mul(y, test_vector(&s, k, 0.5 + seed as f32 * 0.1, 0.1)).unwrap(), test_vector(&s, k, -0.7, 0.3))
+            .unwrap()
     };
     let shortcut = conv_bn("shortcut", x, 1, 16, 1);
     let main = conv_bn("main", x, 3, 16, 2);
@@ -676,17 +692,9 @@ fn convolution_batch_norm_and_residual_join_fuse_exactly() {
     let s = Scope::new();
     let c = 16;
     let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(7), Some(c)])).unwrap();
-    let vector = |k: usize, a: f32, b: f32| {
-        s.constant(&Tensor::from_vec(&[k], (0..k).map(|i| a + i as f32 * b).collect()).unwrap()).unwrap()
-    };
+    let vector = |k: usize, a: f32, b: f32| test_vector(&s, k, a, b);
     let conv = |name: &str, input: Output, kh: usize, stride: i64, k: usize| {
-        let fv: Vec<f32> = (0..kh * kh * c * k).map(|i| ((i * 37) % 23) as f32 * 0.05 - 0.55).collect();
-        let f = s.constant(&Tensor::from_vec(&[kh, kh, c, k], fv).unwrap()).unwrap();
-        let mut a = ferroflow::graph::Attrs::new();
-        a.insert("T".into(), attr::dtype(DType::Float));
-        a.insert("strides".into(), attr::ints(&[1, stride, stride, 1]));
-        a.insert("padding".into(), attr::string("SAME"));
-        Output { node: s.add_op("Conv2D", name, &[input, f], &[], a).unwrap(), index: 0 }
+        test_conv2d(&s, name, input, (kh, c, k), stride, 0)
     };
     // 3×3 + bias + batch norm, residual join (shortcut first), relu.
     let y = conv("conv3", x, 3, 1, c);

@@ -261,12 +261,7 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         }
         // The convolution may be any operand (a residual join lists the shortcut first); it
         // becomes `a0` by swapping it with the operand there.
-        let kind = |o: &Output| match graph.node(o.node).op.as_str() {
-            "DepthwiseConv2dNative" => Some(("_FusedDepthwiseConv2dElementwise", vec![])),
-            "Conv2D" => Some(("_FusedConv2DElementwise", vec![])),
-            "_FusedConv2D" => bias_prefix(graph.node(o.node)).map(|p| ("_FusedConv2DElementwise", p)),
-            _ => None,
-        };
+        let kind = |o: &Output| conv_epilogue(graph.node(o.node));
         let Some((at, (fused_op, prefix))) = e.inputs.iter().enumerate().find_map(|(i, o)| {
             (o.index == 0 && e.inputs.iter().filter(|x| *x == o).count() == 1)
                 .then(|| kind(o).map(|k| (i, k)))
@@ -329,6 +324,18 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         fused = true;
     }
     fused
+}
+
+/// The fused op a convolution becomes with a `_FusedElementwise` as its epilogue, and the
+/// program lines that come first (a `_FusedConv2D`'s bias and activation); `None` for nodes
+/// that take no such epilogue.
+fn conv_epilogue(n: &ferroflow_graph::Node) -> Option<(&'static str, Vec<String>)> {
+    match n.op.as_str() {
+        "DepthwiseConv2dNative" => Some(("_FusedDepthwiseConv2dElementwise", vec![])),
+        "Conv2D" => Some(("_FusedConv2DElementwise", vec![])),
+        "_FusedConv2D" => bias_prefix(n).map(|p| ("_FusedConv2DElementwise", p)),
+        _ => None,
+    }
 }
 
 /// The program lines that replay a `_FusedConv2D`'s epilogue (`{bias}` standing for the bias
@@ -493,10 +500,6 @@ struct Cluster {
     conv: Option<NodeId>,
 }
 
-/// Convolutions whose kernels take a `_FusedElementwise` as their epilogue
-/// (`fuse_conv_epilogues`).
-const EPILOGUE_CONVS: [&str; 3] = ["Conv2D", "_FusedConv2D", "DepthwiseConv2dNative"];
-
 /// For each node, the convolution whose chain it is on: the elementwise nodes that follow a
 /// convolution's output one single consumer at a time. A cluster takes nodes of one chain
 /// only, so a join of two convolutions' chains (ResNet's first block of a stage: the shortcut
@@ -508,7 +511,7 @@ const EPILOGUE_CONVS: [&str; 3] = ["Conv2D", "_FusedConv2D", "DepthwiseConv2dNat
 fn conv_chains(graph: &Graph, edges: &Edges) -> Vec<Option<NodeId>> {
     let mut chain = vec![None; graph.len()];
     for conv in 0..graph.len() {
-        if !EPILOGUE_CONVS.contains(&graph.node(conv).op.as_str()) {
+        if conv_epilogue(graph.node(conv)).is_none() {
             continue;
         }
         let mut at = conv;
