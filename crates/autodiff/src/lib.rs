@@ -12,6 +12,7 @@ use ferroflow_graph::{Graph, NodeId, Output};
 use ferroflow_ops::gradient::add_n;
 use ferroflow_ops::{infer_shapes, Gradient, OpRegistry, Scope};
 
+use ferroflow_ops::Ops;
 pub use ferroflow_ops::{GradCtx, GradError, GradFn};
 
 /// Every op with a gradient function, sorted.

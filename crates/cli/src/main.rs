@@ -3,6 +3,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::RunOptions;
 use ferroflow::runtime::Cancellation;
@@ -965,8 +966,8 @@ fn demo_two_devices(out_dir: &Path) -> Result<()> {
     let (c0, c1) = (s.with_device("/cpu:0"), s.with_device("/cpu:1"));
     let a = c0.scalar(1.0f32)?;
     let b = c0.scalar(2.0f32)?;
-    let c = c0.with_name("Add").add(a, b)?;
-    let d = c1.with_name("Add").add(a, b)?;
+    let c = c0.with_name("Add").add_v2(a, b)?;
+    let d = c1.with_name("Add").add_v2(a, b)?;
     let m = c0.with_name("Mul").mul(c, d)?;
     let graph = s.graph();
     let fetch = graph.output_name(m);

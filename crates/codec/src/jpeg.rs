@@ -17,6 +17,8 @@ use mozjpeg_sys as ffi;
 use std::ffi::{c_int, c_long, c_uint, CStr};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
+use crate::CodecError;
+
 /// TF rejects images whose `height * width * jpeg_components` reaches 2^29 (`jpeg_mem.cc`).
 const TF_MAX_ELEMENTS: u64 = 1 << 29;
 const JPEG_MAGIC: &[u8] = b"\xff\xd8\xff";
@@ -34,11 +36,13 @@ pub enum DctMethod {
 
 impl DctMethod {
     /// Parses TF's attribute value.
-    pub fn from_tf(name: &str) -> Result<Self, String> {
+    pub fn from_tf(name: &str) -> Result<Self, CodecError> {
         match name {
             "" | "INTEGER_FAST" => Ok(Self::IntegerFast),
             "INTEGER_ACCURATE" => Ok(Self::IntegerAccurate),
-            _ => Err(format!("dct_method must be one of {{'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}}, got '{name}'")),
+            _ => Err(CodecError::Argument(format!(
+                "dct_method must be one of {{'', 'INTEGER_FAST', 'INTEGER_ACCURATE'}}, got '{name}'"
+            ))),
         }
     }
 }
@@ -89,7 +93,7 @@ impl PixelBuffer for Vec<u8> {
 }
 
 /// Decodes a JPEG like `tf.io.decode_jpeg`. Returns HWC `u8` pixels and `[height, width, channels]`.
-pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(Vec<u8>, [usize; 3]), String> {
+pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(Vec<u8>, [usize; 3]), CodecError> {
     decode_jpeg_into(bytes, opts, |shape| Ok(vec![0u8; shape.iter().product()]))
 }
 
@@ -99,13 +103,13 @@ pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> Result<(Vec<u8>, [usiz
 pub fn decode_jpeg_into<B: PixelBuffer>(
     bytes: &[u8],
     opts: &DecodeOptions,
-    make: impl FnOnce([usize; 3]) -> Result<B, String>,
-) -> Result<(B, [usize; 3]), String> {
+    make: impl FnOnce([usize; 3]) -> Result<B, CodecError>,
+) -> Result<(B, [usize; 3]), CodecError> {
     if !matches!(opts.ratio, 1 | 2 | 4 | 8) {
-        return Err(format!("ratio must be 1, 2, 4, or 8, got {}", opts.ratio));
+        return Err(CodecError::Argument(format!("ratio must be 1, 2, 4, or 8, got {}", opts.ratio)));
     }
     if !matches!(opts.channels, 0 | 1 | 3) {
-        return Err(format!("JPEG channels must be 0, 1 or 3, got {}", opts.channels));
+        return Err(CodecError::Argument(format!("JPEG channels must be 0, 1 or 3, got {}", opts.channels)));
     }
     check_magic(bytes)?;
     with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe { decode_low(cinfo, opts, make) })
@@ -115,7 +119,7 @@ pub fn decode_jpeg_into<B: PixelBuffer>(
 ///
 /// Only the headers are parsed; TF also runs `jpeg_start_decompress`, which for progressive files reads every
 /// scan, so a progressive file damaged after its header fails there and succeeds here.
-pub fn jpeg_shape(bytes: &[u8]) -> Result<[usize; 3], String> {
+pub fn jpeg_shape(bytes: &[u8]) -> Result<[usize; 3], CodecError> {
     check_magic(bytes)?;
     with_decompressor(bytes, false, |cinfo| unsafe {
         read_header(cinfo)?;
@@ -124,13 +128,16 @@ pub fn jpeg_shape(bytes: &[u8]) -> Result<[usize; 3], String> {
     })
 }
 
-fn check_magic(bytes: &[u8]) -> Result<(), String> {
+fn check_magic(bytes: &[u8]) -> Result<(), CodecError> {
     if bytes.is_empty() {
-        return Err("empty JPEG input".into());
+        return Err(CodecError::NotFormat("empty JPEG input".into()));
     }
     if !bytes.starts_with(JPEG_MAGIC) {
         let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
-        return Err(format!("not a JPEG file: starts with {} (expected ff d8 ff)", head.join(" ")));
+        return Err(CodecError::NotFormat(format!(
+            "not a JPEG file: starts with {} (expected ff d8 ff)",
+            head.join(" ")
+        )));
     }
     Ok(())
 }
@@ -140,8 +147,8 @@ fn check_magic(bytes: &[u8]) -> Result<(), String> {
 unsafe fn decode_low<B: PixelBuffer>(
     cinfo: &mut ffi::jpeg_decompress_struct,
     opts: &DecodeOptions,
-    make: impl FnOnce([usize; 3]) -> Result<B, String>,
-) -> Result<(B, [usize; 3]), String> {
+    make: impl FnOnce([usize; 3]) -> Result<B, CodecError>,
+) -> Result<(B, [usize; 3]), CodecError> {
     // Keep APP14 markers to learn whether an Adobe marker was seen (libjpeg's flag is private in mozjpeg-sys).
     ffi::jpeg_save_markers(cinfo, APP14, 0xFFFF);
     read_header(cinfo)?;
@@ -169,19 +176,22 @@ unsafe fn decode_low<B: PixelBuffer>(
     ffi::jpeg_calc_output_dimensions(cinfo);
     let (h, w) = (cinfo.output_height as usize, cinfo.output_width as usize);
     if h == 0 || w == 0 {
-        return Err(format!("invalid JPEG: image size {w}x{h}"));
+        return Err(CodecError::Invalid(format!("invalid JPEG: image size {w}x{h}")));
     }
     let elements = h as u64 * w as u64 * cinfo.num_components as u64;
     if elements >= TF_MAX_ELEMENTS {
-        return Err(format!(
+        return Err(CodecError::TooLarge(format!(
             "JPEG too large: {h}x{w}x{} reaches TensorFlow's limit of 2^29 values",
             cinfo.num_components
-        ));
+        )));
     }
     let stride = w * components;
     let out_bytes = h * stride;
     if out_bytes > opts.max_bytes {
-        return Err(format!("JPEG too large: {h}x{w}x{components} is {out_bytes} bytes, limit {}", opts.max_bytes));
+        return Err(CodecError::TooLarge(format!(
+            "JPEG too large: {h}x{w}x{components} is {out_bytes} bytes, limit {}",
+            opts.max_bytes
+        )));
     }
 
     ffi::jpeg_start_decompress(cinfo);
@@ -191,7 +201,10 @@ unsafe fn decode_low<B: PixelBuffer>(
     let mut sink = make([h, w, components])?;
     let out = sink.pixels();
     if out.len() != out_bytes {
-        return Err(format!("pixel buffer of {} bytes for a {h}x{w}x{components} image", out.len()));
+        return Err(CodecError::Argument(format!(
+            "pixel buffer of {} bytes for a {h}x{w}x{components} image",
+            out.len()
+        )));
     }
     let mut cmyk_row = vec![0u8; if use_cmyk { w * 4 } else { 0 }];
     let mut rows_read = h;
@@ -230,10 +243,10 @@ unsafe fn decode_low<B: PixelBuffer>(
         ffi::jpeg_finish_decompress(cinfo);
     }
     if (rows_read as f32 / h as f32) < opts.acceptable_fraction.min(1.0) {
-        return Err(format!(
+        return Err(CodecError::Truncated(format!(
             "truncated JPEG: read {rows_read} of {h} rows, acceptable_fraction is {}",
             opts.acceptable_fraction
-        ));
+        )));
     }
     Ok((sink, [h, w, components]))
 }
@@ -264,10 +277,10 @@ unsafe fn saw_adobe_marker(cinfo: &ffi::jpeg_decompress_struct) -> bool {
     false
 }
 
-unsafe fn read_header(cinfo: &mut ffi::jpeg_decompress_struct) -> Result<(), String> {
+unsafe fn read_header(cinfo: &mut ffi::jpeg_decompress_struct) -> Result<(), CodecError> {
     // JPEG_HEADER_OK == 1; the source never suspends in the header, but guard anyway.
     if ffi::jpeg_read_header(cinfo, 1) != 1 {
-        return Err("truncated JPEG: header incomplete".into());
+        return Err(CodecError::Truncated("truncated JPEG: header incomplete".into()));
     }
     Ok(())
 }
@@ -287,13 +300,13 @@ struct LibjpegError {
 }
 
 impl LibjpegError {
-    fn into_message(self) -> String {
+    fn into_error(self) -> CodecError {
         match self.code {
             ffi::JERR_FILE_READ | ffi::JERR_INPUT_EOF => {
-                "truncated JPEG: data ends before the image is complete".into()
+                CodecError::Truncated("truncated JPEG: data ends before the image is complete".into())
             }
-            ffi::JERR_INPUT_EMPTY => "empty JPEG input".into(),
-            _ => format!("invalid JPEG: {}", self.message),
+            ffi::JERR_INPUT_EMPTY => CodecError::NotFormat("empty JPEG input".into()),
+            _ => CodecError::Invalid(format!("invalid JPEG: {}", self.message)),
         }
     }
 }
@@ -333,8 +346,8 @@ fn new_error_mgr() -> Box<ffi::jpeg_error_mgr> {
 fn with_decompressor<T>(
     bytes: &[u8],
     try_recover_truncated: bool,
-    f: impl FnOnce(&mut ffi::jpeg_decompress_struct) -> Result<T, String>,
-) -> Result<T, String> {
+    f: impl FnOnce(&mut ffi::jpeg_decompress_struct) -> Result<T, CodecError>,
+) -> Result<T, CodecError> {
     struct Decompressor {
         cinfo: Box<ffi::jpeg_decompress_struct>,
         _err: Box<ffi::jpeg_error_mgr>,
@@ -362,7 +375,7 @@ fn with_decompressor<T>(
     match result {
         Ok(r) => r,
         Err(payload) => match payload.downcast::<LibjpegError>() {
-            Ok(e) => Err(e.into_message()),
+            Ok(e) => Err(e.into_error()),
             // A Rust panic inside this module is a bug, not bad input: let it propagate.
             Err(other) => resume_unwind(other),
         },
@@ -528,28 +541,33 @@ pub fn encode_jpeg(
     width: usize,
     channels: usize,
     opts: &EncodeOptions,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, CodecError> {
     let want = match opts.format {
         JpegFormat::Auto if channels == 1 || channels == 3 => channels,
-        JpegFormat::Auto => return Err(format!("image must have 1 or 3 channels, got {channels}")),
+        JpegFormat::Auto => {
+            return Err(CodecError::Argument(format!("image must have 1 or 3 channels, got {channels}")))
+        }
         JpegFormat::Grayscale => 1,
         JpegFormat::Rgb => 3,
     };
     if channels != want {
-        return Err(format!("format {:?} expects {want} channels, got {channels}", opts.format));
+        return Err(CodecError::Argument(format!("format {:?} expects {want} channels, got {channels}", opts.format)));
     }
     if opts.quality > 100 {
-        return Err(format!("quality must be in [0,100], got {}", opts.quality));
+        return Err(CodecError::Argument(format!("quality must be in [0,100], got {}", opts.quality)));
     }
     if height == 0 || width == 0 {
-        return Err(format!("invalid image size {width}x{height}"));
+        return Err(CodecError::Argument(format!("invalid image size {width}x{height}")));
     }
     if (height as u64) * (width as u64) >= TF_MAX_ELEMENTS || height > 65500 || width > 65500 {
-        return Err(format!("image too large to encode: {height}x{width}"));
+        return Err(CodecError::Argument(format!("image too large to encode: {height}x{width}")));
     }
     let row_len = width * channels;
     if pixels.len() != height * row_len {
-        return Err(format!("pixel buffer has {} bytes, expected {height}x{width}x{channels}", pixels.len()));
+        return Err(CodecError::Argument(format!(
+            "pixel buffer has {} bytes, expected {height}x{width}x{channels}",
+            pixels.len()
+        )));
     }
 
     struct Compressor {
@@ -605,7 +623,10 @@ pub fn encode_jpeg(
             let mut packet = b"http://ns.adobe.com/xap/1.0/\0".to_vec();
             packet.extend_from_slice(&opts.xmp_metadata);
             if packet.len() > 65533 {
-                return Err(format!("xmp_metadata too long for one APP1 segment: {} bytes", opts.xmp_metadata.len()));
+                return Err(CodecError::Argument(format!(
+                    "xmp_metadata too long for one APP1 segment: {} bytes",
+                    opts.xmp_metadata.len()
+                )));
             }
             ffi::jpeg_write_marker(cinfo, 0xE1, packet.as_ptr(), packet.len() as c_uint);
         }
@@ -619,7 +640,7 @@ pub fn encode_jpeg(
     match result {
         Ok(r) => r,
         Err(payload) => match payload.downcast::<LibjpegError>() {
-            Ok(e) => Err(format!("JPEG encoding failed: {}", e.message)),
+            Ok(e) => Err(CodecError::Encode(format!("JPEG encoding failed: {}", e.message))),
             Err(other) => resume_unwind(other),
         },
     }

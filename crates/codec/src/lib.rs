@@ -8,8 +8,11 @@
 //!
 //! Parity with TensorFlow is tested byte for byte on fixtures TensorFlow wrote
 //! (`scripts/make_codec_fixtures.py` → `fixtures/codec/`).
+mod error;
 pub mod jpeg;
 pub mod png;
+
+pub use error::CodecError;
 
 /// What an image file holds, from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //! libpng converts through linear light with its gamma tables; here the weights apply to the stored values, so
 //! such pixels differ from TF's (measured: up to 52 of 255, on 98% of pixels). All other paths are exact.
 
+use crate::CodecError;
 use std::io::Cursor;
 
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
@@ -45,13 +46,13 @@ pub enum PngPixels {
 }
 
 /// Decodes a PNG like `tf.io.decode_png`; returns pixels and `[height, width, channels]`.
-pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [usize; 3]), String> {
+pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [usize; 3]), CodecError> {
     if !matches!(opts.channels, 0 | 1 | 3 | 4) {
-        return Err(format!("PNG channels must be 0, 1, 3 or 4, got {}", opts.channels));
+        return Err(CodecError::Argument(format!("PNG channels must be 0, 1, 3 or 4, got {}", opts.channels)));
     }
     if !bytes.starts_with(PNG_MAGIC) {
         let head: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        return Err(format!("not a PNG file: starts with {}", head.join(" ")));
+        return Err(CodecError::NotFormat(format!("not a PNG file: starts with {}", head.join(" "))));
     }
     let limits = png::Limits { bytes: opts.max_bytes.max(64 << 20) };
     let decoder = png::Decoder::new_with_limits(Cursor::new(bytes), limits);
@@ -60,7 +61,7 @@ pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [
     let (w, h) = (info.width as usize, info.height as usize);
     // TF's limits (decode_image_op.cc).
     if w == 0 || h == 0 || w >= 1 << 27 || h >= 1 << 27 || (w as u64 * h as u64) >= 1 << 29 {
-        return Err(format!("PNG size too large for int: {w} by {h}"));
+        return Err(CodecError::TooLarge(format!("PNG size too large for int: {w} by {h}")));
     }
     let src = Source::new(info)?;
     let out16 = opts.dtype == PngDtype::U16;
@@ -70,13 +71,14 @@ pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [
         c => c as usize,
     };
     let out_bytes = h * w * channels * if out16 { 2 } else { 1 };
-    let raw_len = reader.output_buffer_size().ok_or("PNG too large for this machine")?;
+    let raw_len =
+        reader.output_buffer_size().ok_or_else(|| CodecError::TooLarge("PNG too large for this machine".into()))?;
     if out_bytes > opts.max_bytes || raw_len > opts.max_bytes {
-        return Err(format!(
+        return Err(CodecError::TooLarge(format!(
             "PNG too large: {h}x{w}x{channels} needs {} bytes, limit {}",
             out_bytes.max(raw_len),
             opts.max_bytes
-        ));
+        )));
     }
     let mut raw = vec![0u8; raw_len];
     reader.next_frame(&mut raw).map_err(png_error)?;
@@ -105,13 +107,15 @@ pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [
     Ok((pixels, [h, w, channels]))
 }
 
-fn png_error(e: png::DecodingError) -> String {
+fn png_error(e: png::DecodingError) -> CodecError {
     match e {
         png::DecodingError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            "truncated PNG: data ends before the image is complete".into()
+            CodecError::Truncated("truncated PNG: data ends before the image is complete".into())
         }
-        png::DecodingError::LimitsExceeded => "PNG too large: decoder memory limit exceeded".into(),
-        e => format!("invalid PNG: {e}"),
+        png::DecodingError::LimitsExceeded => {
+            CodecError::TooLarge("PNG too large: decoder memory limit exceeded".into())
+        }
+        e => CodecError::Invalid(format!("invalid PNG: {e}")),
     }
 }
 
@@ -125,7 +129,7 @@ struct Source {
 }
 
 impl Source {
-    fn new(info: &png::Info) -> Result<Self, String> {
+    fn new(info: &png::Info) -> Result<Self, CodecError> {
         let color = info.color_type;
         let depth = info.bit_depth as u8;
         let palette: Vec<[u8; 3]> =
@@ -145,7 +149,7 @@ impl Source {
         };
         let trns = trns.filter(|t| t.len() >= needed);
         if color == png::ColorType::Indexed && palette.is_empty() {
-            return Err("invalid PNG: palette image without PLTE".into());
+            return Err(CodecError::Invalid("invalid PNG: palette image without PLTE".into()));
         }
         Ok(Source { color, depth, palette, trns })
     }
@@ -279,19 +283,19 @@ pub fn encode_png(
     width: usize,
     channels: usize,
     compression: i32,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, CodecError> {
     let color = match channels {
         1 => png::ColorType::Grayscale,
         2 => png::ColorType::GrayscaleAlpha,
         3 => png::ColorType::Rgb,
         4 => png::ColorType::Rgba,
-        _ => return Err(format!("PNG channels must be 1..4, got {channels}")),
+        _ => return Err(CodecError::Argument(format!("PNG channels must be 1..4, got {channels}"))),
     };
     if !(-1..=9).contains(&compression) {
-        return Err(format!("compression must be in [-1, 9], got {compression}"));
+        return Err(CodecError::Argument(format!("compression must be in [-1, 9], got {compression}")));
     }
     if height == 0 || width == 0 || height > u32::MAX as usize || width > u32::MAX as usize {
-        return Err(format!("invalid image size {width}x{height}"));
+        return Err(CodecError::Argument(format!("invalid image size {width}x{height}")));
     }
     let n = height * width * channels;
     let (data, depth) = match pixels {
@@ -299,7 +303,9 @@ pub fn encode_png(
         PngPixels::U16(p) if p.len() == n => {
             (std::borrow::Cow::Owned(p.iter().flat_map(|v| v.to_be_bytes()).collect()), png::BitDepth::Sixteen)
         }
-        _ => return Err(format!("pixel buffer does not hold {height}x{width}x{channels} samples")),
+        _ => {
+            return Err(CodecError::Argument(format!("pixel buffer does not hold {height}x{width}x{channels} samples")))
+        }
     };
     let mut out = Vec::new();
     let mut enc = png::Encoder::new(&mut out, width as u32, height as u32);
@@ -313,8 +319,9 @@ pub fn encode_png(
     if compression != 0 {
         enc.set_filter(png::Filter::Adaptive);
     }
-    let mut writer = enc.write_header().map_err(|e| format!("PNG encoding failed: {e}"))?;
-    writer.write_image_data(&data).map_err(|e| format!("PNG encoding failed: {e}"))?;
-    writer.finish().map_err(|e| format!("PNG encoding failed: {e}"))?;
+    let failed = |e: png::EncodingError| CodecError::Encode(format!("PNG encoding failed: {e}"));
+    let mut writer = enc.write_header().map_err(failed)?;
+    writer.write_image_data(&data).map_err(failed)?;
+    writer.finish().map_err(failed)?;
     Ok(out)
 }

@@ -66,7 +66,11 @@ fn compare(expected: &Npy, shape: &[usize], got: &[u8], elem: usize) -> Outcome 
     Outcome::Differs { max, pct: 100.0 * n_diff as f64 / a.len().max(1) as f64 }
 }
 
-fn outcome<T>(expected: &Path, result: Result<T, String>, check: impl FnOnce(&Npy, T) -> Outcome) -> Outcome {
+fn outcome<T>(
+    expected: &Path,
+    result: Result<T, ferroflow_codec::CodecError>,
+    check: impl FnOnce(&Npy, T) -> Outcome,
+) -> Outcome {
     let expect_err = expected.extension().is_some_and(|e| e == "err");
     match (result, expect_err) {
         (Err(_), true) => Outcome::BothFail,

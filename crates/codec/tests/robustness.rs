@@ -2,6 +2,7 @@
 
 use ferroflow_codec::jpeg::{self, DecodeOptions, EncodeOptions, JpegFormat};
 use ferroflow_codec::png::{self, PngDecodeOptions, PngDtype, PngPixels};
+use ferroflow_codec::CodecError;
 use std::path::Path;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -17,28 +18,31 @@ fn gradient(h: usize, w: usize, c: usize) -> Vec<u8> {
 #[test]
 fn jpeg_errors_are_clear() {
     let d = DecodeOptions::default();
-    assert_eq!(jpeg::decode_jpeg(&[], &d).unwrap_err(), "empty JPEG input");
+    let e = jpeg::decode_jpeg(&[], &d).unwrap_err();
+    assert!(matches!(e, CodecError::NotFormat(_)) && e.to_string() == "empty JPEG input", "{e}");
     let e = jpeg::decode_jpeg(&fixture("png_rgb8.png"), &d).unwrap_err();
-    assert!(e.starts_with("not a JPEG file: starts with 89 50 4e 47"), "{e}");
-    assert!(jpeg::decode_jpeg(b"\xff\xd8\xff", &d).unwrap_err().starts_with("truncated JPEG"));
+    assert!(matches!(e, CodecError::NotFormat(_)), "{e:?}");
+    assert!(e.to_string().starts_with("not a JPEG file: starts with 89 50 4e 47"), "{e}");
+    let e = jpeg::decode_jpeg(b"\xff\xd8\xff", &d).unwrap_err();
+    assert!(matches!(e, CodecError::Truncated(_)) && e.to_string().starts_with("truncated JPEG"), "{e}");
     let e = jpeg::decode_jpeg(b"\xff\xd8\xff\xe0\x00\x02garbage", &d).unwrap_err();
-    assert!(e.starts_with("invalid JPEG") || e.starts_with("truncated JPEG"), "{e}");
+    assert!(matches!(e, CodecError::Invalid(_) | CodecError::Truncated(_)), "{e:?}");
     let e = jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { ratio: 3, ..d.clone() }).unwrap_err();
-    assert!(e.contains("ratio"), "{e}");
+    assert!(matches!(e, CodecError::Argument(_)) && e.to_string().contains("ratio"), "{e}");
     let e =
         jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { channels: 4, ..d.clone() }).unwrap_err();
-    assert!(e.contains("channels"), "{e}");
-    assert!(jpeg::DctMethod::from_tf("FLOAT").is_err());
+    assert!(matches!(e, CodecError::Argument(_)) && e.to_string().contains("channels"), "{e}");
+    assert!(matches!(jpeg::DctMethod::from_tf("FLOAT"), Err(CodecError::Argument(_))));
     // CMYK to gray is not a libjpeg conversion; TF fails too.
     let e = jpeg::decode_jpeg(&fixture("jpeg_cmyk_adobe.jpg"), &DecodeOptions { channels: 1, ..d }).unwrap_err();
-    assert!(e.starts_with("invalid JPEG"), "{e}");
+    assert!(matches!(e, CodecError::Invalid(_)) && e.to_string().starts_with("invalid JPEG"), "{e}");
 }
 
 #[test]
 fn jpeg_truncation() {
     let data = fixture("jpeg_truncated420.jpg");
     let d = DecodeOptions::default();
-    assert!(jpeg::decode_jpeg(&data, &d).unwrap_err().starts_with("truncated JPEG"));
+    assert!(matches!(jpeg::decode_jpeg(&data, &d), Err(CodecError::Truncated(_))));
     let (px, shape) = jpeg::decode_jpeg(&data, &DecodeOptions { try_recover_truncated: true, ..d }).unwrap();
     assert_eq!(shape, [29, 37, 3]);
     assert_eq!(px.len(), 29 * 37 * 3);
@@ -50,14 +54,14 @@ fn jpeg_recover_does_not_loop_forever() {
     let data = fixture("regress_recover_loop.jpg");
     let opts = DecodeOptions { try_recover_truncated: true, ..Default::default() };
     let e = jpeg::decode_jpeg(&data, &opts).unwrap_err();
-    assert!(e.starts_with("truncated JPEG"), "{e}");
+    assert!(matches!(e, CodecError::Truncated(_)), "{e:?}");
 }
 
 #[test]
 fn jpeg_size_limits_apply_before_decoding() {
     let data = fixture("jpeg_baseline420.jpg");
     let small = DecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..Default::default() };
-    assert!(jpeg::decode_jpeg(&data, &small).unwrap_err().starts_with("JPEG too large"));
+    assert!(matches!(jpeg::decode_jpeg(&data, &small), Err(CodecError::TooLarge(_))));
     let exact = DecodeOptions { max_bytes: 29 * 37 * 3, ..Default::default() };
     assert!(jpeg::decode_jpeg(&data, &exact).is_ok());
     // Claim 65000x65000 in the SOF header: rejected by TF's 2^29 limit without touching the scan data.
@@ -65,7 +69,7 @@ fn jpeg_size_limits_apply_before_decoding() {
     let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     huge[sof + 5..sof + 9].copy_from_slice(&[0xFD, 0xE8, 0xFD, 0xE8]);
     let e = jpeg::decode_jpeg(&huge, &DecodeOptions { max_bytes: usize::MAX, ..Default::default() }).unwrap_err();
-    assert!(e.contains("2^29"), "{e}");
+    assert!(matches!(e, CodecError::TooLarge(_)) && e.to_string().contains("2^29"), "{e}");
     assert_eq!(jpeg::jpeg_shape(&huge).unwrap(), [65000, 65000, 3]);
 }
 
@@ -136,11 +140,15 @@ fn jpeg_corrupted_inputs_never_panic() {
 fn png_errors_and_limits() {
     let d = PngDecodeOptions::default();
     let e = png::decode_png(&fixture("jpeg_gray.jpg"), &d).unwrap_err();
-    assert!(e.starts_with("not a PNG file: starts with ff d8 ff"), "{e}");
-    assert!(png::decode_png(&fixture("png_truncated.png"), &d).unwrap_err().contains("PNG"));
-    assert!(png::decode_png(&fixture("png_rgb8.png"), &PngDecodeOptions { channels: 2, ..d.clone() }).is_err());
+    assert!(matches!(e, CodecError::NotFormat(_)), "{e:?}");
+    assert!(e.to_string().starts_with("not a PNG file: starts with ff d8 ff"), "{e}");
+    let e = png::decode_png(&fixture("png_truncated.png"), &d).unwrap_err();
+    assert!(matches!(e, CodecError::Truncated(_) | CodecError::Invalid(_)) && e.to_string().contains("PNG"), "{e}");
+    let e = png::decode_png(&fixture("png_rgb8.png"), &PngDecodeOptions { channels: 2, ..d.clone() });
+    assert!(matches!(e, Err(CodecError::Argument(_))));
     let small = PngDecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..d };
-    assert!(png::decode_png(&fixture("png_rgb8.png"), &small).unwrap_err().starts_with("PNG too large"));
+    let e = png::decode_png(&fixture("png_rgb8.png"), &small).unwrap_err();
+    assert!(matches!(e, CodecError::TooLarge(_)) && e.to_string().starts_with("PNG too large"), "{e}");
 }
 
 #[test]

@@ -7,8 +7,7 @@
 //! `cargo run --release --example eager_mlp -- [STEPS]`.
 
 use ferroflow::function::eager::{self, Eager};
-use ferroflow::function::traced::apply;
-use ferroflow::function::{function, EagerError, GradientTape, Value, Variable};
+use ferroflow::function::{apply, function, FunctionError, GradientTape, Traced, Value, Variable};
 use ferroflow::prelude::*;
 use ferroflow::train::layers::Activation;
 use ferroflow::train::model::{Layer, Loss, Sequential};
@@ -67,41 +66,41 @@ fn main() -> anyhow::Result<()> {
         let params: Vec<Tensor> = vars.iter().flat_map(|(w, b)| [w.read(), b.read()]).collect();
         let mut h = x.clone();
         for (i, p) in params.chunks(2).enumerate() {
-            h = h.matmul(&p[0]).unwrap().add(&p[1]).unwrap();
+            h = Eager.add_v2(Eager.mat_mul(&h, &p[0]).unwrap(), &p[1]).unwrap();
             if i < 2 {
-                h = h.relu().unwrap();
+                h = Eager.relu(&h).unwrap();
             }
         }
         let xent = eager::op("SparseSoftmaxCrossEntropyWithLogits").input(&h).input(&y).run().unwrap();
-        let loss = xent[0].reduce_mean(&[0], false).unwrap();
+        let loss = Eager.reduce("Mean", &xent[0], &[0], false).unwrap();
         let refs: Vec<&Tensor> = params.iter().collect();
         let grads = tape.gradient(&loss, &refs).unwrap();
         for ((w, b), g) in vars.iter().zip(grads.chunks(2)) {
-            w.assign_sub(&g[0].as_ref().unwrap().mul(&lr).unwrap()).unwrap();
-            b.assign_sub(&g[1].as_ref().unwrap().mul(&lr).unwrap()).unwrap();
+            w.assign_sub(&Eager.mul(g[0].as_ref().unwrap(), &lr).unwrap()).unwrap();
+            b.assign_sub(&Eager.mul(g[1].as_ref().unwrap(), &lr).unwrap()).unwrap();
         }
     });
 
     // The same step as a graph function: traced on the first call, then one planned run a step.
     let lr_value = Value::scalar(0.01f32);
-    let train_step = function("train_step", |a: &[Value]| -> Result<Vec<Value>, EagerError> {
+    let train_step = function("train_step", |a: &[Value]| -> Result<Vec<Value>, FunctionError> {
         let tape = GradientTape::new();
         let params: Vec<Value> = vars.iter().flat_map(|(w, b)| [w.value(), b.value()]).collect::<Result<_, _>>()?;
         let mut h = a[0].clone();
         for (i, p) in params.chunks(2).enumerate() {
-            h = h.matmul(&p[0])?.add(&p[1])?;
+            h = Traced.add_v2(Traced.mat_mul(&h, &p[0])?, &p[1])?;
             if i < 2 {
-                h = h.unary("Relu")?;
+                h = Traced.relu(&h)?;
             }
         }
         let xent = apply("SparseSoftmaxCrossEntropyWithLogits", &[&h, &a[1]], &[])?;
-        let loss = xent[0].reduce_mean(&[0], false)?;
+        let loss = Traced.reduce("Mean", &xent[0], &[0], false)?;
         let refs: Vec<&Value> = params.iter().collect();
         let grads = tape.gradient_values(&loss, &refs)?;
         for ((w, b), g) in vars.iter().zip(grads.chunks(2)) {
             let (gw, gb) = (g[0].as_ref().expect("a gradient"), g[1].as_ref().expect("a gradient"));
-            w.assign_sub_value(&gw.mul(&lr_value)?)?;
-            b.assign_sub_value(&gb.mul(&lr_value)?)?;
+            w.assign_sub_value(&Traced.mul(gw, &lr_value)?)?;
+            b.assign_sub_value(&Traced.mul(gb, &lr_value)?)?;
         }
         Ok(vec![loss])
     });

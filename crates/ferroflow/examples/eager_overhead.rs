@@ -3,7 +3,8 @@
 //! Used by `scripts/bench_eager.py`, which times the same calls in TensorFlow's eager mode.
 
 use ferroflow::function::eager::{self, Eager};
-use ferroflow::function::{function, Value};
+use ferroflow::function::{function, Traced, Value};
+use ferroflow::ops::{Ops, RawOps};
 use ferroflow::tensor::Tensor;
 
 /// A named call to time.
@@ -21,10 +22,10 @@ fn main() -> anyhow::Result<()> {
     let parts = [v.clone(), v.clone()];
     let axis = Tensor::scalar(0i32);
     let cases: Vec<Case> = vec![
-        ("add_scalar", Box::new(|| drop(x.add(&y).unwrap()))),
-        ("relu_scalar", Box::new(|| drop(x.relu().unwrap()))),
-        ("matmul_2x2", Box::new(|| drop(m.matmul(&m).unwrap()))),
-        ("reduce_sum_4", Box::new(|| drop(v.reduce_sum(&[0], false).unwrap()))),
+        ("add_scalar", Box::new(|| drop(Eager.add_v2(&x, &y).unwrap()))),
+        ("relu_scalar", Box::new(|| drop(Eager.relu(&x).unwrap()))),
+        ("matmul_2x2", Box::new(|| drop(Eager.mat_mul(&m, &m).unwrap()))),
+        ("reduce_sum_4", Box::new(|| drop(Eager.reduce("Sum", &v, &[0], false).unwrap()))),
         ("concat_2x4", Box::new(|| drop(eager::op("ConcatV2").inputs(&parts).input(&axis).run1().unwrap()))),
     ];
     for (name, f) in cases {
@@ -34,7 +35,7 @@ fn main() -> anyhow::Result<()> {
     let body = |a: &[Value]| {
         let mut x = a[0].clone();
         for _ in 0..1000 {
-            x = x.unary("Square")?;
+            x = Traced.square(&x)?;
         }
         Ok(vec![x])
     };

@@ -50,7 +50,7 @@ pub use ferroflow_train as train;
 /// The names most programs use.
 pub mod prelude {
     pub use ferroflow_graph::{Graph, Output};
-    pub use ferroflow_ops::Scope;
+    pub use ferroflow_ops::{OpTarget, Ops, RawOps, Scope};
     pub use ferroflow_runtime::{Session, SessionOptions};
     pub use ferroflow_tensor::{DType, Shape, Tensor};
 }

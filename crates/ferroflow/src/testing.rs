@@ -121,7 +121,7 @@ pub mod graphs {
         let s = Scope::new();
         let x = s.with_name("x").placeholder(DType::Float, &Shape::scalar()).expect("placeholder");
         let outs: Vec<Output> = (0..n).map(|_| s.unary("Square", x).expect("square")).collect();
-        let packed = s.pack(&outs, 0).expect("pack");
+        let packed = s.pack_with(&outs, ferroflow::ops::attrs::Pack::new().axis(0)).expect("pack");
         let g = s.graph();
         let fetch = g.output_name(packed);
         (g, fetch)
@@ -147,12 +147,12 @@ pub mod graphs {
             let a = l.constant(&vec(width)).expect("a");
             let b = l.constant(&vec(width)).expect("b");
             let c = l.constant(&Tensor::from_vec(&[width], vec![0.5f32; width]).expect("c")).expect("c");
-            let bias = l.mul(l.add(a, b).expect("add"), c).expect("mul");
+            let bias = l.mul(l.add_v2(a, b).expect("add"), c).expect("mul");
             let z = l.bias_add(l.matmul(h, w, false, false).expect("matmul"), bias).expect("bias");
             let sc = l.scalar(0.25f32).expect("s");
             let d1 = l.mul(z, sc).expect("d1");
             let d2 = l.mul(z, sc).expect("d2");
-            let r = l.relu(l.add(d1, d2).expect("sum")).expect("relu");
+            let r = l.relu(l.add_v2(d1, d2).expect("sum")).expect("relu");
             let r = l.identity(l.identity(r).expect("id")).expect("id");
             h = l.unary("Neg", l.unary("Neg", r).expect("neg")).expect("neg");
         }
@@ -189,8 +189,8 @@ pub mod graphs {
                 let k = |v: f32| l.scalar(v).expect("scalar");
                 let z3 = l.mul(l.unary("Square", z).expect("sq"), z).expect("z3");
                 let inner =
-                    l.mul(k(0.797_884_6), l.add(z, l.mul(k(0.044_715), z3).expect("m")).expect("a")).expect("m");
-                let t = l.add(k(1.0), l.unary("Tanh", inner).expect("tanh")).expect("a");
+                    l.mul(k(0.797_884_6), l.add_v2(z, l.mul(k(0.044_715), z3).expect("m")).expect("a")).expect("m");
+                let t = l.add_v2(k(1.0), l.unary("Tanh", inner).expect("tanh")).expect("a");
                 l.mul(l.mul(k(0.5), z).expect("m"), t).expect("gelu")
             } else {
                 l.relu(z).expect("relu")

@@ -2,7 +2,7 @@
 //! written and traces into `StatelessWhile` / `StatelessIf` graphs over tensor conditions;
 //! `break`, `continue`, early `return`, `if` as an expression, `else if`, `range(n)` on a
 //! tensor, Rust conditions left as Rust, and the errors for what cannot be traced.
-use ferroflow::function::{function, EagerError, Function, Value};
+use ferroflow::function::{function, EagerError, Function, Traced, Value};
 use ferroflow::prelude::*;
 
 /// The first element of `x` above `t`, or -1.
@@ -175,7 +175,7 @@ fn retyped(n: Value) -> Result<Value, EagerError> {
     let mut acc = Value::scalar(0i32);
     let mut k = Value::scalar(0i32);
     while k < n {
-        acc = (acc + k).cast(DType::Float)?;
+        acc = Traced.cast(acc + k, DType::Float)?;
         k += 1;
     }
     Ok(acc)

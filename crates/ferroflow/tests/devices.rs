@@ -1,6 +1,7 @@
 //! Two CPU devices: placement, partition graphs joined by _Send/_Recv, partitions run
 //! concurrently as one step, RunMetadata with both partitions and per-device step stats, and
 //! the partitions merge back into a graph that gives the same outputs.
+use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::{run_options::TraceLevel, RunOptions};
 use ferroflow::runtime::merge_partitions;
@@ -23,7 +24,7 @@ fn graph_with(x_shape: Shape) -> (Graph, Vec<String>) {
     let h = c0.with_name("h").matmul(x, w, false, false).unwrap();
     let r = c1.with_name("r").relu(h).unwrap();
     let t = c1.with_name("t").unary("Tanh", h).unwrap();
-    let sum = c0.with_name("sum").add(r, t).unwrap();
+    let sum = c0.with_name("sum").add_v2(r, t).unwrap();
     let g = s.graph();
     let outs = vec![g.output_name(sum), g.output_name(r)];
     (g, outs)

@@ -3,6 +3,7 @@
 //! all-reduce and the sharded fit.
 use ferroflow::graph::Attrs;
 use ferroflow::models::seed_003;
+use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::attr;
 use ferroflow::runtime::SessionOptions;
@@ -93,7 +94,7 @@ fn fused_gradient_buffers_split_back_exactly() {
         let w = b.variable(&s, "w", &[3, 4], DType::Float, &init, true).unwrap();
         let v = b.variable(&s, "v", &[4], DType::Float, &init, true).unwrap();
         let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(3)])).unwrap();
-        let y = s.add(s.matmul(x, w.value, false, false).unwrap(), v.value).unwrap();
+        let y = s.add_v2(s.matmul(x, w.value, false, false).unwrap(), v.value).unwrap();
         let loss = s.reduce("Sum", s.mul(y, y).unwrap(), &[0, 1], false).unwrap();
         let opt = DistributedOptimizer {
             fusion_threshold_bytes: threshold,

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use ferroflow::autodiff::{gradients, ops_with_gradients};
 use ferroflow::graph::Attrs;
+use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::{attr, attr_value::Value, AttrValue};
 
@@ -42,11 +43,11 @@ fn cases() -> Vec<Case> {
     vec![
         c("Identity", vec![m23.clone()], (-2.0, 2.0), |s, x| s.identity(x[0]).unwrap()),
         c("Snapshot", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Snapshot", x[0]).unwrap()),
-        c("AddV2", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.add(x[0], x[1]).unwrap()),
+        c("AddV2", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.add_v2(x[0], x[1]).unwrap()),
         c("Add", vec![vec![3], m23.clone()], (-2.0, 2.0), |s, x| op_with(s, "Add", x, &[])),
         c("Sub", vec![m23.clone(), vec![2, 1]], (-2.0, 2.0), |s, x| s.sub(x[0], x[1]).unwrap()),
         c("Mul", vec![m23.clone(), vec![3]], (-2.0, 2.0), |s, x| s.mul(x[0], x[1]).unwrap()),
-        c("RealDiv", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| s.div(x[0], x[1]).unwrap()),
+        c("RealDiv", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| s.real_div(x[0], x[1]).unwrap()),
         c("Neg", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Neg", x[0]).unwrap()),
         c("Square", vec![m23.clone()], (-2.0, 2.0), |s, x| s.unary("Square", x[0]).unwrap()),
         c("Sqrt", vec![m23.clone()], (0.5, 2.0), |s, x| s.unary("Sqrt", x[0]).unwrap()),
@@ -77,7 +78,7 @@ fn cases() -> Vec<Case> {
             op_with(s, "ReverseV2", &[x[0], axes], &[])
         }),
         c("Max", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| s.reduce("Max", x[0], &[1], false).unwrap()),
-        c("ConcatV2", vec![m23.clone(), vec![2, 2]], (-2.0, 2.0), |s, x| s.concat(&[x[0], x[1]], -1).unwrap()),
+        c("ConcatV2", vec![m23.clone(), vec![2, 2]], (-2.0, 2.0), |s, x| s.concat_v2(&[x[0], x[1]], -1i32).unwrap()),
         c("Slice", vec![vec![3, 4]], (-2.0, 2.0), |s, x| {
             let begin = s.constant_from(&[2], &[1i32, 1]).unwrap();
             let size = s.constant_from(&[2], &[2i32, 2]).unwrap();
@@ -96,7 +97,7 @@ fn cases() -> Vec<Case> {
             let mut a = Attrs::new();
             a.insert("T".into(), t64());
             // Labels must be distributions (TensorFlow's backprop assumes rows summing to 1).
-            let labels = s.div(x[1], s.reduce("Sum", x[1], &[1], true).unwrap()).unwrap();
+            let labels = s.real_div(x[1], s.reduce("Sum", x[1], &[1], true).unwrap()).unwrap();
             let id = s.add_op("SoftmaxCrossEntropyWithLogits", "xent", &[x[0], labels], &[], a).unwrap();
             Output { node: id, index: 0 }
         }),
@@ -430,7 +431,8 @@ fn unconnected_xs_get_none_and_stop_gradient_stops() {
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
     let z = s.with_name("z").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
-    let y = s.add(s.unary("Square", x).unwrap(), s.unary("StopGradient", s.unary("Exp", x).unwrap()).unwrap()).unwrap();
+    let y =
+        s.add_v2(s.unary("Square", x).unwrap(), s.unary("StopGradient", s.unary("Exp", x).unwrap()).unwrap()).unwrap();
     let grads = gradients(&s, &[y], &[x, z], None).unwrap();
     assert!(grads[1].is_none(), "z does not reach y");
     let g = s.graph();
@@ -471,7 +473,7 @@ fn not_differentiable_ops_pass_no_gradient() {
     // count: d/dx = 2x + Floor(x).
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
-    let y = s.add(s.unary("Square", x).unwrap(), s.mul(s.unary("Floor", x).unwrap(), x).unwrap()).unwrap();
+    let y = s.add_v2(s.unary("Square", x).unwrap(), s.mul(s.unary("Floor", x).unwrap(), x).unwrap()).unwrap();
     let g = gradients(&s, &[y], &[x], None).unwrap()[0].unwrap();
     let graph = s.graph();
     let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
@@ -532,7 +534,7 @@ fn gradient_of_a_variable_read_flows_to_its_handle() {
     // Two reads of w, so the handle's gradient is a sum: loss = Σ w·x + Σ w².
     let second = b.read(&s, &w).unwrap();
     let loss = s
-        .add(
+        .add_v2(
             s.reduce("Sum", s.mul(w.value, x).unwrap(), &[0, 1], false).unwrap(),
             s.reduce("Sum", s.unary("Square", second).unwrap(), &[0, 1], false).unwrap(),
         )

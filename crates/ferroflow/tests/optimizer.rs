@@ -3,6 +3,7 @@
 //! ones) on every fixture, on each exact arithmetic rule, and on random graphs.
 use std::path::PathBuf;
 
+use ferroflow::ops::RawOps;
 use ferroflow::optimize::{Item, MetaOptimizer, OptimizerOptions};
 use ferroflow::prelude::*;
 use ferroflow::tensor::npy;
@@ -271,8 +272,8 @@ fn each_exact_arithmetic_rule_fires_and_is_bit_identical() {
     let ones = |s: &Scope| s.constant(&Tensor::from_vec(&[3], vec![1.0f32; 3]).unwrap()).unwrap();
     check_rule("Mul(x, 1) -> x", |s, x| s.mul(x, ones(s)).unwrap());
     check_rule("Mul(1, x) -> x", |s, x| s.mul(s.scalar(1.0f32).unwrap(), x).unwrap());
-    check_rule("RealDiv(x, 1) -> x", |s, x| s.div(x, s.scalar(1.0f32).unwrap()).unwrap());
-    check_rule("AddV2(x, -0) -> x", |s, x| s.add(x, s.scalar(-0.0f32).unwrap()).unwrap());
+    check_rule("RealDiv(x, 1) -> x", |s, x| s.real_div(x, s.scalar(1.0f32).unwrap()).unwrap());
+    check_rule("AddV2(x, -0) -> x", |s, x| s.add_v2(x, s.scalar(-0.0f32).unwrap()).unwrap());
     check_rule("Sub(x, +0) -> x", |s, x| s.sub(x, s.scalar(0.0f32).unwrap()).unwrap());
     check_rule("Neg(Neg(x)) -> x", |s, x| s.unary("Neg", s.unary("Neg", x).unwrap()).unwrap());
     check_rule("Cast to the same type -> x", |s, x| s.cast(x, DType::Float).unwrap());
@@ -311,7 +312,7 @@ fn each_exact_arithmetic_rule_fires_and_is_bit_identical() {
 fn inexact_rules_only_with_their_option() {
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Float, &Shape::known(&[4])).unwrap();
-    let y = s.div(x, s.scalar(3.0f32).unwrap()).unwrap();
+    let y = s.real_div(x, s.scalar(3.0f32).unwrap()).unwrap();
     let g = s.graph();
     let it = Item { feeds: vec!["x:0".into()], fetches: vec![g.output_name(y)], ..Default::default() };
     let exact = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
@@ -327,7 +328,7 @@ fn elementwise_chains_fuse_into_one_pass_with_identical_results() {
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(64)])).unwrap();
     let b = s.constant(&Tensor::from_vec(&[64], (0..64).map(|i| i as f32 * 0.01).collect()).unwrap()).unwrap();
-    let h = s.add(x, b).unwrap();
+    let h = s.add_v2(x, b).unwrap();
     let h = s.unary("Tanh", h).unwrap();
     let h = s.mul(h, s.scalar(0.5f32).unwrap()).unwrap();
     let h = s.unary("Sigmoid", h).unwrap();
@@ -375,20 +376,20 @@ mod random_graphs {
             let a = vals[st.a % vals.len()];
             let b = vals[st.b % vals.len()];
             let v = match st.kind % 16 {
-                0 => s.add(a, b),
+                0 => s.add_v2(a, b),
                 1 => s.sub(a, vec4(i)),
                 2 => s.mul(a, b),
-                3 => s.div(a, vec4(i + 1)),
+                3 => s.real_div(a, vec4(i + 1)),
                 4 => s.maximum(a, b),
                 5 => s.unary("Relu", a),
                 6 => s.unary("Tanh", a),
                 7 => s.unary("Neg", a),
                 8 => s.identity(a),
                 9 => s.mul(a, s.scalar(1.0f32).unwrap()),
-                10 => s.add(a, s.scalar(-0.0f32).unwrap()),
+                10 => s.add_v2(a, s.scalar(-0.0f32).unwrap()),
                 11 => s.bias_add(s.matmul(a, w, false, false).unwrap(), vec4(i)),
                 12 => s.relu(s.bias_add(s.matmul(a, w, false, true).unwrap(), vec4(i + 2)).unwrap()),
-                13 => s.add(a, s.add(vec4(i), vec4(i + 3)).unwrap()),
+                13 => s.add_v2(a, s.add_v2(vec4(i), vec4(i + 3)).unwrap()),
                 14 => s.unary("Sigmoid", a),
                 _ => s.unary("Square", a),
             }
@@ -600,12 +601,12 @@ fn two_convolution_branches_joined_each_fuse_their_own_chain() {
     let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(6), Some(5), Some(c)])).unwrap();
     let conv_bn = |name: &str, input: Output, kh: usize, k: usize, seed: usize| {
         let y = test_conv2d(&s, name, input, (kh, c, k), 1, seed);
-        s.add(s.mul(y, test_vector(&s, k, 0.5 + seed as f32 * 0.1, 0.1)).unwrap(), test_vector(&s, k, -0.7, 0.3))
+        s.add_v2(s.mul(y, test_vector(&s, k, 0.5 + seed as f32 * 0.1, 0.1)).unwrap(), test_vector(&s, k, -0.7, 0.3))
             .unwrap()
     };
     let shortcut = conv_bn("shortcut", x, 1, 16, 1);
     let main = conv_bn("main", x, 3, 16, 2);
-    let y = s.unary("Relu", s.add(shortcut, main).unwrap()).unwrap();
+    let y = s.unary("Relu", s.add_v2(shortcut, main).unwrap()).unwrap();
     let g = s.graph();
     let fetch = g.output_name(y);
     let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
@@ -661,7 +662,7 @@ fn depthwise_convolution_and_its_batch_norm_fuse_exactly() {
             s.constant(&Tensor::from_vec(&[c], (0..c).map(|i| 0.5 + i as f32 * 0.1).collect()).unwrap()).unwrap();
         let shift =
             s.constant(&Tensor::from_vec(&[c], (0..c).map(|i| i as f32 * 0.3 - 0.7).collect()).unwrap()).unwrap();
-        let y = s.add(s.mul(y, scale).unwrap(), shift).unwrap();
+        let y = s.add_v2(s.mul(y, scale).unwrap(), shift).unwrap();
         let y = s.unary("Relu6", y).unwrap();
         let g = s.graph();
         let fetch = g.output_name(y);
@@ -701,13 +702,14 @@ fn convolution_batch_norm_and_residual_join_fuse_exactly() {
     let mut a = ferroflow::graph::Attrs::new();
     a.insert("T".into(), attr::dtype(DType::Float));
     let y = Output { node: s.add_op("BiasAdd", "bias", &[y, vector(c, -0.2, 0.03)], &[], a).unwrap(), index: 0 };
-    let y = s.add(s.mul(y, vector(c, 0.5, 0.1)).unwrap(), vector(c, -0.7, 0.3)).unwrap();
-    let y = s.unary("Relu", s.add(x, y).unwrap()).unwrap();
+    let y = s.add_v2(s.mul(y, vector(c, 0.5, 0.1)).unwrap(), vector(c, -0.7, 0.3)).unwrap();
+    let y = s.unary("Relu", s.add_v2(x, y).unwrap()).unwrap();
     // 1×1 + batch norm + relu6, then a strided 3×3 + batch norm.
     let z = conv("conv1", y, 1, 1, c);
-    let z = s.unary("Relu6", s.add(s.mul(z, vector(c, 0.9, -0.02)).unwrap(), vector(c, 0.1, 0.05)).unwrap()).unwrap();
+    let z =
+        s.unary("Relu6", s.add_v2(s.mul(z, vector(c, 0.9, -0.02)).unwrap(), vector(c, 0.1, 0.05)).unwrap()).unwrap();
     let z = conv("conv3s2", z, 3, 2, 8);
-    let z = s.add(s.mul(z, vector(8, 1.1, 0.01)).unwrap(), vector(8, 0.0, 0.2)).unwrap();
+    let z = s.add_v2(s.mul(z, vector(8, 1.1, 0.01)).unwrap(), vector(8, 0.0, 0.2)).unwrap();
     let g = s.graph();
     let fetch = g.output_name(z);
     let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };

@@ -26,11 +26,23 @@ use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Tensor};
 
 pub use crate::control::{if_stmt, while_stmt, Slot};
-use crate::eager::{Eager, EagerError};
-use crate::traced::{apply1, Value};
+use ferroflow_ops::RawOps;
 
-fn error(func: &str, text: &str, reason: impl Into<String>) -> EagerError {
-    EagerError { op: func.to_string(), inputs: text.to_string(), reason: reason.into() }
+use crate::eager::Eager;
+use crate::error::{FunctionError, OpError};
+use crate::value::{apply1, Value};
+
+/// A graph function called with `got` arguments where it takes `takes`.
+pub fn argument_count(func: &str, got: usize, takes: usize) -> FunctionError {
+    FunctionError::Op {
+        op: func.to_string(),
+        inputs: format!("{got} arguments"),
+        source: OpError::Signature(format!("takes {takes} arguments")),
+    }
+}
+
+fn error(func: &str, text: &str, reason: impl Into<String>) -> FunctionError {
+    FunctionError::statement(func, text, reason)
 }
 
 /// The condition of an `if` or `while`: a Rust `bool` or a [`Value`].
@@ -40,13 +52,13 @@ fn error(func: &str, text: &str, reason: impl Into<String>) -> EagerError {
 pub trait Condition {
     /// `Some(truth)` for a Rust or eager condition (the Rust statement runs), `None` for a
     /// symbolic one (the statement is traced).
-    fn decide(&self, func: &str, text: &str) -> Result<Option<bool>, EagerError>;
+    fn decide(&self, func: &str, text: &str) -> Result<Option<bool>, FunctionError>;
     /// The condition as a value.
     fn value(&self) -> Value;
 }
 
 impl Condition for bool {
-    fn decide(&self, _: &str, _: &str) -> Result<Option<bool>, EagerError> {
+    fn decide(&self, _: &str, _: &str) -> Result<Option<bool>, FunctionError> {
         Ok(Some(*self))
     }
     fn value(&self) -> Value {
@@ -55,7 +67,7 @@ impl Condition for bool {
 }
 
 impl Condition for Value {
-    fn decide(&self, func: &str, text: &str) -> Result<Option<bool>, EagerError> {
+    fn decide(&self, func: &str, text: &str) -> Result<Option<bool>, FunctionError> {
         let Value::Eager(t) = self else { return Ok(None) };
         if t.len() != 1 {
             return Err(error(
@@ -64,7 +76,7 @@ impl Condition for Value {
                 format!("the condition `{text}` must be a scalar, it has shape {:?}", t.dims()),
             ));
         }
-        let b = if t.dtype() == DType::Bool { t.clone() } else { t.cast(DType::Bool)? };
+        let b = if t.dtype() == DType::Bool { t.clone() } else { Eager.cast(t, DType::Bool)? };
         Ok(Some(b.as_slice::<bool>().map_err(|e| error(func, text, e.to_string()))?[0]))
     }
     fn value(&self) -> Value {
@@ -73,7 +85,7 @@ impl Condition for Value {
 }
 
 /// The error of a `while` whose condition was a Rust value at first and a symbolic one later.
-pub fn became_symbolic(func: &str, text: &str) -> EagerError {
+pub fn became_symbolic(func: &str, text: &str) -> FunctionError {
     error(
         func,
         text,
@@ -86,7 +98,7 @@ pub fn became_symbolic(func: &str, text: &str) -> EagerError {
 
 /// The error of a `break`, `continue` or `return` under a tensor condition that cannot leave
 /// the traced branch or body it is in.
-pub fn escape(func: &str, text: &str, what: &str) -> EagerError {
+pub fn escape(func: &str, text: &str, what: &str) -> FunctionError {
     error(
         func,
         text,
@@ -165,14 +177,14 @@ pub trait StateVar: Sized {
     /// The slot.
     fn to_slot(&self) -> Slot;
     /// Back from the slot (`name` for the error when it is empty).
-    fn from_slot(slot: &Slot, func: &str, name: &str) -> Result<Self, EagerError>;
+    fn from_slot(slot: &Slot, func: &str, name: &str) -> Result<Self, FunctionError>;
 }
 
 impl StateVar for Value {
     fn to_slot(&self) -> Slot {
         Some(self.clone())
     }
-    fn from_slot(slot: &Slot, func: &str, name: &str) -> Result<Self, EagerError> {
+    fn from_slot(slot: &Slot, func: &str, name: &str) -> Result<Self, FunctionError> {
         slot.clone().ok_or_else(|| error(func, name, format!("`{name}` has no value here")))
     }
 }
@@ -181,7 +193,7 @@ impl StateVar for Option<Value> {
     fn to_slot(&self) -> Slot {
         self.clone()
     }
-    fn from_slot(slot: &Slot, _: &str, _: &str) -> Result<Self, EagerError> {
+    fn from_slot(slot: &Slot, _: &str, _: &str) -> Result<Self, FunctionError> {
         Ok(slot.clone())
     }
 }
@@ -189,15 +201,15 @@ impl StateVar for Option<Value> {
 /// Conversions of a state variable whose type is a [`StateVar`].
 pub trait ViaVar<T> {
     /// The variable's slot.
-    fn var_to(self, v: &T, func: &str, name: &str) -> Result<Slot, EagerError>;
+    fn var_to(self, v: &T, func: &str, name: &str) -> Result<Slot, FunctionError>;
     /// The variable from its slot.
-    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, EagerError>;
+    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, FunctionError>;
 }
 impl<T: StateVar> ViaVar<T> for &Wrap<T> {
-    fn var_to(self, v: &T, _: &str, _: &str) -> Result<Slot, EagerError> {
+    fn var_to(self, v: &T, _: &str, _: &str) -> Result<Slot, FunctionError> {
         Ok(v.to_slot())
     }
-    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, EagerError> {
+    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, FunctionError> {
         T::from_slot(s, func, name)
     }
 }
@@ -205,20 +217,20 @@ impl<T: StateVar> ViaVar<T> for &Wrap<T> {
 /// The fallback for any other type: the conversion is a run-time error.
 pub trait ViaVarOther<T> {
     /// An error naming the variable.
-    fn var_to(self, v: &T, func: &str, name: &str) -> Result<Slot, EagerError>;
+    fn var_to(self, v: &T, func: &str, name: &str) -> Result<Slot, FunctionError>;
     /// An error naming the variable.
-    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, EagerError>;
+    fn var_from(self, s: &Slot, func: &str, name: &str) -> Result<T, FunctionError>;
 }
 impl<T> ViaVarOther<T> for Wrap<T> {
-    fn var_to(self, _: &T, func: &str, name: &str) -> Result<Slot, EagerError> {
+    fn var_to(self, _: &T, func: &str, name: &str) -> Result<Slot, FunctionError> {
         Err(not_a_value::<T>(func, name))
     }
-    fn var_from(self, _: &Slot, func: &str, name: &str) -> Result<T, EagerError> {
+    fn var_from(self, _: &Slot, func: &str, name: &str) -> Result<T, FunctionError> {
         Err(not_a_value::<T>(func, name))
     }
 }
 
-fn not_a_value<T>(func: &str, name: &str) -> EagerError {
+fn not_a_value<T>(func: &str, name: &str) -> FunctionError {
     error(
         func,
         name,
@@ -236,26 +248,26 @@ fn not_a_value<T>(func: &str, name: &str) -> EagerError {
 )]
 pub trait Slots: Sized {
     /// Appends the slots (an `Err` result gives its error).
-    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), EagerError>;
+    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), FunctionError>;
     /// Takes the slots back.
-    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, EagerError>;
+    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, FunctionError>;
 }
 
 impl Slots for () {
-    fn to_slots(&self, _: &mut Vec<Slot>) -> Result<(), EagerError> {
+    fn to_slots(&self, _: &mut Vec<Slot>) -> Result<(), FunctionError> {
         Ok(())
     }
-    fn from_slots(_: &mut std::slice::Iter<'_, Slot>, _: &str) -> Result<Self, EagerError> {
+    fn from_slots(_: &mut std::slice::Iter<'_, Slot>, _: &str) -> Result<Self, FunctionError> {
         Ok(())
     }
 }
 
 impl Slots for Value {
-    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), EagerError> {
+    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), FunctionError> {
         out.push(Some(self.clone()));
         Ok(())
     }
-    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, EagerError> {
+    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, FunctionError> {
         it.next().cloned().flatten().ok_or_else(|| error(func, "", "a value is missing"))
     }
 }
@@ -263,25 +275,25 @@ impl Slots for Value {
 macro_rules! tuple_slots {
     ($($t:ident $i:tt),+) => {
         impl<$($t: Slots),+> Slots for ($($t,)+) {
-            fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), EagerError> {
+            fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), FunctionError> {
                 $(self.$i.to_slots(out)?;)+
                 Ok(())
             }
-            fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, EagerError> {
+            fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, FunctionError> {
                 Ok(($($t::from_slots(it, func)?,)+))
             }
         }
     };
 }
 /// A branch that yields `Ok(values)` (`if c { Ok(a) } else { Ok(b) }` as a function's tail).
-impl<T: Slots> Slots for Result<T, EagerError> {
-    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), EagerError> {
+impl<T: Slots> Slots for Result<T, FunctionError> {
+    fn to_slots(&self, out: &mut Vec<Slot>) -> Result<(), FunctionError> {
         match self {
             Ok(v) => v.to_slots(out),
             Err(e) => Err(e.clone()),
         }
     }
-    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, EagerError> {
+    fn from_slots(it: &mut std::slice::Iter<'_, Slot>, func: &str) -> Result<Self, FunctionError> {
         T::from_slots(it, func).map(Ok)
     }
 }
@@ -294,17 +306,17 @@ tuple_slots!(A 0, B 1, C 2, D 3, E 4);
 /// Conversions of a yielded value whose type is [`Slots`].
 pub trait ViaOut<T> {
     /// The slots.
-    fn out_to(self, v: &T, func: &str) -> Result<Vec<Slot>, EagerError>;
+    fn out_to(self, v: &T, func: &str) -> Result<Vec<Slot>, FunctionError>;
     /// Back from the slots.
-    fn out_from(self, s: &[Slot], func: &str) -> Result<T, EagerError>;
+    fn out_from(self, s: &[Slot], func: &str) -> Result<T, FunctionError>;
 }
 impl<T: Slots> ViaOut<T> for &Wrap<T> {
-    fn out_to(self, v: &T, _: &str) -> Result<Vec<Slot>, EagerError> {
+    fn out_to(self, v: &T, _: &str) -> Result<Vec<Slot>, FunctionError> {
         let mut out = Vec::new();
         v.to_slots(&mut out)?;
         Ok(out)
     }
-    fn out_from(self, s: &[Slot], func: &str) -> Result<T, EagerError> {
+    fn out_from(self, s: &[Slot], func: &str) -> Result<T, FunctionError> {
         T::from_slots(&mut s.iter(), func)
     }
 }
@@ -312,20 +324,20 @@ impl<T: Slots> ViaOut<T> for &Wrap<T> {
 /// The fallback: a run-time error.
 pub trait ViaOutOther<T> {
     /// An error.
-    fn out_to(self, v: &T, func: &str) -> Result<Vec<Slot>, EagerError>;
+    fn out_to(self, v: &T, func: &str) -> Result<Vec<Slot>, FunctionError>;
     /// An error.
-    fn out_from(self, s: &[Slot], func: &str) -> Result<T, EagerError>;
+    fn out_from(self, s: &[Slot], func: &str) -> Result<T, FunctionError>;
 }
 impl<T> ViaOutOther<T> for Wrap<T> {
-    fn out_to(self, _: &T, func: &str) -> Result<Vec<Slot>, EagerError> {
+    fn out_to(self, _: &T, func: &str) -> Result<Vec<Slot>, FunctionError> {
         Err(not_slots::<T>(func))
     }
-    fn out_from(self, _: &[Slot], func: &str) -> Result<T, EagerError> {
+    fn out_from(self, _: &[Slot], func: &str) -> Result<T, FunctionError> {
         Err(not_slots::<T>(func))
     }
 }
 
-fn not_slots<T>(func: &str) -> EagerError {
+fn not_slots<T>(func: &str) -> FunctionError {
     error(
         func,
         "",
@@ -337,14 +349,14 @@ fn not_slots<T>(func: &str) -> EagerError {
 }
 
 /// A function's result as values (the `Function` adapter the macro writes).
-pub fn outputs<T: Slots>(v: &T, func: &str) -> Result<Vec<Value>, EagerError> {
+pub fn outputs<T: Slots>(v: &T, func: &str) -> Result<Vec<Value>, FunctionError> {
     let mut out = Vec::new();
     v.to_slots(&mut out)?;
     out.into_iter().map(|s| s.ok_or_else(|| error(func, "", "a result has no value"))).collect()
 }
 
 /// The slots of a `return`ed value, `k` of them.
-pub fn return_slots<T: Slots>(v: &T, k: usize, func: &str) -> Result<Vec<Slot>, EagerError> {
+pub fn return_slots<T: Slots>(v: &T, k: usize, func: &str) -> Result<Vec<Slot>, FunctionError> {
     let mut out = Vec::new();
     v.to_slots(&mut out)?;
     if out.len() != k {
@@ -359,7 +371,7 @@ pub fn flag(b: bool) -> Value {
 }
 
 /// Whether an early return may have happened (a symbolic flag, or a concrete true one).
-pub fn maybe_returned(flag: &Value, func: &str) -> Result<bool, EagerError> {
+pub fn maybe_returned(flag: &Value, func: &str) -> Result<bool, FunctionError> {
     Ok(flag.decide(func, "return")?.unwrap_or(true))
 }
 
@@ -370,8 +382,8 @@ pub fn select_return<T: Slots>(
     func: &str,
     returned: &Value,
     slots: Vec<Slot>,
-    rest: impl FnOnce() -> Result<T, EagerError>,
-) -> Result<T, EagerError> {
+    rest: impl FnOnce() -> Result<T, FunctionError>,
+) -> Result<T, FunctionError> {
     if let Some(b) = returned.decide(func, "return")? {
         return if b { T::from_slots(&mut slots.iter(), func) } else { rest() };
     }
@@ -415,14 +427,15 @@ pub fn iter<T>(t: T) -> Iter<T> {
 /// Iterating a [`Value`]: a concrete one row by row in Rust, a symbolic one traced.
 pub trait ForValue {
     /// What to iterate.
-    fn ag_iter(&self) -> Result<ForKind<std::vec::IntoIter<Value>>, EagerError>;
+    fn ag_iter(&self) -> Result<ForKind<std::vec::IntoIter<Value>>, FunctionError>;
 }
 impl ForValue for &Iter<Value> {
-    fn ag_iter(&self) -> Result<ForKind<std::vec::IntoIter<Value>>, EagerError> {
+    fn ag_iter(&self) -> Result<ForKind<std::vec::IntoIter<Value>>, FunctionError> {
         match self.0.take() {
             Some(Value::Eager(t)) => {
                 let n = t.dims().first().copied().ok_or_else(|| error("for", "", "cannot iterate over a scalar"))?;
-                let rows: Result<Vec<Value>, EagerError> = (0..n).map(|i| Ok(Value::Eager(gather(&t, i)?))).collect();
+                let rows: Result<Vec<Value>, FunctionError> =
+                    (0..n).map(|i| Ok(Value::Eager(gather(&t, i)?))).collect();
                 Ok(ForKind::Plain(rows?.into_iter()))
             }
             Some(v) => Ok(ForKind::Tensor(v)),
@@ -431,7 +444,7 @@ impl ForValue for &Iter<Value> {
     }
 }
 
-fn gather(t: &Tensor, i: usize) -> Result<Tensor, EagerError> {
+fn gather(t: &Tensor, i: usize) -> Result<Tensor, FunctionError> {
     let i = i32::try_from(i).map_err(|_| error("for", "", "too many rows"))?;
     crate::eager::op("GatherV2").input(t).input(&Tensor::scalar(i)).input(&Tensor::scalar(0i32)).run1()
 }
@@ -439,10 +452,10 @@ fn gather(t: &Tensor, i: usize) -> Result<Tensor, EagerError> {
 /// Iterating anything else: Rust's `for`.
 pub trait ForOther<I> {
     /// What to iterate.
-    fn ag_iter(&self) -> Result<ForKind<I>, EagerError>;
+    fn ag_iter(&self) -> Result<ForKind<I>, FunctionError>;
 }
 impl<T: IntoIterator> ForOther<T::IntoIter> for Iter<T> {
-    fn ag_iter(&self) -> Result<ForKind<T::IntoIter>, EagerError> {
+    fn ag_iter(&self) -> Result<ForKind<T::IntoIter>, FunctionError> {
         let t = self.0.take().ok_or_else(|| error("for", "", "iterated twice"))?;
         Ok(ForKind::Plain(t.into_iter()))
     }
@@ -454,13 +467,13 @@ pub fn item_marker<I: Iterator>(_: &ForKind<I>) -> Wrap<I::Item> {
 }
 
 /// The number of rows of `v` (its dimension 0, int32).
-pub fn len(v: &Value) -> Result<Value, EagerError> {
+pub fn len(v: &Value) -> Result<Value, FunctionError> {
     let shape = apply1("Shape", &[v], &[])?;
     apply1("GatherV2", &[&shape, &Value::scalar(0i32), &Value::scalar(0i32)], &[])
 }
 
 /// Row `i` of `v`.
-pub fn element(v: &Value, i: &Value) -> Result<Value, EagerError> {
+pub fn element(v: &Value, i: &Value) -> Result<Value, FunctionError> {
     apply1("GatherV2", &[v, i, &Value::scalar(0i32)], &[])
 }
 
@@ -470,7 +483,7 @@ pub trait RangeArg: Sized {
     /// The range.
     type Out;
     /// `start..limit`.
-    fn range(start: Self, limit: Self) -> Result<Self::Out, EagerError>;
+    fn range(start: Self, limit: Self) -> Result<Self::Out, FunctionError>;
     /// Zero.
     fn zero() -> Self;
 }
@@ -479,7 +492,7 @@ macro_rules! int_range {
     ($($t:ty),*) => {$(
         impl RangeArg for $t {
             type Out = std::ops::Range<$t>;
-            fn range(start: $t, limit: $t) -> Result<Self::Out, EagerError> {
+            fn range(start: $t, limit: $t) -> Result<Self::Out, FunctionError> {
                 Ok(start..limit)
             }
             fn zero() -> $t {
@@ -492,7 +505,7 @@ int_range!(i32, i64, u32, u64, usize);
 
 impl RangeArg for Value {
     type Out = Value;
-    fn range(start: Value, limit: Value) -> Result<Value, EagerError> {
+    fn range(start: Value, limit: Value) -> Result<Value, FunctionError> {
         let start = convert_like(&start, &limit)?;
         apply1("Range", &[&start, &limit, &convert_like(&Value::scalar(1i32), &limit)?], &[])
     }
@@ -502,19 +515,19 @@ impl RangeArg for Value {
 }
 
 /// `range(limit)`.
-pub fn range<T: RangeArg>(limit: T) -> Result<T::Out, EagerError> {
+pub fn range<T: RangeArg>(limit: T) -> Result<T::Out, FunctionError> {
     T::range(T::zero(), limit)
 }
 
 /// `range(start, limit)`.
-pub fn range2<T: RangeArg>(start: T, limit: T) -> Result<T::Out, EagerError> {
+pub fn range2<T: RangeArg>(start: T, limit: T) -> Result<T::Out, FunctionError> {
     T::range(start, limit)
 }
 
 /// `v` in `like`'s dtype (a Rust number next to a tensor takes the tensor's dtype).
-fn convert_like(v: &Value, like: &Value) -> Result<Value, EagerError> {
+fn convert_like(v: &Value, like: &Value) -> Result<Value, FunctionError> {
     match v {
-        Value::Eager(t) if t.dtype() != like.dtype() => Ok(Value::Eager(t.cast(like.dtype())?)),
+        Value::Eager(t) if t.dtype() != like.dtype() => Ok(Value::Eager(Eager.cast(t, like.dtype())?)),
         v => Ok(v.clone()),
     }
 }
@@ -539,7 +552,7 @@ macro_rules! binary {
     (@numbers $trait:ident, $method:ident, $($n:ty),*) => {$(
         impl<'a, 'b> $trait<&'b $n> for &'a Value {
             type Output = Value;
-            fn $method(self, r: &'b $n) -> Result<Value, EagerError> {
+            fn $method(self, r: &'b $n) -> Result<Value, FunctionError> {
                 let r = convert_like(&Value::Eager(r.scalar()), self)?;
                 $trait::$method(self, &r)
             }
@@ -551,27 +564,27 @@ macro_rules! binary {
             /// The result type.
             type Output;
             /// Applies the operator.
-            fn $method(self, r: R) -> Result<Self::Output, EagerError>;
+            fn $method(self, r: R) -> Result<Self::Output, FunctionError>;
         }
         impl<'a, 'b, A: ?Sized, B: ?Sized> $trait<&'b B> for &'a A
         where
             &'a A: std::ops::$std<&'b B>,
         {
             type Output = <&'a A as std::ops::$std<&'b B>>::Output;
-            fn $method(self, r: &'b B) -> Result<Self::Output, EagerError> {
+            fn $method(self, r: &'b B) -> Result<Self::Output, FunctionError> {
                 Ok(std::ops::$std::$stdm(self, r))
             }
         }
         impl<'a, 'b> $trait<&'b Value> for &'a Value {
             type Output = Value;
-            fn $method(self, r: &'b Value) -> Result<Value, EagerError> {
+            fn $method(self, r: &'b Value) -> Result<Value, FunctionError> {
                 let op: fn(DType) -> &'static str = $op;
                 apply1(op(self.dtype()), &[self, r], &[])
             }
         }
         binary!(@numbers $trait, $method, i32, f64);
         /// The operator on references (see the module docs).
-        pub fn $fn<A: $trait<B>, B>(a: A, b: B) -> Result<A::Output, EagerError> {
+        pub fn $fn<A: $trait<B>, B>(a: A, b: B) -> Result<A::Output, FunctionError> {
             a.$method(b)
         }
     };
@@ -607,25 +620,25 @@ macro_rules! number_left {
     ($($t:ty),*) => {$(
         impl<'a, 'b> AgAdd<&'b Value> for &'a $t {
             type Output = Value;
-            fn ag_add(self, r: &'b Value) -> Result<Value, EagerError> {
+            fn ag_add(self, r: &'b Value) -> Result<Value, FunctionError> {
                 add(&convert_like(&Value::Eager(self.scalar()), r)?, r)
             }
         }
         impl<'a, 'b> AgSub<&'b Value> for &'a $t {
             type Output = Value;
-            fn ag_sub(self, r: &'b Value) -> Result<Value, EagerError> {
+            fn ag_sub(self, r: &'b Value) -> Result<Value, FunctionError> {
                 sub(&convert_like(&Value::Eager(self.scalar()), r)?, r)
             }
         }
         impl<'a, 'b> AgMul<&'b Value> for &'a $t {
             type Output = Value;
-            fn ag_mul(self, r: &'b Value) -> Result<Value, EagerError> {
+            fn ag_mul(self, r: &'b Value) -> Result<Value, FunctionError> {
                 mul(&convert_like(&Value::Eager(self.scalar()), r)?, r)
             }
         }
         impl<'a, 'b> AgDiv<&'b Value> for &'a $t {
             type Output = Value;
-            fn ag_div(self, r: &'b Value) -> Result<Value, EagerError> {
+            fn ag_div(self, r: &'b Value) -> Result<Value, FunctionError> {
                 div(&convert_like(&Value::Eager(self.scalar()), r)?, r)
             }
         }
@@ -651,11 +664,11 @@ pub trait AgOrd<R> {
     /// `bool` or `Value`.
     type Output;
     /// Compares.
-    fn ag_ord(self, r: R, op: Ord) -> Result<Self::Output, EagerError>;
+    fn ag_ord(self, r: R, op: Ord) -> Result<Self::Output, FunctionError>;
 }
 impl<'b, A: ?Sized + PartialOrd<B>, B: ?Sized> AgOrd<&'b B> for &A {
     type Output = bool;
-    fn ag_ord(self, r: &'b B, op: Ord) -> Result<bool, EagerError> {
+    fn ag_ord(self, r: &'b B, op: Ord) -> Result<bool, FunctionError> {
         Ok(match op {
             Ord::Lt => self < r,
             Ord::Le => self <= r,
@@ -666,7 +679,7 @@ impl<'b, A: ?Sized + PartialOrd<B>, B: ?Sized> AgOrd<&'b B> for &A {
 }
 impl<'b> AgOrd<&'b Value> for &Value {
     type Output = Value;
-    fn ag_ord(self, r: &'b Value, op: Ord) -> Result<Value, EagerError> {
+    fn ag_ord(self, r: &'b Value, op: Ord) -> Result<Value, FunctionError> {
         let name = match op {
             Ord::Lt => "Less",
             Ord::Le => "LessEqual",
@@ -682,17 +695,17 @@ pub trait AgEq<R> {
     /// `bool` or `Value`.
     type Output;
     /// Compares (`!=` when `ne`).
-    fn ag_eq(self, r: R, ne: bool) -> Result<Self::Output, EagerError>;
+    fn ag_eq(self, r: R, ne: bool) -> Result<Self::Output, FunctionError>;
 }
 impl<'b, A: ?Sized + PartialEq<B>, B: ?Sized> AgEq<&'b B> for &A {
     type Output = bool;
-    fn ag_eq(self, r: &'b B, ne: bool) -> Result<bool, EagerError> {
+    fn ag_eq(self, r: &'b B, ne: bool) -> Result<bool, FunctionError> {
         Ok((self == r) != ne)
     }
 }
 impl<'b> AgEq<&'b Value> for &Value {
     type Output = Value;
-    fn ag_eq(self, r: &'b Value, ne: bool) -> Result<Value, EagerError> {
+    fn ag_eq(self, r: &'b Value, ne: bool) -> Result<Value, FunctionError> {
         apply1(if ne { "NotEqual" } else { "Equal" }, &[self, r], &[])
     }
 }
@@ -701,25 +714,25 @@ macro_rules! cmp_numbers {
     ($($n:ty),*) => {$(
         impl<'a, 'b> AgOrd<&'b $n> for &'a Value {
             type Output = Value;
-            fn ag_ord(self, r: &'b $n, op: Ord) -> Result<Value, EagerError> {
+            fn ag_ord(self, r: &'b $n, op: Ord) -> Result<Value, FunctionError> {
                 ord(self, &convert_like(&Value::Eager(r.scalar()), self)?, op)
             }
         }
         impl<'a, 'b> AgOrd<&'b Value> for &'a $n {
             type Output = Value;
-            fn ag_ord(self, r: &'b Value, op: Ord) -> Result<Value, EagerError> {
+            fn ag_ord(self, r: &'b Value, op: Ord) -> Result<Value, FunctionError> {
                 ord(&convert_like(&Value::Eager(self.scalar()), r)?, r, op)
             }
         }
         impl<'a, 'b> AgEq<&'b $n> for &'a Value {
             type Output = Value;
-            fn ag_eq(self, r: &'b $n, ne: bool) -> Result<Value, EagerError> {
+            fn ag_eq(self, r: &'b $n, ne: bool) -> Result<Value, FunctionError> {
                 eq(self, &convert_like(&Value::Eager(r.scalar()), self)?, ne)
             }
         }
         impl<'a, 'b> AgEq<&'b Value> for &'a $n {
             type Output = Value;
-            fn ag_eq(self, r: &'b Value, ne: bool) -> Result<Value, EagerError> {
+            fn ag_eq(self, r: &'b Value, ne: bool) -> Result<Value, FunctionError> {
                 eq(&convert_like(&Value::Eager(self.scalar()), r)?, r, ne)
             }
         }
@@ -728,12 +741,12 @@ macro_rules! cmp_numbers {
 cmp_numbers!(i32, f64);
 
 /// Orders `a` and `b`.
-pub fn ord<A: AgOrd<B>, B>(a: A, b: B, op: Ord) -> Result<A::Output, EagerError> {
+pub fn ord<A: AgOrd<B>, B>(a: A, b: B, op: Ord) -> Result<A::Output, FunctionError> {
     a.ag_ord(b, op)
 }
 
 /// `a == b` (`a != b` when `ne`).
-pub fn eq<A: AgEq<B>, B>(a: A, b: B, ne: bool) -> Result<A::Output, EagerError> {
+pub fn eq<A: AgEq<B>, B>(a: A, b: B, ne: bool) -> Result<A::Output, FunctionError> {
     a.ag_eq(b, ne)
 }
 
@@ -742,26 +755,26 @@ pub trait AgNeg {
     /// The result type.
     type Output;
     /// Negates.
-    fn ag_neg(self) -> Result<Self::Output, EagerError>;
+    fn ag_neg(self) -> Result<Self::Output, FunctionError>;
 }
 impl<'a, A: ?Sized> AgNeg for &'a A
 where
     &'a A: std::ops::Neg,
 {
     type Output = <&'a A as std::ops::Neg>::Output;
-    fn ag_neg(self) -> Result<Self::Output, EagerError> {
+    fn ag_neg(self) -> Result<Self::Output, FunctionError> {
         Ok(-self)
     }
 }
 impl AgNeg for &Value {
     type Output = Value;
-    fn ag_neg(self) -> Result<Value, EagerError> {
+    fn ag_neg(self) -> Result<Value, FunctionError> {
         apply1("Neg", &[self], &[])
     }
 }
 
 /// `-x`.
-pub fn neg<A: AgNeg>(a: A) -> Result<A::Output, EagerError> {
+pub fn neg<A: AgNeg>(a: A) -> Result<A::Output, FunctionError> {
     a.ag_neg()
 }
 
@@ -770,31 +783,31 @@ pub trait AgNot {
     /// The result type.
     type Output;
     /// Negates.
-    fn ag_not(self) -> Result<Self::Output, EagerError>;
+    fn ag_not(self) -> Result<Self::Output, FunctionError>;
 }
 impl<'a, A: ?Sized> AgNot for &'a A
 where
     &'a A: std::ops::Not,
 {
     type Output = <&'a A as std::ops::Not>::Output;
-    fn ag_not(self) -> Result<Self::Output, EagerError> {
+    fn ag_not(self) -> Result<Self::Output, FunctionError> {
         Ok(!self)
     }
 }
 impl AgNot for &Value {
     type Output = Value;
-    fn ag_not(self) -> Result<Value, EagerError> {
+    fn ag_not(self) -> Result<Value, FunctionError> {
         let b = if self.dtype() == DType::Bool { self.clone() } else { cast(self, DType::Bool)? };
         apply1("LogicalNot", &[&b], &[])
     }
 }
 
 /// `!x`.
-pub fn not<A: AgNot>(a: A) -> Result<A::Output, EagerError> {
+pub fn not<A: AgNot>(a: A) -> Result<A::Output, FunctionError> {
     a.ag_not()
 }
 
-fn cast(v: &Value, to: DType) -> Result<Value, EagerError> {
+fn cast(v: &Value, to: DType) -> Result<Value, FunctionError> {
     apply1("Cast", &[v], &[("DstT", attr::dtype(to))])
 }
 
@@ -804,11 +817,11 @@ pub trait AgLogic<R> {
     /// `bool` or `Value`.
     type Output;
     /// `and` (`or` when `or`).
-    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<R, EagerError>) -> Result<Self::Output, EagerError>;
+    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<R, FunctionError>) -> Result<Self::Output, FunctionError>;
 }
 impl AgLogic<bool> for &bool {
     type Output = bool;
-    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<bool, EagerError>) -> Result<bool, EagerError> {
+    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<bool, FunctionError>) -> Result<bool, FunctionError> {
         if *self == or {
             return Ok(or);
         }
@@ -817,7 +830,7 @@ impl AgLogic<bool> for &bool {
 }
 impl AgLogic<Value> for &bool {
     type Output = Value;
-    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<Value, EagerError>) -> Result<Value, EagerError> {
+    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<Value, FunctionError>) -> Result<Value, FunctionError> {
         if *self == or {
             return Ok(Value::scalar(or));
         }
@@ -826,7 +839,7 @@ impl AgLogic<Value> for &bool {
 }
 impl<R: Condition> AgLogic<R> for &Value {
     type Output = Value;
-    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<R, EagerError>) -> Result<Value, EagerError> {
+    fn ag_logic(self, or: bool, r: impl FnOnce() -> Result<R, FunctionError>) -> Result<Value, FunctionError> {
         if let Some(b) = self.decide("and/or", "")? {
             if b == or {
                 return Ok(Value::scalar(or));
@@ -840,12 +853,12 @@ impl<R: Condition> AgLogic<R> for &Value {
 }
 
 /// `a && b`.
-pub fn and<A: AgLogic<R>, R>(a: A, b: impl FnOnce() -> Result<R, EagerError>) -> Result<A::Output, EagerError> {
+pub fn and<A: AgLogic<R>, R>(a: A, b: impl FnOnce() -> Result<R, FunctionError>) -> Result<A::Output, FunctionError> {
     a.ag_logic(false, b)
 }
 
 /// `a || b`.
-pub fn or<A: AgLogic<R>, R>(a: A, b: impl FnOnce() -> Result<R, EagerError>) -> Result<A::Output, EagerError> {
+pub fn or<A: AgLogic<R>, R>(a: A, b: impl FnOnce() -> Result<R, FunctionError>) -> Result<A::Output, FunctionError> {
     a.ag_logic(true, b)
 }
 

@@ -17,8 +17,12 @@ use ferroflow_ops::{OpRegistry, Scope};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
-use crate::eager::EagerError;
-use crate::traced::{capture_shape, current, output_in, same, static_shape_in, trace_error, tracing, Frame, Value};
+use ferroflow_ops::{OpTarget, RawOps};
+
+use crate::context::{capture_shape, current, output_in, same, static_shape_in, tracing, Frame};
+use crate::eager::Eager;
+use crate::error::{FunctionError, OpError};
+use crate::value::Value;
 
 /// A value that may be undefined (a variable without a value yet).
 pub type Slot = Option<Value>;
@@ -40,8 +44,8 @@ impl Names<'_> {
     fn fillable(&self, k: usize) -> bool {
         self.vars.get(k).is_some_and(|v| v.starts_with("__ag_ret"))
     }
-    fn error(&self, reason: impl Into<String>) -> EagerError {
-        EagerError { op: self.func.to_string(), inputs: self.text.to_string(), reason: reason.into() }
+    fn error(&self, reason: impl Into<String>) -> FunctionError {
+        FunctionError::statement(self.func, self.text, reason)
     }
 }
 
@@ -85,8 +89,8 @@ fn static_shape(scope: &Scope, id: u64, v: &Value) -> Shape {
 }
 
 /// Whether a concrete predicate holds (one element: non-zero numbers, `true`).
-fn truth(v: &Value, names: &Names) -> Result<bool, EagerError> {
-    let t = v.tensor().ok_or_else(|| trace_error(names.func, "the predicate is symbolic outside a trace"))?;
+fn truth(v: &Value, names: &Names) -> Result<bool, FunctionError> {
+    let t = v.tensor().ok_or_else(|| FunctionError::usage(names.func, "the predicate is symbolic outside a trace"))?;
     if t.len() != 1 {
         return Err(names.error(format!(
             "the condition `{}` must be a scalar, it is {}",
@@ -95,8 +99,8 @@ fn truth(v: &Value, names: &Names) -> Result<bool, EagerError> {
         )));
     }
     let as_bool = Tensor::scalar(false);
-    let t = if t.dtype() == as_bool.dtype() { t.clone() } else { crate::eager::Eager::cast(t, as_bool.dtype())? };
-    Ok(t.as_slice::<bool>().map_err(|e| trace_error(names.func, e.to_string()))?[0])
+    let t = if t.dtype() == as_bool.dtype() { t.clone() } else { Eager.cast(t, as_bool.dtype())? };
+    Ok(t.as_slice::<bool>().map_err(|e| FunctionError::traced(names.func, e))?[0])
 }
 
 /// A branch or body traced into its own graph, not yet a `FunctionDef`.
@@ -113,14 +117,14 @@ impl Pending {
         prefix: &str,
         params: &[(DType, Shape)],
         seed: &[Value],
-        f: impl FnOnce(&[Value]) -> Result<Vec<Slot>, EagerError>,
-    ) -> Result<Pending, EagerError> {
+        f: impl FnOnce(&[Value]) -> Result<Vec<Slot>, FunctionError>,
+    ) -> Result<Pending, FunctionError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let scope = Scope::new();
         let frame = Frame::new(scope.clone(), params.len());
         let id = frame.id;
-        let err = |e: ferroflow_ops::BuildError| trace_error(&name, e.to_string());
+        let err = |e: ferroflow_ops::BuildError| FunctionError::traced(&name, e);
         let mut values = Vec::with_capacity(params.len());
         for (i, (d, shape)) in params.iter().enumerate() {
             let o = scope.with_exact_name(&format!("arg{i}")).placeholder(*d, shape).map_err(err)?;
@@ -128,7 +132,7 @@ impl Pending {
         }
         let mut pending = Pending { name: name.clone(), frame, outputs: Vec::new() };
         pending.add_captures(seed)?;
-        let (outputs, frame) = tracing(pending.frame, || -> Result<Vec<Option<Output>>, EagerError> {
+        let (outputs, frame) = tracing(pending.frame, || -> Result<Vec<Option<Output>>, FunctionError> {
             f(&values)?.iter().map(|s| s.as_ref().map(|v| output_in(&scope, id, v, &name)).transpose()).collect()
         });
         pending.frame = frame;
@@ -142,7 +146,7 @@ impl Pending {
 
     /// Adds placeholders for the captures in `all` this trace lacks (so that branches traced
     /// apart take the same arguments).
-    fn add_captures(&mut self, all: &[Value]) -> Result<(), EagerError> {
+    fn add_captures(&mut self, all: &[Value]) -> Result<(), FunctionError> {
         for v in all {
             if self.frame.captures.iter().any(|(c, _)| same(c, v)) {
                 continue;
@@ -153,7 +157,7 @@ impl Pending {
                 .scope
                 .with_exact_name(&name)
                 .placeholder(v.dtype(), &capture_shape(v))
-                .map_err(|e| trace_error(&self.name, e.to_string()))?;
+                .map_err(|e| FunctionError::traced(&self.name, e))?;
             self.frame.captures.push((v.clone(), o));
         }
         Ok(())
@@ -168,16 +172,17 @@ impl Pending {
     }
 
     /// A zero of `dtype` in this trace (the value of a return slot on a path that sets none).
-    fn zero(&self, dtype: DType) -> Result<Output, EagerError> {
-        let zero = crate::eager::Eager::cast(&Tensor::scalar(0i32), dtype)?;
-        self.frame.scope.constant(&zero).map_err(|e| trace_error(&self.name, e.to_string()))
+    fn zero(&self, dtype: DType) -> Result<Output, FunctionError> {
+        let zero = Eager.cast(Tensor::scalar(0i32), dtype)?;
+        self.frame.scope.constant(&zero).map_err(|e| FunctionError::traced(&self.name, e))
     }
 
     /// The `FunctionDef` returning `outputs`, and the functions its graph calls.
-    fn finish(self, outputs: &[Output]) -> Result<Traced, EagerError> {
+    fn finish(self, outputs: &[Output]) -> Result<Traced, FunctionError> {
         let graph = self.frame.scope.graph();
         let args = self.frame.args + self.frame.captures.len();
-        let def = function_def(&self.name, &graph, args, outputs).map_err(|e| trace_error(&self.name, e))?;
+        let def = function_def(&self.name, &graph, args, outputs)
+            .map_err(|e| FunctionError::traced(&self.name, OpError::Signature(e)))?;
         Ok(Traced { def, library: graph.library.function })
     }
 }
@@ -273,13 +278,13 @@ fn add_node(
     inputs: &[Output],
     attrs: Attrs,
     fns: Vec<Traced>,
-) -> Result<ferroflow_graph::NodeId, EagerError> {
+) -> Result<ferroflow_graph::NodeId, FunctionError> {
     for t in fns {
         for f in t.library.into_iter().chain([t.def]) {
             scope.add_function(f);
         }
     }
-    scope.add_op(op, name, inputs, &[], attrs).map_err(|e| trace_error(op, e.to_string()))
+    scope.add_op(op, name, inputs, &[], attrs).map_err(|e| FunctionError::traced(op, e))
 }
 
 /// An `if` over a tensor condition (what AutoGraph writes for `if`/`else`): `then_fn` or
@@ -293,9 +298,9 @@ pub fn if_stmt(
     pred: &Value,
     vars: &[&str],
     state: Vec<Slot>,
-    then_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, EagerError>,
-    else_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, EagerError>,
-) -> Result<Vec<Slot>, EagerError> {
+    then_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, FunctionError>,
+    else_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, FunctionError>,
+) -> Result<Vec<Slot>, FunctionError> {
     let names = Names { func, text, vars };
     let traced = current().filter(|_| matches!(pred, Value::Symbolic(..)));
     let Some((scope, id)) = traced else {
@@ -385,9 +390,9 @@ pub fn while_stmt(
     text: &str,
     vars: &[&str],
     state: Vec<Slot>,
-    cond_fn: impl Fn(&[Slot]) -> Result<Value, EagerError>,
-    body_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, EagerError>,
-) -> Result<Vec<Slot>, EagerError> {
+    cond_fn: impl Fn(&[Slot]) -> Result<Value, FunctionError>,
+    body_fn: impl Fn(&[Slot]) -> Result<Vec<Slot>, FunctionError>,
+) -> Result<Vec<Slot>, FunctionError> {
     let names = Names { func, text, vars };
     let Some((scope, id)) = current() else {
         let mut state = state;
@@ -428,7 +433,7 @@ pub fn while_stmt(
                     names.var(k)
                 )));
             }
-            let zero = crate::eager::Eager::cast(&Tensor::scalar(0i32), probe.output_type(o))?;
+            let zero = Eager.cast(Tensor::scalar(0i32), probe.output_type(o))?;
             state[k] = Some(Value::Eager(zero));
             shapes[k] = Shape::unknown();
         }
@@ -498,9 +503,9 @@ pub fn while_stmt(
 pub fn cond(
     pred: &Value,
     inputs: &[Value],
-    then_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
-    else_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
-) -> Result<Vec<Value>, EagerError> {
+    then_fn: impl Fn(&[Value]) -> Result<Vec<Value>, FunctionError>,
+    else_fn: impl Fn(&[Value]) -> Result<Vec<Value>, FunctionError>,
+) -> Result<Vec<Value>, FunctionError> {
     let state: Vec<Slot> = inputs.iter().cloned().map(Some).collect();
     let branch = |f: &crate::traced::Body<'_>, s: &[Slot]| {
         let values: Vec<Value> = s.iter().flatten().cloned().collect();
@@ -514,10 +519,10 @@ pub fn cond(
 /// eagerly it is a `while`; traced, both become library functions and a `StatelessWhile` node
 /// loops. The body must keep the loop variables' dtypes and shapes.
 pub fn while_loop(
-    cond_fn: impl Fn(&[Value]) -> Result<Value, EagerError>,
-    body_fn: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
+    cond_fn: impl Fn(&[Value]) -> Result<Value, FunctionError>,
+    body_fn: impl Fn(&[Value]) -> Result<Vec<Value>, FunctionError>,
     vars: &[Value],
-) -> Result<Vec<Value>, EagerError> {
+) -> Result<Vec<Value>, FunctionError> {
     let state: Vec<Slot> = vars.iter().cloned().map(Some).collect();
     let values = |s: &[Slot]| -> Vec<Value> { s.iter().flatten().cloned().collect() };
     let out = while_stmt(

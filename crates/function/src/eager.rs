@@ -4,10 +4,16 @@
 //! before the kernel runs, with the op and the input shapes named) and the CPU kernel, on the
 //! process's intra-op pool.
 //!
-//! ```ignore
+//! ```
 //! use ferroflow_function::eager::{self, Eager};
-//! let y = x.matmul(&w)?.add(&b)?.relu()?;
-//! let z = eager::op("ConcatV2").inputs(&[a, b]).input(&axis).run1()?;
+//! use ferroflow_ops::{Ops, RawOps};
+//! use ferroflow_tensor::Tensor;
+//! let x = Tensor::from_vec(&[1, 2], vec![1.0f32, -2.0]).unwrap();
+//! let w = Tensor::from_vec(&[2, 1], vec![3.0f32, 4.0]).unwrap();
+//! let y = Eager.relu(Eager.add_v2(Eager.mat_mul(&x, &w).unwrap(), 10.0f32).unwrap()).unwrap();
+//! assert_eq!(y.as_slice::<f32>().unwrap(), &[5.0]);
+//! let z = eager::op("ConcatV2").inputs(&[x.clone(), x]).input(&Tensor::scalar(1i32)).run1().unwrap();
+//! assert_eq!(z.dims(), &[1, 4]);
 //! ```
 //!
 //! TensorFlow's dtype rules hold: no implicit conversion (`int32 + float32` is an error that
@@ -21,23 +27,13 @@ use std::sync::OnceLock;
 
 use ferroflow_graph::Attrs;
 use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc, OpKernel};
-use ferroflow_ops::{ArgType, Known, OpDef, OpRegistry};
-use ferroflow_proto::{attr, AttrValue};
-use ferroflow_tensor::{DType, Shape, Tensor};
+use ferroflow_ops::{Applied, Arg as OpArg, ArgDTypes, Input, Known, OpCall, OpDef, OpRegistry, OpTarget};
+use ferroflow_proto::AttrValue;
+use ferroflow_tensor::{Shape, Tensor};
+
+use crate::error::{FunctionError, OpError};
 use prost::Message;
 use smallvec::SmallVec;
-
-/// Why an eager call failed: the op, its inputs' dtypes and shapes, and the reason.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{op}({inputs}): {reason}")]
-pub struct EagerError {
-    /// The op (`MatMul`).
-    pub op: String,
-    /// The inputs as `float[2, 3], float[4, 5]` (TensorFlow's dtype names).
-    pub inputs: String,
-    /// What went wrong.
-    pub reason: String,
-}
 
 /// Inputs whose values the shape function sees (`Reshape`'s shape, `Sum`'s axes): integer
 /// tensors up to this many elements.
@@ -96,31 +92,31 @@ impl<'a> Call<'a> {
         v
     }
 
-    fn error(&self, reason: impl Into<String>) -> EagerError {
-        failure(self.op, &self.flat(), reason)
+    fn error(&self, source: OpError) -> FunctionError {
+        failure(self.op, &self.flat(), source)
     }
 
     /// Runs the op; returns its outputs. A call like an earlier one on this thread (same op,
     /// input dtypes and list lengths, attrs) reuses its checked signature and kernel, and its
     /// shape check when the input shapes are the same too.
-    pub fn run(self) -> Result<Vec<Tensor>, EagerError> {
+    pub fn run(self) -> Result<Vec<Tensor>, FunctionError> {
         let inputs = self.flat();
         prepared(|key| self.key(key), || self.prepare())?.run(self.op, &inputs)
     }
 
     /// Runs an op with one output.
-    pub fn run1(self) -> Result<Tensor, EagerError> {
+    pub fn run1(self) -> Result<Tensor, FunctionError> {
         let op = self.op.to_string();
         let mut out = self.run()?;
         match out.len() {
             1 => Ok(out.pop().expect("one output")),
-            n => Err(EagerError { op, inputs: String::new(), reason: format!("has {n} outputs; use run()") }),
+            n => Err(Eager.output_count_error(&op, n)),
         }
     }
 
     /// The cache key: the op, each argument's dtype (or a list's length and dtypes), and the
     /// attrs given, encoded.
-    fn key(&self, key: &mut Vec<u8>) -> Result<(), EagerError> {
+    fn key(&self, key: &mut Vec<u8>) -> Result<(), FunctionError> {
         key.clear();
         key.extend_from_slice(self.op.as_bytes());
         for a in &self.args {
@@ -137,22 +133,22 @@ impl<'a> Call<'a> {
             key.push(2);
             key.extend_from_slice(name.as_bytes());
             key.push(0);
-            value.encode(key).map_err(|e| self.error(e.to_string()))?;
+            value.encode(key).expect("a Vec grows to hold what is encoded");
         }
         Ok(())
     }
 
     /// The slow path of a first call: the attrs completed from the inputs, the signature's
     /// dtypes checked, the kernel made.
-    fn prepare(&self) -> Result<Prepared, EagerError> {
-        let def = OpRegistry::global().get(self.op).ok_or_else(|| self.error("no such op in the registry"))?;
+    fn prepare(&self) -> Result<Prepared, FunctionError> {
+        let def = OpRegistry::global().get(self.op).ok_or_else(|| self.error(OpError::UnknownOp))?;
         let mut attrs: Attrs = self.attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         self.infer_type_attrs(def, &mut attrs)?;
         Prepared::new(self.op, def, attrs, &self.flat())
     }
 
     /// Sets the type and count attrs the caller left out from the inputs.
-    fn infer_type_attrs(&self, def: &OpDef, attrs: &mut Attrs) -> Result<(), EagerError> {
+    fn infer_type_attrs(&self, def: &OpDef, attrs: &mut Attrs) -> Result<(), FunctionError> {
         let dtypes: SmallVec<[ArgDTypes; 3]> = self
             .args
             .iter()
@@ -161,48 +157,8 @@ impl<'a> Call<'a> {
                 Arg::List(ts) => ArgDTypes::List(ts.iter().map(Tensor::dtype).collect()),
             })
             .collect();
-        infer_type_attrs(def, &dtypes, attrs).map_err(|e| self.error(e))
+        def.infer_type_attrs(&dtypes, attrs).map_err(|e| self.error(OpError::Signature(e)))
     }
-}
-
-/// The dtypes of one argument of a call: one tensor's, or a list's.
-pub(crate) enum ArgDTypes {
-    One(DType),
-    List(Vec<DType>),
-}
-
-/// Sets the type and count attrs missing from `attrs` from the arguments' dtypes, argument by
-/// argument (as TensorFlow's eager op matching does).
-pub(crate) fn infer_type_attrs(def: &OpDef, args: &[ArgDTypes], attrs: &mut Attrs) -> Result<(), String> {
-    if def.inputs.len() != args.len() {
-        let names: Vec<&str> = def.inputs.iter().map(|a| a.name.as_str()).collect();
-        return Err(format!("takes {} arguments ({}), got {}", def.inputs.len(), names.join(", "), args.len()));
-    }
-    let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
-        if !attrs.contains_key(name) {
-            attrs.insert(name.to_string(), v);
-        }
-    };
-    for (arg, a) in def.inputs.iter().zip(args) {
-        match (&arg.ty, a) {
-            (ArgType::TypeAttr(t), ArgDTypes::One(d)) => set(attrs, t, attr::dtype(*d)),
-            (ArgType::Number { count_attr, elem }, ArgDTypes::List(ds)) => {
-                set(attrs, count_attr, attr::int(ds.len() as i64));
-                if let (ArgType::TypeAttr(t), Some(first)) = (elem.as_ref(), ds.first()) {
-                    set(attrs, t, attr::dtype(*first));
-                }
-            }
-            (ArgType::TypeList(t), ArgDTypes::List(ds)) => set(attrs, t, attr::dtypes(ds)),
-            (ArgType::Fixed(_), ArgDTypes::One(_)) | (ArgType::TypeAttr(_), ArgDTypes::List(_)) => {}
-            (ArgType::Number { .. } | ArgType::TypeList(_), ArgDTypes::One(_)) => {
-                return Err(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name))
-            }
-            (ArgType::Fixed(_), ArgDTypes::List(_)) => {
-                return Err(format!("argument '{}' is one tensor, not a list", arg.name))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// An op with complete attrs whose input dtypes were checked against its signature: its
@@ -218,15 +174,16 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(op: &str, def: &'static OpDef, attrs: Attrs, inputs: &[&Tensor]) -> Result<Prepared, EagerError> {
-        let fail = |reason: String| failure(op, inputs, reason);
-        let types = def.resolve_types(&attrs).map_err(fail)?;
+    fn new(op: &str, def: &'static OpDef, attrs: Attrs, inputs: &[&Tensor]) -> Result<Prepared, FunctionError> {
+        let fail = |source: OpError| failure(op, inputs, source);
+        let signature = |reason: String| fail(OpError::Signature(reason));
+        let types = def.resolve_types(&attrs).map_err(signature)?;
         if types.inputs.len() != inputs.len() {
-            return Err(fail(format!("takes {} inputs, got {}", types.inputs.len(), inputs.len())));
+            return Err(signature(format!("takes {} inputs, got {}", types.inputs.len(), inputs.len())));
         }
         for (i, (t, want)) in inputs.iter().zip(&types.inputs).enumerate() {
             if t.dtype() != *want {
-                return Err(fail(format!(
+                return Err(signature(format!(
                     "input {i} is {}, expected {want} (ops do not convert dtypes: Cast first)",
                     t.dtype()
                 )));
@@ -234,7 +191,7 @@ impl Prepared {
         }
         let kernel = KernelRegistry::global()
             .create(&NodeDesc { name: op, def, attrs: &attrs, types: &types })
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(e.into()))?;
         Ok(Prepared { def, attrs, outputs: types.outputs.len(), kernel, accepted: RefCell::new(Default::default()) })
     }
 
@@ -251,8 +208,8 @@ impl Prepared {
     }
 
     /// Checks the shapes (unless these were accepted last time) and runs the kernel.
-    fn run(&self, op: &str, inputs: &[&Tensor]) -> Result<Vec<Tensor>, EagerError> {
-        let fail = |reason: String| failure(op, inputs, reason);
+    fn run(&self, op: &str, inputs: &[&Tensor]) -> Result<Vec<Tensor>, FunctionError> {
+        let fail = |source: OpError| failure(op, inputs, source);
         let same = {
             let last = self.accepted.borrow();
             let (mut at, mut vat) = (0, 0);
@@ -278,7 +235,7 @@ impl Prepared {
             let shapes: Vec<Shape> = inputs.iter().map(|t| Shape::known(t.dims())).collect();
             let known: Vec<Option<Known>> =
                 inputs.iter().map(|t| known_value(t).map(|v| Known::Value(v.clone()))).collect();
-            ferroflow_ops::infer_node(self.def, &self.attrs, &shapes, &known).map_err(fail)?;
+            ferroflow_ops::infer_node(self.def, &self.attrs, &shapes, &known).map_err(|e| fail(OpError::Shape(e)))?;
             let (mut dims, mut values) = (Vec::new(), Vec::new());
             Self::signature(inputs, &mut dims, &mut values);
             *self.accepted.borrow_mut() = (dims, values);
@@ -286,7 +243,7 @@ impl Prepared {
         let mut owned: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
         let mut outputs = Vec::with_capacity(self.outputs);
         let ctx = KernelContext { intra_op: Some(intra_op_pool()), resources: None, step: None };
-        self.kernel.compute(&ctx, &mut owned, &mut outputs).map_err(|e| fail(e.to_string()))?;
+        self.kernel.compute(&ctx, &mut owned, &mut outputs).map_err(|e| fail(e.into()))?;
         crate::tape::record(op, &self.attrs, inputs, &mut outputs);
         Ok(outputs)
     }
@@ -300,7 +257,7 @@ fn known_value(t: &Tensor) -> Option<&Tensor> {
 /// Runs `op` with complete attrs (type and count attrs included, as a graph node has them) on
 /// `inputs` in flat signature order — how a graph's node runs eagerly (prepared once per
 /// op, attrs and input dtypes on each thread, like [`Call::run`]).
-pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, EagerError> {
+pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor>, FunctionError> {
     let key = |key: &mut Vec<u8>| {
         key.clear();
         key.push(3);
@@ -310,12 +267,12 @@ pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor
             key.push(0);
             key.extend_from_slice(name.as_bytes());
             key.push(0);
-            value.encode(key).map_err(|e| failure(op, inputs, e.to_string()))?;
+            value.encode(key).expect("a Vec grows to hold what is encoded");
         }
         Ok(())
     };
     let prepare = || {
-        let def = OpRegistry::global().get(op).ok_or_else(|| failure(op, inputs, "no such op in the registry"))?;
+        let def = OpRegistry::global().get(op).ok_or_else(|| failure(op, inputs, OpError::UnknownOp))?;
         Prepared::new(op, def, attrs.clone(), inputs)
     };
     prepared(key, prepare)?.run(op, inputs)
@@ -323,9 +280,9 @@ pub fn execute(op: &str, attrs: &Attrs, inputs: &[&Tensor]) -> Result<Vec<Tensor
 
 /// This thread's prepared op for the key `key` writes, made by `prepare` on a miss.
 fn prepared(
-    key: impl FnOnce(&mut Vec<u8>) -> Result<(), EagerError>,
-    prepare: impl FnOnce() -> Result<Prepared, EagerError>,
-) -> Result<Rc<Prepared>, EagerError> {
+    key: impl FnOnce(&mut Vec<u8>) -> Result<(), FunctionError>,
+    prepare: impl FnOnce() -> Result<Prepared, FunctionError>,
+) -> Result<Rc<Prepared>, FunctionError> {
     KERNELS.with(|cell| {
         let (cache, k) = &mut *cell.borrow_mut();
         key(k)?;
@@ -341,9 +298,9 @@ fn prepared(
     })
 }
 
-fn failure(op: &str, inputs: &[&Tensor], reason: impl Into<String>) -> EagerError {
+fn failure(op: &str, inputs: &[&Tensor], source: OpError) -> FunctionError {
     let described: Vec<String> = inputs.iter().map(|t| describe(t)).collect();
-    EagerError { op: op.to_string(), inputs: described.join(", "), reason: reason.into() }
+    FunctionError::Op { op: op.to_string(), inputs: described.join(", "), source }
 }
 
 /// `float[2, 3]`.
@@ -374,83 +331,52 @@ pub fn intra_op_pool() -> &'static rayon::ThreadPool {
     })
 }
 
-/// The ops people call most, as methods on tensors (each one eager call).
-pub trait Eager {
-    /// `x + y` (`AddV2`, broadcasting).
-    fn add(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// `x - y` (`Sub`).
-    fn sub(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// `x * y` (`Mul`).
-    fn mul(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// `x / y` (`RealDiv`).
-    fn div(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// `x // y` (`FloorDiv`, Python's floor division on integers).
-    fn floor_div(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// `x ** y` (`Pow`).
-    fn pow(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// The matrix product (`MatMul`; `BatchMatMulV2` above rank 2).
-    fn matmul(&self, y: &Tensor) -> Result<Tensor, EagerError>;
-    /// A unary op by name (`Relu`, `Tanh`, `Exp`, `Neg`, `Square`, ...).
-    fn unary(&self, op: &str) -> Result<Tensor, EagerError>;
-    /// `max(x, 0)`.
-    fn relu(&self) -> Result<Tensor, EagerError> {
-        self.unary("Relu")
+/// The op target of eager execution: every op of the one surface
+/// ([`RawOps`](ferroflow_ops::RawOps)) runs at once on concrete tensors
+/// (`Eager.mat_mul(&x, &w)`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Eager;
+
+impl OpTarget for Eager {
+    type Tensor = Tensor;
+    type Node = ();
+    type Error = FunctionError;
+
+    fn apply(&self, call: OpCall<'_, Tensor>) -> Result<Applied<Tensor, ()>, FunctionError> {
+        let mut c = op(call.op);
+        for a in &call.inputs {
+            c = match a {
+                OpArg::One(t) => c.input(t),
+                OpArg::List(ts) => c.inputs(ts),
+            };
+        }
+        for (name, value) in call.attrs {
+            c = c.attr(name, value);
+        }
+        Ok(Applied { outputs: c.run()?, node: () })
     }
-    /// The sum over `axes` (`Sum`).
-    fn reduce_sum(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError>;
-    /// The mean over `axes` (`Mean`).
-    fn reduce_mean(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError>;
-    /// The same values in a new shape (`Reshape`; one dimension may be -1).
-    fn reshape(&self, dims: &[i64]) -> Result<Tensor, EagerError>;
-    /// The values converted to `dtype` (`Cast`).
-    fn cast(&self, dtype: DType) -> Result<Tensor, EagerError>;
+
+    fn constant(&self, value: &Tensor) -> Result<Tensor, FunctionError> {
+        Ok(value.clone())
+    }
+
+    fn output_count_error(&self, op: &str, got: usize) -> FunctionError {
+        FunctionError::Op {
+            op: op.to_string(),
+            inputs: String::new(),
+            source: OpError::Usage(format!("has {got} outputs; use run()")),
+        }
+    }
 }
 
-fn binary(op_name: &str, x: &Tensor, y: &Tensor) -> Result<Tensor, EagerError> {
-    op(op_name).input(x).input(y).run1()
+impl Input<Eager> for Tensor {
+    fn into_input(self, _: &Eager) -> Result<Tensor, FunctionError> {
+        Ok(self)
+    }
 }
 
-fn reduce(op_name: &str, x: &Tensor, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
-    let axes = Tensor::from_vec(&[axes.len()], axes.to_vec()).expect("a vector of the axes");
-    op(op_name).input(x).input(&axes).attr("keep_dims", attr::boolean(keep_dims)).run1()
-}
-
-impl Eager for Tensor {
-    fn add(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("AddV2", self, y)
-    }
-    fn sub(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("Sub", self, y)
-    }
-    fn mul(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("Mul", self, y)
-    }
-    fn div(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("RealDiv", self, y)
-    }
-    fn floor_div(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("FloorDiv", self, y)
-    }
-    fn pow(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary("Pow", self, y)
-    }
-    fn matmul(&self, y: &Tensor) -> Result<Tensor, EagerError> {
-        binary(if self.dims().len() > 2 || y.dims().len() > 2 { "BatchMatMulV2" } else { "MatMul" }, self, y)
-    }
-    fn unary(&self, op_name: &str) -> Result<Tensor, EagerError> {
-        op(op_name).input(self).run1()
-    }
-    fn reduce_sum(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
-        reduce("Sum", self, axes, keep_dims)
-    }
-    fn reduce_mean(&self, axes: &[i32], keep_dims: bool) -> Result<Tensor, EagerError> {
-        reduce("Mean", self, axes, keep_dims)
-    }
-    fn reshape(&self, dims: &[i64]) -> Result<Tensor, EagerError> {
-        let shape = Tensor::from_vec(&[dims.len()], dims.to_vec()).expect("a vector of the dims");
-        op("Reshape").input(self).input(&shape).run1()
-    }
-    fn cast(&self, dtype: DType) -> Result<Tensor, EagerError> {
-        op("Cast").input(self).attr("DstT", attr::dtype(dtype)).run1()
+impl Input<Eager> for &Tensor {
+    fn into_input(self, _: &Eager) -> Result<Tensor, FunctionError> {
+        Ok(self.clone())
     }
 }

@@ -15,8 +15,11 @@ use ferroflow_graph::{Attrs, NodeId, Output};
 use ferroflow_ops::Scope;
 use ferroflow_tensor::{Shape, Tensor};
 
-use crate::eager::{execute, EagerError};
-use crate::traced::Value;
+use ferroflow_ops::OpTarget;
+
+use crate::eager::execute;
+use crate::error::{FunctionError, OpError};
+use crate::value::Value;
 
 /// How a tape knows a tensor: its bytes' address, dtype and dims.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -99,16 +102,13 @@ impl GradientTape {
     /// the gradients are graph autodiff on the function's graph (the tape records nothing
     /// there: the graph is the record), so the same step code works eagerly and as a function,
     /// as TensorFlow's tapes do inside `tf.function`.
-    pub fn gradient_values(&self, target: &Value, sources: &[&Value]) -> Result<Vec<Option<Value>>, EagerError> {
+    pub fn gradient_values(&self, target: &Value, sources: &[&Value]) -> Result<Vec<Option<Value>>, FunctionError> {
         if let Value::Eager(t) = target {
             let tensors: Vec<&Tensor> = sources
                 .iter()
                 .map(|v| {
-                    v.tensor().ok_or_else(|| EagerError {
-                        op: "GradientTape::gradient".into(),
-                        inputs: String::new(),
-                        reason: "a symbolic source for a concrete target".into(),
-                    })
+                    v.tensor()
+                        .ok_or_else(|| tape_error(OpError::Usage("a symbolic source for a concrete target".into())))
                 })
                 .collect::<Result<_, _>>()?;
             return Ok(self.gradient(t, &tensors)?.into_iter().map(|g| g.map(Value::Eager)).collect());
@@ -118,8 +118,8 @@ impl GradientTape {
 
     /// The gradients of `target` (summed over its elements) with respect to each source;
     /// `None` for a source the target does not depend on through recorded ops.
-    pub fn gradient(&self, target: &Tensor, sources: &[&Tensor]) -> Result<Vec<Option<Tensor>>, EagerError> {
-        let fail = |reason: String| EagerError { op: "GradientTape::gradient".into(), inputs: String::new(), reason };
+    pub fn gradient(&self, target: &Tensor, sources: &[&Tensor]) -> Result<Vec<Option<Tensor>>, FunctionError> {
+        let fail = |reason: String| tape_error(OpError::Usage(reason));
         let mut s = self.state.borrow_mut();
         if s.used && !self.persistent {
             return Err(fail(
@@ -132,7 +132,7 @@ impl GradientTape {
         let mut outputs: HashMap<Key, Output> = HashMap::new();
         let mut fed: HashMap<NodeId, Tensor> = HashMap::new();
         let mut known: HashMap<(NodeId, usize), Tensor> = HashMap::new();
-        let mut placeholder = |k: &Key, outputs: &mut HashMap<Key, Output>| -> Result<Output, EagerError> {
+        let mut placeholder = |k: &Key, outputs: &mut HashMap<Key, Output>| -> Result<Output, FunctionError> {
             if let Some(o) = outputs.get(k) {
                 return Ok(*o);
             }
@@ -144,11 +144,11 @@ impl GradientTape {
                 let o = scope
                     .with_name("tape_input")
                     .placeholder(t.dtype(), &Shape::known(t.dims()))
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| tape_error(e.into()))?;
                 fed.insert(o.node, t.clone());
                 o
             } else {
-                scope.with_name("tape_constant").constant(t).map_err(|e| fail(e.to_string()))?
+                scope.with_name("tape_constant").constant(t).map_err(|e| tape_error(e.into()))?
             };
             outputs.insert(k.clone(), o);
             Ok(o)
@@ -177,7 +177,7 @@ impl GradientTape {
         }
         let present: Vec<Output> = xs.iter().flatten().copied().collect();
         let grads =
-            ferroflow_autodiff::gradients(&scope, &[target_out], &present, None).map_err(|e| fail(e.to_string()))?;
+            ferroflow_autodiff::gradients(&scope, &[target_out], &present, None).map_err(|e| tape_error(e.into()))?;
         for (node, t) in fed {
             known.insert((node, 0), t);
         }
@@ -209,6 +209,11 @@ impl GradientTape {
     }
 }
 
+/// An error of [`GradientTape::gradient`].
+fn tape_error(source: OpError) -> FunctionError {
+    FunctionError::Op { op: "GradientTape::gradient".into(), inputs: String::new(), source }
+}
+
 impl Drop for GradientTape {
     fn drop(&mut self) {
         let me = Rc::downgrade(&self.state);
@@ -235,7 +240,7 @@ struct Evaluator<'g> {
 }
 
 impl Evaluator<'_> {
-    fn value(&mut self, o: Output) -> Result<Tensor, EagerError> {
+    fn value(&mut self, o: Output) -> Result<Tensor, FunctionError> {
         if let Some(t) = self.known.get(&(o.node, o.index)) {
             return Ok(t.clone());
         }

@@ -17,8 +17,12 @@ use ferroflow_kernels::resource::Variable as Storage;
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
-use crate::eager::{Eager, EagerError};
-use crate::traced::{current, trace_error, with_function_frame, Frame, Value};
+use ferroflow_ops::RawOps;
+
+use crate::context::{current, output_in, with_function_frame, Frame};
+use crate::eager::Eager;
+use crate::error::{FunctionError, OpError};
+use crate::value::Value;
 
 /// A mutable, named tensor.
 pub struct Variable {
@@ -66,33 +70,33 @@ impl Variable {
     }
 
     /// Replaces the value; `value` must keep the variable's dtype and shape.
-    pub fn assign(&self, value: Tensor) -> Result<(), EagerError> {
+    pub fn assign(&self, value: Tensor) -> Result<(), FunctionError> {
         self.check(value.dtype(), &Shape::known(value.dims()))?;
         self.storage.assign(value);
         Ok(())
     }
 
     /// `self -= delta` (`AssignSubVariableOp`), computed eagerly.
-    pub fn assign_sub(&self, delta: &Tensor) -> Result<(), EagerError> {
-        self.assign(self.read().sub(delta)?)
+    pub fn assign_sub(&self, delta: &Tensor) -> Result<(), FunctionError> {
+        self.assign(Eager.sub(self.read(), delta)?)
     }
 
-    fn check(&self, dtype: DType, shape: &Shape) -> Result<(), EagerError> {
+    fn check(&self, dtype: DType, shape: &Shape) -> Result<(), FunctionError> {
         let fits = dtype == self.dtype() && (shape.dims().is_none() || shape.is_compatible_with(&self.dims));
         if fits {
             return Ok(());
         }
-        Err(EagerError {
+        Err(FunctionError::Op {
             op: "AssignVariableOp".into(),
             inputs: format!("{} {}{:?}", self.name, self.dtype(), self.dims),
-            reason: format!("cannot assign a {dtype}{:?} value", shape.dims().unwrap_or(&[])),
+            source: OpError::Signature(format!("cannot assign a {dtype}{:?} value", shape.dims().unwrap_or(&[]))),
         })
     }
 
     /// The value as a [`Value`]: the tensor eagerly; inside a traced function, a
     /// `ReadVariableOp` of the captured variable (in the function's own graph, so a branch or
     /// loop body that uses it captures the value read before the statement).
-    pub fn value(&self) -> Result<Value, EagerError> {
+    pub fn value(&self) -> Result<Value, FunctionError> {
         if current().is_none() {
             return Ok(Value::Eager(self.read()));
         }
@@ -100,7 +104,7 @@ impl Variable {
     }
 
     /// Assigns `value` (eagerly, or as an `AssignVariableOp` of the traced function).
-    pub fn assign_value(&self, value: &Value) -> Result<(), EagerError> {
+    pub fn assign_value(&self, value: &Value) -> Result<(), FunctionError> {
         match value {
             Value::Eager(t) if current().is_none() => self.assign(t.clone()),
             v => self.stateful("AssignVariableOp", Some(v)).map(drop),
@@ -108,7 +112,7 @@ impl Variable {
     }
 
     /// `self -= delta` (eagerly, or as an `AssignSubVariableOp` of the traced function).
-    pub fn assign_sub_value(&self, delta: &Value) -> Result<(), EagerError> {
+    pub fn assign_sub_value(&self, delta: &Value) -> Result<(), FunctionError> {
         match delta {
             Value::Eager(t) if current().is_none() => self.assign_sub(t),
             v => self.stateful("AssignSubVariableOp", Some(v)).map(drop),
@@ -117,10 +121,10 @@ impl Variable {
 
     /// Adds `op` on this variable's handle to the function being traced; updates must be
     /// made in the function's own graph (not inside a tensor branch or loop body).
-    fn stateful(&self, op: &str, value: Option<&Value>) -> Result<Value, EagerError> {
+    fn stateful(&self, op: &str, value: Option<&Value>) -> Result<Value, FunctionError> {
         let in_function = current().map(|(_, id)| id) == with_function_frame(|f| f.id);
         if !in_function && value.is_some() {
-            return Err(trace_error(
+            return Err(FunctionError::usage(
                 op,
                 format!(
                     "variable '{}' is assigned inside a tensor `if` or loop: assign it in the function's body, \
@@ -129,7 +133,7 @@ impl Variable {
                 ),
             ));
         }
-        let made = with_function_frame(|frame| -> Result<Value, EagerError> {
+        let made = with_function_frame(|frame| -> Result<Value, FunctionError> {
             let handle = self.handle(frame)?;
             let scope = frame.scope.clone();
             // Program order per variable: after the previous op on it.
@@ -139,23 +143,23 @@ impl Variable {
                 .copied()
                 .filter(|&n| scope.with_graph(|g| g.node(n).inputs.first() == Some(&handle)))
                 .collect();
-            let err = |e: ferroflow_ops::BuildError| trace_error(op, e.to_string());
+            let err = |e: ferroflow_ops::BuildError| FunctionError::traced(op, e);
             let mut inputs = vec![handle];
             let mut attrs = ferroflow_graph::Attrs::new();
             attrs.insert("dtype".into(), attr::dtype(self.dtype()));
             if let Some(v) = value {
                 self.check(v.dtype(), &Shape::unknown())?;
-                inputs.push(crate::traced::output_in(&scope, frame.id, v, op)?);
+                inputs.push(output_in(&scope, frame.id, v, op)?);
             }
             let node = scope.add_op(op, op, &inputs, &previous, attrs).map_err(err)?;
             frame.stateful.push(node);
             Ok(Value::Symbolic(Output { node, index: 0 }, self.dtype(), frame.id))
         });
-        made.unwrap_or_else(|| Err(trace_error(op, "no function is being traced")))
+        made.unwrap_or_else(|| Err(FunctionError::usage(op, "no function is being traced")))
     }
 
     /// The placeholder for this variable's handle in the function `frame` (added on first use).
-    fn handle(&self, frame: &mut Frame) -> Result<Output, EagerError> {
+    fn handle(&self, frame: &mut Frame) -> Result<Output, FunctionError> {
         if let Some((_, o, _)) = frame.resources.iter().find(|(k, ..)| *k == self.key) {
             return Ok(*o);
         }
@@ -163,7 +167,7 @@ impl Variable {
             .scope
             .with_name(&format!("{}_handle", self.name))
             .placeholder(DType::Resource, &Shape::scalar())
-            .map_err(|e| trace_error("ReadVariableOp", e.to_string()))?;
+            .map_err(|e| FunctionError::traced("ReadVariableOp", e))?;
         frame.resources.push((self.key.clone(), o, self.storage.clone()));
         Ok(o)
     }

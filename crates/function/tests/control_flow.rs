@@ -1,18 +1,14 @@
 //! `cond` and `while_loop`: what they refuse, what they capture (seed 004's functions are
 //! tested in `crates/ferroflow/tests/seed_004.rs`, AutoGraph's in `crates/ferroflow/tests/autograph.rs`).
-use ferroflow_function::{cond, function, while_loop, Value, Variable};
+use ferroflow_function::{cond, function, while_loop, Traced, Value, Variable};
+use ferroflow_ops::{Ops, RawOps};
 use ferroflow_runtime::SessionOptions;
 use ferroflow_tensor::Tensor;
 
 #[test]
 fn branches_must_agree_and_outer_values_are_captured() {
     let f = function("bad_branches", |a| {
-        cond(
-            &a[0].greater(&Value::scalar(0i32))?,
-            &a[..1],
-            |x| Ok(vec![x[0].clone()]),
-            |_| Ok(vec![Value::scalar(1.0f32)]),
-        )
+        cond(&Traced.greater(&a[0], 0i32)?, &a[..1], |x| Ok(vec![x[0].clone()]), |_| Ok(vec![Value::scalar(1.0f32)]))
     });
     let e = f.call(&[Tensor::scalar(1i32)]).unwrap_err().to_string();
     assert!(e.contains("int32[] after the then branch but float32[] after the else branch"), "{e}");
@@ -20,10 +16,10 @@ fn branches_must_agree_and_outer_values_are_captured() {
     let g = function("capture", |a| {
         let (x, k) = (a[0].clone(), a[1].clone());
         let out = while_loop(
-            |v| v[0].less(&k),
+            |v| Traced.less(&v[0], &k),
             |v| {
-                let step = cond(&v[0].greater(&x)?, &[], |_| Ok(vec![k.clone()]), |_| Ok(vec![x.clone()]))?;
-                Ok(vec![v[0].add(&Value::scalar(1i32))?, v[1].add(&step[0])?])
+                let step = cond(&Traced.greater(&v[0], &x)?, &[], |_| Ok(vec![k.clone()]), |_| Ok(vec![x.clone()]))?;
+                Ok(vec![Traced.add_v2(&v[0], 1i32)?, Traced.add_v2(&v[1], &step[0])?])
             },
             &[Value::scalar(0i32), Value::scalar(0i32)],
         )?;
@@ -40,10 +36,9 @@ fn branches_must_agree_and_outer_values_are_captured() {
 
 #[test]
 fn an_eager_loop_body_must_keep_its_dtypes() {
-    let e =
-        while_loop(|v| v[0].less(&Value::scalar(3i32)), |_| Ok(vec![Value::scalar(1.0f32)]), &[Value::scalar(0i32)])
-            .unwrap_err()
-            .to_string();
+    let e = while_loop(|v| Traced.less(&v[0], 3i32), |_| Ok(vec![Value::scalar(1.0f32)]), &[Value::scalar(0i32)])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("changes dtype across iterations"), "{e}");
 }
 
@@ -51,9 +46,9 @@ fn an_eager_loop_body_must_keep_its_dtypes() {
 fn a_traced_loop_variable_must_keep_its_shape_and_a_loop_that_never_ends_stops() {
     let grow = function("grow", |a| {
         let out = while_loop(
-            |v| v[0].reduce_sum(&[0], false)?.less(&Value::scalar(10.0f32)),
+            |v| Traced.less(Traced.reduce("Sum", &v[0], &[0], false)?, 10.0f32),
             |v| {
-                let twice = ferroflow_function::traced::apply_lists(
+                let twice = ferroflow_function::apply_lists(
                     "ConcatV2",
                     &[vec![&v[0], &v[0]], vec![&Value::scalar(0i32)]],
                     &[true, false],
@@ -72,7 +67,7 @@ fn a_traced_loop_variable_must_keep_its_shape_and_a_loop_that_never_ends_stops()
     );
 
     let forever = function("forever", |a| {
-        while_loop(|v| v[0].greater(&Value::scalar(0i32)), |v| Ok(vec![v[0].add(&Value::scalar(1i32))?]), a)
+        while_loop(|v| Traced.greater(&v[0], 0i32), |v| Ok(vec![Traced.add_v2(&v[0], 1i32)?]), a)
     })
     .session_options(SessionOptions { max_loop_iterations: 1000, ..SessionOptions::default() });
     let e = forever.call(&[Tensor::scalar(1i32)]).unwrap_err().to_string();

@@ -3,7 +3,7 @@
 use ferroflow_function::eager::{self, Eager};
 use ferroflow_function::GradientTape;
 use ferroflow_graph::Output;
-use ferroflow_ops::Scope;
+use ferroflow_ops::{OpTarget, Ops, RawOps, Scope};
 use ferroflow_proto::attr;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::{Shape, Tensor};
@@ -44,11 +44,12 @@ fn mlp_and_cnn_gradients_equal_graph_autodiff() {
     let tape = GradientTape::new();
     tape.watch(&w);
     tape.watch(&b);
-    let loss = x.matmul(&w).unwrap().add(&b).unwrap().relu().unwrap().reduce_sum(&[0, 1], false).unwrap();
+    let h = Eager.relu(Eager.add_v2(Eager.mat_mul(&x, &w).unwrap(), &b).unwrap()).unwrap();
+    let loss = Eager.reduce("Sum", h, &[0, 1], false).unwrap();
     let got = tape.gradient(&loss, &[&w, &b]).unwrap();
     let want = graph_gradients(&[&w, &b], |s, p| {
         let xo = s.constant(&x).unwrap();
-        let h = s.relu(s.add(s.matmul(xo, p[0], false, false).unwrap(), p[1]).unwrap()).unwrap();
+        let h = s.relu(s.add_v2(s.matmul(xo, p[0], false, false).unwrap(), p[1]).unwrap()).unwrap();
         s.reduce("Sum", h, &[0, 1], false).unwrap()
     });
     for (g, w) in got.iter().zip(&want) {
@@ -69,8 +70,8 @@ fn mlp_and_cnn_gradients_equal_graph_autodiff() {
         .attr("padding", attr::string("SAME"))
         .run1()
         .unwrap();
-    let h = eager::op("BiasAdd").input(&conv).input(&bias).run1().unwrap().relu().unwrap();
-    let loss = h.reduce_mean(&[0, 1, 2, 3], false).unwrap();
+    let h = Eager.relu(eager::op("BiasAdd").input(&conv).input(&bias).run1().unwrap()).unwrap();
+    let loss = Eager.reduce("Mean", h, &[0, 1, 2, 3], false).unwrap();
     let got = tape.gradient(&loss, &[&f, &bias]).unwrap();
     let want = graph_gradients(&[&f, &bias], |s, p| {
         let xo = s.constant(&x).unwrap();
@@ -93,7 +94,7 @@ fn watch_persistent_and_stop_recording() {
     let unwatched = Tensor::scalar(5.0f32);
     let tape = GradientTape::new();
     tape.watch(&x);
-    let y = x.mul(&x).unwrap().mul(&unwatched).unwrap(); // 5 x^2
+    let y = Eager.mul(Eager.mul(&x, &x).unwrap(), &unwatched).unwrap(); // 5 x^2
     let g = tape.gradient(&y, &[&x, &unwatched]).unwrap();
     assert_eq!(g[0].as_ref().unwrap().scalar_value::<f32>().unwrap(), 30.0);
     assert!(g[1].is_none(), "not watched");
@@ -102,12 +103,12 @@ fn watch_persistent_and_stop_recording() {
 
     let tape = GradientTape::persistent();
     tape.watch(&x);
-    let y = x.mul(&x).unwrap();
+    let y = Eager.mul(&x, &x).unwrap();
     let z = {
         let _paused = tape.stop_recording();
-        y.mul(&Tensor::scalar(2.0f32)).unwrap()
+        Eager.mul(&y, 2.0f32).unwrap()
     };
-    let w = y.add(&x).unwrap();
+    let w = Eager.add_v2(&y, &x).unwrap();
     assert_eq!(tape.gradient(&w, &[&x]).unwrap()[0].as_ref().unwrap().scalar_value::<f32>().unwrap(), 7.0);
     assert_eq!(tape.gradient(&y, &[&x]).unwrap()[0].as_ref().unwrap().scalar_value::<f32>().unwrap(), 6.0);
     let e = tape.gradient(&z, &[&x]).unwrap_err().to_string();
@@ -116,8 +117,9 @@ fn watch_persistent_and_stop_recording() {
     let v = Tensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let tape = GradientTape::new();
     tape.watch(&v);
-    let r = v.reshape(&[4]).unwrap();
-    let loss = r.mul(&r).unwrap().reduce_sum(&[0], false).unwrap().add(&v.reduce_sum(&[0, 1], false).unwrap()).unwrap();
+    let r = Eager.reshape(&v, &[4i64]).unwrap();
+    let squares = Eager.reduce("Sum", Eager.mul(&r, &r).unwrap(), &[0], false).unwrap();
+    let loss = Eager.add_v2(squares, Eager.reduce("Sum", &v, &[0, 1], false).unwrap()).unwrap();
     let g = tape.gradient(&loss, &[&v]).unwrap().remove(0).unwrap();
     assert_eq!(g.dims(), &[2, 2]);
     assert_eq!(g.as_slice::<f32>().unwrap(), &[3.0, 5.0, 7.0, 9.0]);
@@ -131,7 +133,7 @@ fn nested_tapes_give_second_derivatives() {
     let dy_dx = {
         let inner = GradientTape::new();
         inner.watch(&x);
-        let y = x.mul(&x).unwrap().mul(&x).unwrap(); // x^3
+        let y = Eager.mul(Eager.mul(&x, &x).unwrap(), &x).unwrap(); // x^3
         inner.gradient(&y, &[&x]).unwrap().remove(0).unwrap()
     };
     assert_eq!(dy_dx.scalar_value::<f32>().unwrap(), 12.0); // 3 x^2
@@ -153,13 +155,13 @@ fn trainable_variables_are_watched_and_an_eager_training_loop_learns() {
     for _ in 0..300 {
         let tape = GradientTape::new();
         let (wv, bv, fv) = (w.read(), b.read(), frozen.read());
-        let pred = x.matmul(&wv).unwrap().add(&bv).unwrap().mul(&fv).unwrap();
-        let err = pred.sub(&y).unwrap();
-        let loss = err.mul(&err).unwrap().reduce_mean(&[0, 1], false).unwrap();
+        let pred = Eager.mul(Eager.add_v2(Eager.mat_mul(&x, &wv).unwrap(), &bv).unwrap(), &fv).unwrap();
+        let err = Eager.sub(pred, &y).unwrap();
+        let loss = Eager.reduce("Mean", Eager.mul(&err, &err).unwrap(), &[0, 1], false).unwrap();
         let g = tape.gradient(&loss, &[&wv, &bv, &fv]).unwrap();
         assert!(g[2].is_none(), "a non-trainable variable is not watched");
-        w.assign_sub(&g[0].as_ref().unwrap().mul(&lr).unwrap()).unwrap();
-        b.assign_sub(&g[1].as_ref().unwrap().mul(&lr).unwrap()).unwrap();
+        w.assign_sub(&Eager.mul(g[0].as_ref().unwrap(), &lr).unwrap()).unwrap();
+        b.assign_sub(&Eager.mul(g[1].as_ref().unwrap(), &lr).unwrap()).unwrap();
         last = loss.scalar_value::<f32>().unwrap();
     }
     assert!(last < 1e-4, "loss {last}");

@@ -1,12 +1,13 @@
 //! Graph functions: one concrete function per signature (seed 004's `cube`), the same results
 //! as the eager body, input signatures with unknown dimensions, keyed non-tensor arguments,
 //! and retracing explained.
-use ferroflow_function::{function, Value};
+use ferroflow_function::{function, Traced};
+use ferroflow_ops::{Ops, RawOps};
 use ferroflow_tensor::{DType, Tensor};
 
 #[test]
 fn cube_traces_once_per_dtype_and_the_body_stays_callable_eagerly() {
-    let cube = function("cube", |a| Ok(vec![a[0].mul(&a[0])?.mul(&a[0])?]));
+    let cube = function("cube", |a| Ok(vec![Traced.mul(Traced.mul(&a[0], &a[0])?, &a[0])?]));
     let i = cube.call(&[Tensor::scalar(2i32)]).unwrap().remove(0);
     assert_eq!((i.dtype(), i.scalar_value::<i32>().unwrap()), (DType::Int32, 8));
     let f = cube.call(&[Tensor::scalar(2.0f32)]).unwrap().remove(0);
@@ -23,8 +24,8 @@ fn cube_traces_once_per_dtype_and_the_body_stays_callable_eagerly() {
 #[test]
 fn graph_results_equal_eager_results() {
     let dense = function("dense", |a| {
-        let h = a[0].matmul(&a[1])?.unary("Relu")?;
-        Ok(vec![h.reduce_sum(&[1], false)?, h])
+        let h = Traced.unary("Relu", Traced.mat_mul(&a[0], &a[1])?)?;
+        Ok(vec![Traced.reduce("Sum", &h, &[1], false)?, h])
     });
     let x = Tensor::from_vec(&[3, 4], (0..12).map(|i| i as f32 / 7.0 - 0.5).collect()).unwrap();
     let w = Tensor::from_vec(&[4, 2], (0..8).map(|i| 0.25 - i as f32 / 9.0).collect()).unwrap();
@@ -38,7 +39,7 @@ fn graph_results_equal_eager_results() {
 
 #[test]
 fn retracing_is_counted_explained_and_avoided_with_an_input_signature() {
-    let square = function("square", |a| Ok(vec![a[0].mul(&a[0])?]));
+    let square = function("square", |a| Ok(vec![Traced.mul(&a[0], &a[0])?]));
     square.call(&[Tensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap()]).unwrap();
     assert_eq!(square.explain_last_trace(), None);
     square.call(&[Tensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap()]).unwrap();
@@ -48,8 +49,8 @@ fn retracing_is_counted_explained_and_avoided_with_an_input_signature() {
     square.call_keyed(&"mode b", &[Tensor::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap()]).unwrap();
     assert!(square.explain_last_trace().unwrap().contains("key"));
 
-    let any_length = function("any_length", |a| Ok(vec![a[0].mul(&Value::scalar(2.0f32))?]))
-        .input_signature(&[(DType::Float, &[None])]);
+    let any_length =
+        function("any_length", |a| Ok(vec![Traced.mul(&a[0], 2.0f32)?])).input_signature(&[(DType::Float, &[None])]);
     for n in 1..5 {
         let out = any_length.call(&[Tensor::from_vec(&[n], vec![1.5f32; n]).unwrap()]).unwrap().remove(0);
         assert_eq!(out.as_slice::<f32>().unwrap(), vec![3.0f32; n].as_slice());

@@ -63,6 +63,16 @@ pub enum GraphError {
         /// Actual dtype.
         got: DType,
     },
+    /// The op's shape function rejects the node's input shapes or attrs.
+    #[error("node '{node}' ({op}): {source}")]
+    Shape {
+        /// The node.
+        node: String,
+        /// Its op.
+        op: String,
+        /// What does not fit.
+        source: ShapeError,
+    },
     /// Attrs missing or invalid for the op.
     #[error("node '{node}' ({op}): {reason}")]
     BadAttrs {
@@ -95,4 +105,32 @@ pub enum GraphError {
     /// A GraphDef version this build cannot consume.
     #[error("GraphDef versions: {0}")]
     Version(String),
+}
+
+/// Why an op's shape function rejects a node: what its input shapes or attrs are and what the
+/// op needs (`input 'a' must be a matrix, got shape [2, 3, 4]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ShapeError {
+    /// What does not fit.
+    pub reason: String,
+}
+
+impl ShapeError {
+    /// A shape error saying `reason`.
+    pub fn new(reason: impl Into<String>) -> ShapeError {
+        ShapeError { reason: reason.into() }
+    }
+}
+
+impl From<String> for ShapeError {
+    fn from(reason: String) -> Self {
+        ShapeError { reason }
+    }
+}
+
+impl From<&str> for ShapeError {
+    fn from(reason: &str) -> Self {
+        ShapeError { reason: reason.to_string() }
+    }
 }

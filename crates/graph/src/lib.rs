@@ -10,7 +10,7 @@ mod names;
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use error::GraphError;
+pub use error::{GraphError, ShapeError};
 pub use ferroflow_proto as proto;
 use ferroflow_proto::{AttrValue, FullTypeDef, FunctionDefLibrary, VersionDef};
 use ferroflow_tensor::DType;

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ferroflow_codec::jpeg::{self, DctMethod, DecodeOptions, DensityUnit, EncodeOptions, JpegFormat};
 use ferroflow_codec::png::{self, PngDecodeOptions, PngDtype, PngPixels};
-use ferroflow_codec::Format;
+use ferroflow_codec::{CodecError, Format};
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
@@ -377,7 +377,7 @@ fn jpeg_options(d: &NodeDesc) -> KResult<DecodeOptions> {
         fancy_upscaling: d.bool("fancy_upscaling")?,
         try_recover_truncated: d.bool("try_recover_truncated")?,
         acceptable_fraction: d.float("acceptable_fraction")?,
-        dct_method: DctMethod::from_tf(&d.string("dct_method")?).map_err(invalid)?,
+        dct_method: DctMethod::from_tf(&d.string("dct_method")?)?,
         max_bytes: 0,
     })
 }
@@ -385,8 +385,8 @@ fn jpeg_options(d: &NodeDesc) -> KResult<DecodeOptions> {
 /// Decodes a JPEG into a `uint8` `[height, width, channels]` tensor under the memory limit.
 pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> KResult<Tensor> {
     let opts = DecodeOptions { max_bytes: ferroflow_tensor::limit::current(), ..opts.clone() };
-    let make = |shape: [usize; 3]| Tensor::zeros(DType::UInt8, &shape).map(PixelTensor).map_err(|e| e.to_string());
-    let (PixelTensor(t), _) = jpeg::decode_jpeg_into(bytes, &opts, make).map_err(invalid)?;
+    let make = |shape: [usize; 3]| Tensor::zeros(DType::UInt8, &shape).map(PixelTensor).map_err(CodecError::buffer);
+    let (PixelTensor(t), _) = jpeg::decode_jpeg_into(bytes, &opts, make)?;
     Ok(t)
 }
 
@@ -415,7 +415,7 @@ pub fn decode_png(bytes: &[u8], channels: u8, dtype: DType) -> KResult<Tensor> {
         dtype: if dtype == DType::UInt16 { PngDtype::U16 } else { PngDtype::U8 },
         max_bytes: ferroflow_tensor::limit::current(),
     };
-    let (pixels, shape) = png::decode_png(bytes, &opts).map_err(invalid)?;
+    let (pixels, shape) = png::decode_png(bytes, &opts)?;
     Ok(match pixels {
         PngPixels::U8(v) => Tensor::from_vec(&shape, v)?,
         PngPixels::U16(v) => Tensor::from_vec(&shape, v)?,
@@ -495,7 +495,7 @@ impl OpKernel for DecodeImage {
 struct ExtractJpegShape(DType);
 impl OpKernel for ExtractJpegShape {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let s = jpeg::jpeg_shape(scalar_bytes(&inputs[0], "contents")?).map_err(invalid)?;
+        let s = jpeg::jpeg_shape(scalar_bytes(&inputs[0], "contents")?)?;
         outputs.push(match self.0 {
             DType::Int64 => Tensor::from_vec(&[3], s.iter().map(|&v| v as i64).collect())?,
             _ => Tensor::from_vec(&[3], s.iter().map(|&v| v as i32).collect())?,
@@ -516,7 +516,7 @@ struct EncodeJpeg(EncodeOptions);
 impl OpKernel for EncodeJpeg {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (h, w, c) = hwc(&inputs[0])?;
-        let bytes = jpeg::encode_jpeg(inputs[0].as_slice::<u8>()?, h, w, c, &self.0).map_err(invalid)?;
+        let bytes = jpeg::encode_jpeg(inputs[0].as_slice::<u8>()?, h, w, c, &self.0)?;
         outputs.push(string_scalar(bytes)?);
         Ok(())
     }
@@ -560,7 +560,7 @@ impl OpKernel for EncodePng {
             DType::UInt16 => PngPixels::U16(inputs[0].as_slice::<u16>()?.to_vec()),
             _ => PngPixels::U8(inputs[0].as_slice::<u8>()?.to_vec()),
         };
-        outputs.push(string_scalar(png::encode_png(&pixels, h, w, c, self.0).map_err(invalid)?)?);
+        outputs.push(string_scalar(png::encode_png(&pixels, h, w, c, self.0)?)?);
         Ok(())
     }
 }

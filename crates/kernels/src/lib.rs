@@ -84,6 +84,9 @@ pub enum KernelError {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// An image could not be decoded or encoded.
+    #[error(transparent)]
+    Codec(#[from] ferroflow_codec::CodecError),
     /// The step was cancelled or ran past its deadline (a loop checks between iterations).
     #[error(transparent)]
     Interrupted(#[from] step::Interrupt),

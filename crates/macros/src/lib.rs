@@ -188,11 +188,11 @@ fn adapter(f: &ItemFn, inner: &Type) -> Tokens {
         #vis fn #adapter() -> ::ferroflow::function::Function<'static> {
             ::ferroflow::function::function(#fname, |__ag_a: &[::ferroflow::function::Value]| {
                 if __ag_a.len() != #n {
-                    return ::core::result::Result::Err(::ferroflow::function::EagerError {
-                        op: #fname.to_string(),
-                        inputs: ::std::format!("{} arguments", __ag_a.len()),
-                        reason: ::std::format!("takes {} arguments", #n),
-                    });
+                    return ::core::result::Result::Err(::ferroflow::function::autograph::argument_count(
+                        #fname,
+                        __ag_a.len(),
+                        #n,
+                    ));
                 }
                 let __ag_r = #name(#(__ag_a[#idx].clone()),*)?;
                 ::ferroflow::function::autograph::outputs(&__ag_r, #fname)

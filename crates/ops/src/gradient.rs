@@ -6,6 +6,7 @@ use ferroflow_proto::{attr, attr_value::Value, AttrValue};
 use ferroflow_tensor::{DType, Shape};
 
 use crate::shape_inference::int_values;
+use crate::Ops;
 use crate::{BuildError, OpRegistry, Scope};
 
 /// An error building gradients.

@@ -8,18 +8,22 @@ pub mod defs;
 pub mod facts;
 pub mod gradient;
 pub mod ref_vars;
+#[rustfmt::skip]
+mod generated;
 mod registry;
 mod scope;
 pub mod shape_inference;
+pub mod surface;
 
 pub use facts::{
     BinaryFn, CallKind, ControlFlow, Elementwise, Execution, Gradient, Involution, Neutral, OpFacts, Side, Transfer,
     UnaryFn,
 };
 pub use gradient::{GradCtx, GradError, GradFn};
-pub use registry::{op, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry};
+pub use registry::{op, ArgDTypes, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry};
 pub use scope::{BuildError, Scope};
 pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn};
+pub use surface::{attrs, Applied, Arg, Input, OpCall, OpTarget, Ops, RawOps};
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeTypes, OpSignatures};
 use ferroflow_proto::{attr_value, FunctionDef, FunctionDefLibrary, GraphDef};

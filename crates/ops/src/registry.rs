@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use ferroflow_graph::{Attrs, NodeTypes, OpSignatures};
-use ferroflow_proto::{attr_value, AttrValue, TensorShapeProto};
+use ferroflow_proto::{attr, attr_value, AttrValue, TensorShapeProto};
 use ferroflow_tensor::DType;
 
 use crate::facts::{
@@ -31,6 +31,15 @@ pub enum ArgType {
     },
     /// A list of dtypes from a `list(type)` attr (`input: T` where `T: list(type)`).
     TypeList(String),
+}
+
+/// The dtypes of one argument of a call: one tensor's, or a list's.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgDTypes {
+    /// A single tensor's dtype.
+    One(DType),
+    /// A list's dtypes.
+    List(Vec<DType>),
 }
 
 /// One input or output argument of an op.
@@ -79,6 +88,9 @@ pub struct OpDef {
     pub known_fn: Option<KnownFn>,
     /// What the op is: side effects, control flow, fusion, algebra, gradient.
     pub facts: OpFacts,
+    /// The name a graph gives its node when the caller gives none, where TensorFlow's Python
+    /// API gives another than the op's (`add` for `AddV2`, `truediv` for `RealDiv`).
+    pub default_node_name: Option<&'static str>,
 }
 
 /// Builds an [`OpDef`] from TensorFlow-style signature strings and declared facts.
@@ -98,6 +110,7 @@ pub fn op(name: &str) -> OpBuilder {
             shape_fn: crate::shape_inference::unknown,
             known_fn: None,
             facts: OpFacts::default(),
+            default_node_name: None,
         },
     }
 }
@@ -133,6 +146,12 @@ impl OpBuilder {
     /// Sets what shape inference learns about output 0's value.
     pub fn known(mut self, f: KnownFn) -> Self {
         self.def.known_fn = Some(f);
+        self
+    }
+    /// The default node name TensorFlow's Python API gives the op, where it is not the op's
+    /// name (see [`OpDef::default_node_name`]).
+    pub fn node_name(mut self, name: &'static str) -> Self {
+        self.def.default_node_name = Some(name);
         self
     }
     /// Declares the op stateful (see [`OpFacts::stateful`]).
@@ -400,6 +419,40 @@ impl OpDef {
             start += types.len();
         }
         Ok(out)
+    }
+
+    /// Sets the type and count attrs missing from `attrs` from the arguments' dtypes,
+    /// argument by argument (as TensorFlow's eager op matching does).
+    pub fn infer_type_attrs(&self, args: &[ArgDTypes], attrs: &mut Attrs) -> Result<(), String> {
+        if self.inputs.len() != args.len() {
+            let names: Vec<&str> = self.inputs.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!("takes {} arguments ({}), got {}", self.inputs.len(), names.join(", "), args.len()));
+        }
+        let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
+            if !attrs.contains_key(name) {
+                attrs.insert(name.to_string(), v);
+            }
+        };
+        for (arg, a) in self.inputs.iter().zip(args) {
+            match (&arg.ty, a) {
+                (ArgType::TypeAttr(t), ArgDTypes::One(d)) => set(attrs, t, attr::dtype(*d)),
+                (ArgType::Number { count_attr, elem }, ArgDTypes::List(ds)) => {
+                    set(attrs, count_attr, attr::int(ds.len() as i64));
+                    if let (ArgType::TypeAttr(t), Some(first)) = (elem.as_ref(), ds.first()) {
+                        set(attrs, t, attr::dtype(*first));
+                    }
+                }
+                (ArgType::TypeList(t), ArgDTypes::List(ds)) => set(attrs, t, attr::dtypes(ds)),
+                (ArgType::Fixed(_), ArgDTypes::One(_)) | (ArgType::TypeAttr(_), ArgDTypes::List(_)) => {}
+                (ArgType::Number { .. } | ArgType::TypeList(_), ArgDTypes::One(_)) => {
+                    return Err(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name))
+                }
+                (ArgType::Fixed(_), ArgDTypes::List(_)) => {
+                    return Err(format!("argument '{}' is one tensor, not a list", arg.name))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The node's input and output dtypes given its attrs.

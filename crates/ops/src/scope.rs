@@ -5,9 +5,10 @@ use std::rc::Rc;
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeSpec, Output};
 use ferroflow_proto::{attr, convert};
-use ferroflow_tensor::{DType, Element, Shape, Tensor, TensorError};
+use ferroflow_tensor::{DType, Shape, Tensor, TensorError};
 
-use crate::OpRegistry;
+use crate::surface::{Applied, Arg, Input, OpCall, OpTarget, RawOps};
+use crate::{ArgDTypes, OpRegistry};
 
 /// An error while building a graph.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,14 @@ pub enum BuildError {
     /// The branches of a `cond` do not match.
     #[error("cond: {0}")]
     Cond(String),
+    /// A call's inputs do not fit its op's signature.
+    #[error("{op}: {reason}")]
+    Call {
+        /// The op.
+        op: String,
+        /// What does not fit.
+        reason: String,
+    },
 }
 
 type Result<T> = std::result::Result<T, BuildError>;
@@ -28,11 +37,11 @@ type Result<T> = std::result::Result<T, BuildError>;
 /// A place to add ops: the shared graph plus a name scope and a device.
 ///
 /// ```
-/// use ferroflow_ops::Scope;
+/// use ferroflow_ops::{Ops, RawOps, Scope};
 /// let s = Scope::new();
 /// let a = s.scalar(1.0f32).unwrap();
 /// let b = s.scalar(2.0f32).unwrap();
-/// let c = s.add(a, b).unwrap();
+/// let c = s.add_v2(a, b).unwrap();
 /// assert_eq!(s.graph().node(c.node).name, "add");
 /// ```
 #[derive(Clone)]
@@ -169,31 +178,6 @@ impl Scope {
         Ok(g.add_node(spec, OpRegistry::global())?)
     }
 
-    fn op1(&self, op: &str, name: &str, inputs: &[Output], mut attrs: Attrs) -> Result<Output> {
-        if let Some(first) = inputs.first() {
-            attrs.entry("T".into()).or_insert_with(|| attr::dtype(self.dtype(*first)));
-        }
-        Ok(Output { node: self.add_op(op, name, inputs, &[], attrs)?, index: 0 })
-    }
-
-    /// A constant tensor.
-    pub fn constant(&self, value: &Tensor) -> Result<Output> {
-        let mut a = Attrs::new();
-        a.insert("dtype".into(), attr::dtype(value.dtype()));
-        a.insert("value".into(), attr::tensor(convert::tensor_to_proto(value)));
-        Ok(Output { node: self.add_op("Const", "Const", &[], &[], a)?, index: 0 })
-    }
-
-    /// A scalar constant.
-    pub fn scalar<T: Element>(&self, v: T) -> Result<Output> {
-        self.constant(&Tensor::scalar(v))
-    }
-
-    /// A constant from a slice and dimensions.
-    pub fn constant_from<T: Element>(&self, dims: &[usize], values: &[T]) -> Result<Output> {
-        self.constant(&Tensor::from_slice(dims, values)?)
-    }
-
     /// A placeholder to be fed at run time.
     pub fn placeholder(&self, dtype: DType, shape: &Shape) -> Result<Output> {
         let mut a = Attrs::new();
@@ -202,124 +186,9 @@ impl Scope {
         Ok(Output { node: self.add_op("Placeholder", "Placeholder", &[], &[], a)?, index: 0 })
     }
 
-    /// `x + y` (op `AddV2`).
-    pub fn add(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("AddV2", "add", &[x, y], Attrs::new())
-    }
-    /// `x - y`.
-    pub fn sub(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("Sub", "sub", &[x, y], Attrs::new())
-    }
-    /// `x * y`.
-    pub fn mul(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("Mul", "mul", &[x, y], Attrs::new())
-    }
-    /// `x / y` (op `RealDiv`).
-    pub fn div(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("RealDiv", "truediv", &[x, y], Attrs::new())
-    }
-    /// Elementwise maximum.
-    pub fn maximum(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("Maximum", "Maximum", &[x, y], Attrs::new())
-    }
-    /// Elementwise minimum.
-    pub fn minimum(&self, x: Output, y: Output) -> Result<Output> {
-        self.op1("Minimum", "Minimum", &[x, y], Attrs::new())
-    }
-    /// Any one-input, one-output op whose only attr is `T` (`Relu`, `Exp`, `Softmax`, ...).
-    pub fn unary(&self, op: &str, x: Output) -> Result<Output> {
-        self.op1(op, op, &[x], Attrs::new())
-    }
-    /// `Identity`.
-    pub fn identity(&self, x: Output) -> Result<Output> {
-        self.unary("Identity", x)
-    }
-    /// `Relu`.
-    pub fn relu(&self, x: Output) -> Result<Output> {
-        self.unary("Relu", x)
-    }
-    /// `Softmax` over the last axis.
-    pub fn softmax(&self, x: Output) -> Result<Output> {
-        self.unary("Softmax", x)
-    }
-    /// Matrix product with optional transposes.
-    pub fn matmul(&self, a: Output, b: Output, transpose_a: bool, transpose_b: bool) -> Result<Output> {
-        let mut at = Attrs::new();
-        at.insert("transpose_a".into(), attr::boolean(transpose_a));
-        at.insert("transpose_b".into(), attr::boolean(transpose_b));
-        self.op1("MatMul", "MatMul", &[a, b], at)
-    }
-    /// Adds a bias vector along the last axis.
-    pub fn bias_add(&self, x: Output, bias: Output) -> Result<Output> {
-        self.op1("BiasAdd", "BiasAdd", &[x, bias], Attrs::new())
-    }
-    /// A reduction (`Sum`, `Mean`, `Max`, ...) over `axes`.
-    pub fn reduce(&self, op: &str, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
-        let ax = self.name_scope_free().constant_from(&[axes.len()], axes)?;
-        let mut at = Attrs::new();
-        at.insert("keep_dims".into(), attr::boolean(keep_dims));
-        at.insert("Tidx".into(), attr::dtype(DType::Int32));
-        self.op1(op, op, &[x, ax], at)
-    }
-    /// Casts to `dtype`.
-    pub fn cast(&self, x: Output, dtype: DType) -> Result<Output> {
-        let mut at = Attrs::new();
-        at.insert("SrcT".into(), attr::dtype(self.dtype(x)));
-        at.insert("DstT".into(), attr::dtype(dtype));
-        Ok(Output { node: self.add_op("Cast", "Cast", &[x], &[], at)?, index: 0 })
-    }
-    /// Reshapes to `dims` (one may be -1).
-    pub fn reshape(&self, x: Output, dims: &[i32]) -> Result<Output> {
-        let s = self.name_scope_free().constant_from(&[dims.len()], dims)?;
-        let mut at = Attrs::new();
-        at.insert("Tshape".into(), attr::dtype(DType::Int32));
-        self.op1("Reshape", "Reshape", &[x, s], at)
-    }
-    /// Stacks tensors of equal shape along a new `axis`.
-    pub fn pack(&self, values: &[Output], axis: i64) -> Result<Output> {
-        let mut at = Attrs::new();
-        at.insert("N".into(), attr::int(values.len() as i64));
-        at.insert("axis".into(), attr::int(axis));
-        self.op1("Pack", "stack", values, at)
-    }
-    /// Joins tensors along `axis`.
-    pub fn concat(&self, values: &[Output], axis: i32) -> Result<Output> {
-        let ax = self.name_scope_free().scalar(axis)?;
-        let mut inputs = values.to_vec();
-        inputs.push(ax);
-        let mut at = Attrs::new();
-        at.insert("N".into(), attr::int(values.len() as i64));
-        at.insert("Tidx".into(), attr::dtype(DType::Int32));
-        self.op1("ConcatV2", "concat", &inputs, at)
-    }
-    /// `IdentityN` over several tensors.
-    pub fn identity_n(&self, values: &[Output]) -> Result<Vec<Output>> {
-        let types: Vec<DType> = values.iter().map(|v| self.dtype(*v)).collect();
-        let mut at = Attrs::new();
-        at.insert("T".into(), attr::dtypes(&types));
-        let node = self.add_op("IdentityN", "IdentityN", values, &[], at)?;
-        Ok((0..values.len()).map(|index| Output { node, index }).collect())
-    }
     /// A `NoOp` that runs after `deps` (a grouping target).
     pub fn group(&self, deps: &[NodeId]) -> Result<NodeId> {
         self.add_op("NoOp", "NoOp", &[], deps, Attrs::new())
-    }
-
-    /// `Switch(data, pred)`: (output_false, output_true).
-    pub fn switch(&self, data: Output, pred: Output) -> Result<(Output, Output)> {
-        let mut at = Attrs::new();
-        at.insert("T".into(), attr::dtype(self.dtype(data)));
-        let n = self.add_op("Switch", "Switch", &[data, pred], &[], at)?;
-        Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
-    }
-
-    /// `Merge(values)`: (output, value_index).
-    pub fn merge(&self, values: &[Output]) -> Result<(Output, Output)> {
-        let mut at = Attrs::new();
-        at.insert("T".into(), attr::dtype(self.dtype(values[0])));
-        at.insert("N".into(), attr::int(values.len() as i64));
-        let n = self.add_op("Merge", "Merge", values, &[], at)?;
-        Ok((Output { node: n, index: 0 }, Output { node: n, index: 1 }))
     }
 
     /// TensorFlow 1's `tf.cond` (Switch/Merge): `true_fn` and `false_fn` each get `inputs`
@@ -334,13 +203,17 @@ impl Scope {
         false_fn: impl FnOnce(&Scope, &[Output]) -> std::result::Result<Vec<Output>, E>,
     ) -> std::result::Result<Vec<Output>, E> {
         let s = self.name_scope_free().name_scope("cond");
-        let (pf, pt) = s.switch(pred, pred)?;
+        let switched = |x: Output| -> Result<(Output, Output)> {
+            let out = s.switch(x, pred)?;
+            Ok((out[0], out[1]))
+        };
+        let (pf, pt) = switched(pred)?;
         let pivot_t = s.with_name("switch_t").identity(pt)?;
         let pivot_f = s.with_name("switch_f").identity(pf)?;
         let mut ins_t = Vec::with_capacity(inputs.len());
         let mut ins_f = Vec::with_capacity(inputs.len());
         for &x in inputs {
-            let (f, t) = s.switch(x, pred)?;
+            let (f, t) = switched(x)?;
             ins_f.push(f);
             ins_t.push(t);
         }
@@ -363,7 +236,7 @@ impl Scope {
                     s.dtype(f)
                 ))));
             }
-            merged.push(s.merge(&[f, t])?.0);
+            merged.push(s.merge(&[f, t])?[0]);
         }
         Ok(merged)
     }
@@ -374,17 +247,85 @@ impl Scope {
     }
 }
 
+impl Input<Scope> for Output {
+    fn into_input(self, _: &Scope) -> Result<Output> {
+        Ok(self)
+    }
+}
+
+impl Input<Scope> for &Output {
+    fn into_input(self, _: &Scope) -> Result<Output> {
+        Ok(*self)
+    }
+}
+
+impl Input<Scope> for &Tensor {
+    fn into_input(self, s: &Scope) -> Result<Output> {
+        s.constant_input(self)
+    }
+}
+
+impl OpTarget for Scope {
+    type Tensor = Output;
+    type Node = NodeId;
+    type Error = BuildError;
+
+    fn apply(&self, call: OpCall<'_, Output>) -> Result<Applied<Output, NodeId>> {
+        let mut inputs = Vec::new();
+        let mut args = Vec::with_capacity(call.inputs.len());
+        for a in call.inputs {
+            match a {
+                Arg::One(o) => {
+                    args.push(ArgDTypes::One(self.dtype(o)));
+                    inputs.push(o);
+                }
+                Arg::List(os) => {
+                    args.push(ArgDTypes::List(os.iter().map(|o| self.dtype(*o)).collect()));
+                    inputs.extend(os);
+                }
+            }
+        }
+        let mut attrs: Attrs = call.attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        if let Some(def) = OpRegistry::global().get(call.op) {
+            def.infer_type_attrs(&args, &mut attrs)
+                .map_err(|reason| BuildError::Call { op: call.op.to_string(), reason })?;
+        }
+        let node = self.add_op(call.op, call.name, &inputs, &[], attrs)?;
+        let n = self.graph.borrow().node(node).num_outputs();
+        Ok(Applied { outputs: (0..n).map(|index| Output { node, index }).collect(), node })
+    }
+
+    /// A `Const` node (named as the scope says).
+    fn constant(&self, value: &Tensor) -> Result<Output> {
+        let mut a = Attrs::new();
+        a.insert("dtype".into(), attr::dtype(value.dtype()));
+        a.insert("value".into(), attr::tensor(convert::tensor_to_proto(value)));
+        Ok(Output { node: self.add_op("Const", "Const", &[], &[], a)?, index: 0 })
+    }
+
+    /// A `Const` node for a Rust value given as an op's input: named `Const`, not after the
+    /// op the scope names.
+    fn constant_input(&self, value: &Tensor) -> Result<Output> {
+        self.name_scope_free().constant(value)
+    }
+
+    fn output_count_error(&self, op: &str, got: usize) -> BuildError {
+        BuildError::Call { op: op.to_string(), reason: format!("gave {got} outputs, where its signature has one") }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Ops;
 
     #[test]
     fn seed_000_names() {
         let s = Scope::new();
         let a = s.scalar(1.0f32).unwrap();
         let b = s.scalar(2.0f32).unwrap();
-        let c = s.add(a, b).unwrap();
-        let d = s.add(a, b).unwrap();
+        let c = s.add_v2(a, b).unwrap();
+        let d = s.add_v2(a, b).unwrap();
         let out = s.mul(c, d).unwrap();
         let g = s.graph();
         let names: Vec<&str> = g.nodes().iter().map(|n| n.name.as_str()).collect();
@@ -400,7 +341,7 @@ mod tests {
         let s = Scope::new();
         let a = s.scalar(1.0f32).unwrap();
         let b = s.scalar(2i32).unwrap();
-        let e = s.with_name("bad").add(a, b).unwrap_err().to_string();
+        let e = s.with_name("bad").add_v2(a, b).unwrap_err().to_string();
         assert!(e.contains("node 'bad'") && e.contains("int32"), "{e}");
     }
 }

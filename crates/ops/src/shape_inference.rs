@@ -3,14 +3,14 @@
 //! what it knows of some values ([`Known`]): small constants, tensors that hold a shape
 //! (`Shape(x)`), and the shapes of variables behind resource handles; each op says what it
 //! knows of its output through its [`KnownFn`].
-use ferroflow_graph::{Attrs, Graph, GraphError};
+use ferroflow_graph::{Attrs, Graph, GraphError, ShapeError};
 use ferroflow_proto::attr_value;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::{OpDef, OpRegistry};
 
 /// Computes an op's output shapes from its input shapes (and what is known of their values).
-pub type ShapeFn = fn(&InferCtx) -> Result<Vec<Shape>, String>;
+pub type ShapeFn = fn(&InferCtx) -> Result<Vec<Shape>, ShapeError>;
 
 /// What an op's shape inference can tell about the value of its output 0.
 pub type KnownFn = fn(&InferCtx) -> Option<Known>;
@@ -129,22 +129,22 @@ pub(crate) fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
 }
 
 /// Every output of unknown shape.
-pub fn unknown(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn unknown(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![Shape::unknown(); c.num_outputs])
 }
 
 /// The output has the shape of input 0.
-pub fn unchanged(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn unchanged(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![c.inputs[0].clone()])
 }
 
 /// Every output has the shape of the matching input.
-pub fn pass_through(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn pass_through(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(c.inputs.to_vec())
 }
 
 /// The NumPy broadcast of inputs 0 and 1.
-pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let s = c.inputs[0]
         .broadcast(&c.inputs[1])
         .ok_or_else(|| format!("shapes {} and {} are incompatible for broadcasting", c.inputs[0], c.inputs[1]))?;
@@ -152,7 +152,7 @@ pub fn broadcast(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// The NumPy broadcast of all inputs.
-pub fn broadcast_all(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn broadcast_all(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let mut s = Shape::scalar();
     for i in c.inputs {
         s = s.broadcast(i).ok_or_else(|| format!("shapes {s} and {i} are incompatible for broadcasting"))?;
@@ -161,22 +161,22 @@ pub fn broadcast_all(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// The shape held by input 0 (random ops, `AvgPoolGrad`'s `orig_input_shape`).
-pub fn shape_of_input0_value(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn shape_of_input0_value(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![c.shape_value(0)])
 }
 
 /// A scalar output.
-pub fn scalar(_: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn scalar(_: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![Shape::scalar()])
 }
 
 /// Nothing.
-pub fn no_outputs(_: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn no_outputs(_: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![])
 }
 
 /// The shape in the `shape` attr.
-pub fn shape_attr(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn shape_attr(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     match c.value("shape") {
         Some(attr_value::Value::Shape(s)) => Ok(vec![ferroflow_proto::convert::shape_from_proto(s)]),
         _ => Ok(vec![Shape::unknown()]),
@@ -200,10 +200,10 @@ pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
         let vals: Vec<Option<Known>> =
             node.inputs.iter().map(|o| if o.index == 0 { known[o.node].clone() } else { None }).collect();
         let ctx = InferCtx { def, attrs: &node.attrs, inputs: &inputs, known: &vals, num_outputs: node.num_outputs() };
-        shapes[id] = (def.shape_fn)(&ctx).map_err(|reason| GraphError::BadAttrs {
+        shapes[id] = (def.shape_fn)(&ctx).map_err(|source| GraphError::Shape {
             node: node.name.clone(),
             op: node.op.clone(),
-            reason,
+            source,
         })?;
         known[id] = def.known_fn.and_then(|f| f(&ctx));
     }
@@ -212,7 +212,12 @@ pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
 
 /// The output shapes of one op from its inputs' shapes and known values (what constant
 /// folding asks before it runs a kernel whose output could be large).
-pub fn infer_node(def: &OpDef, attrs: &Attrs, inputs: &[Shape], known: &[Option<Known>]) -> Result<Vec<Shape>, String> {
+pub fn infer_node(
+    def: &OpDef,
+    attrs: &Attrs,
+    inputs: &[Shape],
+    known: &[Option<Known>],
+) -> Result<Vec<Shape>, ShapeError> {
     let num_outputs = def.resolve_types(attrs)?.outputs.len();
     (def.shape_fn)(&InferCtx { def, attrs, inputs, known, num_outputs })
 }

@@ -64,6 +64,21 @@ pub fn dtypes(v: &[DType]) -> AttrValue {
     list(ListValue { r#type: v.iter().map(|d| d.to_tf()).collect(), ..Default::default() })
 }
 
+/// A `list(float)` attr.
+pub fn floats(v: &[f32]) -> AttrValue {
+    list(ListValue { f: v.to_vec(), ..Default::default() })
+}
+
+/// A `list(bool)` attr.
+pub fn booleans(v: &[bool]) -> AttrValue {
+    list(ListValue { b: v.to_vec(), ..Default::default() })
+}
+
+/// A `list(shape)` attr.
+pub fn shapes(v: &[Shape]) -> AttrValue {
+    list(ListValue { shape: v.iter().map(crate::convert::shape_to_proto).collect(), ..Default::default() })
+}
+
 /// A `list(...)` attr.
 pub fn list(l: ListValue) -> AttrValue {
     of(Value::List(Box::new(l)))

@@ -28,6 +28,14 @@ pub struct DeviceError {
     pub reason: String,
 }
 
+/// The one device a session runs on without partitioning.
+pub(crate) const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
+
+/// The task of a device name (`/job:worker/replica:0/task:1/device:CPU:0` → 1; 0 if none).
+pub(crate) fn task_of(device: &str) -> usize {
+    DeviceName::parse(device).ok().and_then(|d| d.task).unwrap_or(0) as usize
+}
+
 fn is_name(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|f| f.is_ascii_alphabetic()) && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')

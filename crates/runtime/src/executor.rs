@@ -1,7 +1,6 @@
 //! The executor: runs a plan's nodes as their inputs become ready. A thread that finishes a
 //! node runs one newly ready successor itself and hands the rest to the inter-op pool, so a
 //! chain runs without any thread hand-off and independent branches run in parallel.
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -11,60 +10,9 @@ use ferroflow_tensor::Tensor;
 
 use ferroflow_kernels::step::StepControl;
 
+use crate::buffers::{RunBuffers, Slot, StartState};
 use crate::plan::{CondKind, ExecutionPlan, Source, SINGLE_EDGE};
 use crate::RuntimeError;
-
-/// One output slot of a run.
-struct Slot {
-    value: UnsafeCell<Option<Tensor>>,
-    readers_left: AtomicU32,
-}
-
-/// Per-run slot and dependency-count storage, kept by the plan between runs so a run
-/// allocates nothing proportional to the graph.
-pub(crate) struct RunBuffers {
-    slots: Vec<Slot>,
-    pending: Vec<AtomicU32>,
-    /// Plans with conditionals: which slots hold dead values (their branch was not taken).
-    dead: Vec<AtomicBool>,
-    /// Plans with conditionals: nodes that received a dead control (or data) input.
-    dead_in: Vec<AtomicBool>,
-}
-
-impl RunBuffers {
-    fn for_plan(plan: &ExecutionPlan) -> RunBuffers {
-        RunBuffers {
-            slots: (0..plan.num_slots)
-                .map(|s| Slot { value: UnsafeCell::new(None), readers_left: AtomicU32::new(plan.readers[s]) })
-                .collect(),
-            pending: plan.nodes.iter().map(|n| AtomicU32::new(n.pending)).collect(),
-            dead: if plan.cond_kinds.is_empty() {
-                Vec::new()
-            } else {
-                (0..plan.num_slots).map(|_| AtomicBool::new(false)).collect()
-            },
-            dead_in: if plan.cond_kinds.is_empty() {
-                Vec::new()
-            } else {
-                (0..plan.nodes.len()).map(|_| AtomicBool::new(false)).collect()
-            },
-        }
-    }
-
-    /// Restores the start-of-run state (drops values an aborted run left behind).
-    fn reset(&mut self, plan: &ExecutionPlan) {
-        for (slot, &readers) in self.slots.iter_mut().zip(&plan.readers) {
-            *slot.value.get_mut() = None;
-            *slot.readers_left.get_mut() = readers;
-        }
-        for (p, n) in self.pending.iter_mut().zip(&plan.nodes) {
-            *p.get_mut() = n.pending;
-        }
-        for d in self.dead.iter_mut().chain(self.dead_in.iter_mut()) {
-            *d.get_mut() = false;
-        }
-    }
-}
 
 /// The state of one run of a plan.
 struct RunState<'a> {
@@ -440,14 +388,11 @@ pub(crate) fn execute(
     ctx: KernelContext,
     tracer: Option<&crate::trace::Tracer>,
 ) -> Result<Vec<Tensor>, RuntimeError> {
-    let mut buffers = plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-    let buffers = match buffers.as_mut() {
-        Some(b) => {
-            b.reset(plan);
-            buffers.take().expect("checked")
-        }
-        None => RunBuffers::for_plan(plan),
-    };
+    let buffers = plan.spare_buffers.take(StartState {
+        readers: &plan.readers,
+        pending: plan.nodes.iter().map(|n| n.pending),
+        conditional: !plan.cond_kinds.is_empty(),
+    });
     let threads = pool.current_num_threads().max(1);
     let bounded = ctx.step.filter(|s| s.is_bounded());
     let state = RunState {
@@ -532,8 +477,7 @@ pub(crate) fn execute(
             },
         })
         .collect::<Result<Vec<Tensor>, RuntimeError>>();
-    let spare = RunBuffers { slots, pending: state.pending, dead, dead_in: state.dead_in };
-    plan.spare_buffers.lock().unwrap_or_else(|p| p.into_inner()).push(spare);
+    plan.spare_buffers.put(RunBuffers { slots, pending: state.pending, dead, dead_in: state.dead_in });
     results
 }
 

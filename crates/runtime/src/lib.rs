@@ -2,14 +2,18 @@
 //! once per feeds/fetches/targets signature and cached), and the parallel executor.
 #![warn(missing_docs)]
 
+mod buffers;
+mod cluster;
 pub mod device;
 mod dynamic;
 mod env;
 mod error;
 mod executor;
+mod function_library;
 mod functional;
 pub mod hooks;
 pub mod merge;
+mod options;
 pub mod partition;
 pub mod placer;
 mod plan;
@@ -22,7 +26,8 @@ pub use error::{RendezvousError, RuntimeError};
 pub use ferroflow_kernels::resource::Variable;
 pub use ferroflow_kernels::step::{Cancellation, Interrupt};
 pub use merge::{merge_partitions, MergeError};
+pub use options::{Cluster, SessionOptions};
 pub use partition::{PartitionError, Partitions};
 pub use plan::ExecutionPlan;
-pub use session::{Cluster, Session, SessionOptions};
+pub use session::Session;
 pub use trace::StepTrace;

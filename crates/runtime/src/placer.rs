@@ -120,6 +120,7 @@ pub fn place(graph: &mut Graph, devices: &DeviceSet, options: &PlacementOptions)
 mod tests {
     use super::*;
     use ferroflow_ops::Scope;
+    use ferroflow_ops::{Ops, RawOps};
     use ferroflow_proto::{attr_value::ListValue, AttrValue};
 
     fn colocate(graph: &mut Graph, node: &str, with: &str) {
@@ -139,7 +140,7 @@ mod tests {
         let s = Scope::new();
         let a = s.with_name("a").scalar(1.0f32).unwrap();
         let b = s.with_device("/cpu:1").with_name("b").scalar(2.0f32).unwrap();
-        let c = s.with_name("c").add(a, b).unwrap();
+        let c = s.with_name("c").add_v2(a, b).unwrap();
         s.with_device("/device:CPU:0").with_name("d").mul(c, c).unwrap();
         s.graph()
     }

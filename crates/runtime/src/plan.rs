@@ -1,7 +1,7 @@
 //! Execution plans: the pruned, compiled form of a graph for one (feeds, fetches, targets)
 //! signature. Built once, run many times.
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use ferroflow_graph::{Graph, GraphError, NodeId, Output};
 use ferroflow_kernels::{KernelRegistry, NodeDesc, OpKernel};
@@ -9,8 +9,9 @@ use ferroflow_ops::{CallKind, ControlFlow, Execution, LibraryOps, OpRegistry, Tr
 use ferroflow_tensor::{DType, Shape, Tensor};
 use smallvec::SmallVec;
 
+use crate::buffers::SpareBuffers;
 use crate::env::RuntimeEnv;
-use crate::executor::RunBuffers;
+use crate::function_library::FunctionLibraryRuntime;
 use crate::functional;
 use crate::rendezvous::Transfers;
 use crate::RuntimeError;
@@ -90,7 +91,6 @@ pub struct ExecutionPlan {
     pub(crate) successor_list: Vec<u32>,
     /// Plan nodes with no pending edges.
     pub(crate) roots: Vec<usize>,
-    pub(crate) num_slots: usize,
     /// Readers of each slot; the last reader takes the tensor, so buffers are freed (or
     /// reused in place) as soon as their last consumer has run.
     pub(crate) readers: Vec<u32>,
@@ -101,7 +101,7 @@ pub struct ExecutionPlan {
     /// The feeds' expected dtypes and shapes, in feed order.
     pub(crate) feed_specs: Vec<(String, DType, Shape)>,
     /// Run buffers returned by finished runs, reused by the next ones.
-    pub(crate) spare_buffers: Mutex<Vec<RunBuffers>>,
+    pub(crate) spare_buffers: SpareBuffers,
     /// True when the plan has TensorFlow 1 loops and runs on the frame-aware executor
     /// (`dynamic.rs`).
     pub(crate) control_flow: bool,
@@ -188,6 +188,7 @@ impl ExecutionPlan {
         shapes: &[Vec<Shape>],
         sig: &Signature,
         env: &RuntimeEnv,
+        functions: &dyn FunctionLibraryRuntime,
     ) -> Result<ExecutionPlan, RuntimeError> {
         let graph: &Graph = &graph_arc;
         let feed_specs = sig
@@ -216,7 +217,7 @@ impl ExecutionPlan {
             OpRegistry::global().facts(&graph.node(id).op).is_some_and(|f| f.contraction)
                 && shapes[id].first().and_then(per_example).is_some_and(|n| n >= SPLIT_OUTPUT_ELEMENTS)
         });
-        let mut nodes = instantiate(graph, &order, &roles, env, &transfers)?;
+        let mut nodes = instantiate(graph, &order, &roles, functions, &transfers)?;
         if nodes.len() >= SINGLE_EDGE as usize {
             let fetches = sig.fetches.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(",");
             return Err(RuntimeError::PlanTooLarge { fetches, nodes: nodes.len() });
@@ -257,12 +258,11 @@ impl ExecutionPlan {
             input_sources: layout.input_sources,
             successor_list: layout.successor_list,
             roots,
-            num_slots: layout.num_slots,
             readers: layout.readers,
             fetched,
             fetches,
             feed_specs,
-            spare_buffers: Mutex::new(Vec::new()),
+            spare_buffers: SpareBuffers::default(),
             control_flow,
             cond_kinds,
             constants,
@@ -419,7 +419,7 @@ fn instantiate(
     graph: &Graph,
     order: &[NodeId],
     roles: &[Option<ControlFlow>],
-    env: &RuntimeEnv,
+    functions: &dyn FunctionLibraryRuntime,
     transfers: &Transfers,
 ) -> Result<Vec<PlanNode>, RuntimeError> {
     let ops = OpRegistry::global();
@@ -435,7 +435,7 @@ fn instantiate(
                 Execution::Kernel => kernels
                     .create(&NodeDesc { name: &n.name, def, attrs: &n.attrs, types: &n.types })
                     .map_err(kernel_error)?,
-                Execution::Call(kind) => functional::create(graph, n, kind, env)?,
+                Execution::Call(kind) => functional::create(graph, n, kind, functions)?,
                 Execution::ControlFlow(_) => Box::new(ControlFlowOp),
                 Execution::Transfer(end @ (Transfer::Send | Transfer::Recv)) => match transfers.remote_kernel(n, end)? {
                     Some(k) => k,
@@ -450,7 +450,7 @@ fn instantiate(
             },
             // A node whose op is a library function calls it.
             None if LibraryOps { library: &graph.library }.function(&n.op).is_some() => {
-                functional::create(graph, n, CallKind::Call, env)?
+                functional::create(graph, n, CallKind::Call, functions)?
             }
             None => {
                 return Err(kernel_error(ferroflow_kernels::KernelError::InvalidArgument("op is not registered".into())))

@@ -18,11 +18,9 @@ use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::attr_value;
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::device::DeviceName;
+use crate::device::task_of;
 use crate::error::RendezvousError;
-use crate::placer::PlacementError;
-use crate::plan::Signature;
-use crate::session::Cluster;
+use crate::options::Cluster;
 use crate::RuntimeError;
 
 /// The transfers of a graph, resolved once: for each `_Recv`, its `_Send` (same
@@ -44,13 +42,8 @@ fn tensor_name(n: &Node) -> String {
     string_attr(n, "tensor_name")
 }
 
-/// The task of a device name (`/job:worker/replica:0/task:1/device:CPU:0` → 1; 0 if none).
-pub(crate) fn task_of(device: &str) -> usize {
-    DeviceName::parse(device).ok().and_then(|d| d.task).unwrap_or(0) as usize
-}
-
 /// The task a transfer's other end runs on, seen from node `n` (a `_Send` or `_Recv`).
-fn peer_task(n: &Node, end: Transfer) -> usize {
+pub(crate) fn peer_task(n: &Node, end: Transfer) -> usize {
     task_of(&string_attr(n, if end == Transfer::Send { "recv_device" } else { "send_device" }))
 }
 
@@ -147,61 +140,6 @@ impl OpKernel for Recv {
         outputs.push(inputs.pop().expect("the plan gives a _Recv its sent tensor"));
         Ok(())
     }
-}
-
-/// A node asking for a task the cluster does not have is an error naming the node, the
-/// device and the world's size (before placement, whose error would not say why).
-pub(crate) fn check_tasks(graph: &Graph, cluster: Cluster) -> Result<(), RuntimeError> {
-    for n in graph.nodes() {
-        let Ok(d) = DeviceName::parse(&n.device) else { continue };
-        if let Some(t) = d.task.filter(|&t| t as usize >= cluster.tasks) {
-            return Err(PlacementError {
-                node: n.name.clone(),
-                reason: format!(
-                    "it asks for device '{}' (task {t}), but the cluster has {} task(s): ranks 0..{} of mpirun -np {}",
-                    n.device,
-                    cluster.tasks,
-                    cluster.tasks - 1,
-                    cluster.tasks
-                ),
-            }
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// Restricts a cluster step to this task's partitions. Every rank is given the whole step's
-/// signature; its fetches are returned by task 0 (the client's, as in TensorFlow, where the
-/// master runs there), so they must be on task 0 and other tasks fetch nothing. Targets on
-/// other tasks are theirs to run, and every `_Send` of this task to another is a target
-/// (what the other tasks wait for).
-pub(crate) fn restrict_to_task(graph: &Graph, sig: &mut Signature, cluster: Cluster) -> Result<(), RuntimeError> {
-    let local = |id: NodeId| task_of(&graph.node(id).device) == cluster.task;
-    if let Some((name, o)) = sig.fetches.iter().find(|(_, o)| task_of(&graph.node(o.node).device) != 0) {
-        return Err(PlacementError {
-            node: graph.node(o.node).name.clone(),
-            reason: format!(
-                "fetch '{name}' is on task {} ({}), but a cluster step's fetches are returned by task 0 (rank 0): \
-                 place the fetched node on /job:worker/task:0, or fetch an Identity of it placed there",
-                task_of(&graph.node(o.node).device),
-                graph.node(o.node).device,
-            ),
-        }
-        .into());
-    }
-    if cluster.task != 0 {
-        sig.fetches.clear();
-    }
-    sig.targets.retain(|&t| local(t));
-    let reg = OpRegistry::global();
-    for (id, n) in graph.nodes().iter().enumerate() {
-        let send = reg.facts(&n.op).and_then(|f| f.transfer()) == Some(Transfer::Send);
-        if send && local(id) && peer_task(n, Transfer::Send) != cluster.task && !sig.targets.contains(&id) {
-            sig.targets.push(id);
-        }
-    }
-    Ok(())
 }
 
 /// What a remote transfer polls while it waits: the step's cancellation and deadline.

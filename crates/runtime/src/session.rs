@@ -3,66 +3,23 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use ferroflow_graph::Graph;
+use ferroflow_graph::{Attrs, Graph, Node};
 use ferroflow_kernels::resource::ResourceMgr;
 use ferroflow_kernels::step::{Cancellation, StepControl};
+use ferroflow_kernels::{KResult, KernelContext, KernelError};
 use ferroflow_ops::infer_shapes;
-use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError, OptimizerOptions};
+use ferroflow_optimize::{Item, MetaOptimizer, OptimizeError};
+use ferroflow_proto::FunctionDefLibrary;
 use ferroflow_proto::{run_options, RunMetadata, RunOptions};
 use ferroflow_tensor::{Shape, Tensor};
 
+use crate::cluster::{cluster_begin, cluster_end, Record};
+use crate::device::CPU0;
 use crate::env::RuntimeEnv;
+use crate::function_library::{function_graph, FunctionBody, FunctionGraph, FunctionLibraryRuntime};
+use crate::options::SessionOptions;
 use crate::plan::{ExecutionPlan, Signature};
 use crate::{executor, RuntimeError};
-
-/// Session configuration.
-#[derive(Clone, Debug, Default)]
-pub struct SessionOptions {
-    /// Threads that run independent nodes concurrently (0 = one per core).
-    pub inter_op_threads: usize,
-    /// Threads a single large kernel (MatMul, big elementwise ops) may split across
-    /// (0 = one per core; 1 = kernels stay on the thread that runs them).
-    pub intra_op_threads: usize,
-    /// Most iterations one `While` may run before the step fails (0 = no limit). A guard
-    /// against loops that never end.
-    pub max_loop_iterations: u64,
-    /// The graph optimizer, run for each (feeds, fetches, targets) signature before its plan
-    /// is compiled. On by default; `optimizer.enabled = false` runs the graph as written.
-    pub optimizer: OptimizerOptions,
-    /// Number of CPU devices (TensorFlow's `device_count={"CPU": n}`; 0 means 1). With more
-    /// than one, each signature's graph is placed, partitioned per device with `_Send`/`_Recv`
-    /// pairs, and the partitions run concurrently as one step.
-    pub cpu_devices: usize,
-    /// How nodes are placed when there are several devices.
-    pub placement: crate::placer::PlacementOptions,
-    /// The most bytes one tensor allocation of a step may ask for (0 = the default: 3/4 of
-    /// physical memory, less under a smaller address-space limit). An output whose size comes
-    /// from fed values (`Tile`'s multiples, `Fill`'s dims, a broadcast) past it fails its
-    /// node with a resource-exhausted error before anything is allocated. (Allocations of at
-    /// most 4 KiB, `limit::ALWAYS_ALLOWED`, are not checked.)
-    pub memory_limit_bytes: usize,
-    /// The cluster this process is one task of (MPI rank r of `mpirun -np N` is task r of
-    /// N): the session's devices are `/job:worker/replica:0/task:0..N/device:CPU:0`, nodes
-    /// are placed on them by their device requests (task 0 by default), and each rank runs
-    /// the partitions of its own task; `_Send`/`_Recv` pairs between tasks go through
-    /// `ferroflow_collective::world()`'s point-to-point messages. Every step is the whole
-    /// cluster's: every rank runs it with the same feeds, fetches and targets (checked at the
-    /// step's start: a mismatch fails on every rank), so every rank optimizes and partitions
-    /// the same graph. The fetches must be on task 0 and are returned by rank 0 (the other
-    /// ranks return none). With `RunOptions` asking for step stats or partition graphs on
-    /// any rank, every rank records them and rank 0's `RunMetadata` holds every task's.
-    /// `None`: one process.
-    pub cluster: Option<Cluster>,
-}
-
-/// A cluster of `tasks` processes, this one being `task` (see [`SessionOptions::cluster`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cluster {
-    /// The number of tasks (the world's size).
-    pub tasks: usize,
-    /// This process's task (its rank).
-    pub task: usize,
-}
 
 /// The plan cache's key: a signature's names, as given.
 struct PlanKey {
@@ -98,9 +55,6 @@ fn signature_hash(feeds: &[&str], fetches: &[&str], targets: &[&str]) -> u64 {
     h.finish()
 }
 
-/// The one device a session runs on without partitioning.
-pub(crate) const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
-
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
     devices: crate::device::DeviceSet,
@@ -124,7 +78,7 @@ impl Session {
 
     /// A session for a function body, sharing its caller's pools and options (it runs on the
     /// caller's device).
-    pub(crate) fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
+    fn child(graph: Graph, env: RuntimeEnv) -> Result<Session, RuntimeError> {
         Session::with_env(graph, crate::device::DeviceSet::cpus(1), env)
     }
 
@@ -203,7 +157,7 @@ impl Session {
             let mut placed = (*graph).clone();
             let cluster = self.env.options.cluster.filter(|c| c.tasks > 1);
             if let Some(c) = cluster {
-                crate::rendezvous::check_tasks(&placed, c)?;
+                crate::cluster::check_tasks(&placed, c)?;
             }
             crate::placer::place(&mut placed, &self.devices, &self.env.options.placement)?;
             let parts = crate::partition::partition(placed, (*shapes).clone(), &self.devices)?;
@@ -212,31 +166,22 @@ impl Session {
             if let Some(c) = cluster {
                 // This task's partitions only: its sends to other tasks run whatever is
                 // fetched; fetches elsewhere would make this rank run another's nodes.
-                crate::rendezvous::restrict_to_task(&union, &mut sig, c)?;
+                crate::cluster::restrict_to_task(&union, &mut sig, c)?;
             }
             let mut reported = crate::partition::with_client_plumbing(&parts.graph_defs(), &union, feeds, fetches);
-            let mut plan = ExecutionPlan::build(union, &parts.shapes, &sig, &self.env)?;
+            let mut plan = ExecutionPlan::build(union, &parts.shapes, &sig, &self.env, self)?;
             plan.optimizer_report = report;
             if let Some(c) = cluster {
-                // What every rank must run: the signature and all tasks' partitions.
-                let mut h = ferroflow_collective::FNV_START;
-                for name in feeds.iter().chain(fetches).chain(targets) {
-                    h = ferroflow_collective::fnv1a(h, name.as_bytes());
-                    h = ferroflow_collective::fnv1a(h, &[0]);
-                }
-                for (device, def) in &reported {
-                    h = ferroflow_collective::fnv1a(h, device.as_bytes());
-                    h = ferroflow_collective::fnv1a(h, &ferroflow_proto::encode(def));
-                }
-                plan.cluster = Some((c, h));
+                let names: Vec<&str> = feeds.iter().chain(fetches).chain(targets).copied().collect();
+                plan.cluster = Some((c, crate::cluster::fingerprint(&names, &reported)));
                 // This rank reports the partitions it runs; rank 0 gathers the others'.
-                reported.retain(|(device, g)| crate::rendezvous::task_of(device) == c.task && !g.node.is_empty());
+                reported.retain(|(device, g)| crate::device::task_of(device) == c.task && !g.node.is_empty());
             }
             plan.partitions = reported;
             return Ok(plan);
         }
         let sig = Signature::resolve(&graph, feeds, fetches, targets)?;
-        let mut plan = ExecutionPlan::build(graph, &shapes, &sig, &self.env)?;
+        let mut plan = ExecutionPlan::build(graph, &shapes, &sig, &self.env, self)?;
         plan.optimizer_report = report;
         Ok(plan)
     }
@@ -422,75 +367,67 @@ impl Session {
     }
 }
 
-/// What a step is asked to record.
-#[derive(Clone, Copy, Debug, Default)]
-struct Record {
-    trace: bool,
-    partitions: bool,
+/// The deepest chain of nested function calls a plan instantiates (each level compiles a
+/// child plan on the stack).
+const MAX_CALL_DEPTH: usize = 64;
+
+/// A function body: a child session over the function's graph, sharing the caller's pools,
+/// and its compiled plan.
+struct ChildFunction {
+    session: Session,
+    plan: Arc<ExecutionPlan>,
 }
 
-/// Before a cluster step, every rank all-gathers the plan's fingerprint (the signature and
-/// every task's partition graphs) and what it asks the step to record. Ranks about to run
-/// different steps all fail here, naming the ranks, instead of waiting forever on transfers
-/// that will not come; what any rank asks for, every rank records, so that rank 0 can gather
-/// it. Outside a cluster: what was asked.
-fn cluster_begin(plan: &ExecutionPlan, want: Record) -> Result<Record, RuntimeError> {
-    let Some((cluster, fingerprint)) = plan.cluster else { return Ok(want) };
-    let world = ferroflow_collective::world();
-    if world.size() != cluster.tasks {
-        return Err(RuntimeError::Cluster(format!(
-            "the session's cluster has {} task(s), but this process's world has {} rank(s) (start it with mpirun -np {})",
-            cluster.tasks,
-            world.size(),
-            cluster.tasks
-        )));
+impl FunctionBody for ChildFunction {
+    fn run(&self, ctx: &KernelContext, args: &[Tensor]) -> KResult<Vec<Tensor>> {
+        self.session.run_plan_in_step(&self.plan, args, ctx.step).map_err(|e| KernelError::Function(Box::new(e)))
     }
-    let mine = [fingerprint as i64, want.trace as i64, want.partitions as i64];
-    let mut all = vec![0i64; 3 * cluster.tasks];
-    ferroflow_collective::all_gather(&*world, &mine, &mut all)
-        .map_err(|e| RuntimeError::Cluster(format!("starting the step ({}): {e}", plan.step_name)))?;
-    let ranks: Vec<&[i64]> = all.chunks(3).collect();
-    if let Some(other) = ranks.iter().position(|w| w[0] != ranks[0][0]) {
-        let shown: Vec<String> =
-            ranks.iter().enumerate().map(|(r, w)| format!("rank {r}: {:016x}", w[0] as u64)).collect();
-        return Err(RuntimeError::Cluster(format!(
-            "the ranks run different steps (rank 0 and rank {other} differ; fingerprints {}; this is rank {}, {}): \
-             every rank must run the same graph with the same feeds, fetches and targets, step by step",
-            shown.join(", "),
-            cluster.task,
-            plan.step_name
-        )));
-    }
-    Ok(Record { trace: ranks.iter().any(|w| w[1] != 0), partitions: ranks.iter().any(|w| w[2] != 0) })
 }
 
-/// After a cluster step that recorded anything: rank 0 receives every rank's `RunMetadata`
-/// and merges them, each task's step stats (`dev_stats`, named by device) and partition
-/// graphs in rank order; other ranks keep their own. Outside a cluster: `meta`.
-fn cluster_end(plan: &ExecutionPlan, meta: RunMetadata) -> Result<RunMetadata, RuntimeError> {
-    let Some((cluster, _)) = plan.cluster else { return Ok(meta) };
-    let world = ferroflow_collective::world();
-    let all = ferroflow_collective::all_gather_varied(&*world, &ferroflow_proto::encode(&meta))
-        .map_err(|e| RuntimeError::Cluster(format!("gathering the step's run metadata: {e}")))?;
-    if cluster.task != 0 {
-        return Ok(meta);
-    }
-    let mut merged = RunMetadata::default();
-    for (rank, bytes) in all.iter().enumerate() {
-        let part: RunMetadata = ferroflow_proto::decode(bytes, "RunMetadata")
-            .map_err(|e| RuntimeError::Cluster(format!("the run metadata of rank {rank}: {e}")))?;
-        if let Some(stats) = part.step_stats {
-            merged.step_stats.get_or_insert_with(Default::default).dev_stats.extend(stats.dev_stats);
+impl FunctionLibraryRuntime for Session {
+    fn instantiate(
+        &self,
+        call_site: &Node,
+        library: &FunctionDefLibrary,
+        name: &str,
+        call: &Attrs,
+    ) -> Result<Box<dyn FunctionBody>, RuntimeError> {
+        let err =
+            |reason: String| RuntimeError::Function { node: call_site.name.clone(), op: call_site.op.clone(), reason };
+        let stack = &self.env.call_stack;
+        if stack.iter().any(|f| f == name) {
+            return Err(err(format!(
+                "function '{name}' calls itself (call chain: {} -> {name}); recursion is not supported",
+                stack.join(" -> ")
+            )));
         }
-        merged.partition_graphs.extend(part.partition_graphs);
+        if stack.len() >= MAX_CALL_DEPTH {
+            let outer = stack.first().map_or("", String::as_str);
+            return Err(err(format!(
+                "function '{name}' is nested {MAX_CALL_DEPTH} calls deep (from '{outer}'); the limit is {MAX_CALL_DEPTH}"
+            )));
+        }
+        let FunctionGraph { graph, feeds, fetches, targets } = function_graph(library, name, call).map_err(err)?;
+        let mut env = self.env.clone();
+        env.call_stack.push(name.to_string());
+        let session = Session::child(graph, env)?;
+        fn refs(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        let plan = session.plan(&refs(&feeds), &refs(&fetches), &refs(&targets))?;
+        Ok(Box::new(ChildFunction { session, plan }))
     }
-    Ok(merged)
+
+    fn max_loop_iterations(&self) -> u64 {
+        self.env.options.max_loop_iterations
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use ferroflow_ops::Scope;
+    use ferroflow_ops::{Ops, RawOps};
     use ferroflow_tensor::DType;
 
     #[test]
@@ -499,7 +436,7 @@ mod tests {
         let x = s.placeholder(DType::Float, &Shape::new(vec![None, Some(2)])).unwrap();
         let two = s.scalar(2.0f32).unwrap();
         let y = s.mul(x, two).unwrap();
-        let z = s.add(y, y).unwrap();
+        let z = s.add_v2(y, y).unwrap();
         let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
         let feed = Tensor::from_vec(&[1, 2], vec![1.0f32, 3.0]).unwrap();
         let r = sess.run(&[("Placeholder:0", feed.clone())], &["add:0", "mul"], &[]).unwrap();
@@ -532,13 +469,13 @@ mod tests {
         let mut outs = Vec::new();
         for i in 0..300 {
             let c = s.scalar(i as f32).unwrap();
-            let mut v = s.add(x, c).unwrap();
+            let mut v = s.add_v2(x, c).unwrap();
             for _ in 0..5 {
                 v = s.unary("Neg", v).unwrap();
             }
             outs.push(v);
         }
-        let total = s.pack(&outs, 0).unwrap();
+        let total = s.pack_with(&outs, ferroflow_ops::attrs::Pack::new().axis(0)).unwrap();
         let sum = s.reduce("Sum", total, &[0], false).unwrap();
         let g = s.graph();
         let name = g.output_name(sum);
@@ -559,7 +496,7 @@ mod tests {
         let b = s.unary("Square", a).unwrap(); // fetched: its output must reach the slot
         let c = s.unary("Neg", b).unwrap();
         let d = s.unary("Neg", c).unwrap(); // two readers
-        let e = s.add(d, d).unwrap();
+        let e = s.add_v2(d, d).unwrap();
         let r = s.reshape(e, &[2, 2]).unwrap(); // fails unless fed 4 elements
         let f = s.unary("Neg", r).unwrap();
         let g = s.graph();

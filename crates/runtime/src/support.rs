@@ -195,7 +195,7 @@ fn inline_one(
         if let Some(n) = r.strip_prefix('^') {
             return Ok(format!("^{}", prefix(n)));
         }
-        let resolved = crate::functional::resolve_ref(r, f, &f.node_def, library)?;
+        let resolved = crate::function_library::resolve_ref(r, f, &f.node_def, library)?;
         let (node, index) = resolved.rsplit_once(':').unwrap_or((&resolved, "0"));
         match sig.input_arg.iter().position(|a| a.name == node) {
             Some(i) => Ok(data[i].clone()),
@@ -206,7 +206,8 @@ fn inline_one(
     for n in &f.node_def {
         let mut m = n.clone();
         m.name = prefix(&n.name);
-        m.attr = crate::functional::substitute(&n.attr, call_attrs).map_err(|e| format!("function '{fname}': {e}"))?;
+        m.attr =
+            crate::function_library::substitute(&n.attr, call_attrs).map_err(|e| format!("function '{fname}': {e}"))?;
         m.input = n
             .input
             .iter()

@@ -124,7 +124,7 @@ impl StepTrace {
     /// TensorFlow's `StepStats`: a `DeviceStepStats` per device with a `NodeExecStats` per
     /// executed node, in start order (as `RunMetadata.step_stats` under `FULL_TRACE`).
     pub fn into_step_stats(self) -> StepStats {
-        self.tracer.finish(&self.graph, &self.labels, crate::session::CPU0)
+        self.tracer.finish(&self.graph, &self.labels, crate::device::CPU0)
     }
 }
 

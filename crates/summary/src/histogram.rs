@@ -101,11 +101,11 @@ impl Histogram {
 
 /// The histogram of `values` (TensorFlow's `HistogramSummary`, which counts float values as
 /// doubles; it rejects NaN and infinities, and so does this).
-pub fn histogram(values: impl IntoIterator<Item = f64>) -> Result<HistogramProto, String> {
+pub fn histogram(values: impl IntoIterator<Item = f64>) -> Result<HistogramProto, crate::SummaryError> {
     let mut h = Histogram::new();
     for v in values {
         if !v.is_finite() {
-            return Err(format!("histogram values must be finite, got {v}"));
+            return Err(crate::SummaryError::NotFinite(v));
         }
         h.add(v);
     }

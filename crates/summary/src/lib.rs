@@ -39,4 +39,20 @@ pub enum SummaryError {
     /// A summary that cannot be written as asked (names the tag or directory).
     #[error("{0}")]
     Invalid(String),
+    /// A histogram of values that are not all finite (TensorFlow rejects NaN and infinities).
+    #[error("histogram values must be finite, got {0}")]
+    NotFinite(f64),
+    /// A summary whose values were refused, with the tag and why.
+    #[error("{kind} '{tag}': {source}")]
+    Value {
+        /// What kind of summary (`histogram`, `image`).
+        kind: &'static str,
+        /// Its tag.
+        tag: String,
+        /// Why.
+        source: Box<SummaryError>,
+    },
+    /// An image could not be encoded.
+    #[error(transparent)]
+    Codec(#[from] ferroflow_codec::CodecError),
 }

@@ -101,7 +101,7 @@ impl SummaryWriter {
     /// distributions dashboards); NaN or infinite values are an error naming the tag.
     pub fn histogram(&mut self, tag: &str, values: &[f32], step: i64) -> Result<(), SummaryError> {
         let histo = crate::histogram::histogram(values.iter().map(|&v| f64::from(v)))
-            .map_err(|e| SummaryError::Invalid(format!("histogram '{tag}': {e}")))?;
+            .map_err(|e| SummaryError::Value { kind: "histogram", tag: tag.to_string(), source: Box::new(e) })?;
         self.value(step, tagged(tag, "histograms", DataClass::Unknown, summary::value::Value::Histo(histo)))
     }
 
@@ -121,7 +121,9 @@ impl SummaryWriter {
         if pixels.len() != height * width * channels {
             return Err(bad(format!("{} bytes for shape [{height}, {width}, {channels}]", pixels.len())));
         }
-        let png = encode_png(&PngPixels::U8(pixels.to_vec()), height, width, channels, -1).map_err(bad)?;
+        let png = encode_png(&PngPixels::U8(pixels.to_vec()), height, width, channels, -1).map_err(|e| {
+            SummaryError::Value { kind: "image", tag: tag.to_string(), source: Box::new(SummaryError::Codec(e)) }
+        })?;
         let image = summary::Image {
             height: height as i32,
             width: width as i32,

@@ -21,6 +21,7 @@ use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::optimizers::Optimizer;
 use crate::{Builder, Result, TrainError, Variable};
+use ferroflow_ops::{Ops, RawOps};
 
 /// Horovod's default fusion threshold (`HOROVOD_FUSION_THRESHOLD`): 64 MiB.
 pub const DEFAULT_FUSION_THRESHOLD: usize = 64 << 20;
@@ -84,7 +85,7 @@ impl DistributedOptimizer {
             let sizes: Vec<i64> = bucket.iter().map(|&i| gv[i].1.shape.iter().product::<usize>() as i64).collect();
             let flat: Vec<Output> =
                 grads.iter().map(|&g| bs.reshape(g, &[-1])).collect::<std::result::Result<_, _>>()?;
-            let fused = if flat.len() == 1 { flat[0] } else { bs.concat(&flat, 0)? };
+            let fused = if flat.len() == 1 { flat[0] } else { bs.concat_v2(&flat, 0i32)? };
             let dtype = gv[bucket[0]].1.dtype;
             let instance_key = bs.with_name("instance_key").scalar(k as i32 + 1)?;
             let mut a = Attrs::new();

@@ -19,6 +19,7 @@ use ferroflow_graph::Output;
 
 use crate::layers::{self, Activation, Padding};
 use crate::{Builder, Distribution, FanMode, Initializer, Result, TrainError};
+use ferroflow_ops::RawOps;
 
 /// One stage of MBConv blocks (Keras's `DEFAULT_BLOCKS_ARGS` entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +157,7 @@ pub fn mbconv(
     h = layers::conv2d_no_bias(&b, h, filters_out, [1, 1], [1, 1], Padding::Same, &init, "project_conv")?;
     h = layers::batch_normalization(&b, h, training, momentum, eps, "project_bn")?;
     if strides == 1 && filters_in == filters_out {
-        h = b.scope().with_name("add").add(h, x)?;
+        h = b.scope().with_name("add").add_v2(h, x)?;
     }
     Ok(h)
 }

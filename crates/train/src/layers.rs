@@ -7,6 +7,7 @@ use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
 
 use crate::{Builder, Initializer, Result, TrainError};
+use ferroflow_ops::{Ops, RawOps};
 
 /// An activation applied after a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

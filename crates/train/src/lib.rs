@@ -30,6 +30,7 @@ use std::rc::Rc;
 
 use ferroflow_graph::{Attrs, Graph, NodeId, Output};
 use ferroflow_ops::{BuildError, Scope};
+use ferroflow_ops::{Ops, RawOps};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
@@ -276,7 +277,7 @@ impl Builder {
             let sh = s.with_name("shape").constant_from(&[dims.len()], &dims)?;
             let r = self.random(&s, op, sh, dtype, seed)?;
             let scaled = s.with_name("mul").mul(r, Self::scalar(&s.with_name("stddev"), dtype, scale)?)?;
-            Ok(s.with_name("add").add(scaled, Self::scalar(&s.with_name("mean"), dtype, shift)?)?)
+            Ok(s.with_name("add").add_v2(scaled, Self::scalar(&s.with_name("mean"), dtype, shift)?)?)
         };
         match *init {
             Initializer::Zeros => fill(0.0),

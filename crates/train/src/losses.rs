@@ -6,6 +6,7 @@ use ferroflow_tensor::DType;
 use ferroflow_proto::attr;
 
 use crate::Result;
+use ferroflow_ops::{Ops, RawOps};
 
 /// Mean over the batch of softmax cross-entropy between one-hot (or soft) `labels` and
 /// `logits` (`SoftmaxCrossEntropyWithLogits`: numerically stable, max subtracted).

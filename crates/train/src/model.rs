@@ -16,6 +16,7 @@ use crate::layers::{self, Activation, Padding};
 use crate::losses;
 use crate::optimizers::Optimizer;
 use crate::{Builder, Initializer, Result, TrainError};
+use ferroflow_ops::RawOps;
 
 /// A layer of a [`Sequential`] model.
 #[derive(Clone, Debug, PartialEq)]

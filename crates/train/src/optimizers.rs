@@ -9,6 +9,7 @@ use ferroflow_proto::attr;
 use ferroflow_tensor::DType;
 
 use crate::{Builder, Initializer, Result, TrainError, Variable};
+use ferroflow_ops::{Ops, RawOps};
 
 /// An update op's name, slot variables, hyper-parameter and gradient inputs, bool attrs.
 type UpdateSpec<'a> = (&'a str, Vec<Variable>, Vec<Output>, Vec<(&'a str, bool)>);

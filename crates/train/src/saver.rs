@@ -21,6 +21,7 @@ use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::meta_graph::{export_meta_graph, write_meta_graph};
 use crate::{Builder, Result, TrainError, Variable};
+use ferroflow_ops::{OpTarget, RawOps};
 
 /// How a [`Saver`] keeps checkpoints.
 #[derive(Clone, Debug)]

@@ -3,6 +3,7 @@
 //! alone (the example, the CLI and the demo use them).
 use std::path::Path;
 
+use ferroflow::ops::{Ops, RawOps};
 use ferroflow_graph::Output;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::Tensor;
@@ -73,7 +74,7 @@ pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
     }
     let out = dense(b, layer, c.num_outputs, Activation::Softmax, &init, "out_layer")?;
     let eps = s.scalar(10e-8f32)?;
-    let log = s.unary("Log", s.add(out, eps)?)?;
+    let log = s.unary("Log", s.add_v2(out, eps)?)?;
     let prod = s.mul(y, log)?;
     let sum = s.reduce("Sum", prod, &[1], false)?;
     let neg = s.unary("Neg", sum)?;

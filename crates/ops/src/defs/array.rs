@@ -1,11 +1,12 @@
 //! Sources, identities, shapes and reshapes, stacking and joining, and `BiasAdd`.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::{attr, attr_value::Value, convert};
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, norm_axis, InferCtx, Known};
+use crate::Ops;
 
 /// Constants up to this many elements are read as values during inference (shapes, axes);
 /// big ones are never materialised there.
@@ -175,6 +176,7 @@ pub fn defs() -> Vec<OpDef> {
             .not_differentiable(SHAPE_ONLY)
             .build(),
         op("Pack")
+            .node_name("stack")
             .input("values: N * T")
             .output("output: T")
             .attr("N: int >= 1")
@@ -184,6 +186,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(pack_grad)
             .build(),
         op("ConcatV2")
+            .node_name("concat")
             .input("values: N * T")
             .input("axis: Tidx")
             .output("output: T")
@@ -197,7 +200,7 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// The shape of the `value` attr tensor.
-fn const_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn const_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     match c.def.attr(c.attrs, "value").and_then(|v| v.value.as_ref()) {
         Some(Value::Tensor(t)) => Ok(vec![convert::shape_from_proto(&t.tensor_shape.clone().unwrap_or_default())]),
         _ => Err("attr 'value' must be a tensor".into()),
@@ -224,12 +227,12 @@ fn size_value(c: &InferCtx) -> Option<Known> {
 }
 
 /// `Shape`: a vector of the input's rank.
-fn shape_of_input(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn shape_of_input(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![Shape::new(vec![c.inputs[0].rank()])])
 }
 
 /// `Reshape`: the constant shape input, with one `-1` inferred when the input is known.
-fn reshape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn reshape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(target) = c.const_ints(1) else {
         return Ok(vec![Shape::unknown()]);
     };
@@ -238,11 +241,11 @@ fn reshape(c: &InferCtx) -> Result<Vec<Shape>, String> {
     if let Some(n) = c.inputs[0].num_elements() {
         let unknowns = target.iter().filter(|&&d| d == -1).count();
         if unknowns == 0 && known != n {
-            return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
+            return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}").into());
         }
         if unknowns == 1 {
             if known == 0 || !n.is_multiple_of(known) {
-                return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}"));
+                return Err(format!("cannot reshape a tensor of {n} elements to shape {target:?}").into());
             }
             let i = target.iter().position(|&d| d == -1).expect("one -1");
             out[i] = Some(n / known);
@@ -252,14 +255,14 @@ fn reshape(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `ExpandDims`: inserts a 1 at the constant axis.
-fn expand_dims(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn expand_dims(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(dims), Some(axis)) = (c.inputs[0].dims(), c.const_ints(1)) else {
         return Ok(vec![Shape::unknown()]);
     };
     let a = *axis.first().ok_or("dim must be a scalar")?;
     let r = dims.len() as i64 + 1;
     if a < -r || a >= r {
-        return Err(format!("axis {a} is out of range for rank {}", dims.len()));
+        return Err(format!("axis {a} is out of range for rank {}", dims.len()).into());
     }
     let a = if a < 0 { a + r } else { a } as usize;
     let mut out = dims.to_vec();
@@ -268,7 +271,7 @@ fn expand_dims(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Squeeze`: removes the listed size-1 axes, or every size-1 axis.
-fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else {
         return Ok(vec![Shape::unknown()]);
     };
@@ -285,7 +288,7 @@ fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
         for a in axes {
             let i = norm_axis(a, dims.len())?;
             if dims[i].is_some_and(|d| d != 1) {
-                return Err(format!("cannot squeeze dimension {i} of size {}", dims[i].unwrap_or(0)));
+                return Err(format!("cannot squeeze dimension {i} of size {}", dims[i].unwrap_or(0)).into());
             }
             keep[i] = false;
         }
@@ -294,7 +297,7 @@ fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Fill`: the shape held by the dims input (its length at least, when not known).
-fn fill(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn fill(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let held = c.shape_value(0);
     if held.rank().is_some() {
         return Ok(vec![held]);
@@ -303,20 +306,22 @@ fn fill(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Pack`: N equal shapes stacked along `axis`.
-fn pack(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn pack(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = c.inputs.len();
     let Some(first) = c.inputs.iter().find_map(|s| s.dims()) else {
         return Ok(vec![Shape::unknown()]);
     };
     for s in c.inputs {
         if s.rank().is_some_and(|r| r != first.len()) {
-            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
+            return Err(
+                format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())).into()
+            );
         }
     }
     let axis = c.int("axis").unwrap_or(0);
     let r = first.len() as i64 + 1;
     if axis < -r || axis >= r {
-        return Err(format!("axis {axis} is out of range for rank {}", first.len()));
+        return Err(format!("axis {axis} is out of range for rank {}", first.len()).into());
     }
     let a = if axis < 0 { axis + r } else { axis } as usize;
     let mut out = first.to_vec();
@@ -325,7 +330,7 @@ fn pack(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `ConcatV2`: inputs joined along the constant last input.
-fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn concat(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = c.inputs.len() - 1;
     let (Some(axis), Some(first)) = (c.const_ints(n), c.inputs[..n].iter().find_map(|s| s.dims())) else {
         return Ok(vec![Shape::unknown()]);
@@ -338,7 +343,9 @@ fn concat(c: &InferCtx) -> Result<Vec<Shape>, String> {
             return Ok(vec![Shape::unknown()]);
         };
         if d.len() != first.len() {
-            return Err(format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())));
+            return Err(
+                format!("all inputs must have the same rank, got {} and {s}", Shape::new(first.to_vec())).into()
+            );
         }
         total = match (total, d[a]) {
             (Some(t), Some(x)) => Some(t + x),

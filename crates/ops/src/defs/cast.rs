@@ -4,6 +4,7 @@ use ferroflow_graph::Output;
 use crate::gradient::{g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
+use crate::RawOps;
 
 /// The cast op.
 pub fn defs() -> Vec<OpDef> {

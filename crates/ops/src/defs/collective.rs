@@ -4,6 +4,7 @@
 //! `ferroflow-collective`'s world (MPI under `mpirun`, one rank otherwise). The group is the
 //! whole world: `group_size` must equal its size. Stateful (they communicate), so never
 //! folded, merged or pruned as duplicates.
+use ferroflow_graph::ShapeError;
 use ferroflow_tensor::Shape;
 
 use crate::registry::{op, OpBuilder, OpDef};
@@ -23,7 +24,7 @@ fn group(b: OpBuilder) -> OpBuilder {
 
 /// `CollectiveGatherV2`: the ranks' inputs concatenated along dimension 0 (so dimension 0
 /// is `group_size` times the input's when the group size is a known constant).
-fn gather_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn gather_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
     if dims.is_empty() {
         return Err("CollectiveGatherV2 needs an input of rank 1 or more (it concatenates along dimension 0)".into());

@@ -1,13 +1,14 @@
 //! TensorFlow 1 control flow: `Switch`/`Merge` conditionals and `Enter`/`Exit`/
 //! `NextIteration`/`LoopCond` loop frames. No kernels: the executors run these ops themselves
 //! (`ferroflow-runtime`'s `executor.rs` for conditionals, `dynamic.rs` for loops).
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_tensor::Shape;
 
 use crate::facts::ControlFlow;
 use crate::gradient::{build, g0, GradCtx, GradResult, NO_ATTRS};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, InferCtx};
+use crate::{Ops, RawOps};
 
 const WHILE_CONTEXT: &str =
     "TensorFlow 1 while loops are differentiated through their WhileContext, which ferroflow's autodiff does not build yet";
@@ -73,13 +74,13 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// `Switch`: both outputs have the data's shape.
-fn switch(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn switch(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![c.inputs[0].clone(), c.inputs[0].clone()])
 }
 
 /// `Merge`: the inputs' shape when they all agree, else unknown (a loop's back edge is not
 /// known yet, and loop variables may change shape); and the scalar `value_index`.
-fn merge(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn merge(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let first = &c.inputs[0];
     let rank = first.rank();
     let out = match first.dims() {
@@ -109,8 +110,8 @@ fn switch_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
             None => s.unary("ZerosLike", ctx.output(i))?,
         });
     }
-    let (merged, _) = s.merge(&[g[0].expect("set"), g[1].expect("set")])?;
-    Ok(vec![Some(merged), None])
+    let merged = s.merge(&[g[0].expect("set"), g[1].expect("set")])?;
+    Ok(vec![Some(merged[0]), None])
 }
 
 /// `Merge` of two inputs (a `cond`): the gradient goes back to the input that was taken,
@@ -124,6 +125,6 @@ fn merge_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let s = &ctx.scope;
     let one = s.scalar(1i32)?;
     let taken_second = build(s, "Equal", &[ctx.output(1), one], NO_ATTRS)?;
-    let (f, t) = s.switch(g, taken_second)?;
-    Ok(vec![Some(f), Some(t)])
+    let switched = s.switch(g, taken_second)?;
+    Ok(vec![Some(switched[0]), Some(switched[1])])
 }

@@ -1,10 +1,11 @@
 //! Convolutions, pools, their backprops, and `FusedBatchNormV3` with its gradient (NHWC).
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_tensor::Shape;
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, InferCtx};
+use crate::Ops;
 
 /// The attrs `Conv2D` and its backprop ops share.
 const CONV2D_ATTRS: &[&str] = &[
@@ -251,10 +252,10 @@ pub fn conv_output_size(
     })
 }
 
-fn spatial(c: &InferCtx, window: [Option<usize>; 2], channels: Option<usize>) -> Result<Vec<Shape>, String> {
+fn spatial(c: &InferCtx, window: [Option<usize>; 2], channels: Option<usize>) -> Result<Vec<Shape>, ShapeError> {
     let Some(x) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
     if x.len() != 4 {
-        return Err(format!("input must be 4-dimensional, got shape {}", c.inputs[0]));
+        return Err(format!("input must be 4-dimensional, got shape {}", c.inputs[0]).into());
     }
     if c.string("data_format") == "NCHW" {
         return Ok(vec![Shape::new(vec![None; 4])]);
@@ -262,7 +263,7 @@ fn spatial(c: &InferCtx, window: [Option<usize>; 2], channels: Option<usize>) ->
     let strides = c.ints("strides");
     let dil = c.ints("dilations");
     if strides.len() != 4 {
-        return Err(format!("strides must have 4 elements, got {strides:?}"));
+        return Err(format!("strides must have 4 elements, got {strides:?}").into());
     }
     let pads = c.ints("explicit_paddings");
     let padding = c.string("padding");
@@ -289,7 +290,7 @@ fn filter_dims(c: &InferCtx) -> Result<Option<Vec<Option<usize>>>, String> {
 }
 
 /// `Conv2D` (NHWC): output channels are the filter's last dimension.
-pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     match filter_dims(c)? {
         Some(f) => spatial(c, [f[0], f[1]], f[3]),
         None => spatial(c, [None, None], None),
@@ -298,14 +299,14 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
 
 /// `_FusedConv2DElementwise`: [`conv2d`], then its `max_pool` (`[ph, pw]`: VALID windows
 /// at strides of the window), if any.
-pub fn conv2d_pooled(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn conv2d_pooled(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let mut r = conv2d(c)?;
     let p = c.ints("max_pool");
     if p.is_empty() {
         return Ok(r);
     }
     if p.len() != 2 || p.iter().any(|&v| v < 1) {
-        return Err(format!("max_pool must be 2 positive window sizes, got {p:?}"));
+        return Err(format!("max_pool must be 2 positive window sizes, got {p:?}").into());
     }
     if let Some(d) = r[0].dims() {
         let mut d = d.to_vec();
@@ -319,7 +320,7 @@ pub fn conv2d_pooled(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `DepthwiseConv2dNative` (NHWC): input channels times the channel multiplier.
-pub fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     match filter_dims(c)? {
         Some(f) => spatial(c, [f[0], f[1]], f[2].zip(f[3]).map(|(a, b)| a * b)),
         None => spatial(c, [None, None], None),
@@ -327,10 +328,10 @@ pub fn depthwise_conv2d(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `MaxPool`, `AvgPool` (NHWC).
-fn pool(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn pool(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let k = c.ints("ksize");
     if k.len() != 4 {
-        return Err(format!("ksize must have 4 elements, got {k:?}"));
+        return Err(format!("ksize must have 4 elements, got {k:?}").into());
     }
     let ch = c.inputs[0].dims().and_then(|d| d.get(3).copied().flatten());
     let mut r = spatial(c, [Some(k[1].max(0) as usize), Some(k[2].max(0) as usize)], ch)?;
@@ -343,7 +344,7 @@ fn pool(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `FusedBatchNormV3`: y has x's shape; the statistics are vectors over channels.
-fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let ch = c.inputs[1].dims().and_then(|d| d.first().copied().flatten());
     let v = Shape::new(vec![ch]);
     Ok(vec![c.inputs[0].clone(), v.clone(), v.clone(), v.clone(), v, Shape::scalar()])
@@ -351,7 +352,7 @@ fn fused_batch_norm(c: &InferCtx) -> Result<Vec<Shape>, String> {
 
 /// `FusedBatchNormGradV3`: x_backprop has x's shape, the scale and offset gradients scale's;
 /// the two reserve spaces are empty.
-fn fused_batch_norm_grad_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn fused_batch_norm_grad_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let ch = c.inputs[2].dims().and_then(|d| d.first().copied().flatten());
     let v = Shape::new(vec![ch]);
     let empty = Shape::known(&[0]);

@@ -9,6 +9,7 @@ use crate::facts::{Elementwise, Involution, Neutral, Side};
 use crate::gradient::{binary, build, g0, reduce_like, scalar_like, select, GradCtx, GradResult, NO_ATTRS};
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
+use crate::{Ops, RawOps};
 
 /// The scalar function of a unary elementwise op (each variant is the op of the same name).
 #[allow(missing_docs)]
@@ -114,10 +115,24 @@ pub fn defs() -> Vec<OpDef> {
         unary("Sin", U::Sin).gradient(sin_grad).build(),
         unary("Cos", U::Cos).gradient(cos_grad).build(),
         binary_op("Add", B::Add).commutative().neutral(Neutral::NegZero, Side::Both).gradient(add_grad).build(),
-        binary_op("AddV2", B::Add).commutative().neutral(Neutral::NegZero, Side::Both).gradient(add_grad).build(),
-        binary_op("Sub", B::Sub).neutral(Neutral::PosZero, Side::Right).gradient(sub_grad).build(),
-        binary_op("Mul", B::Mul).commutative().neutral(Neutral::One, Side::Both).gradient(mul_grad).build(),
-        binary_op("RealDiv", B::RealDiv).neutral(Neutral::One, Side::Right).gradient(real_div_grad).build(),
+        binary_op("AddV2", B::Add)
+            .node_name("add")
+            .commutative()
+            .neutral(Neutral::NegZero, Side::Both)
+            .gradient(add_grad)
+            .build(),
+        binary_op("Sub", B::Sub).node_name("sub").neutral(Neutral::PosZero, Side::Right).gradient(sub_grad).build(),
+        binary_op("Mul", B::Mul)
+            .node_name("mul")
+            .commutative()
+            .neutral(Neutral::One, Side::Both)
+            .gradient(mul_grad)
+            .build(),
+        binary_op("RealDiv", B::RealDiv)
+            .node_name("truediv")
+            .neutral(Neutral::One, Side::Right)
+            .gradient(real_div_grad)
+            .build(),
         binary_op("Maximum", B::Maximum).commutative().gradient(maximum_grad).build(),
         binary_op("Minimum", B::Minimum).commutative().gradient(minimum_grad).build(),
         binary_op("SquaredDifference", B::SquaredDifference).commutative().gradient(squared_difference_grad).build(),
@@ -153,7 +168,7 @@ fn square_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 fn sqrt_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     map_g0(ctx, gs, |c, g| {
         let (s, y) = (&c.scope, c.output(0));
-        s.div(s.mul(g, scalar_like(s, y, 0.5)?)?, y)
+        s.real_div(s.mul(g, scalar_like(s, y, 0.5)?)?, y)
     })
 }
 
@@ -171,7 +186,7 @@ fn exp_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 }
 
 fn log_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
-    map_g0(ctx, gs, |c, g| c.scope.div(g, c.input(0)))
+    map_g0(ctx, gs, |c, g| c.scope.real_div(g, c.input(0)))
 }
 
 fn tanh_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
@@ -195,7 +210,7 @@ fn elu_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     map_g0(ctx, gs, |c, g| {
         let (s, y) = (&c.scope, c.output(0));
         let negative = build(s, "Less", &[y, scalar_like(s, y, 0.0)?], NO_ATTRS)?;
-        let slope = s.mul(g, s.add(y, scalar_like(s, y, 1.0)?)?)?;
+        let slope = s.mul(g, s.add_v2(y, scalar_like(s, y, 1.0)?)?)?;
         select(s, negative, slope, g)
     })
 }
@@ -207,7 +222,7 @@ fn selu_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     map_g0(ctx, gs, |c, g| {
         let (s, y) = (&c.scope, c.output(0));
         let negative = build(s, "Less", &[y, scalar_like(s, y, 0.0)?], NO_ATTRS)?;
-        let below = s.mul(g, s.add(y, scalar_like(s, y, SCALE * ALPHA)?)?)?;
+        let below = s.mul(g, s.add_v2(y, scalar_like(s, y, SCALE * ALPHA)?)?)?;
         let above = s.mul(g, scalar_like(s, y, SCALE)?)?;
         select(s, negative, below, above)
     })
@@ -248,7 +263,7 @@ fn reciprocal_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 fn log1p_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     map_g0(ctx, gs, |c, g| {
         let (s, x) = (&c.scope, c.input(0));
-        s.div(g, s.add(scalar_like(s, x, 1.0)?, x)?)
+        s.real_div(g, s.add_v2(scalar_like(s, x, 1.0)?, x)?)
     })
 }
 
@@ -287,9 +302,9 @@ fn real_div_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
     let s = &ctx.scope;
     let (x, y) = (ctx.input(0), ctx.input(1));
-    let gx = s.div(g, y)?;
+    let gx = s.real_div(g, y)?;
     // -g * x / y / y
-    let gy = s.mul(g, s.div(s.div(s.unary("Neg", x)?, y)?, y)?)?;
+    let gy = s.mul(g, s.real_div(s.real_div(s.unary("Neg", x)?, y)?, y)?)?;
     binary(ctx, gx, gy)
 }
 

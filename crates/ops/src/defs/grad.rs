@@ -1,12 +1,13 @@
 //! TensorFlow's ops that gradient graphs use: activation backprops, `BiasAddGrad`,
 //! `BroadcastGradientArgs`, `BroadcastTo`, `DynamicStitch`, `UnsortedSegmentSum`.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape};
 
 use crate::gradient::{build, g0, reduce_like, scalar_like, GradCtx, GradResult, NO_ATTRS};
 use crate::registry::{op, OpBuilder, OpDef};
 use crate::shape_inference::{self as s, InferCtx};
+use crate::{Ops, RawOps};
 
 /// `(gradients, features) -> backprops`, TensorFlow's activation backprop signature.
 fn activation_backprop(name: &str) -> OpBuilder {
@@ -81,7 +82,7 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// `UnsortedSegmentSum`: `[num_segments]` then the data's dimensions past the ids' rank.
-fn unsorted_segment_sum(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn unsorted_segment_sum(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let segments = c.const_ints(2).and_then(|v| v.first().copied()).and_then(|n| usize::try_from(n).ok());
     match (c.inputs[0].dims(), c.inputs[1].rank()) {
         (Some(d), Some(r)) if r <= d.len() => {
@@ -89,13 +90,13 @@ fn unsorted_segment_sum(c: &InferCtx) -> Result<Vec<Shape>, String> {
             out.extend_from_slice(&d[r..]);
             Ok(vec![Shape::new(out)])
         }
-        (Some(d), Some(r)) => Err(format!("segment ids of rank {r} for data of rank {}", d.len())),
+        (Some(d), Some(r)) => Err(format!("segment ids of rank {r} for data of rank {}", d.len()).into()),
         _ => Ok(vec![Shape::unknown()]),
     }
 }
 
 /// `BiasAddGrad` (NHWC): a vector over the last axis.
-fn bias_add_grad_shape(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn bias_add_grad_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let channels = c.inputs[0].dims().and_then(|d| d.last().copied()).flatten();
     Ok(vec![match c.inputs[0].rank() {
         Some(_) if c.string("data_format") != "NCHW" => Shape::new(vec![channels]),

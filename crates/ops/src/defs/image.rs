@@ -1,5 +1,6 @@
 //! Image ops: resizes (NHWC), file reading and writing, JPEG/PNG decoding and encoding,
 //! contrast, and `ReverseV2` (flips).
+use ferroflow_graph::ShapeError;
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape};
 
@@ -45,27 +46,27 @@ fn resizes() -> Vec<OpDef> {
 }
 
 /// `[batch, size[0], size[1], channels]`.
-fn resize(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn resize(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let size = c.shape_value(1);
     let (h, w) = match size.dims() {
         Some([h, w]) => (*h, *w),
-        Some(d) => return Err(format!("size must hold 2 elements, got {}", d.len())),
+        Some(d) => return Err(format!("size must hold 2 elements, got {}", d.len()).into()),
         None => (None, None),
     };
     match c.inputs[0].dims() {
         Some([n, _, _, ch]) => Ok(vec![Shape::new(vec![*n, h, w, *ch])]),
-        Some(d) => Err(format!("images must be 4-dimensional, got rank {}", d.len())),
+        Some(d) => Err(format!("images must be 4-dimensional, got rank {}", d.len()).into()),
         None => Ok(vec![Shape::new(vec![None, h, w, None])]),
     }
 }
 
 /// A decode op's output, `[height, width, channels]` with `channels` from the attr (0:
 /// unknown), after checking that `contents` is a scalar.
-fn decoded(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn decoded(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     scalar_string_input(c)?;
     let ch = c.int("channels").unwrap_or(0);
     if !(0..=4).contains(&ch) {
-        return Err(format!("channels must be 0, 1, 2, 3 or 4, got {ch}"));
+        return Err(format!("channels must be 0, 1, 2, 3 or 4, got {ch}").into());
     }
     Ok(vec![Shape::new(vec![None, None, (ch > 0).then_some(ch as usize)])])
 }
@@ -173,7 +174,7 @@ fn codecs() -> Vec<OpDef> {
             .output("output: T")
             .attr("T: {half, float} = DT_FLOAT")
             .shape(|c| match c.inputs[0].rank() {
-                Some(r) if r < 3 => Err(format!("images must be at least 3-dimensional, got rank {r}")),
+                Some(r) if r < 3 => Err(format!("images must be at least 3-dimensional, got rank {r}").into()),
                 _ => Ok(vec![c.inputs[0].clone()]),
             })
             .gradient_unavailable("TensorFlow has no gradient for AdjustContrastv2 either")
@@ -190,10 +191,10 @@ fn codecs() -> Vec<OpDef> {
 }
 
 /// A 3-dimensional image in, a scalar string out.
-fn image_to_scalar(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn image_to_scalar(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     match c.inputs[0].rank() {
         Some(3) | None => Ok(vec![Shape::scalar()]),
-        Some(r) => Err(format!("image must be 3-dimensional [height, width, channels], got rank {r}")),
+        Some(r) => Err(format!("image must be 3-dimensional [height, width, channels], got rank {r}").into()),
     }
 }
 

@@ -1,12 +1,13 @@
 //! Moving data by index: transposes, slices, tiles, pads, unstacking and splits, gathers,
 //! one-hot, `Where`, `Range`, `Cumsum`, `TopKV2`.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::{attr, attr_value::Value};
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpBuilder, OpDef};
 use crate::shape_inference::{self as s, norm_axis, InferCtx};
+use crate::{attrs, Ops, RawOps};
 
 fn index_attr(name: &str) -> String {
     format!("{name}: {{int32, int64}} = DT_INT32")
@@ -184,10 +185,10 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// `Transpose` with a constant permutation.
-fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn transpose(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(perm), Some(dims)) = (c.const_ints(1), c.inputs[0].dims()) else { return Ok(vec![Shape::unknown()]) };
     if perm.len() != dims.len() {
-        return Err(format!("permutation {perm:?} does not match rank {}", dims.len()));
+        return Err(format!("permutation {perm:?} does not match rank {}", dims.len()).into());
     }
     let out = perm
         .iter()
@@ -202,12 +203,12 @@ fn transpose(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Slice` with constant begin and size (`-1` = to the end).
-fn slice(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn slice(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(begin), Some(size), Some(dims)) = (c.const_ints(1), c.const_ints(2), c.inputs[0].dims()) else {
         return Ok(vec![Shape::unknown()]);
     };
     if begin.len() != dims.len() || size.len() != dims.len() {
-        return Err(format!("begin {begin:?} and size {size:?} must have the input's rank {}", dims.len()));
+        return Err(format!("begin {begin:?} and size {size:?} must have the input's rank {}", dims.len()).into());
     }
     let out = (0..dims.len())
         .map(|i| match size[i] {
@@ -219,12 +220,12 @@ fn slice(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Unpack`: `num` outputs, the input's shape without `axis`.
-fn unpack(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn unpack(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown(); c.num_outputs]) };
     let axis = norm_axis(c.int("axis").unwrap_or(0), dims.len())?;
     if let Some(n) = dims[axis] {
         if n != c.num_outputs {
-            return Err(format!("dimension {axis} has size {n}, but num is {}", c.num_outputs));
+            return Err(format!("dimension {axis} has size {n}, but num is {}", c.num_outputs).into());
         }
     }
     let mut out = dims.to_vec();
@@ -245,12 +246,14 @@ fn split_shapes(dims: &[Option<usize>], axis: usize, sizes: Vec<Option<usize>>) 
 }
 
 /// `Split`: `num_split` equal parts along the constant axis (input 0).
-fn split(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn split(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = c.num_outputs;
     let (Some(dims), Some(axis)) = (c.inputs[1].dims(), c.const_ints(0)) else { return Ok(vec![Shape::unknown(); n]) };
     let axis = norm_axis(*axis.first().ok_or("axis must be a scalar")?, dims.len())?;
     let part = match dims[axis] {
-        Some(d) if n > 0 && d % n != 0 => return Err(format!("dimension {axis} of size {d} does not split into {n}")),
+        Some(d) if n > 0 && d % n != 0 => {
+            return Err(format!("dimension {axis} of size {d} does not split into {n}").into())
+        }
         Some(d) => Some(d / n.max(1)),
         None => None,
     };
@@ -258,14 +261,14 @@ fn split(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `SplitV`: parts of the constant sizes (one may be -1) along the constant axis (input 2).
-fn split_v(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn split_v(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = c.num_outputs;
     let (Some(dims), Some(axis), Some(sizes)) = (c.inputs[0].dims(), c.const_ints(2), c.const_ints(1)) else {
         return Ok(vec![Shape::unknown(); n]);
     };
     let axis = norm_axis(*axis.first().ok_or("axis must be a scalar")?, dims.len())?;
     if sizes.len() != n {
-        return Err(format!("size_splits has {} values for num_split {n}", sizes.len()));
+        return Err(format!("size_splits has {} values for num_split {n}", sizes.len()).into());
     }
     let known: i64 = sizes.iter().filter(|&&s| s >= 0).sum();
     let mut out: Vec<Option<usize>> = sizes.iter().map(|&s| usize::try_from(s).ok()).collect();
@@ -276,11 +279,11 @@ fn split_v(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Tile`: each dimension times its constant multiple.
-fn tile(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn tile(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
     let Some(m) = c.const_ints(1) else { return Ok(vec![Shape::new(vec![None; dims.len()])]) };
     if m.len() != dims.len() {
-        return Err(format!("multiples {m:?} must have the input's rank {}", dims.len()));
+        return Err(format!("multiples {m:?} must have the input's rank {}", dims.len()).into());
     }
     let out =
         dims.iter().zip(&m).map(|(d, &k)| d.zip(usize::try_from(k).ok()).map(|(d, k)| d.saturating_mul(k))).collect();
@@ -288,11 +291,11 @@ fn tile(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `Pad`, `PadV2`, `MirrorPad`: each dimension grown by its constant paddings.
-fn pad(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn pad(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
     let Some(p) = c.const_ints(1) else { return Ok(vec![Shape::new(vec![None; dims.len()])]) };
     if p.len() != 2 * dims.len() {
-        return Err(format!("paddings must be a [{}, 2] matrix, got {} values", dims.len(), p.len()));
+        return Err(format!("paddings must be a [{}, 2] matrix, got {} values", dims.len(), p.len()).into());
     }
     let out = dims
         .iter()
@@ -316,7 +319,7 @@ fn scalar_f64(t: &Tensor) -> Option<f64> {
 }
 
 /// `Range` with constant bounds: `ceil((limit - start) / delta)` elements, TensorFlow's size.
-fn range(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn range(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let bounds = (|| Some((scalar_f64(c.constant(0)?)?, scalar_f64(c.constant(1)?)?, scalar_f64(c.constant(2)?)?)))();
     let Some((start, limit, delta)) = bounds else { return Ok(vec![Shape::new(vec![None])]) };
     let n = ((limit - start) / delta).abs().ceil();
@@ -325,7 +328,7 @@ fn range(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `OneHot`: the indices' shape with `depth` inserted at `axis`.
-fn one_hot(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn one_hot(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
     let depth = c.const_ints(1).and_then(|d| d.first().copied()).and_then(|d| usize::try_from(d).ok());
     let axis = c.int("axis").unwrap_or(-1);
@@ -336,7 +339,7 @@ fn one_hot(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `GatherV2` with a constant axis and `batch_dims` 0: params[:axis] + indices + params[axis+1:].
-fn gather_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn gather_v2(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let batch_dims = c.int("batch_dims").unwrap_or(0);
     let (Some(axis), Some(p), Some(idx)) = (c.const_ints(2), c.inputs[0].dims(), c.inputs[1].dims()) else {
         return Ok(vec![Shape::unknown()]);
@@ -379,7 +382,7 @@ fn slice_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let (x, begin) = (ctx.input(0), ctx.input(1));
     let int = s.dtype(begin);
     let after = s.sub(s.sub(shape_as(ctx, x, int)?, shape_as(ctx, ctx.output(0), int)?)?, begin)?;
-    let paddings = s.pack(&[begin, after], 1)?;
+    let paddings = s.pack_with(&[begin, after], attrs::Pack::new().axis(1))?;
     Ok(vec![Some(build(s, "Pad", &[g, paddings], &[("Tpaddings", attr::dtype(int))])?), None, None])
 }
 
@@ -434,7 +437,7 @@ fn unpack_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         return Ok(vec![None]);
     }
     let grads = dense_grads(ctx, gs)?;
-    Ok(vec![Some(ctx.scope.pack(&grads, attr_int(ctx, "axis").unwrap_or(0))?)])
+    Ok(vec![Some(ctx.scope.pack_with(&grads, attrs::Pack::new().axis(attr_int(ctx, "axis").unwrap_or(0)))?)])
 }
 
 /// The outputs' gradients joined along the split axis.
@@ -496,7 +499,7 @@ fn gather_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         &[shape, zero, one],
         &[("T", attr::dtype(DType::Int32)), ("Index", attr::dtype(DType::Int32))],
     )?;
-    let rows = s.reshape(rows, &[])?;
+    let rows = s.reshape(rows, &[0i32; 0])?;
     let seg = build(
         s,
         "UnsortedSegmentSum",
@@ -514,7 +517,7 @@ fn tile_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let s = &ctx.scope;
     let (x, multiples) = (ctx.input(0), ctx.input(1));
     let int = s.dtype(multiples);
-    let pairs = s.pack(&[multiples, shape_as(ctx, x, int)?], 0)?;
+    let pairs = s.pack_with(&[multiples, shape_as(ctx, x, int)?], attrs::Pack::new().axis(0))?;
     let perm = s.constant_from(&[2], &[1i32, 0])?;
     let interleaved = build(s, "Transpose", &[pairs, perm], &[("Tperm", attr::dtype(DType::Int32))])?;
     let minus_one = match int {

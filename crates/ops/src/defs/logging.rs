@@ -14,7 +14,7 @@ pub fn defs() -> Vec<OpDef> {
         .stateful()
         .shape(|c| match c.inputs[0].dims() {
             Some([]) | None => s::no_outputs(c),
-            Some(d) => Err(format!("condition must be a scalar, got shape {}", Shape::new(d.to_vec()))),
+            Some(d) => Err(format!("condition must be a scalar, got shape {}", Shape::new(d.to_vec())).into()),
         })
         .not_differentiable("it has no outputs: it checks a condition")
         .build()]

@@ -1,11 +1,12 @@
 //! The softmax cross-entropies, with their backprop as a second output.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape};
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::InferCtx;
+use crate::{Ops, RawOps};
 
 /// The loss ops.
 pub fn defs() -> Vec<OpDef> {
@@ -33,11 +34,11 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// Loss `[batch]`, backprop like the logits.
-fn cross_entropy(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn cross_entropy(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let f = &c.inputs[0];
     match f.dims() {
         Some([b, _]) => Ok(vec![Shape::new(vec![*b]), f.clone()]),
-        Some(d) => Err(format!("logits must be 2-dimensional, got rank {}", d.len())),
+        Some(d) => Err(format!("logits must be 2-dimensional, got rank {}", d.len()).into()),
         None => Ok(vec![Shape::new(vec![None]), Shape::new(vec![None, None])]),
     }
 }

@@ -6,6 +6,7 @@ use ferroflow_proto::attr_value::Value;
 use crate::gradient::{binary, build, g0, scalar_like, select, GradCtx, GradResult, NO_ATTRS};
 use crate::registry::{op, OpDef};
 use crate::shape_inference as s;
+use crate::{Ops, RawOps};
 
 fn binary_op(name: &str) -> crate::registry::OpBuilder {
     op(name).input("x: T").input("y: T").output("z: T").attr("T: type").shape(s::broadcast)

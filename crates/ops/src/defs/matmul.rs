@@ -1,11 +1,12 @@
 //! Matrix products: `MatMul` (and TensorFlow's oneDNN rewrite `_MklMatMul`), `BatchMatMulV2`.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::InferCtx;
+use crate::Ops;
 
 /// The matrix-product ops.
 pub fn defs() -> Vec<OpDef> {
@@ -51,11 +52,11 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// `MatMul`: [m, k] x [k, n] -> [m, n], honouring `transpose_a/b`.
-pub(crate) fn matmul(c: &InferCtx) -> Result<Vec<Shape>, String> {
+pub(crate) fn matmul(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (a, b) = (&c.inputs[0], &c.inputs[1]);
     for (s, n) in [(a, "a"), (b, "b")] {
         if s.rank().is_some_and(|r| r != 2) {
-            return Err(format!("input '{n}' must be a matrix, got shape {s}"));
+            return Err(format!("input '{n}' must be a matrix, got shape {s}").into());
         }
     }
     let dim = |s: &Shape, i: usize| s.dims().and_then(|d| d[i]);
@@ -64,17 +65,17 @@ pub(crate) fn matmul(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let (kb, n) = if tb { (dim(b, 1), dim(b, 0)) } else { (dim(b, 0), dim(b, 1)) };
     if let (Some(x), Some(y)) = (ka, kb) {
         if x != y {
-            return Err(format!("inner dimensions differ: {a} x {b} (transpose_a={ta}, transpose_b={tb})"));
+            return Err(format!("inner dimensions differ: {a} x {b} (transpose_a={ta}, transpose_b={tb})").into());
         }
     }
     Ok(vec![Shape::new(vec![m, n])])
 }
 
 /// `BatchMatMulV2`: the broadcast of the batch dimensions, then `[m, n]`.
-fn batch_matmul(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn batch_matmul(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(x), Some(y)) = (c.inputs[0].dims(), c.inputs[1].dims()) else { return Ok(vec![Shape::unknown()]) };
     if x.len() < 2 || y.len() < 2 {
-        return Err(format!("inputs must have rank >= 2, got {} and {}", c.inputs[0], c.inputs[1]));
+        return Err(format!("inputs must have rank >= 2, got {} and {}", c.inputs[0], c.inputs[1]).into());
     }
     let (bx, by) = (Shape::new(x[..x.len() - 2].to_vec()), Shape::new(y[..y.len() - 2].to_vec()));
     let batch = bx.broadcast(&by).ok_or_else(|| format!("batch dimensions {bx} and {by} do not broadcast"))?;
@@ -83,7 +84,7 @@ fn batch_matmul(c: &InferCtx) -> Result<Vec<Shape>, String> {
     let (ky, n) = if ay { (y[y.len() - 1], y[y.len() - 2]) } else { (y[y.len() - 2], y[y.len() - 1]) };
     if let (Some(a), Some(b)) = (kx, ky) {
         if a != b {
-            return Err(format!("inner dimensions differ: {} x {}", c.inputs[0], c.inputs[1]));
+            return Err(format!("inner dimensions differ: {} x {}", c.inputs[0], c.inputs[1]).into());
         }
     }
     let mut out = batch.dims().map(<[_]>::to_vec).unwrap_or_default();

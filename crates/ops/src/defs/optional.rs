@@ -1,12 +1,13 @@
 //! TensorFlow's `Optional` variant (TF2 `cond` hands its gradient the branch intermediates as
 //! Optionals: `OptionalFromValue` in the taken branch, `OptionalNone` in the other).
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::{attr, attr_value::ListValue, attr_value::Value, convert};
 use ferroflow_tensor::Shape;
 
 use crate::gradient::{build, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, InferCtx};
+use crate::Ops;
 
 /// The Optional ops.
 pub fn defs() -> Vec<OpDef> {
@@ -31,7 +32,7 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// The components' shapes, as `output_shapes` declares them.
-fn output_shapes(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn output_shapes(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let declared: Vec<Shape> = match c.def.attr(c.attrs, "output_shapes").and_then(|v| v.value.as_ref()) {
         Some(Value::List(l)) => l.shape.iter().map(convert::shape_from_proto).collect(),
         _ => vec![],

@@ -1,12 +1,13 @@
 //! Reductions over axes (`Sum`, `Mean`, `Max`, `Min`, `Prod`, `All`, `Any`), `ArgMax`/
 //! `ArgMin`, and the softmaxes (reductions over the last axis).
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape};
 
 use crate::gradient::{build, g0, GradCtx, GradError, GradResult};
 use crate::registry::{op, OpBuilder, OpDef};
 use crate::shape_inference::{self as s, norm_axis, InferCtx};
+use crate::{Ops, RawOps};
 
 fn reduction(name: &str) -> OpBuilder {
     op(name)
@@ -74,7 +75,7 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// Reductions: input 1 holds the axes; `keep_dims`.
-fn reduce(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn reduce(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(dims), Some(axes)) = (c.inputs[0].dims(), c.const_ints(1)) else {
         return Ok(vec![Shape::unknown()]);
     };
@@ -89,7 +90,7 @@ fn reduce(c: &InferCtx) -> Result<Vec<Shape>, String> {
 }
 
 /// `ArgMax`/`ArgMin`: removes the axis given by input 1.
-fn arg_reduce(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn arg_reduce(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (Some(dims), Some(axis)) = (c.inputs[0].dims(), c.const_ints(1)) else {
         return Ok(vec![Shape::unknown()]);
     };
@@ -131,8 +132,8 @@ fn mean_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let dt = s.dtype(g);
     let (x, y) = (ctx.input(0), ctx.output(0));
     // count = size(x) / size(y)
-    let count = s.div(s.cast(s.unary("Size", x)?, dt)?, s.cast(s.unary("Size", y)?, dt)?)?;
-    Ok(vec![Some(s.div(unreduce(ctx, g)?, count)?), None])
+    let count = s.real_div(s.cast(s.unary("Size", x)?, dt)?, s.cast(s.unary("Size", y)?, dt)?)?;
+    Ok(vec![Some(s.real_div(unreduce(ctx, g)?, count)?), None])
 }
 
 /// `Max`, `Min` (TensorFlow's): the gradient goes to the extrema, split evenly between ties.
@@ -146,7 +147,7 @@ fn extremum_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let axes = ctx.input(1);
     let count =
         build(s, "Sum", &[hits, axes], &[("keep_dims", attr::boolean(true)), ("Tidx", attr::dtype(s.dtype(axes)))])?;
-    let share = s.div(hits, count)?;
+    let share = s.real_div(hits, count)?;
     Ok(vec![Some(s.mul(share, unreduce(ctx, g)?)?), None])
 }
 

@@ -1,11 +1,12 @@
 //! `Select` (TensorFlow 1), `SelectV2` (broadcasting), `AddN`.
-use ferroflow_graph::Output;
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
 
 use crate::gradient::{build, g0, reduce_like, GradCtx, GradResult};
 use crate::registry::{op, OpBuilder, OpDef};
 use crate::shape_inference::InferCtx;
+use crate::Ops;
 
 fn select_op(name: &str) -> OpBuilder {
     op(name).input("condition: bool").input("t: T").input("e: T").output("output: T").attr("T: type")
@@ -30,7 +31,7 @@ pub fn defs() -> Vec<OpDef> {
 }
 
 /// `SelectV2`: the broadcast of condition, then and else.
-fn select_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn select_v2(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let te = c.inputs[1]
         .broadcast(&c.inputs[2])
         .ok_or_else(|| format!("shapes {} and {} are incompatible for broadcasting", c.inputs[1], c.inputs[2]))?;
@@ -42,18 +43,18 @@ fn select_v2(c: &InferCtx) -> Result<Vec<Shape>, String> {
 
 /// `Select` (v1): `t` and `e` have one shape; the condition matches it or is a vector over
 /// its first dimension.
-fn select(c: &InferCtx) -> Result<Vec<Shape>, String> {
+fn select(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let (cond, t, e) = (&c.inputs[0], &c.inputs[1], &c.inputs[2]);
     if let (Some(td), Some(ed)) = (t.dims(), e.dims()) {
         let same = td.len() == ed.len() && td.iter().zip(ed).all(|(a, b)| a.is_none() || b.is_none() || a == b);
         if !same {
-            return Err(format!("'then' and 'else' must have the same shape, got {t} and {e}"));
+            return Err(format!("'then' and 'else' must have the same shape, got {t} and {e}").into());
         }
     }
     if let (Some(cd), Some(td)) = (cond.dims(), t.dims()) {
         let row_vector = cd.len() == 1 && !td.is_empty();
         if cd.len() != td.len() && !row_vector {
-            return Err(format!("condition shape {cond} must equal {t} or be a vector over its first dimension"));
+            return Err(format!("condition shape {cond} must equal {t} or be a vector over its first dimension").into());
         }
     }
     Ok(vec![if t.rank().is_some() { t.clone() } else { e.clone() }])
