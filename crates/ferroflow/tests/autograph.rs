@@ -42,6 +42,13 @@ fn clipped_abs(x: Value) -> Result<Value, EagerError> {
     Ok(y)
 }
 
+/// `x` clamped below at -10: a negative literal compared with a value.
+#[ferroflow::function]
+fn clamp_below(x: Value) -> Result<Value, EagerError> {
+    let y = if x < -10.0 { Value::scalar(-10.0f32) } else { x };
+    Ok(y)
+}
+
 /// Pairs `(i, j)` with `i < j < n` and `i + j` below `limit`, with a `break` in an inner loop.
 #[ferroflow::function]
 fn pairs_below(n: Value, limit: Value) -> Result<Value, EagerError> {
@@ -125,6 +132,15 @@ fn if_as_an_expression_with_else_if() {
     let (ops, library) = ops_of(&f, &[Tensor::scalar(1.0f32)]);
     assert_eq!(ops.iter().filter(|o| *o == "StatelessIf").count(), 1, "{ops:?}");
     assert_eq!(library, 4, "two branches, the else holding the inner if's two");
+}
+
+#[test]
+fn negative_literals() {
+    let f = clamp_below_function();
+    for (x, want) in [(-20.0f32, -10.0f32), (3.0, 3.0)] {
+        assert_eq!(f.call(&[Tensor::scalar(x)]).unwrap(), vec![Tensor::scalar(want)], "traced {x}");
+        assert_eq!(clamp_below(Value::scalar(x)).unwrap().tensor().unwrap(), &Tensor::scalar(want), "eager {x}");
+    }
 }
 
 #[test]

@@ -416,6 +416,9 @@ impl VisitMut for Lower<'_> {
                     *e = c;
                 }
             }
+            // A negative number (`x < -10.0`) stays a literal: `neg` of an untyped `10.0` leaves
+            // its type for inference to guess, and it cannot.
+            Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) && matches!(*u.expr, Expr::Lit(_)) => {}
             Expr::Unary(u) if matches!(u.op, UnOp::Neg(_) | UnOp::Not(_)) => {
                 self.visit_expr_mut(&mut u.expr);
                 let x = &u.expr;
