@@ -35,6 +35,15 @@ impl Lower<'_> {
         e
     }
 
+    /// The condition of an `if` or `while`, evaluated without moving a variable (`if done`):
+    /// a loop tests it again, and a branch or the loop's state may read it after the test.
+    fn condition(&mut self, c: &Expr) -> Expr {
+        match c {
+            Expr::Path(_) => parse_quote!(::core::clone::Clone::clone(&#c)),
+            c => self.lowered_expr(c),
+        }
+    }
+
     /// The two forms of a control expression; `traced` (when given) is the source of the
     /// traced form (returns converted), else `plain` is.
     pub(crate) fn dual(&mut self, plain: &Expr, traced: Option<&Expr>) -> Expr {
@@ -104,7 +113,7 @@ impl Lower<'_> {
         let ag = ag();
         let func = self.ctx.func.clone();
         let stmt = format!("if {}", text(&plain.cond));
-        let cond = self.lowered_expr(&plain.cond);
+        let cond = self.condition(&plain.cond);
         let then_plain = self.lowered_block(&plain.then_branch);
         let else_plain: Expr = match &plain.else_branch {
             Some((_, e)) => self.lowered_expr(e),
@@ -202,7 +211,7 @@ impl Lower<'_> {
         let ag = ag();
         let func = self.ctx.func.clone();
         let stmt = format!("while {}", text(&plain.cond));
-        let cond = self.lowered_expr(&plain.cond);
+        let cond = self.condition(&plain.cond);
         let body_plain = self.lowered_block(&plain.body);
         let label = &plain.label;
         let t = self.traced_loop(&traced.body, traced.label.as_ref(), &[], &stmt);

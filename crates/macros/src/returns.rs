@@ -55,7 +55,7 @@ pub(crate) fn lower_top(ctx: &Ctx, stmts: &[Stmt]) -> Vec<Stmt> {
         let ag = ag();
         let func = &ctx.func;
         let slots: Vec<Ident> = (0..k).map(|j| format_ident!("__ag_ret_{}", j)).collect();
-        let converted = convert_returns(s, k, &ctx.func);
+        let converted = convert_returns(ctx, s, k);
         let Stmt::Expr(plain, _) = s else { unreachable!("a control statement") };
         let Stmt::Expr(traced, _) = &converted else { unreachable!("a control statement") };
         let lowered = Lower { ctx }.dual(plain, Some(traced));
@@ -80,18 +80,21 @@ pub(crate) fn lower_top(ctx: &Ctx, stmts: &[Stmt]) -> Vec<Stmt> {
 /// `s` with each `return e` replaced by: the slots of `e` into `__ag_ret_*`, `__ag_do_ret`
 /// set, and `break` when inside a loop of `s`; statements a return makes unreachable are
 /// dropped, and those after a statement that may have returned are guarded.
-fn convert_returns(s: &Stmt, k: usize, func: &str) -> Stmt {
-    struct Conv {
+fn convert_returns(ctx: &Ctx, s: &Stmt, k: usize) -> Stmt {
+    struct Conv<'c> {
+        ctx: &'c Ctx,
         k: usize,
-        func: String,
         loops: usize,
     }
-    impl Conv {
+    impl Conv<'_> {
         fn replacement(&self, r: &syn::ExprReturn) -> Expr {
             let ag = ag();
-            let (k, func) = (self.k, &self.func);
+            let (k, func) = (self.k, &self.ctx.func);
             let value = match &r.expr {
-                Some(e) => quote!((#e)?),
+                Some(e) => {
+                    let e = reading_clones(self.ctx, e);
+                    quote!((#e)?)
+                }
                 None => quote!(()),
             };
             let slots = (0..k).map(|j| format_ident!("__ag_ret_{}", j));
@@ -106,7 +109,7 @@ fn convert_returns(s: &Stmt, k: usize, func: &str) -> Stmt {
             })
         }
     }
-    impl VisitMut for Conv {
+    impl VisitMut for Conv<'_> {
         fn visit_block_mut(&mut self, b: &mut Block) {
             for s in &mut b.stmts {
                 self.visit_stmt_mut(s);
@@ -170,11 +173,36 @@ fn convert_returns(s: &Stmt, k: usize, func: &str) -> Stmt {
         fn visit_item_mut(&mut self, _: &mut syn::Item) {}
     }
     let mut s = s.clone();
-    let mut c = Conv { k, func: func.to_string(), loops: 0 };
+    let mut c = Conv { ctx, k, loops: 0 };
     // The statement itself is not inside a loop of its own: visit its parts.
     match &mut s {
         Stmt::Expr(e, _) => c.visit_expr_mut(e),
         other => c.visit_stmt_mut(other),
     }
     s
+}
+
+/// `e` reading clones of the function's locals (a clonable one is cloned, any other borrowed):
+/// unlike a `return`, its replacement is followed by code that reads them again (the state of
+/// the loop or branch it is in, the guards after it). Each read is rewritten in place rather
+/// than shadowed by a `let`, which assignment analysis would take for a new local.
+fn reading_clones(ctx: &Ctx, e: &Expr) -> Expr {
+    struct Clones<'c>(&'c [String]);
+    impl VisitMut for Clones<'_> {
+        fn visit_expr_mut(&mut self, e: &mut Expr) {
+            if let Expr::Path(p) = e {
+                if p.qself.is_none() && p.path.get_ident().is_some_and(|i| self.0.contains(&i.to_string())) {
+                    let ag = ag();
+                    *e = parse_quote!((&&#ag::Own(&#p)).ag_own());
+                    return;
+                }
+            }
+            syn::visit_mut::visit_expr_mut(self, e);
+        }
+        fn visit_expr_closure_mut(&mut self, _: &mut syn::ExprClosure) {}
+        fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+    }
+    let mut e = e.clone();
+    Clones(&ctx.locals).visit_expr_mut(&mut e);
+    e
 }
