@@ -1,7 +1,6 @@
 //! What `#[ferroflow::function]` refuses at compile time, each refusal saying what to write
 //! instead.
-use proc_macro2::Span;
-use syn::spanned::Spanned;
+use quote::ToTokens;
 use syn::visit::Visit;
 use syn::{Block, Expr};
 
@@ -14,9 +13,10 @@ pub(crate) fn check(b: &Block) -> syn::Result<()> {
         control: usize,
     }
     impl Checker {
-        fn fail(&mut self, span: Span, msg: &str) {
+        /// Refuses `what`, the message spanning all of it (not only its first token).
+        fn fail(&mut self, what: &dyn ToTokens, msg: &str) {
             if self.error.is_none() {
-                self.error = Some(syn::Error::new(span, msg));
+                self.error = Some(syn::Error::new_spanned(what, msg));
             }
         }
     }
@@ -24,7 +24,7 @@ pub(crate) fn check(b: &Block) -> syn::Result<()> {
         fn visit_local(&mut self, l: &'a syn::Local) {
             if l.init.is_none() {
                 self.fail(
-                    l.span(),
+                    l,
                     "a `let` without a value in a #[ferroflow::function]: a variable that a tensor `if` or loop may \
                      set needs a value (and so a dtype) before it; write `let x = Value::scalar(0.0f32);` \
                      (or `let x: Option<Value> = None;`)",
@@ -45,7 +45,7 @@ pub(crate) fn check(b: &Block) -> syn::Result<()> {
             if let Some(t) = target {
                 if self.control > 0 && assigned_ident(t).is_none() {
                     self.fail(
-                        t.span(),
+                        t,
                         "only local variables can be assigned inside `if`, `while` and `for` in a \
                          #[ferroflow::function] (a traced branch or loop carries locals): assign a local inside, \
                          and store it here after the statement",

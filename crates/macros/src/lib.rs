@@ -20,8 +20,8 @@
 //!
 //! Constructs it cannot translate are compile errors that say what to write instead.
 use proc_macro::TokenStream;
-use proc_macro2::TokenStream as Tokens;
-use quote::{format_ident, quote};
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote, quote_spanned};
 use std::cell::Cell;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
@@ -45,9 +45,14 @@ use returns::lower_top;
 pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = Tokens::from(attr);
     if !attr.is_empty() {
-        return syn::Error::new(attr.span(), "#[ferroflow::function] takes no arguments").to_compile_error().into();
+        return syn::Error::new_spanned(attr, "#[ferroflow::function] takes no arguments").to_compile_error().into();
     }
-    let f = parse_macro_input!(item as ItemFn);
+    let item = parse_macro_input!(item as syn::Item);
+    let syn::Item::Fn(f) = item else {
+        return syn::Error::new(item.span(), "#[ferroflow::function] goes on a `fn` (over `Value`s)")
+            .to_compile_error()
+            .into();
+    };
     match expand(f) {
         Ok(t) => {
             if std::env::var_os("FERROFLOW_AG_DEBUG").is_some() {
@@ -59,8 +64,14 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// The run-time half's path.
 fn ag() -> Tokens {
-    quote!(::ferroflow::function::autograph)
+    ag_at(Span::call_site())
+}
+
+/// The run-time half's path, at `at` (where a type error in a call through it is reported).
+fn ag_at(at: Span) -> Tokens {
+    quote_spanned!(at=> ::ferroflow::function::autograph)
 }
 
 /// The function being rewritten.
@@ -89,14 +100,14 @@ fn expand(mut f: ItemFn) -> syn::Result<Tokens> {
         return Err(syn::Error::new(a.span(), "a #[ferroflow::function] cannot be async: write a plain `fn`"));
     }
     let ReturnType::Type(_, ret_ty) = &f.sig.output else {
-        return Err(syn::Error::new(
-            f.sig.span(),
+        return Err(syn::Error::new_spanned(
+            &f.sig,
             "a #[ferroflow::function] returns `Result<_, EagerError>` (its ops can fail): add `-> Result<Value, EagerError>`",
         ));
     };
     let inner = result_ok_type(ret_ty).ok_or_else(|| {
-        syn::Error::new(
-            ret_ty.span(),
+        syn::Error::new_spanned(
+            ret_ty,
             "a #[ferroflow::function] returns `Result<_, EagerError>` (its ops can fail): write `Result<Value, EagerError>`",
         )
     })?;
@@ -252,5 +263,43 @@ mod tests {
         }
         // The expansion is valid Rust.
         syn::parse_file(&out).unwrap();
+    }
+
+    /// The lines of the identifier `name` wherever the expansion of `src` holds it.
+    fn lines_of(src: &str, name: &str) -> Vec<usize> {
+        fn walk(t: Tokens, name: &str, out: &mut Vec<usize>) {
+            for t in t {
+                match t {
+                    proc_macro2::TokenTree::Ident(i) if i == name => out.push(i.span().start().line),
+                    proc_macro2::TokenTree::Group(g) => walk(g.stream(), name, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(expand(syn::parse_str(src).unwrap()).unwrap(), name, &mut out);
+        out
+    }
+
+    #[test]
+    fn type_errors_point_at_the_condition_the_operator_and_the_sequence() {
+        // What the run-time half requires of a condition, an operand or a sequence is asked
+        // at the user's tokens, so that rustc reports a wrong type there, not at the attribute.
+        let src = "fn f(x: Value, n: i32) -> Result<Value, EagerError> {
+            let mut y = x.clone();
+            if n {
+                y = x * 2.0f32;
+            }
+            while n { y = -y; }
+            for v in 5 { y = !v; }
+            Ok(y)
+        }";
+        assert_eq!(lines_of(src, "decide"), [3, 6, 6], "the if's, the while's first test and later ones");
+        assert_eq!(lines_of(src, "condition_value")[0], 6, "the while's (the for's own test cannot fail)");
+        // Each operator is in both forms of the statement it is in.
+        for (name, line) in [("value", 3), ("mul", 4), ("neg", 6), ("not", 7), ("ag_iter", 7)] {
+            let lines = lines_of(src, name);
+            assert!(!lines.is_empty() && lines.iter().all(|&l| l == line), "{name} at {lines:?}, not {line}");
+        }
     }
 }

@@ -1,15 +1,16 @@
 //! Lowering (AutoGraph's `control_flow` and `logical_expressions` converters): each `if`,
 //! `while` and `for` into its Rust form and its traced form (`if_stmt` / `while_stmt`),
 //! chosen at run time by the condition; operators into the run-time's ops on values.
-use proc_macro2::{Ident, TokenStream as Tokens};
-use quote::{format_ident, quote, ToTokens};
+use proc_macro2::{Ident, Span, TokenStream as Tokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
-use syn::{parse_quote, BinOp, Block, Expr, ExprForLoop, ExprIf, ExprWhile, Label, UnOp};
+use syn::{parse_quote, parse_quote_spanned, BinOp, Block, Expr, ExprForLoop, ExprIf, ExprWhile, Label, UnOp};
 
 use crate::assignments::{assigned_vars, pat_idents, Assigned, Node, Paths};
 use crate::jumps::{convert_jumps, sanitize};
-use crate::{ag, Ctx};
+use crate::{ag, ag_at, Ctx};
 
 /// Source text of a condition for messages (`n % 2 == 0`, `x.size()`).
 fn text(t: &impl ToTokens) -> String {
@@ -114,6 +115,7 @@ impl Lower<'_> {
         let func = self.ctx.func.clone();
         let stmt = format!("if {}", text(&plain.cond));
         let cond = self.condition(&plain.cond);
+        let (decide, value) = decide(&plain.cond, &func, &stmt);
         let then_plain = self.lowered_block(&plain.then_branch);
         let else_plain: Expr = match &plain.else_branch {
             Some((_, e)) => self.lowered_expr(e),
@@ -162,7 +164,7 @@ impl Lower<'_> {
         let (then_c, else_c) = (branch(&then_t, &own_then), branch(&else_t, &own_else));
         parse_quote!({
             let __ag_c = #cond;
-            match #ag::Condition::decide(&__ag_c, #func, #stmt)? {
+            match #decide {
                 ::core::option::Option::Some(true) => #then_plain,
                 ::core::option::Option::Some(false) => #else_plain,
                 ::core::option::Option::None => {
@@ -170,7 +172,7 @@ impl Lower<'_> {
                     let __ag_out = #ag::if_stmt(
                         #func,
                         #stmt,
-                        &#ag::Condition::value(&__ag_c),
+                        &#value,
                         &[#(#names),*],
                         #slots,
                         #then_c,
@@ -212,6 +214,7 @@ impl Lower<'_> {
         let func = self.ctx.func.clone();
         let stmt = format!("while {}", text(&plain.cond));
         let cond = self.condition(&plain.cond);
+        let (decide, _) = decide(&plain.cond, &func, &stmt);
         let body_plain = self.lowered_block(&plain.body);
         let label = &plain.label;
         let t = self.traced_loop(&traced.body, traced.label.as_ref(), &[], &stmt);
@@ -222,10 +225,11 @@ impl Lower<'_> {
         };
         let own_cond = self.own(Node::Expr(&full), &t.vars);
         let full = self.lowered_expr(&full);
+        let full = quote_spanned!(at(src_cond)=> #ag::condition_value(#full));
         let traced_form = self.while_call(&stmt, &t, &own_cond, &full, &Tokens::new());
         parse_quote!({
             let __ag_c = #cond;
-            match #ag::Condition::decide(&__ag_c, #func, #stmt)? {
+            match #decide {
                 ::core::option::Option::Some(__ag_b) => {
                     let mut __ag_first = ::core::option::Option::Some(__ag_b);
                     #label loop {
@@ -233,7 +237,7 @@ impl Lower<'_> {
                             ::core::option::Option::Some(__ag_b) => __ag_b,
                             ::core::option::Option::None => {
                                 let __ag_c = #cond;
-                                #ag::Condition::decide(&__ag_c, #func, #stmt)?
+                                #decide
                                     .ok_or_else(|| #ag::became_symbolic(#func, #stmt))?
                             }
                         };
@@ -286,9 +290,15 @@ impl Lower<'_> {
             )?;
             #i = #ag::add(&#i, &1i32)?;
         };
+        let full = quote!(#ag::condition_value(#full));
         let traced_form = self.while_call(&stmt, &t, &Tokens::new(), &full, &prologue);
+        let iterate = {
+            let at = at(&plain.expr);
+            let ag = ag_at(at);
+            quote_spanned!(at=> (&&#ag::iter(#seq)).ag_iter()?)
+        };
         parse_quote!({
-            let __ag_kind = (&&#ag::iter(#seq)).ag_iter()?;
+            let __ag_kind = #iterate;
             let #mk = #ag::item_marker(&__ag_kind);
             match __ag_kind {
                 #ag::ForKind::Plain(__ag_it) => {
@@ -304,8 +314,9 @@ impl Lower<'_> {
     }
 
     /// A loop's traced form: its flags, the `while_stmt` call over its state variables (the
-    /// condition `full` after `own_cond`; the body after `prologue`), the state stored back.
-    fn while_call(&self, stmt: &str, t: &TracedLoop, own_cond: &Tokens, full: &Expr, prologue: &Tokens) -> Tokens {
+    /// condition's value `full` after `own_cond`; the body after `prologue`), the state stored
+    /// back.
+    fn while_call(&self, stmt: &str, t: &TracedLoop, own_cond: &Tokens, full: &Tokens, prologue: &Tokens) -> Tokens {
         let ag = ag();
         let func = &self.ctx.func;
         let s = format_ident!("__ag_s");
@@ -330,7 +341,7 @@ impl Lower<'_> {
                 |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::EagerError> {
                     #own_cond
                     #load
-                    ::core::result::Result::Ok(#ag::condition_value(#full))
+                    ::core::result::Result::Ok(#full)
                 },
                 |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
                     #own_body
@@ -356,6 +367,25 @@ struct TracedLoop {
     cont: Option<Ident>,
 }
 
+/// `Condition::decide` and `Condition::value` of `__ag_c`, the value of `cond`: a condition
+/// that is neither a `bool` nor a `Value` is reported at the user's condition, not at the
+/// attribute.
+fn decide(cond: &Expr, func: &str, stmt: &str) -> (Tokens, Tokens) {
+    let at = at(cond);
+    let ag = ag_at(at);
+    (
+        quote_spanned!(at=> #ag::Condition::decide(&__ag_c, #func, #stmt)?),
+        quote_spanned!(at=> #ag::Condition::value(&__ag_c)),
+    )
+}
+
+/// The span for generated code whose type errors belong to `t` (a condition, an operator, a
+/// sequence): resolved as the macro's own names are, reported at `t` rather than at the
+/// attribute.
+fn at(t: &impl Spanned) -> Span {
+    Span::call_site().located_at(t.span())
+}
+
 /// `range(n)` / `range(a, b)` in a `for` header: AutoGraph's range (a Rust range for Rust
 /// integers, TensorFlow's `Range` for a tensor).
 fn rewrite_range(e: Expr) -> Expr {
@@ -377,7 +407,6 @@ fn rewrite_range(e: Expr) -> Expr {
 
 impl VisitMut for Lower<'_> {
     fn visit_expr_mut(&mut self, e: &mut Expr) {
-        let ag = ag();
         match e {
             Expr::If(i) if !matches!(*i.cond, Expr::Let(_)) => {
                 let plain = e.clone();
@@ -395,30 +424,36 @@ impl VisitMut for Lower<'_> {
                 self.visit_expr_mut(&mut b.left);
                 self.visit_expr_mut(&mut b.right);
                 let (l, r) = (&b.left, &b.right);
+                let at = at(&b.op);
+                let ag = ag_at(at);
                 // `a && b` evaluates `b` in a closure: a variable is cloned, not moved into it.
                 let lazy: Expr = match &**r {
                     Expr::Path(_) => parse_quote!(::core::clone::Clone::clone(&#r)),
                     r => r.clone(),
                 };
                 let call: Option<Expr> = match b.op {
-                    BinOp::Add(_) => Some(parse_quote!(#ag::add(&(#l), &(#r))?)),
-                    BinOp::Sub(_) => Some(parse_quote!(#ag::sub(&(#l), &(#r))?)),
-                    BinOp::Mul(_) => Some(parse_quote!(#ag::mul(&(#l), &(#r))?)),
-                    BinOp::Div(_) => Some(parse_quote!(#ag::div(&(#l), &(#r))?)),
-                    BinOp::Rem(_) => Some(parse_quote!(#ag::rem(&(#l), &(#r))?)),
-                    BinOp::Lt(_) => Some(parse_quote!(#ag::ord(&(#l), &(#r), #ag::Ord::Lt)?)),
-                    BinOp::Le(_) => Some(parse_quote!(#ag::ord(&(#l), &(#r), #ag::Ord::Le)?)),
-                    BinOp::Gt(_) => Some(parse_quote!(#ag::ord(&(#l), &(#r), #ag::Ord::Gt)?)),
-                    BinOp::Ge(_) => Some(parse_quote!(#ag::ord(&(#l), &(#r), #ag::Ord::Ge)?)),
-                    BinOp::Eq(_) => Some(parse_quote!(#ag::eq(&(#l), &(#r), false)?)),
-                    BinOp::Ne(_) => Some(parse_quote!(#ag::eq(&(#l), &(#r), true)?)),
-                    BinOp::And(_) => Some(parse_quote!(#ag::and(&(#l), || ::core::result::Result::Ok(#lazy))?)),
-                    BinOp::Or(_) => Some(parse_quote!(#ag::or(&(#l), || ::core::result::Result::Ok(#lazy))?)),
-                    BinOp::AddAssign(_) => Some(parse_quote!(#l = #ag::add(&(#l), &(#r))?)),
-                    BinOp::SubAssign(_) => Some(parse_quote!(#l = #ag::sub(&(#l), &(#r))?)),
-                    BinOp::MulAssign(_) => Some(parse_quote!(#l = #ag::mul(&(#l), &(#r))?)),
-                    BinOp::DivAssign(_) => Some(parse_quote!(#l = #ag::div(&(#l), &(#r))?)),
-                    BinOp::RemAssign(_) => Some(parse_quote!(#l = #ag::rem(&(#l), &(#r))?)),
+                    BinOp::Add(_) => Some(parse_quote_spanned!(at=> #ag::add(&(#l), &(#r))?)),
+                    BinOp::Sub(_) => Some(parse_quote_spanned!(at=> #ag::sub(&(#l), &(#r))?)),
+                    BinOp::Mul(_) => Some(parse_quote_spanned!(at=> #ag::mul(&(#l), &(#r))?)),
+                    BinOp::Div(_) => Some(parse_quote_spanned!(at=> #ag::div(&(#l), &(#r))?)),
+                    BinOp::Rem(_) => Some(parse_quote_spanned!(at=> #ag::rem(&(#l), &(#r))?)),
+                    BinOp::Lt(_) => Some(parse_quote_spanned!(at=> #ag::ord(&(#l), &(#r), #ag::Ord::Lt)?)),
+                    BinOp::Le(_) => Some(parse_quote_spanned!(at=> #ag::ord(&(#l), &(#r), #ag::Ord::Le)?)),
+                    BinOp::Gt(_) => Some(parse_quote_spanned!(at=> #ag::ord(&(#l), &(#r), #ag::Ord::Gt)?)),
+                    BinOp::Ge(_) => Some(parse_quote_spanned!(at=> #ag::ord(&(#l), &(#r), #ag::Ord::Ge)?)),
+                    BinOp::Eq(_) => Some(parse_quote_spanned!(at=> #ag::eq(&(#l), &(#r), false)?)),
+                    BinOp::Ne(_) => Some(parse_quote_spanned!(at=> #ag::eq(&(#l), &(#r), true)?)),
+                    BinOp::And(_) => {
+                        Some(parse_quote_spanned!(at=> #ag::and(&(#l), || ::core::result::Result::Ok(#lazy))?))
+                    }
+                    BinOp::Or(_) => {
+                        Some(parse_quote_spanned!(at=> #ag::or(&(#l), || ::core::result::Result::Ok(#lazy))?))
+                    }
+                    BinOp::AddAssign(_) => Some(parse_quote_spanned!(at=> #l = #ag::add(&(#l), &(#r))?)),
+                    BinOp::SubAssign(_) => Some(parse_quote_spanned!(at=> #l = #ag::sub(&(#l), &(#r))?)),
+                    BinOp::MulAssign(_) => Some(parse_quote_spanned!(at=> #l = #ag::mul(&(#l), &(#r))?)),
+                    BinOp::DivAssign(_) => Some(parse_quote_spanned!(at=> #l = #ag::div(&(#l), &(#r))?)),
+                    BinOp::RemAssign(_) => Some(parse_quote_spanned!(at=> #l = #ag::rem(&(#l), &(#r))?)),
                     _ => None,
                 };
                 if let Some(c) = call {
@@ -430,10 +465,11 @@ impl VisitMut for Lower<'_> {
             Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) && matches!(*u.expr, Expr::Lit(_)) => {}
             Expr::Unary(u) if matches!(u.op, UnOp::Neg(_) | UnOp::Not(_)) => {
                 self.visit_expr_mut(&mut u.expr);
-                let x = &u.expr;
+                let (x, at) = (&u.expr, at(&u.op));
+                let ag = ag_at(at);
                 *e = match u.op {
-                    UnOp::Neg(_) => parse_quote!(#ag::neg(&(#x))?),
-                    _ => parse_quote!(#ag::not(&(#x))?),
+                    UnOp::Neg(_) => parse_quote_spanned!(at=> #ag::neg(&(#x))?),
+                    _ => parse_quote_spanned!(at=> #ag::not(&(#x))?),
                 };
             }
             _ => syn::visit_mut::visit_expr_mut(self, e),
