@@ -1,7 +1,8 @@
 //! `#[ferroflow::function]` (AutoGraph for Rust): the same Rust function runs eagerly as
 //! written and traces into `StatelessWhile` / `StatelessIf` graphs over tensor conditions;
-//! `break`, `continue`, early `return`, `if` as an expression, `else if`, `range(n)` on a
-//! tensor, Rust conditions left as Rust, and the errors for what cannot be traced.
+//! `break`, `continue`, early `return` (from loops that carry variables, inner loops, ifs, as
+//! tuples), `if` as an expression, `else if`, `range(n)` on a tensor, Rust conditions left as
+//! Rust, and the errors for what cannot be traced.
 use ferroflow::function::{function, EagerError, Function, Traced, Value};
 use ferroflow::prelude::*;
 
@@ -39,6 +40,13 @@ fn clipped_abs(x: Value) -> Result<Value, EagerError> {
     } else {
         x
     };
+    Ok(y)
+}
+
+/// `x` clamped below at -10: a negative literal compared with a value.
+#[ferroflow::function]
+fn clamp_below(x: Value) -> Result<Value, EagerError> {
+    let y = if x < -10.0 { Value::scalar(-10.0f32) } else { x };
     Ok(y)
 }
 
@@ -125,6 +133,15 @@ fn if_as_an_expression_with_else_if() {
     let (ops, library) = ops_of(&f, &[Tensor::scalar(1.0f32)]);
     assert_eq!(ops.iter().filter(|o| *o == "StatelessIf").count(), 1, "{ops:?}");
     assert_eq!(library, 4, "two branches, the else holding the inner if's two");
+}
+
+#[test]
+fn negative_literals() {
+    let f = clamp_below_function();
+    for (x, want) in [(-20.0f32, -10.0f32), (3.0, 3.0)] {
+        assert_eq!(f.call(&[Tensor::scalar(x)]).unwrap(), vec![Tensor::scalar(want)], "traced {x}");
+        assert_eq!(clamp_below(Value::scalar(x)).unwrap().tensor().unwrap(), &Tensor::scalar(want), "eager {x}");
+    }
 }
 
 #[test]
@@ -246,5 +263,372 @@ fn errors_name_the_function_the_statement_and_the_variable() {
     assert_eq!(
         rust_loop_tensor_break(Value::scalar(1.0f32)).unwrap().tensor().unwrap().scalar_value::<f32>().unwrap(),
         8.0
+    );
+}
+
+/// The index of the first negative element of `x`, or -1: a `return` in a tensor `for` that
+/// carries `i`.
+#[ferroflow::function]
+fn first_negative(x: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    for v in x {
+        if v < 0.0 {
+            return Ok(i);
+        }
+        i += 1;
+    }
+    Ok(Value::scalar(-1i32))
+}
+
+/// The first `i < n` with `i * i > x`, or -1: a `return` in a tensor `while` that carries `i`.
+#[ferroflow::function]
+fn first_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    while i < n {
+        if i * i > x {
+            return Ok(i);
+        }
+        i += 1;
+    }
+    Ok(Value::scalar(-1i32))
+}
+
+/// The first odd `i <= n` with `i * i > x`, or -1: `continue` and `return` in one loop.
+#[ferroflow::function]
+fn first_odd_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    while i < n {
+        i += 1;
+        if i % 2 == 0 {
+            continue;
+        }
+        if i * i > x {
+            return Ok(i);
+        }
+    }
+    Ok(Value::scalar(-1i32))
+}
+
+/// `10 i + j` for the first row `i` of `x` and `j < m` with `x[i] * j > t`, or -1: a `return`
+/// in an inner `while` inside a `for`, each carrying its own counter.
+#[ferroflow::function]
+fn first_product_above(x: Value, m: Value, t: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    for a in x {
+        let mut j = Value::scalar(0i32);
+        while j < m {
+            if a * j > t {
+                return Ok(i * 10 + j);
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    Ok(Value::scalar(-1i32))
+}
+
+/// `10 i + j` for the first pair of elements of `x` whose sum is above `t`, or -1, counting
+/// the pairs tried in a variable both loops carry: two tensor `for`s, `return` in the inner.
+#[ferroflow::function]
+fn first_pair_above(x: Value, t: Value) -> Result<(Value, Value), EagerError> {
+    let mut tried = Value::scalar(0i32);
+    let mut i = Value::scalar(0i32);
+    for a in x.clone() {
+        let mut j = Value::scalar(0i32);
+        for b in x.clone() {
+            tried += 1;
+            if a + b > t {
+                return Ok((i * 10 + j, tried));
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    Ok((Value::scalar(-1i32), tried))
+}
+
+/// With `look`, the index of the first negative element of `x` (or its length); else 0: a
+/// `return` in an `if` in a loop in a tensor `if`.
+#[ferroflow::function]
+fn scan_if(x: Value, look: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    if look {
+        for v in x {
+            if v < 0.0 {
+                return Ok(i);
+            }
+            i += 1;
+        }
+    }
+    Ok(i)
+}
+
+/// The index and value of the first negative element of `x`, or (-1, 0): a tuple returned from
+/// a loop.
+#[ferroflow::function]
+fn first_negative_with_value(x: Value) -> Result<(Value, Value), EagerError> {
+    let mut i = Value::scalar(0i32);
+    for v in x {
+        if v < 0.0 {
+            return Ok((i, v));
+        }
+        i += 1;
+    }
+    Ok((Value::scalar(-1i32), Value::scalar(0.0f32)))
+}
+
+/// The running total of `x`, doubled when it passes 10 and negated when it falls below -10
+/// (the scan stops there): returns of expressions of a carried variable, in both branches of
+/// an `else if`.
+#[ferroflow::function]
+fn running_total(x: Value) -> Result<Value, EagerError> {
+    let mut total = Value::scalar(0.0f32);
+    for v in x {
+        total += v;
+        if total > 10.0 {
+            return Ok(total * 2.0);
+        } else if total < -10.0 {
+            return Ok(-total);
+        }
+    }
+    Ok(total)
+}
+
+/// How many elements up to the first one with `|v| > 2`, negative when that one is: every
+/// branch of the inner `if` returns.
+#[ferroflow::function]
+fn signed_position(x: Value) -> Result<Value, EagerError> {
+    let mut seen = Value::scalar(0i32);
+    for v in x {
+        seen += 1;
+        if v * v > 4.0 {
+            if v > 0.0 {
+                return Ok(seen);
+            } else {
+                return Ok(-seen);
+            }
+        }
+    }
+    Ok(Value::scalar(0i32))
+}
+
+/// The index of the first negative element before the first `stop`, or 100 + the index of
+/// `stop` (or of the end): `break` and `return` in one loop.
+#[ferroflow::function]
+fn first_negative_before(x: Value, stop: Value) -> Result<Value, EagerError> {
+    let mut i = Value::scalar(0i32);
+    for v in x {
+        if v == stop {
+            break;
+        }
+        if v < 0.0 {
+            return Ok(i);
+        }
+        i += 1;
+    }
+    Ok(i + 100)
+}
+
+/// `x / 2` above 10, else `x + 1`: a `return` of a variable the tensor `if` assigns.
+#[ferroflow::function]
+fn halve_large(x: Value) -> Result<Value, EagerError> {
+    let mut y = x.clone();
+    if x > 10.0 {
+        y = y / 2.0;
+        return Ok(y);
+    }
+    y += 1.0;
+    Ok(y)
+}
+
+/// How many elements of `x` follow its first negative one: a loop-carried flag as a condition.
+#[ferroflow::function]
+fn count_after_negative(x: Value) -> Result<Value, EagerError> {
+    let mut seen = Value::scalar(false);
+    let mut n = Value::scalar(0i32);
+    for v in x {
+        if seen {
+            n += 1;
+        }
+        if v < 0.0 {
+            seen = Value::scalar(true);
+        }
+    }
+    Ok(n)
+}
+
+fn ints(v: &[i32]) -> Tensor {
+    Tensor::from_vec(&[v.len()], v.to_vec()).unwrap()
+}
+
+/// `f` traced, `f` run eagerly and `direct` (the Rust function called on eager values) all give
+/// `want`, and the traced graph loops in a `StatelessWhile`.
+fn forms_agree(
+    f: &Function,
+    direct: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
+    cases: &[(Vec<Tensor>, Vec<Tensor>)],
+) {
+    for (args, want) in cases {
+        assert_eq!(&f.call(args).unwrap(), want, "traced {args:?}");
+        assert_eq!(&f.call_eagerly(args).unwrap(), want, "eager {args:?}");
+        let values: Vec<Value> = args.iter().cloned().map(Value::Eager).collect();
+        let got: Vec<Tensor> = direct(&values).unwrap().iter().map(|v| v.tensor().unwrap().clone()).collect();
+        assert_eq!(&got, want, "direct {args:?}");
+        let (ops, library_ops) = ops_with_library(f, args);
+        assert!(ops.iter().chain(&library_ops).any(|o| o == "StatelessWhile"), "not a While: {ops:?} {library_ops:?}");
+    }
+}
+
+/// The ops of the traced graph, and those of its library's functions.
+fn ops_with_library(f: &Function, args: &[Tensor]) -> (Vec<String>, Vec<String>) {
+    let def = f.concrete_function_keyed(&(), args).unwrap().graph_def();
+    let library = def.library.iter().flat_map(|l| &l.function).flat_map(|f| &f.node_def);
+    (def.node.iter().map(|n| n.op.clone()).collect(), library.map(|n| n.op.clone()).collect())
+}
+
+#[test]
+fn early_return_from_a_loop_that_carries_a_variable() {
+    forms_agree(
+        &first_negative_function(),
+        |a| Ok(vec![first_negative(a[0].clone())?]),
+        &[
+            (vec![vector(&[1.0, 2.0, -3.0, 4.0])], vec![Tensor::scalar(2i32)]),
+            (vec![vector(&[1.0, 2.0])], vec![Tensor::scalar(-1i32)]),
+            (vec![vector(&[-1.0])], vec![Tensor::scalar(0i32)]),
+        ],
+    );
+    let direct = |a: &[Value]| Ok(vec![first_square_above(a[0].clone(), a[1].clone())?]);
+    forms_agree(
+        &first_square_above_function(),
+        direct,
+        &[
+            (vec![Tensor::scalar(10i32), Tensor::scalar(10i32)], vec![Tensor::scalar(4i32)]),
+            (vec![Tensor::scalar(100i32), Tensor::scalar(5i32)], vec![Tensor::scalar(-1i32)]),
+            (vec![Tensor::scalar(-1i32), Tensor::scalar(3i32)], vec![Tensor::scalar(0i32)]),
+        ],
+    );
+    let direct = |a: &[Value]| Ok(vec![first_odd_square_above(a[0].clone(), a[1].clone())?]);
+    forms_agree(
+        &first_odd_square_above_function(),
+        direct,
+        &[
+            (vec![Tensor::scalar(10i32), Tensor::scalar(10i32)], vec![Tensor::scalar(5i32)]),
+            (vec![Tensor::scalar(10i32), Tensor::scalar(4i32)], vec![Tensor::scalar(-1i32)]),
+        ],
+    );
+}
+
+#[test]
+fn early_return_from_an_inner_loop() {
+    let direct = |a: &[Value]| Ok(vec![first_product_above(a[0].clone(), a[1].clone(), a[2].clone())?]);
+    forms_agree(
+        &first_product_above_function(),
+        direct,
+        &[
+            (vec![ints(&[1, 2, 3]), Tensor::scalar(4i32), Tensor::scalar(5i32)], vec![Tensor::scalar(13i32)]),
+            (vec![ints(&[1, 2, 3]), Tensor::scalar(4i32), Tensor::scalar(100i32)], vec![Tensor::scalar(-1i32)]),
+        ],
+    );
+    let f = first_pair_above_function();
+    let direct = |a: &[Value]| {
+        let (at, tried) = first_pair_above(a[0].clone(), a[1].clone())?;
+        Ok(vec![at, tried])
+    };
+    forms_agree(
+        &f,
+        direct,
+        &[
+            (vec![vector(&[1.0, 2.0, 3.0]), Tensor::scalar(4.0f32)], vec![Tensor::scalar(12i32), Tensor::scalar(6i32)]),
+            (vec![vector(&[1.0, 2.0]), Tensor::scalar(10.0f32)], vec![Tensor::scalar(-1i32), Tensor::scalar(4i32)]),
+        ],
+    );
+    // The inner loop is a While inside the outer one's body, not unrolled.
+    let (_, library_ops) = ops_with_library(&f, &[vector(&[1.0, 2.0]), Tensor::scalar(0.0f32)]);
+    assert_eq!(library_ops.iter().filter(|o| *o == "StatelessWhile").count(), 1, "{library_ops:?}");
+}
+
+#[test]
+fn early_return_in_an_if_in_a_loop_in_an_if() {
+    let direct = |a: &[Value]| Ok(vec![scan_if(a[0].clone(), a[1].clone())?]);
+    forms_agree(
+        &scan_if_function(),
+        direct,
+        &[
+            (vec![vector(&[1.0, -2.0, 3.0]), Tensor::scalar(true)], vec![Tensor::scalar(1i32)]),
+            (vec![vector(&[1.0, 2.0]), Tensor::scalar(true)], vec![Tensor::scalar(2i32)]),
+            (vec![vector(&[1.0, -2.0]), Tensor::scalar(false)], vec![Tensor::scalar(0i32)]),
+        ],
+    );
+}
+
+#[test]
+fn early_return_of_a_tuple_and_of_expressions() {
+    let direct = |a: &[Value]| {
+        let (i, v) = first_negative_with_value(a[0].clone())?;
+        Ok(vec![i, v])
+    };
+    forms_agree(
+        &first_negative_with_value_function(),
+        direct,
+        &[
+            (vec![vector(&[1.0, 2.0, -3.0, 4.0])], vec![Tensor::scalar(2i32), Tensor::scalar(-3.0f32)]),
+            (vec![vector(&[1.0, 2.0])], vec![Tensor::scalar(-1i32), Tensor::scalar(0.0f32)]),
+        ],
+    );
+    forms_agree(
+        &running_total_function(),
+        |a| Ok(vec![running_total(a[0].clone())?]),
+        &[
+            (vec![vector(&[4.0, 5.0, 6.0, 100.0])], vec![Tensor::scalar(30.0f32)]),
+            (vec![vector(&[-4.0, -5.0, -6.0, 100.0])], vec![Tensor::scalar(15.0f32)]),
+            (vec![vector(&[1.0, 2.0])], vec![Tensor::scalar(3.0f32)]),
+        ],
+    );
+    forms_agree(
+        &signed_position_function(),
+        |a| Ok(vec![signed_position(a[0].clone())?]),
+        &[
+            (vec![vector(&[1.0, 3.0, -5.0])], vec![Tensor::scalar(2i32)]),
+            (vec![vector(&[1.0, -3.0, 5.0])], vec![Tensor::scalar(-2i32)]),
+            (vec![vector(&[1.0, 2.0])], vec![Tensor::scalar(0i32)]),
+        ],
+    );
+}
+
+#[test]
+fn break_and_return_in_one_loop() {
+    let direct = |a: &[Value]| Ok(vec![first_negative_before(a[0].clone(), a[1].clone())?]);
+    forms_agree(
+        &first_negative_before_function(),
+        direct,
+        &[
+            (vec![vector(&[1.0, 2.0, 9.0, -1.0]), Tensor::scalar(9.0f32)], vec![Tensor::scalar(102i32)]),
+            (vec![vector(&[1.0, 2.0, 9.0, -1.0]), Tensor::scalar(7.0f32)], vec![Tensor::scalar(3i32)]),
+            (vec![vector(&[1.0, 2.0]), Tensor::scalar(7.0f32)], vec![Tensor::scalar(102i32)]),
+        ],
+    );
+}
+
+#[test]
+fn early_return_of_a_variable_a_tensor_if_assigns() {
+    let f = halve_large_function();
+    for (x, want) in [(20.0f32, 10.0f32), (4.0, 5.0)] {
+        assert_eq!(f.call(&[Tensor::scalar(x)]).unwrap(), vec![Tensor::scalar(want)], "traced {x}");
+        assert_eq!(f.call_eagerly(&[Tensor::scalar(x)]).unwrap(), vec![Tensor::scalar(want)], "eager {x}");
+        assert_eq!(halve_large(Value::scalar(x)).unwrap().tensor().unwrap(), &Tensor::scalar(want));
+    }
+    let (ops, _) = ops_of(&f, &[Tensor::scalar(1.0f32)]);
+    assert!(ops.iter().any(|o| o == "StatelessIf"), "{ops:?}");
+}
+
+#[test]
+fn a_loop_carried_flag_as_a_condition() {
+    forms_agree(
+        &count_after_negative_function(),
+        |a| Ok(vec![count_after_negative(a[0].clone())?]),
+        &[
+            (vec![vector(&[1.0, -2.0, 3.0, 4.0])], vec![Tensor::scalar(2i32)]),
+            (vec![vector(&[1.0, 2.0])], vec![Tensor::scalar(0i32)]),
+        ],
     );
 }

@@ -1,0 +1,9 @@
+// The attribute alone: these programs need only the macro, not the `ferroflow` crate.
+use ferroflow_macros as ferroflow;
+
+#[ferroflow::function]
+async fn f(x: Value) -> Result<Value, EagerError> {
+    Ok(x)
+}
+
+fn main() {}

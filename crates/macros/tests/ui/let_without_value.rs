@@ -1,0 +1,15 @@
+// The attribute alone: these programs need only the macro, not the `ferroflow` crate.
+use ferroflow_macros as ferroflow;
+
+#[ferroflow::function]
+fn f(x: Value) -> Result<Value, EagerError> {
+    let y;
+    if x > 0.0 {
+        y = x;
+    } else {
+        y = -x;
+    }
+    Ok(y)
+}
+
+fn main() {}
