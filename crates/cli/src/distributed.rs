@@ -9,11 +9,11 @@ use ferroflow::prelude::*;
 /// its ranks could not talk.
 pub(crate) fn start() -> Result<Option<ferroflow_mpi::MpiGuard>> {
     if ferroflow_mpi::AVAILABLE {
-        return ferroflow_mpi::init().map(Some).map_err(anyhow::Error::msg);
+        return Ok(Some(ferroflow_mpi::init()?));
     }
     match ferroflow_mpi::launched_size() {
         Some(n) if n > 1 => {
-            bail!("started as one of {n} ranks, but {}", ferroflow_mpi::init().err().unwrap_or_default())
+            bail!("started as one of {n} ranks, but {}", ferroflow_mpi::MpiError::NotBuilt)
         }
         _ => Ok(None),
     }

@@ -3,12 +3,12 @@
 //! `break`, `continue`, early `return` (from loops that carry variables, inner loops, ifs, as
 //! tuples), `if` as an expression, `else if`, `range(n)` on a tensor, Rust conditions left as
 //! Rust, and the errors for what cannot be traced.
-use ferroflow::function::{function, EagerError, Function, Traced, Value};
+use ferroflow::function::{function, Function, FunctionError, Traced, Value};
 use ferroflow::prelude::*;
 
 /// The first element of `x` above `t`, or -1.
 #[ferroflow::function]
-fn first_above(x: Value, t: Value) -> Result<Value, EagerError> {
+fn first_above(x: Value, t: Value) -> Result<Value, FunctionError> {
     for v in x {
         if v > t {
             return Ok(v);
@@ -19,7 +19,7 @@ fn first_above(x: Value, t: Value) -> Result<Value, EagerError> {
 
 /// The sum of the odd numbers below `n`.
 #[ferroflow::function]
-fn sum_odd_below(n: Value) -> Result<Value, EagerError> {
+fn sum_odd_below(n: Value) -> Result<Value, FunctionError> {
     let mut s = Value::scalar(0i32);
     for i in range(n) {
         if i % 2 == 0 {
@@ -32,7 +32,7 @@ fn sum_odd_below(n: Value) -> Result<Value, EagerError> {
 
 /// `|x|` clipped at 10, with `if` as an expression and `else if`.
 #[ferroflow::function]
-fn clipped_abs(x: Value) -> Result<Value, EagerError> {
+fn clipped_abs(x: Value) -> Result<Value, FunctionError> {
     let y = if x < 0.0 {
         -x
     } else if x > 10.0 {
@@ -45,14 +45,14 @@ fn clipped_abs(x: Value) -> Result<Value, EagerError> {
 
 /// `x` clamped below at -10: a negative literal compared with a value.
 #[ferroflow::function]
-fn clamp_below(x: Value) -> Result<Value, EagerError> {
+fn clamp_below(x: Value) -> Result<Value, FunctionError> {
     let y = if x < -10.0 { Value::scalar(-10.0f32) } else { x };
     Ok(y)
 }
 
 /// Pairs `(i, j)` with `i < j < n` and `i + j` below `limit`, with a `break` in an inner loop.
 #[ferroflow::function]
-fn pairs_below(n: Value, limit: Value) -> Result<Value, EagerError> {
+fn pairs_below(n: Value, limit: Value) -> Result<Value, FunctionError> {
     let mut count = Value::scalar(0i32);
     let mut i = Value::scalar(0i32);
     while i < n {
@@ -72,7 +72,7 @@ fn pairs_below(n: Value, limit: Value) -> Result<Value, EagerError> {
 /// `x ** k` for a Rust `k`: the loop is Rust, unrolled when traced (as AutoGraph leaves a
 /// Python `range` alone).
 #[ferroflow::function]
-fn power(x: Value, k: u32) -> Result<Value, EagerError> {
+fn power(x: Value, k: u32) -> Result<Value, FunctionError> {
     let mut y = x.clone();
     for _ in 1..k {
         y = y * x;
@@ -166,7 +166,7 @@ fn rust_conditions_stay_rust() {
 
 /// `if x > 0` on a vector: not a scalar condition.
 #[ferroflow::function]
-fn positive_part(x: Value) -> Result<Value, EagerError> {
+fn positive_part(x: Value) -> Result<Value, FunctionError> {
     let mut y = x.clone();
     if x > 0.0 {
         y = x * 2.0;
@@ -176,7 +176,7 @@ fn positive_part(x: Value) -> Result<Value, EagerError> {
 
 /// A loop variable whose shape grows.
 #[ferroflow::function]
-fn grows(x: Value) -> Result<Value, EagerError> {
+fn grows(x: Value) -> Result<Value, FunctionError> {
     let mut y = Value::scalar(1.0f32);
     let mut k = Value::scalar(0i32);
     while k < 3 {
@@ -188,7 +188,7 @@ fn grows(x: Value) -> Result<Value, EagerError> {
 
 /// A loop variable whose dtype changes.
 #[ferroflow::function]
-fn retyped(n: Value) -> Result<Value, EagerError> {
+fn retyped(n: Value) -> Result<Value, FunctionError> {
     let mut acc = Value::scalar(0i32);
     let mut k = Value::scalar(0i32);
     while k < n {
@@ -200,7 +200,7 @@ fn retyped(n: Value) -> Result<Value, EagerError> {
 
 /// Never ends for positive `n`.
 #[ferroflow::function]
-fn forever(mut n: Value) -> Result<Value, EagerError> {
+fn forever(mut n: Value) -> Result<Value, FunctionError> {
     while n > 0 {
         n += 1;
     }
@@ -209,7 +209,7 @@ fn forever(mut n: Value) -> Result<Value, EagerError> {
 
 /// A Rust counter assigned under a tensor condition.
 #[ferroflow::function]
-fn counts(x: Value) -> Result<Value, EagerError> {
+fn counts(x: Value) -> Result<Value, FunctionError> {
     let mut hits = 0i32;
     if x > 0.0 {
         hits += 1;
@@ -219,7 +219,7 @@ fn counts(x: Value) -> Result<Value, EagerError> {
 
 /// A tensor `break` inside a Rust loop.
 #[ferroflow::function]
-fn rust_loop_tensor_break(x: Value) -> Result<Value, EagerError> {
+fn rust_loop_tensor_break(x: Value) -> Result<Value, FunctionError> {
     let mut y = x.clone();
     for _ in 0..3 {
         if y > 100.0 {
@@ -269,7 +269,7 @@ fn errors_name_the_function_the_statement_and_the_variable() {
 /// The index of the first negative element of `x`, or -1: a `return` in a tensor `for` that
 /// carries `i`.
 #[ferroflow::function]
-fn first_negative(x: Value) -> Result<Value, EagerError> {
+fn first_negative(x: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     for v in x {
         if v < 0.0 {
@@ -282,7 +282,7 @@ fn first_negative(x: Value) -> Result<Value, EagerError> {
 
 /// The first `i < n` with `i * i > x`, or -1: a `return` in a tensor `while` that carries `i`.
 #[ferroflow::function]
-fn first_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
+fn first_square_above(x: Value, n: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     while i < n {
         if i * i > x {
@@ -295,7 +295,7 @@ fn first_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
 
 /// The first odd `i <= n` with `i * i > x`, or -1: `continue` and `return` in one loop.
 #[ferroflow::function]
-fn first_odd_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
+fn first_odd_square_above(x: Value, n: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     while i < n {
         i += 1;
@@ -312,7 +312,7 @@ fn first_odd_square_above(x: Value, n: Value) -> Result<Value, EagerError> {
 /// `10 i + j` for the first row `i` of `x` and `j < m` with `x[i] * j > t`, or -1: a `return`
 /// in an inner `while` inside a `for`, each carrying its own counter.
 #[ferroflow::function]
-fn first_product_above(x: Value, m: Value, t: Value) -> Result<Value, EagerError> {
+fn first_product_above(x: Value, m: Value, t: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     for a in x {
         let mut j = Value::scalar(0i32);
@@ -330,7 +330,7 @@ fn first_product_above(x: Value, m: Value, t: Value) -> Result<Value, EagerError
 /// `10 i + j` for the first pair of elements of `x` whose sum is above `t`, or -1, counting
 /// the pairs tried in a variable both loops carry: two tensor `for`s, `return` in the inner.
 #[ferroflow::function]
-fn first_pair_above(x: Value, t: Value) -> Result<(Value, Value), EagerError> {
+fn first_pair_above(x: Value, t: Value) -> Result<(Value, Value), FunctionError> {
     let mut tried = Value::scalar(0i32);
     let mut i = Value::scalar(0i32);
     for a in x.clone() {
@@ -350,7 +350,7 @@ fn first_pair_above(x: Value, t: Value) -> Result<(Value, Value), EagerError> {
 /// With `look`, the index of the first negative element of `x` (or its length); else 0: a
 /// `return` in an `if` in a loop in a tensor `if`.
 #[ferroflow::function]
-fn scan_if(x: Value, look: Value) -> Result<Value, EagerError> {
+fn scan_if(x: Value, look: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     if look {
         for v in x {
@@ -366,7 +366,7 @@ fn scan_if(x: Value, look: Value) -> Result<Value, EagerError> {
 /// The index and value of the first negative element of `x`, or (-1, 0): a tuple returned from
 /// a loop.
 #[ferroflow::function]
-fn first_negative_with_value(x: Value) -> Result<(Value, Value), EagerError> {
+fn first_negative_with_value(x: Value) -> Result<(Value, Value), FunctionError> {
     let mut i = Value::scalar(0i32);
     for v in x {
         if v < 0.0 {
@@ -381,7 +381,7 @@ fn first_negative_with_value(x: Value) -> Result<(Value, Value), EagerError> {
 /// (the scan stops there): returns of expressions of a carried variable, in both branches of
 /// an `else if`.
 #[ferroflow::function]
-fn running_total(x: Value) -> Result<Value, EagerError> {
+fn running_total(x: Value) -> Result<Value, FunctionError> {
     let mut total = Value::scalar(0.0f32);
     for v in x {
         total += v;
@@ -397,7 +397,7 @@ fn running_total(x: Value) -> Result<Value, EagerError> {
 /// How many elements up to the first one with `|v| > 2`, negative when that one is: every
 /// branch of the inner `if` returns.
 #[ferroflow::function]
-fn signed_position(x: Value) -> Result<Value, EagerError> {
+fn signed_position(x: Value) -> Result<Value, FunctionError> {
     let mut seen = Value::scalar(0i32);
     for v in x {
         seen += 1;
@@ -415,7 +415,7 @@ fn signed_position(x: Value) -> Result<Value, EagerError> {
 /// The index of the first negative element before the first `stop`, or 100 + the index of
 /// `stop` (or of the end): `break` and `return` in one loop.
 #[ferroflow::function]
-fn first_negative_before(x: Value, stop: Value) -> Result<Value, EagerError> {
+fn first_negative_before(x: Value, stop: Value) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     for v in x {
         if v == stop {
@@ -431,7 +431,7 @@ fn first_negative_before(x: Value, stop: Value) -> Result<Value, EagerError> {
 
 /// `x / 2` above 10, else `x + 1`: a `return` of a variable the tensor `if` assigns.
 #[ferroflow::function]
-fn halve_large(x: Value) -> Result<Value, EagerError> {
+fn halve_large(x: Value) -> Result<Value, FunctionError> {
     let mut y = x.clone();
     if x > 10.0 {
         y = y / 2.0;
@@ -443,7 +443,7 @@ fn halve_large(x: Value) -> Result<Value, EagerError> {
 
 /// How many elements of `x` follow its first negative one: a loop-carried flag as a condition.
 #[ferroflow::function]
-fn count_after_negative(x: Value) -> Result<Value, EagerError> {
+fn count_after_negative(x: Value) -> Result<Value, FunctionError> {
     let mut seen = Value::scalar(false);
     let mut n = Value::scalar(0i32);
     for v in x {
@@ -465,7 +465,7 @@ fn ints(v: &[i32]) -> Tensor {
 /// `want`, and the traced graph loops in a `StatelessWhile`.
 fn forms_agree(
     f: &Function,
-    direct: impl Fn(&[Value]) -> Result<Vec<Value>, EagerError>,
+    direct: impl Fn(&[Value]) -> Result<Vec<Value>, FunctionError>,
     cases: &[(Vec<Tensor>, Vec<Tensor>)],
 ) {
     for (args, want) in cases {

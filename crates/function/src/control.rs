@@ -181,8 +181,7 @@ impl Pending {
     fn finish(self, outputs: &[Output]) -> Result<Traced, FunctionError> {
         let graph = self.frame.scope.graph();
         let args = self.frame.args + self.frame.captures.len();
-        let def = function_def(&self.name, &graph, args, outputs)
-            .map_err(|e| FunctionError::traced(&self.name, OpError::Signature(e)))?;
+        let def = function_def(&self.name, &graph, args, outputs).map_err(|e| FunctionError::traced(&self.name, e))?;
         Ok(Traced { def, library: graph.library.function })
     }
 }
@@ -206,19 +205,22 @@ fn function_def(
     g: &Graph,
     args: usize,
     outputs: &[Output],
-) -> Result<ferroflow_proto::FunctionDef, String> {
+) -> Result<ferroflow_proto::FunctionDef, OpError> {
     use ferroflow_proto::{op_def::ArgDef, FunctionDef, NodeDef, OpDef};
     let arg_index = |n: &ferroflow_graph::Node| {
         n.name.strip_prefix("arg").and_then(|i| i.parse::<usize>().ok()).filter(|&i| i < args && n.op == "Placeholder")
     };
-    let reference = |o: Output| -> Result<String, String> {
+    let reference = |o: Output| -> Result<String, OpError> {
         let n = g.node(o.node);
         if let Some(i) = arg_index(n) {
             return Ok(format!("arg{i}"));
         }
-        let def = OpRegistry::global().get(&n.op).ok_or_else(|| format!("op '{}' is not in the registry", n.op))?;
+        let def = OpRegistry::global().get(&n.op).ok_or(OpError::UnknownOp)?;
         let ranges = def.output_ranges(&n.attrs)?;
-        let (arg, r) = ranges.iter().find(|(_, r)| r.contains(&o.index)).ok_or("an output out of range")?;
+        let (arg, r) = ranges
+            .iter()
+            .find(|(_, r)| r.contains(&o.index))
+            .ok_or_else(|| OpError::Signature("an output out of range".into()))?;
         Ok(format!("{}:{arg}:{}", n.name, o.index - r.start))
     };
     let mut nodes = Vec::new();
@@ -236,16 +238,16 @@ fn function_def(
     let arg_def = |name: String, d: DType| ArgDef { name, r#type: d.to_tf(), ..Default::default() };
     let input_arg = (0..args)
         .map(|i| {
-            let n = g.find(&format!("arg{i}")).ok_or("a missing argument")?;
+            let n = g.find(&format!("arg{i}")).ok_or_else(|| OpError::Signature("a missing argument".into()))?;
             Ok(arg_def(format!("arg{i}"), g.node(n).types.outputs[0]))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, OpError>>()?;
     let output_arg = outputs.iter().enumerate().map(|(i, o)| arg_def(format!("out{i}"), g.output_type(*o))).collect();
     let ret = outputs
         .iter()
         .enumerate()
         .map(|(i, o)| Ok((format!("out{i}"), reference(*o)?)))
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, OpError>>()?;
     Ok(FunctionDef {
         signature: Some(OpDef { name: name.to_string(), input_arg, output_arg, ..Default::default() }),
         node_def: nodes,

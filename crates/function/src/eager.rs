@@ -157,7 +157,7 @@ impl<'a> Call<'a> {
                 Arg::List(ts) => ArgDTypes::List(ts.iter().map(Tensor::dtype).collect()),
             })
             .collect();
-        def.infer_type_attrs(&dtypes, attrs).map_err(|e| self.error(OpError::Signature(e)))
+        def.infer_type_attrs(&dtypes, attrs).map_err(|e| self.error(e.into()))
     }
 }
 
@@ -177,7 +177,7 @@ impl Prepared {
     fn new(op: &str, def: &'static OpDef, attrs: Attrs, inputs: &[&Tensor]) -> Result<Prepared, FunctionError> {
         let fail = |source: OpError| failure(op, inputs, source);
         let signature = |reason: String| fail(OpError::Signature(reason));
-        let types = def.resolve_types(&attrs).map_err(signature)?;
+        let types = def.resolve_types(&attrs).map_err(|e| fail(e.into()))?;
         if types.inputs.len() != inputs.len() {
             return Err(signature(format!("takes {} inputs, got {}", types.inputs.len(), inputs.len())));
         }

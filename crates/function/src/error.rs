@@ -3,7 +3,7 @@
 //! given and why; the cause is kept as a source.
 use std::sync::Arc;
 
-use ferroflow_graph::ShapeError;
+use ferroflow_graph::{AttrError, ShapeError};
 use ferroflow_kernels::KernelError;
 use ferroflow_ops::{BuildError, GradError};
 use ferroflow_runtime::RuntimeError;
@@ -52,6 +52,9 @@ pub enum OpError {
     /// The inputs or attrs do not fit the op's signature (how many, which dtypes, lists).
     #[error("{0}")]
     Signature(String),
+    /// The attrs do not fit the op's signature.
+    #[error(transparent)]
+    Attrs(#[from] AttrError),
     /// The op's shape function rejects the inputs' shapes.
     #[error(transparent)]
     Shape(ShapeError),

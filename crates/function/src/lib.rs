@@ -23,7 +23,3 @@ pub use tape::GradientTape;
 pub use traced::{function, ConcreteFunction, Function};
 pub use value::{apply, apply_lists, Traced, Value};
 pub use variable::Variable;
-
-/// The former name of [`FunctionError`].
-#[doc(hidden)]
-pub type EagerError = FunctionError;

@@ -120,7 +120,7 @@ fn apply_args(
         dtypes.push(if list { ArgDTypes::List(ds) } else { ArgDTypes::One(ds[0]) });
     }
     let mut full: Attrs = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    def.infer_type_attrs(&dtypes, &mut full).map_err(|e| FunctionError::traced(op, OpError::Signature(e)))?;
+    def.infer_type_attrs(&dtypes, &mut full).map_err(|e| FunctionError::traced(op, e))?;
     let node = scope.add_op(op, op, &flat, &[], full).map_err(|e| FunctionError::traced(op, e))?;
     let outputs = scope.with_graph(|g| g.node(node).types.outputs.clone());
     Ok(outputs.into_iter().enumerate().map(|(index, d)| Value::Symbolic(Output { node, index }, d, id)).collect())

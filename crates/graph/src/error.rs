@@ -74,14 +74,14 @@ pub enum GraphError {
         source: ShapeError,
     },
     /// Attrs missing or invalid for the op.
-    #[error("node '{node}' ({op}): {reason}")]
+    #[error("node '{node}' ({op}): {source}")]
     BadAttrs {
         /// The node.
         node: String,
         /// Its op.
         op: String,
         /// What is wrong.
-        reason: String,
+        source: AttrError,
     },
     /// A cycle not formed by a loop construct.
     #[error("the graph has a cycle through node(s) {}", .0.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))]
@@ -132,5 +132,32 @@ impl From<String> for ShapeError {
 impl From<&str> for ShapeError {
     fn from(reason: &str) -> Self {
         ShapeError { reason: reason.to_string() }
+    }
+}
+
+/// Why a node's attrs do not fit its op's signature: an attr missing, of the wrong kind, or
+/// outside what the op allows (`attr 'T' is int32, which is not one of {float, double}`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct AttrError {
+    /// What does not fit.
+    pub reason: String,
+}
+
+impl From<String> for AttrError {
+    fn from(reason: String) -> Self {
+        AttrError { reason }
+    }
+}
+
+impl From<&str> for AttrError {
+    fn from(reason: &str) -> Self {
+        AttrError { reason: reason.to_string() }
+    }
+}
+
+impl From<AttrError> for ShapeError {
+    fn from(e: AttrError) -> Self {
+        ShapeError { reason: e.reason }
     }
 }

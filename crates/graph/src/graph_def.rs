@@ -40,7 +40,7 @@ impl Graph {
                     unknown.entry(n.op.clone()).or_default().push(n.name.clone());
                     types.push(NodeTypes::default());
                 }
-                Err(reason) => return Err(GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), reason }),
+                Err(source) => return Err(GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), source }),
             }
         }
         if !unknown.is_empty() {
@@ -144,7 +144,7 @@ mod tests {
     /// output), `NextIteration`/`Merge` for loop back edges.
     struct Toy;
     impl OpSignatures for Toy {
-        fn resolve(&self, op: &str, _: &Attrs) -> Result<Option<NodeTypes>, String> {
+        fn resolve(&self, op: &str, _: &Attrs) -> Result<Option<NodeTypes>, crate::AttrError> {
             let f = DType::Float;
             Ok(match op {
                 "C" => Some(NodeTypes { inputs: vec![], outputs: vec![f] }),

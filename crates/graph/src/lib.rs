@@ -10,7 +10,7 @@ mod names;
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use error::{GraphError, ShapeError};
+pub use error::{AttrError, GraphError, ShapeError};
 pub use ferroflow_proto as proto;
 use ferroflow_proto::{AttrValue, FullTypeDef, FunctionDefLibrary, VersionDef};
 use ferroflow_tensor::DType;
@@ -43,8 +43,8 @@ pub struct NodeTypes {
 /// Resolves a node's signature. Implemented by the op registry (crate `ferroflow-ops`), which
 /// lives above this crate; the graph only needs the answer.
 pub trait OpSignatures {
-    /// `Ok(None)` if `op` is unknown; `Err(reason)` if the attrs do not fit the op.
-    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, String>;
+    /// `Ok(None)` if `op` is unknown; an error if the attrs do not fit the op.
+    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, AttrError>;
 }
 
 /// A node of the graph.
@@ -183,7 +183,7 @@ impl Graph {
         }
         let types = ops
             .resolve(&spec.op, &spec.attrs)
-            .map_err(|reason| GraphError::BadAttrs { node: spec.name.clone(), op: spec.op.clone(), reason })?
+            .map_err(|source| GraphError::BadAttrs { node: spec.name.clone(), op: spec.op.clone(), source })?
             .ok_or_else(|| GraphError::UnknownOps(vec![(spec.op.clone(), vec![spec.name.clone()])]))?;
         let node = Node {
             name: spec.name,

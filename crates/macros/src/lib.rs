@@ -77,7 +77,7 @@ fn ag_at(at: Span) -> Tokens {
 /// The function being rewritten.
 struct Ctx {
     func: String,
-    /// The declared return type (`Result<T, EagerError>`).
+    /// The declared return type (`Result<T, FunctionError>`).
     ret_ty: Type,
     /// How many values `T` holds, when it is a `Value` or a tuple of them (early returns
     /// under tensor conditions need it).
@@ -102,13 +102,13 @@ fn expand(mut f: ItemFn) -> syn::Result<Tokens> {
     let ReturnType::Type(_, ret_ty) = &f.sig.output else {
         return Err(syn::Error::new_spanned(
             &f.sig,
-            "a #[ferroflow::function] returns `Result<_, EagerError>` (its ops can fail): add `-> Result<Value, EagerError>`",
+            "a #[ferroflow::function] returns `Result<_, FunctionError>` (its ops can fail): add `-> Result<Value, FunctionError>`",
         ));
     };
     let inner = result_ok_type(ret_ty).ok_or_else(|| {
         syn::Error::new_spanned(
             ret_ty,
-            "a #[ferroflow::function] returns `Result<_, EagerError>` (its ops can fail): write `Result<Value, EagerError>`",
+            "a #[ferroflow::function] returns `Result<_, FunctionError>` (its ops can fail): write `Result<Value, FunctionError>`",
         )
     })?;
     let mut locals = Assigned { assigned: Vec::new(), declared: Vec::new() };
@@ -232,25 +232,25 @@ mod tests {
     #[test]
     fn refusals_are_compile_errors_that_say_what_to_write() {
         let (e, line) = refusal(
-            "fn f(x: Value) -> Result<Value, EagerError> {\n let y;\n if x > 0.0 { y = x; } else { y = -x; }\n Ok(y)\n}",
+            "fn f(x: Value) -> Result<Value, FunctionError> {\n let y;\n if x > 0.0 { y = x; } else { y = -x; }\n Ok(y)\n}",
         );
         assert!(e.contains("a `let` without a value") && e.contains("Option<Value>"), "{e}");
         assert_eq!(line, 2, "the span points at the `let`");
         let (e, line) = refusal(
-            "fn f(x: Value, s: &mut State) -> Result<Value, EagerError> {\n while x > 0 {\n s.total = x;\n }\n Ok(x)\n}",
+            "fn f(x: Value, s: &mut State) -> Result<Value, FunctionError> {\n while x > 0 {\n s.total = x;\n }\n Ok(x)\n}",
         );
         assert!(e.contains("only local variables can be assigned inside `if`, `while` and `for`"), "{e}");
         assert_eq!(line, 3);
         let (e, _) = refusal("fn f(x: Value) -> Value { x }");
-        assert!(e.contains("returns `Result<_, EagerError>`"), "{e}");
-        let (e, _) = refusal("async fn f(x: Value) -> Result<Value, EagerError> { Ok(x) }");
+        assert!(e.contains("returns `Result<_, FunctionError>`"), "{e}");
+        let (e, _) = refusal("async fn f(x: Value) -> Result<Value, FunctionError> { Ok(x) }");
         assert!(e.contains("cannot be async"), "{e}");
     }
 
     #[test]
     fn the_expansion_has_both_forms_and_an_adapter() {
         let f: ItemFn = syn::parse_str(
-            "fn collatz(mut n: Value) -> Result<Value, EagerError> {
+            "fn collatz(mut n: Value) -> Result<Value, FunctionError> {
                 let mut steps = Value::scalar(0i32);
                 while n > 1 { if n % 2 == 0 { n = n / 2; } else { n = 3 * n + 1; } steps += 1; }
                 Ok(steps)
@@ -285,7 +285,7 @@ mod tests {
     fn type_errors_point_at_the_condition_the_operator_and_the_sequence() {
         // What the run-time half requires of a condition, an operand or a sequence is asked
         // at the user's tokens, so that rustc reports a wrong type there, not at the attribute.
-        let src = "fn f(x: Value, n: i32) -> Result<Value, EagerError> {
+        let src = "fn f(x: Value, n: i32) -> Result<Value, FunctionError> {
             let mut y = x.clone();
             if n {
                 y = x * 2.0f32;

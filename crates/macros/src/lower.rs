@@ -151,7 +151,7 @@ impl Lower<'_> {
         let own_then = self.own(Node::Block(&then_src), &vars);
         let own_else = self.own(Node::Block(&else_src), &vars);
         let branch = |body: &Block, own: &Tokens| {
-            quote!(|__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
+            quote!(|__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::FunctionError> {
                 #own
                 #load
                 let __ag_v = #body;
@@ -338,12 +338,12 @@ impl Lower<'_> {
                 #stmt,
                 &[#(#names),*],
                 #slots,
-                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::EagerError> {
+                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::ferroflow::function::Value, ::ferroflow::function::FunctionError> {
                     #own_cond
                     #load
                     ::core::result::Result::Ok(#full)
                 },
-                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::EagerError> {
+                |__ag_s: &[#ag::Slot]| -> ::core::result::Result<::std::vec::Vec<#ag::Slot>, ::ferroflow::function::FunctionError> {
                     #own_body
                     #load_mut
                     #prologue

@@ -16,6 +16,31 @@ mod world;
 #[cfg(feature = "mpi")]
 pub use world::{init, Mpi, MpiGuard};
 
+/// Why MPI could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum MpiError {
+    /// This build has no MPI.
+    #[error(
+        "this ferroflow was built without MPI: install Open MPI (apt-get install openmpi-bin libopenmpi-dev \
+         libclang1-14 libclang-common-14-dev) and build with `cargo build --release -p ferroflow-cli --features mpi`"
+    )]
+    NotBuilt,
+    /// [`init`] was called before.
+    #[error("MPI was initialized already (ferroflow_mpi::init called twice)")]
+    AlreadyInitialized,
+    /// The MPI library lacks what ferroflow needs (its thread level, a known `MPI_IN_PLACE`).
+    #[error("{0}")]
+    Unsupported(String),
+    /// An MPI call failed.
+    #[error("{call}: {message}")]
+    Call {
+        /// The MPI function.
+        call: &'static str,
+        /// MPI's message for its error code.
+        message: String,
+    },
+}
+
 /// Whether this build has MPI (the `mpi` feature).
 pub const AVAILABLE: bool = cfg!(feature = "mpi");
 
@@ -40,8 +65,6 @@ pub fn launched_size() -> Option<usize> {
 
 /// Without the `mpi` feature: an error saying how to build with MPI.
 #[cfg(not(feature = "mpi"))]
-pub fn init() -> Result<MpiGuard, String> {
-    Err("this ferroflow was built without MPI: install Open MPI (apt-get install openmpi-bin libopenmpi-dev \
-         libclang1-14 libclang-common-14-dev) and build with `cargo build --release -p ferroflow-cli --features mpi`"
-        .into())
+pub fn init() -> Result<MpiGuard, MpiError> {
+    Err(MpiError::NotBuilt)
 }

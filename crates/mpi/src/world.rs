@@ -2,6 +2,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
+use crate::MpiError;
 use ferroflow_collective::{check_len, check_pair, check_root, CollectiveError, Communicator, Kind, ReduceOp};
 use mpi::ffi;
 
@@ -57,14 +58,14 @@ impl Drop for MpiGuard {
 
 /// Initializes MPI (`MPI_THREAD_MULTIPLE`) and makes `MPI_COMM_WORLD` the process's
 /// collective world. Call once, early in `main`, and keep the guard until the end.
-pub fn init() -> Result<MpiGuard, String> {
-    let (universe, provided) = mpi::initialize_with_threading(mpi::Threading::Multiple)
-        .ok_or("MPI was initialized already (ferroflow_mpi::init called twice)")?;
+pub fn init() -> Result<MpiGuard, MpiError> {
+    let (universe, provided) =
+        mpi::initialize_with_threading(mpi::Threading::Multiple).ok_or(MpiError::AlreadyInitialized)?;
     if provided != mpi::Threading::Multiple {
-        return Err(format!(
+        return Err(MpiError::Unsupported(format!(
             "MPI provides thread level {provided:?}, ferroflow needs MPI_THREAD_MULTIPLE (executor threads \
              run collectives): use an MPI built with thread support (Debian's Open MPI has it)"
-        ));
+        )));
     }
     // SAFETY: MPI is initialized; the out-parameters are valid for writes.
     let (comm, p2p, rank, size) = unsafe {
@@ -97,7 +98,7 @@ fn pause(spins: &mut u32) {
 }
 
 /// `MPI_IN_PLACE` of the MPI library this process runs with.
-fn in_place_constant() -> Result<usize, String> {
+fn in_place_constant() -> Result<usize, MpiError> {
     let mut buf = vec![0u8; ffi::MPI_MAX_LIBRARY_VERSION_STRING as usize + 1];
     let mut len: c_int = 0;
     // SAFETY: the buffer holds MPI_MAX_LIBRARY_VERSION_STRING characters.
@@ -109,10 +110,10 @@ fn in_place_constant() -> Result<usize, String> {
     } else if version.contains("MPICH") || version.contains("Intel(R) MPI") {
         Ok(usize::MAX)
     } else {
-        Err(format!(
+        Err(MpiError::Unsupported(format!(
             "unknown MPI library ({}): ferroflow knows Open MPI's and MPICH's MPI_IN_PLACE",
             version.lines().next().unwrap_or("").trim_end_matches('\0')
-        ))
+        )))
     }
 }
 
@@ -129,11 +130,11 @@ fn message(code: c_int) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-fn check(call: &str, rc: c_int) -> Result<(), String> {
+fn check(call: &'static str, rc: c_int) -> Result<(), MpiError> {
     if rc == ffi::MPI_SUCCESS as c_int {
         Ok(())
     } else {
-        Err(format!("{call}: {}", message(rc)))
+        Err(MpiError::Call { call, message: message(rc) })
     }
 }
 
@@ -167,7 +168,7 @@ impl Mpi {
     }
 
     fn call(&self, op: &'static str, rc: c_int) -> Result<(), CollectiveError> {
-        check(op, rc).map_err(|r| self.fail(op, r))
+        check(op, rc).map_err(|e| self.fail(op, e.to_string()))
     }
 
     fn gather_unlocked(&self, send: &[u8], recv: &mut [u8]) -> Result<(), CollectiveError> {

@@ -25,7 +25,7 @@ pub use scope::{BuildError, Scope};
 pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn};
 pub use surface::{attrs, Applied, Arg, Input, OpCall, OpTarget, Ops, RawOps};
 
-use ferroflow_graph::{Attrs, Graph, GraphError, NodeTypes, OpSignatures};
+use ferroflow_graph::{AttrError, Attrs, Graph, GraphError, NodeTypes, OpSignatures};
 use ferroflow_proto::{attr_value, FunctionDef, FunctionDefLibrary, GraphDef};
 use ferroflow_tensor::DType;
 
@@ -58,19 +58,19 @@ impl<'a> LibraryOps<'a> {
 }
 
 /// The dtypes of a function's arguments, from fixed types or the call's type attrs.
-pub fn function_types(f: &FunctionDef, attrs: &Attrs) -> Result<NodeTypes, String> {
+pub fn function_types(f: &FunctionDef, attrs: &Attrs) -> Result<NodeTypes, AttrError> {
     let sig = f.signature.clone().unwrap_or_default();
-    let resolve = |args: &[ferroflow_proto::op_def::ArgDef]| -> Result<Vec<DType>, String> {
+    let resolve = |args: &[ferroflow_proto::op_def::ArgDef]| -> Result<Vec<DType>, AttrError> {
         args.iter()
             .map(|a| {
                 if a.r#type != 0 {
-                    return DType::from_tf(a.r#type).map_err(|e| format!("argument '{}': {e}", a.name));
+                    return DType::from_tf(a.r#type).map_err(|e| format!("argument '{}': {e}", a.name).into());
                 }
                 match attrs.get(&a.type_attr).and_then(|v| v.value.as_ref()) {
                     Some(attr_value::Value::Type(t)) => {
-                        DType::from_tf(*t).map_err(|e| format!("argument '{}': {e}", a.name))
+                        DType::from_tf(*t).map_err(|e| format!("argument '{}': {e}", a.name).into())
                     }
-                    _ => Err(format!("argument '{}' of function '{}' has no concrete type", a.name, sig.name)),
+                    _ => Err(format!("argument '{}' of function '{}' has no concrete type", a.name, sig.name).into()),
                 }
             })
             .collect()
@@ -79,7 +79,7 @@ pub fn function_types(f: &FunctionDef, attrs: &Attrs) -> Result<NodeTypes, Strin
 }
 
 impl OpSignatures for LibraryOps<'_> {
-    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, String> {
+    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, AttrError> {
         if let Some(t) = OpRegistry::global().resolve(op, attrs)? {
             return Ok(Some(t));
         }

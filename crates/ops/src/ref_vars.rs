@@ -66,7 +66,8 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
     if !has_ref_variables(def) {
         return Ok(def.clone());
     }
-    let bad = |n: &NodeDef, why: String| GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), reason: why };
+    let bad =
+        |n: &NodeDef, why: String| GraphError::BadAttrs { node: n.name.clone(), op: n.op.clone(), source: why.into() };
     // Which tensors are refs, found to a fixpoint (an Assign's output is a ref if its input is).
     let mut refs: HashMap<String, RefTo> = HashMap::new();
     for n in &def.node {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use ferroflow_graph::{Attrs, NodeTypes, OpSignatures};
+use ferroflow_graph::{AttrError, Attrs, NodeTypes, OpSignatures};
 use ferroflow_proto::{attr, attr_value, AttrValue, TensorShapeProto};
 use ferroflow_tensor::DType;
 
@@ -361,33 +361,33 @@ impl OpDef {
         attrs.get(name).or_else(|| self.attr_def(name)?.default.as_ref())
     }
 
-    fn type_attr(&self, attrs: &Attrs, name: &str) -> Result<DType, String> {
+    fn type_attr(&self, attrs: &Attrs, name: &str) -> Result<DType, AttrError> {
         let v = self.attr(attrs, name).ok_or_else(|| format!("missing attr '{name}'"))?;
         let Some(attr_value::Value::Type(t)) = v.value else {
-            return Err(format!("attr '{name}' must be a type"));
+            return Err(format!("attr '{name}' must be a type").into());
         };
         let d = DType::from_tf(t).map_err(|e| format!("attr '{name}': {e}"))?;
         if let Some(def) = self.attr_def(name) {
             if !def.allowed_types.is_empty() && !def.allowed_types.contains(&d) {
                 let allowed: Vec<&str> = def.allowed_types.iter().map(|t| t.name()).collect();
-                return Err(format!("attr '{name}' is {d}, which is not one of {{{}}}", allowed.join(", ")));
+                return Err(format!("attr '{name}' is {d}, which is not one of {{{}}}", allowed.join(", ")).into());
             }
         }
         Ok(d)
     }
 
-    fn arg_types(&self, attrs: &Attrs, arg: &ArgType, out: &mut Vec<DType>) -> Result<(), String> {
+    fn arg_types(&self, attrs: &Attrs, arg: &ArgType, out: &mut Vec<DType>) -> Result<(), AttrError> {
         match arg {
             ArgType::Fixed(d) => out.push(*d),
             ArgType::TypeAttr(a) => out.push(self.type_attr(attrs, a)?),
             ArgType::Number { count_attr, elem } => {
                 let v = self.attr(attrs, count_attr).ok_or_else(|| format!("missing attr '{count_attr}'"))?;
                 let Some(attr_value::Value::I(n)) = v.value else {
-                    return Err(format!("attr '{count_attr}' must be an int"));
+                    return Err(format!("attr '{count_attr}' must be an int").into());
                 };
                 let min = self.attr_def(count_attr).and_then(|a| a.minimum).unwrap_or(0);
                 if n < min || n > 1 << 20 {
-                    return Err(format!("attr '{count_attr}' is {n}, must be at least {min}"));
+                    return Err(format!("attr '{count_attr}' is {n}, must be at least {min}").into());
                 }
                 let mut one = Vec::new();
                 self.arg_types(attrs, elem, &mut one)?;
@@ -398,7 +398,7 @@ impl OpDef {
             ArgType::TypeList(a) => {
                 let v = self.attr(attrs, a).ok_or_else(|| format!("missing attr '{a}'"))?;
                 let Some(attr_value::Value::List(l)) = &v.value else {
-                    return Err(format!("attr '{a}' must be a list(type)"));
+                    return Err(format!("attr '{a}' must be a list(type)").into());
                 };
                 for &t in &l.r#type {
                     out.push(DType::from_tf(t).map_err(|e| format!("attr '{a}': {e}"))?);
@@ -409,7 +409,7 @@ impl OpDef {
     }
 
     /// Each output argument's name and the range of flat output indices it covers.
-    pub fn output_ranges(&self, attrs: &Attrs) -> Result<Vec<(String, std::ops::Range<usize>)>, String> {
+    pub fn output_ranges(&self, attrs: &Attrs) -> Result<Vec<(String, std::ops::Range<usize>)>, AttrError> {
         let mut out = Vec::new();
         let mut start = 0;
         for a in &self.outputs {
@@ -423,10 +423,12 @@ impl OpDef {
 
     /// Sets the type and count attrs missing from `attrs` from the arguments' dtypes,
     /// argument by argument (as TensorFlow's eager op matching does).
-    pub fn infer_type_attrs(&self, args: &[ArgDTypes], attrs: &mut Attrs) -> Result<(), String> {
+    pub fn infer_type_attrs(&self, args: &[ArgDTypes], attrs: &mut Attrs) -> Result<(), AttrError> {
         if self.inputs.len() != args.len() {
             let names: Vec<&str> = self.inputs.iter().map(|a| a.name.as_str()).collect();
-            return Err(format!("takes {} arguments ({}), got {}", self.inputs.len(), names.join(", "), args.len()));
+            return Err(
+                format!("takes {} arguments ({}), got {}", self.inputs.len(), names.join(", "), args.len()).into()
+            );
         }
         let set = |attrs: &mut Attrs, name: &str, v: AttrValue| {
             if !attrs.contains_key(name) {
@@ -445,10 +447,10 @@ impl OpDef {
                 (ArgType::TypeList(t), ArgDTypes::List(ds)) => set(attrs, t, attr::dtypes(ds)),
                 (ArgType::Fixed(_), ArgDTypes::One(_)) | (ArgType::TypeAttr(_), ArgDTypes::List(_)) => {}
                 (ArgType::Number { .. } | ArgType::TypeList(_), ArgDTypes::One(_)) => {
-                    return Err(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name))
+                    return Err(format!("argument '{}' is a list: pass it with .inputs(&[...])", arg.name).into())
                 }
                 (ArgType::Fixed(_), ArgDTypes::List(_)) => {
-                    return Err(format!("argument '{}' is one tensor, not a list", arg.name))
+                    return Err(format!("argument '{}' is one tensor, not a list", arg.name).into())
                 }
             }
         }
@@ -456,7 +458,7 @@ impl OpDef {
     }
 
     /// The node's input and output dtypes given its attrs.
-    pub fn resolve_types(&self, attrs: &Attrs) -> Result<NodeTypes, String> {
+    pub fn resolve_types(&self, attrs: &Attrs) -> Result<NodeTypes, AttrError> {
         let mut t = NodeTypes::default();
         for a in &self.inputs {
             self.arg_types(attrs, &a.ty, &mut t.inputs)?;
@@ -534,7 +536,7 @@ impl OpRegistry {
 }
 
 impl OpSignatures for OpRegistry {
-    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, String> {
+    fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, AttrError> {
         match self.get(op) {
             Some(def) => def.resolve_types(attrs).map(Some),
             None => Ok(None),

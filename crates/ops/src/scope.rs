@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeSpec, Output};
+use ferroflow_graph::{AttrError, Attrs, Graph, GraphError, NodeId, NodeSpec, Output};
 use ferroflow_proto::{attr, convert};
 use ferroflow_tensor::{DType, Shape, Tensor, TensorError};
 
@@ -23,12 +23,20 @@ pub enum BuildError {
     #[error("cond: {0}")]
     Cond(String),
     /// A call's inputs do not fit its op's signature.
-    #[error("{op}: {reason}")]
-    Call {
+    #[error("{op}: {source}")]
+    Signature {
         /// The op.
         op: String,
         /// What does not fit.
-        reason: String,
+        source: AttrError,
+    },
+    /// An op gave another number of outputs than its signature has.
+    #[error("{op}: gave {got} outputs, where its signature has one")]
+    Outputs {
+        /// The op.
+        op: String,
+        /// How many it gave.
+        got: usize,
     },
 }
 
@@ -288,7 +296,7 @@ impl OpTarget for Scope {
         let mut attrs: Attrs = call.attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         if let Some(def) = OpRegistry::global().get(call.op) {
             def.infer_type_attrs(&args, &mut attrs)
-                .map_err(|reason| BuildError::Call { op: call.op.to_string(), reason })?;
+                .map_err(|source| BuildError::Signature { op: call.op.to_string(), source })?;
         }
         let node = self.add_op(call.op, call.name, &inputs, &[], attrs)?;
         let n = self.graph.borrow().node(node).num_outputs();
@@ -310,7 +318,7 @@ impl OpTarget for Scope {
     }
 
     fn output_count_error(&self, op: &str, got: usize) -> BuildError {
-        BuildError::Call { op: op.to_string(), reason: format!("gave {got} outputs, where its signature has one") }
+        BuildError::Outputs { op: op.to_string(), got }
     }
 }
 

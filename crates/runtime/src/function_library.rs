@@ -10,7 +10,7 @@ use ferroflow_ops::{LibraryOps, OpRegistry};
 use ferroflow_proto::{attr_value::Value, AttrValue, FunctionDef, FunctionDefLibrary, GraphDef, NodeDef};
 use ferroflow_tensor::Tensor;
 
-use crate::RuntimeError;
+use crate::{FunctionDefError, RuntimeError};
 
 /// Instantiates library functions for the call sites of a plan.
 pub(crate) trait FunctionLibraryRuntime {
@@ -36,28 +36,30 @@ pub(crate) trait FunctionBody: Send + Sync {
 }
 
 /// The flat output index of output argument `arg` element `i` of body node `n`.
-fn flat_output(n: &NodeDef, arg: &str, i: usize, library: &FunctionDefLibrary) -> Result<usize, String> {
+fn flat_output(n: &NodeDef, arg: &str, i: usize, library: &FunctionDefLibrary) -> Result<usize, FunctionDefError> {
     if let Some(def) = OpRegistry::global().get(&n.op) {
         let ranges = def.output_ranges(&n.attr)?;
         let (_, r) = ranges
             .iter()
             .find(|(name, _)| name == arg)
-            .ok_or_else(|| format!("op '{}' has no output '{arg}'", n.op))?;
+            .ok_or_else(|| FunctionDefError::Body(format!("op '{}' has no output '{arg}'", n.op)))?;
         return if i < r.len() {
             Ok(r.start + i)
         } else {
-            Err(format!("output '{arg}:{i}' of '{}' does not exist", n.name))
+            Err(FunctionDefError::Body(format!("output '{arg}:{i}' of '{}' does not exist", n.name)))
         };
     }
-    let f = (LibraryOps { library }).function(&n.op).ok_or_else(|| format!("unknown op or function '{}'", n.op))?;
+    let f = (LibraryOps { library })
+        .function(&n.op)
+        .ok_or_else(|| FunctionDefError::Body(format!("unknown op or function '{}'", n.op)))?;
     let sig = f.signature.clone().unwrap_or_default();
     let pos = sig
         .output_arg
         .iter()
         .position(|a| a.name == arg)
-        .ok_or_else(|| format!("function '{}' has no output '{arg}'", n.op))?;
+        .ok_or_else(|| FunctionDefError::Body(format!("function '{}' has no output '{arg}'", n.op)))?;
     if i != 0 {
-        return Err(format!("output '{arg}:{i}' of '{}' does not exist", n.name));
+        return Err(FunctionDefError::Body(format!("output '{arg}:{i}' of '{}' does not exist", n.name)));
     }
     Ok(pos)
 }
@@ -68,35 +70,37 @@ pub(crate) fn resolve_ref(
     f: &FunctionDef,
     body: &[NodeDef],
     library: &FunctionDefLibrary,
-) -> Result<String, String> {
+) -> Result<String, FunctionDefError> {
     let parts: Vec<&str> = r.split(':').collect();
     let sig = f.signature.clone().unwrap_or_default();
     match parts[..] {
         [a] | [a, "0"] if sig.input_arg.iter().any(|x| x.name == a) => Ok(format!("{a}:0")),
         [node, out, i] | [node, out, i, ..] if parts.len() == 3 => {
-            let n =
-                body.iter().find(|n| n.name == node).ok_or_else(|| format!("reference '{r}' names no body node"))?;
-            let i: usize = i.parse().map_err(|_| format!("malformed reference '{r}'"))?;
+            let n = body
+                .iter()
+                .find(|n| n.name == node)
+                .ok_or_else(|| FunctionDefError::Body(format!("reference '{r}' names no body node")))?;
+            let i: usize = i.parse().map_err(|_| FunctionDefError::Body(format!("malformed reference '{r}'")))?;
             Ok(format!("{node}:{}", flat_output(n, out, i, library)?))
         }
         [node, out] => {
-            let n =
-                body.iter().find(|n| n.name == node).ok_or_else(|| format!("reference '{r}' names no body node"))?;
+            let n = body
+                .iter()
+                .find(|n| n.name == node)
+                .ok_or_else(|| FunctionDefError::Body(format!("reference '{r}' names no body node")))?;
             Ok(format!("{node}:{}", flat_output(n, out, 0, library)?))
         }
-        _ => Err(format!("malformed reference '{r}'")),
+        _ => Err(FunctionDefError::Body(format!("malformed reference '{r}'"))),
     }
 }
 
-pub(crate) fn substitute(attrs: &Attrs, call: &Attrs) -> Result<Attrs, String> {
+pub(crate) fn substitute(attrs: &Attrs, call: &Attrs) -> Result<Attrs, FunctionDefError> {
     attrs
         .iter()
         .map(|(k, v)| match &v.value {
-            Some(Value::Placeholder(p)) => call
-                .get(p)
-                .cloned()
-                .map(|v| (k.clone(), v))
-                .ok_or_else(|| format!("attr '{k}' refers to function attr '{p}', which the call does not set")),
+            Some(Value::Placeholder(p)) => call.get(p).cloned().map(|v| (k.clone(), v)).ok_or_else(|| {
+                FunctionDefError::Body(format!("attr '{k}' refers to function attr '{p}', which the call does not set"))
+            }),
             _ => Ok((k.clone(), v.clone())),
         })
         .collect()
@@ -114,10 +118,13 @@ pub(crate) struct FunctionGraph {
 /// Function `name` of `library`, with the call's attrs substituted, as a graph (one
 /// `Placeholder` per argument; body references `node:out:i` turned into flat output
 /// indices).
-pub(crate) fn function_graph(library: &FunctionDefLibrary, name: &str, call: &Attrs) -> Result<FunctionGraph, String> {
-    let f = (LibraryOps { library })
-        .function(name)
-        .ok_or_else(|| format!("the graph's library has no function '{name}'"))?;
+pub(crate) fn function_graph(
+    library: &FunctionDefLibrary,
+    name: &str,
+    call: &Attrs,
+) -> Result<FunctionGraph, FunctionDefError> {
+    let f =
+        (LibraryOps { library }).function(name).ok_or_else(|| FunctionDefError::NoSuchFunction(name.to_string()))?;
     let sig = f.signature.clone().unwrap_or_default();
     let types = ferroflow_ops::function_types(f, call)?;
     let mut nodes = Vec::new();
@@ -144,12 +151,13 @@ pub(crate) fn function_graph(library: &FunctionDefLibrary, name: &str, call: &At
         .map(|a| {
             f.ret
                 .get(&a.name)
-                .ok_or_else(|| format!("output '{}' has no return value", a.name))
+                .ok_or_else(|| FunctionDefError::Body(format!("output '{}' has no return value", a.name)))
                 .and_then(|r| resolve_ref(r, f, &f.node_def, library))
         })
         .collect::<Result<_, _>>()?;
     let targets = f.control_ret.values().cloned().collect();
     let def = GraphDef { node: nodes, library: Some(library.clone()), ..Default::default() };
-    let graph = ferroflow_ops::import_graph_def(&def).map_err(|e| format!("function '{name}': {e}"))?;
+    let graph = ferroflow_ops::import_graph_def(&def)
+        .map_err(|source| FunctionDefError::Graph { name: name.to_string(), source })?;
     Ok(FunctionGraph { graph, feeds, fetches, targets })
 }

@@ -10,10 +10,10 @@ use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::function_library::{FunctionBody, FunctionLibraryRuntime};
-use crate::RuntimeError;
+use crate::{FunctionDefError, RuntimeError};
 
-fn err(node: &Node, reason: impl Into<String>) -> RuntimeError {
-    RuntimeError::Function { node: node.name.clone(), op: node.op.clone(), reason: reason.into() }
+fn err(node: &Node, source: FunctionDefError) -> RuntimeError {
+    RuntimeError::Function { node: node.name.clone(), op: node.op.clone(), source: Box::new(source) }
 }
 
 type Body = Box<dyn FunctionBody>;
@@ -22,7 +22,7 @@ type Body = Box<dyn FunctionBody>;
 fn func_attr(node: &Node, attr: &str) -> Result<(String, Attrs), RuntimeError> {
     match node.attrs.get(attr).and_then(|v| v.value.as_ref()) {
         Some(Value::Func(f)) => Ok((f.name.clone(), f.attr.clone())),
-        _ => Err(err(node, format!("attr '{attr}' must name a function"))),
+        _ => Err(err(node, FunctionDefError::NotAFunction(attr.to_string()))),
     }
 }
 

@@ -22,7 +22,7 @@ mod session;
 pub mod support;
 mod trace;
 
-pub use error::{RendezvousError, RuntimeError};
+pub use error::{FunctionDefError, RendezvousError, RuntimeError};
 pub use ferroflow_kernels::resource::Variable;
 pub use ferroflow_kernels::step::{Cancellation, Interrupt};
 pub use merge::{merge_partitions, MergeError};

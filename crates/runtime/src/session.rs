@@ -19,7 +19,7 @@ use crate::env::RuntimeEnv;
 use crate::function_library::{function_graph, FunctionBody, FunctionGraph, FunctionLibraryRuntime};
 use crate::options::SessionOptions;
 use crate::plan::{ExecutionPlan, Signature};
-use crate::{executor, RuntimeError};
+use crate::{executor, FunctionDefError, RuntimeError};
 
 /// The plan cache's key: a signature's names, as given.
 struct PlanKey {
@@ -392,20 +392,22 @@ impl FunctionLibraryRuntime for Session {
         name: &str,
         call: &Attrs,
     ) -> Result<Box<dyn FunctionBody>, RuntimeError> {
-        let err =
-            |reason: String| RuntimeError::Function { node: call_site.name.clone(), op: call_site.op.clone(), reason };
+        let err = |source: FunctionDefError| RuntimeError::Function {
+            node: call_site.name.clone(),
+            op: call_site.op.clone(),
+            source: Box::new(source),
+        };
         let stack = &self.env.call_stack;
         if stack.iter().any(|f| f == name) {
-            return Err(err(format!(
-                "function '{name}' calls itself (call chain: {} -> {name}); recursion is not supported",
-                stack.join(" -> ")
-            )));
+            return Err(err(FunctionDefError::Recursion { name: name.to_string(), chain: stack.join(" -> ") }));
         }
         if stack.len() >= MAX_CALL_DEPTH {
             let outer = stack.first().map_or("", String::as_str);
-            return Err(err(format!(
-                "function '{name}' is nested {MAX_CALL_DEPTH} calls deep (from '{outer}'); the limit is {MAX_CALL_DEPTH}"
-            )));
+            return Err(err(FunctionDefError::TooDeep {
+                name: name.to_string(),
+                outer: outer.to_string(),
+                limit: MAX_CALL_DEPTH,
+            }));
         }
         let FunctionGraph { graph, feeds, fetches, targets } = function_graph(library, name, call).map_err(err)?;
         let mut env = self.env.clone();

@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ferroflow_kernels::KernelRegistry;
+
+use crate::FunctionDefError;
 use ferroflow_ops::{facts::Execution, OpRegistry};
 use ferroflow_proto::{attr_value::Value, FunctionDef, GraphDef, NodeDef};
 
@@ -132,7 +134,7 @@ const MAX_INLINE_DEPTH: usize = 64;
 /// body nodes that have no inputs, and an `IdentityN` named `c` (a `NoOp` for a function
 /// without results) returns the results, waiting for the function's control outputs — so
 /// every `c:i` and `^c` of the graph keeps its meaning. `While`/`If` bodies stay functions.
-pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, String> {
+pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, FunctionDefError> {
     use ferroflow_ops::LibraryOps;
     let library = def.library.clone().unwrap_or_default();
     let lib = LibraryOps { library: &library };
@@ -145,7 +147,7 @@ pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, String> {
             break;
         }
         if depth == MAX_INLINE_DEPTH {
-            return Err(format!("function calls nest more than {MAX_INLINE_DEPTH} deep"));
+            return Err(FunctionDefError::Body(format!("function calls nest more than {MAX_INLINE_DEPTH} deep")));
         }
         let mut nodes = Vec::with_capacity(out.node.len());
         for c in std::mem::take(&mut out.node) {
@@ -156,13 +158,16 @@ pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, String> {
             let (fname, call_attrs) = if c.op.ends_with("PartitionedCall") {
                 match c.attr.get("f").and_then(|v| v.value.as_ref()) {
                     Some(Value::Func(f)) => (f.name.clone(), f.attr.clone()),
-                    _ => return Err(format!("node '{}': attr 'f' must name a function", c.name)),
+                    _ => {
+                        return Err(FunctionDefError::Body(format!("node '{}': attr 'f' must name a function", c.name)))
+                    }
                 }
             } else {
                 (c.op.clone(), c.attr.clone())
             };
-            let f =
-                lib.function(&fname).ok_or_else(|| format!("node '{}' calls unknown function '{fname}'", c.name))?;
+            let f = lib
+                .function(&fname)
+                .ok_or_else(|| FunctionDefError::Body(format!("node '{}' calls unknown function '{fname}'", c.name)))?;
             nodes.extend(inline_one(&c, f, &call_attrs, &library)?);
         }
         out.node = nodes;
@@ -170,12 +175,17 @@ pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, String> {
     Ok(out)
 }
 
+/// An error in the body of function `name`.
+fn in_function(name: &str, e: FunctionDefError) -> FunctionDefError {
+    FunctionDefError::In { name: name.to_string(), source: Box::new(e) }
+}
+
 fn inline_one(
     c: &NodeDef,
     f: &FunctionDef,
     call_attrs: &BTreeMap<String, ferroflow_proto::AttrValue>,
     library: &ferroflow_proto::FunctionDefLibrary,
-) -> Result<Vec<NodeDef>, String> {
+) -> Result<Vec<NodeDef>, FunctionDefError> {
     use ferroflow_proto::AttrValue;
     let sig = f.signature.clone().unwrap_or_default();
     let fname = sig.name.clone();
@@ -183,15 +193,15 @@ fn inline_one(
     if data.len() != sig.input_arg.len()
         || sig.input_arg.iter().any(|a| !a.number_attr.is_empty() || !a.type_list_attr.is_empty())
     {
-        return Err(format!(
+        return Err(FunctionDefError::Body(format!(
             "node '{}': cannot inline '{fname}': {} inputs for {} arguments (list arguments are not inlined)",
             c.name,
             data.len(),
             sig.input_arg.len()
-        ));
+        )));
     }
     let prefix = |s: &str| format!("{}/{s}", c.name);
-    let map_ref = |r: &str| -> Result<String, String> {
+    let map_ref = |r: &str| -> Result<String, FunctionDefError> {
         if let Some(n) = r.strip_prefix('^') {
             return Ok(format!("^{}", prefix(n)));
         }
@@ -206,14 +216,8 @@ fn inline_one(
     for n in &f.node_def {
         let mut m = n.clone();
         m.name = prefix(&n.name);
-        m.attr =
-            crate::function_library::substitute(&n.attr, call_attrs).map_err(|e| format!("function '{fname}': {e}"))?;
-        m.input = n
-            .input
-            .iter()
-            .map(|i| map_ref(i))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("function '{fname}': {e}"))?;
+        m.attr = crate::function_library::substitute(&n.attr, call_attrs).map_err(|e| in_function(&fname, e))?;
+        m.input = n.input.iter().map(|i| map_ref(i)).collect::<Result<_, _>>().map_err(|e| in_function(&fname, e))?;
         if m.device.is_empty() {
             m.device = c.device.clone();
         }
@@ -230,15 +234,21 @@ fn inline_one(
         _ => Vec::new(),
     };
     for (j, a) in sig.output_arg.iter().enumerate() {
-        let r =
-            f.ret.get(&a.name).ok_or_else(|| format!("function '{fname}': output '{}' has no return value", a.name))?;
+        let r = f.ret.get(&a.name).ok_or_else(|| {
+            FunctionDefError::Body(format!("function '{fname}': output '{}' has no return value", a.name))
+        })?;
         results.push(map_ref(r)?);
         let t = if let Some(&t) = tout.get(j) {
             t
         } else if !a.type_attr.is_empty() {
             match call_attrs.get(&a.type_attr).and_then(|v| v.value.as_ref()) {
                 Some(Value::Type(t)) => *t,
-                _ => return Err(format!("node '{}': the type of output '{}' is not known", c.name, a.name)),
+                _ => {
+                    return Err(FunctionDefError::Body(format!(
+                        "node '{}': the type of output '{}' is not known",
+                        c.name, a.name
+                    )))
+                }
             }
         } else {
             a.r#type

@@ -467,9 +467,9 @@ impl SavedModel {
         let invalid = |m: String| TrainError::Invalid(format!("freezing signature '{name}': {m}"));
         let outputs: Vec<String> = sig.outputs.iter().map(|s| node_of(&s.tensor)).collect();
         let full = prune(self.session.graph().to_graph_def(), &outputs);
-        let mut def = ferroflow_runtime::support::inline_calls(&full).map_err(invalid)?;
-        // Variables read through ReadVariableOp (or an Identity of a TF1 variable) become
-        // constants; a handle used any other way cannot be frozen.
+        let mut def = ferroflow_runtime::support::inline_calls(&full).map_err(|e| invalid(e.to_string()))?; // FIXME(typed): a TrainError variant with the source
+                                                                                                            // Variables read through ReadVariableOp (or an Identity of a TF1 variable) become
+                                                                                                            // constants; a handle used any other way cannot be frozen.
         let index: BTreeMap<String, usize> = def.node.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let handle_of = |input: &str, def: &ferroflow_proto::GraphDef| -> Option<String> {
             let mut n = &def.node[*index.get(&node_of(input))?];

@@ -3,18 +3,18 @@
 //! tensor with an `if` inside) and `sum_squares_until` (a `for` over a tensor with a `break`).
 //! Traced, the last two are `StatelessWhile` / `StatelessIf` nodes with library functions,
 //! not unrolled loops; called on concrete values, they run as the Rust they are.
-use crate::function::{python_dtype, EagerError, Function, Value};
+use crate::function::{python_dtype, Function, FunctionError, Value};
 use crate::tensor::{DType, Tensor};
 
 /// `x ** 3`, as `x * x * x` (any numeric dtype).
 #[crate::function]
-pub fn cube(x: Value) -> Result<Value, EagerError> {
+pub fn cube(x: Value) -> Result<Value, FunctionError> {
     Ok(x * x * x)
 }
 
 /// The steps of the Collatz sequence from `n` (an int32 scalar) to 1.
 #[crate::function]
-pub fn collatz(mut n: Value) -> Result<Value, EagerError> {
+pub fn collatz(mut n: Value) -> Result<Value, FunctionError> {
     let mut steps = Value::scalar(0i32);
     while n > 1 {
         if n % 2 == 0 {
@@ -30,7 +30,7 @@ pub fn collatz(mut n: Value) -> Result<Value, EagerError> {
 /// The sum of squares of `x`'s elements (a float vector) until the sum passes `limit` (a
 /// float scalar), and how many were added.
 #[crate::function]
-pub fn sum_squares_until(x: Value, limit: Value) -> Result<(Value, Value), EagerError> {
+pub fn sum_squares_until(x: Value, limit: Value) -> Result<(Value, Value), FunctionError> {
     let mut total = Value::scalar(0.0f32);
     let mut i = Value::scalar(0i32);
     for v in x {
@@ -51,7 +51,7 @@ pub fn functions() -> (Function<'static>, Function<'static>, Function<'static>) 
 /// Runs the seed's calls as traced graphs; returns the lines the article prints:
 /// `cube(2) = 8 (int32)`, `cube(2.0) = 8.0 (float32)`, `concrete_functions = 2`,
 /// `collatz(27) = ...`, `collatz(97) = ...`, `sum_squares_until([...], 6.0) = (total, count)`.
-pub fn run(cube: &Function, collatz: &Function, sum_squares_until: &Function) -> Result<Vec<String>, EagerError> {
+pub fn run(cube: &Function, collatz: &Function, sum_squares_until: &Function) -> Result<Vec<String>, FunctionError> {
     let scalar = |t: &Tensor| {
         match t.dtype() {
             DType::Int32 => t.scalar_value::<i32>().map(|v| v.to_string()),

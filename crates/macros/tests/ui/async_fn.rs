@@ -2,7 +2,7 @@
 use ferroflow_macros as ferroflow;
 
 #[ferroflow::function]
-async fn f(x: Value) -> Result<Value, EagerError> {
+async fn f(x: Value) -> Result<Value, FunctionError> {
     Ok(x)
 }
 

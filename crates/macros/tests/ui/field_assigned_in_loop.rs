@@ -2,7 +2,7 @@
 use ferroflow_macros as ferroflow;
 
 #[ferroflow::function]
-fn f(x: Value, s: &mut State) -> Result<Value, EagerError> {
+fn f(x: Value, s: &mut State) -> Result<Value, FunctionError> {
     let mut i = Value::scalar(0i32);
     while i < x {
         s.total = i;

@@ -2,7 +2,7 @@
 use ferroflow_macros as ferroflow;
 
 #[ferroflow::function]
-fn f(x: Value) -> Result<Value, EagerError> {
+fn f(x: Value) -> Result<Value, FunctionError> {
     let y;
     if x > 0.0 {
         y = x;

@@ -2,7 +2,7 @@
 use ferroflow_macros as ferroflow;
 
 #[ferroflow::function(jit_compile = true)]
-fn f(x: Value) -> Result<Value, EagerError> {
+fn f(x: Value) -> Result<Value, FunctionError> {
     Ok(x)
 }
 
