@@ -191,9 +191,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         max_values: usize,
     },
-    /// Seed 003: train the article's MNIST MLP (dropout, dense+relu 256x2, softmax, Adam 1e-3,
-    /// batch 100, global_step) in a session on MNIST IDX files, then run `accuracy:0` on the
-    /// test split by tensor names; prints `test_accuracy=<value>` last.
+    /// Train mnist_training's MLP (dropout, dense+relu 256x2, softmax, Adam 1e-3, batch 100,
+    /// global_step) in a session on MNIST IDX files, then run `accuracy:0` on the test split by
+    /// tensor names; prints `test_accuracy=<value>` last.
     Mnist {
         /// Training steps (batches of 100).
         #[arg(long, default_value_t = 3000)]
@@ -234,12 +234,11 @@ enum Command {
         /// --saved-model and --logdir. Alone (no mpirun) it is a 1-rank world.
         #[arg(long)]
         distributed: bool,
-        /// Examples per step (the article's 100); with --distributed, the global batch, split
-        /// across the ranks.
+        /// Examples per step; with --distributed, the global batch, split across the ranks.
         #[arg(long, default_value_t = 100, value_name = "N")]
         batch: usize,
-        /// Dropout rate of the input and hidden layers (the article's 0.2; 0 turns dropout
-        /// off, which makes a distributed run comparable with one process step by step).
+        /// Dropout rate of the input and hidden layers (0 turns dropout off, which makes a
+        /// distributed run comparable with one process step by step).
         #[arg(long, default_value_t = 0.2, value_name = "RATE")]
         dropout: f64,
     },
@@ -269,7 +268,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Seed 001's input pipeline over a directory of class folders of JPEGs: file list →
+    /// Run input_pipeline over a directory of class folders of JPEGs: file list →
     /// map(read_file → decode_jpeg → resize) → batch → prefetch; prints `class_names=[...]`,
     /// images/s per epoch and what AUTOTUNE chose. With --logdir it trains a small CNN from
     /// the pipeline instead, profiles --profile-batch and prints the profile's report.
@@ -288,7 +287,7 @@ enum Command {
         chrome: Option<PathBuf>,
     },
     /// Generate a flowers-like dataset: five class folders (daisy, dandelion, roses,
-    /// sunflowers, tulips) of photo-like JPEGs, for seed 001's pipeline and model.
+    /// sunflowers, tulips) of photo-like JPEGs, for the input_pipeline workflow and its models.
     Flowers {
         /// Where to write the class folders.
         dir: PathBuf,
@@ -345,26 +344,26 @@ enum Command {
         #[arg(long, default_value_t = 25, value_name = "N")]
         top: usize,
     },
-    /// Run the demo: seed 000's graph built with the Rust API and optimized; seed 000 on two
+    /// Run the demo: what_runs' graph built with the Rust API and optimized; what_runs on two
     /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
-    /// a bundled TensorFlow MLP; seed 003's MNIST model trained for 3,000 steps, saved with a
-    /// Saver and restored from its .meta under an import_scope in a fresh session; seed 001's
-    /// input pipeline and EfficientNet-style training; seed 004's traced functions.
+    /// a bundled TensorFlow MLP; mnist_training's MNIST model trained for 3,000 steps, saved with
+    /// a Saver and restored from its .meta under an import_scope in a fresh session;
+    /// input_pipeline and EfficientNet-style training; traced_functions.
     Demo {
         /// Where the demo writes its files.
         #[arg(long, default_value = "ferroflow-demo")]
         out: PathBuf,
-        /// Training steps of the seed 003 part.
+        /// Training steps of the mnist_training part.
         #[arg(long, default_value_t = 3000)]
         mnist_steps: u64,
-        /// Epochs of the seed 001 EfficientNet-style model (0 skips the training).
+        /// Epochs of input_pipeline's EfficientNet-style model (0 skips the training).
         #[arg(long, default_value_t = 12)]
         effnet_epochs: usize,
-        /// A TensorBoard log directory: seed 003's training (scalars, histograms, graph and
-        /// the profile of --profile-batch) goes to LOGDIR/seed_003, and seed 001's bottleneck
-        /// hunt — a small CNN trained from the flowers pipeline as it is, then with prefetch and
-        /// a parallel map, each profiled and reported — to LOGDIR/seed_001_serial and
-        /// LOGDIR/seed_001_prefetch.
+        /// A TensorBoard log directory: mnist_training's training (scalars, histograms, graph
+        /// and the profile of --profile-batch) goes to LOGDIR/mnist_training, and
+        /// input_pipeline's bottleneck hunt — a small CNN trained from the flowers pipeline as it
+        /// is, then with prefetch and a parallel map, each profiled and reported — to
+        /// LOGDIR/input_pipeline_serial and LOGDIR/input_pipeline_prefetch.
         #[arg(long)]
         logdir: Option<PathBuf>,
         /// With --logdir: the batches to profile ('A,B', 1-based, Keras's profile_batch).
@@ -484,12 +483,12 @@ fn main() {
         } => {
             let options = SessionOptions { intra_op_threads, inter_op_threads, ..Default::default() };
             let tb = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
-            let outputs = ferroflow::models::seed_003::Outputs {
+            let outputs = ferroflow::workflows::mnist_training::Outputs {
                 save: save.as_deref(),
                 saved_model: saved_model.as_deref(),
                 tensorboard: tb,
             };
-            let config = ferroflow::models::seed_003::Config {
+            let config = ferroflow::workflows::mnist_training::Config {
                 dropout_rate: dropout,
                 distributed,
                 batch_size: batch,
@@ -956,11 +955,11 @@ fn inspect(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Seed 000 on two CPU devices, as the seed's user does it: partition graphs of a step written
-/// per device by a hook, merged back into one graph, and written as a TensorBoard run.
+/// what_runs on two CPU devices, as TensorFlow users inspect it: partition graphs of a step
+/// written per device by a hook, merged back into one graph, and written as a TensorBoard run.
 fn demo_two_devices(out_dir: &Path) -> Result<()> {
     use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
-    out!("\n== Seed 000 on two CPU devices: Add on /cpu:0, Add_1 on /cpu:1, Mul on /cpu:0");
+    out!("\n== what_runs on two CPU devices: Add on /cpu:0, Add_1 on /cpu:1, Mul on /cpu:0");
     let s = Scope::new();
     let (c0, c1) = (s.with_device("/cpu:0"), s.with_device("/cpu:1"));
     let a = c0.scalar(1.0f32)?;
@@ -1002,11 +1001,11 @@ fn demo_two_devices(out_dir: &Path) -> Result<()> {
             merged.node.len(),
             check.run(&[], &[&fetch], &[])?[0].preview(4)
         );
-        let run = if optimize { "seed_000_optimized" } else { "seed_000" };
+        let run = if optimize { "what_runs_optimized" } else { "what_runs" };
         let mut w = ferroflow::summary::EventWriter::create(&logdir.join(run))?;
         w.add_graph(&merged, 0)?;
     }
-    out!("-- TensorBoard runs seed_000 and seed_000_optimized written: tensorboard --logdir {}", logdir.display());
+    out!("-- TensorBoard runs what_runs and what_runs_optimized written: tensorboard --logdir {}", logdir.display());
     Ok(())
 }
 
@@ -1020,16 +1019,16 @@ fn mnist(
     steps: u64,
     seed: i64,
     options: SessionOptions,
-    outputs: ferroflow::models::seed_003::Outputs,
-    config: &ferroflow::models::seed_003::Config,
-) -> Result<ferroflow::models::seed_003::Report> {
+    outputs: ferroflow::workflows::mnist_training::Outputs,
+    config: &ferroflow::workflows::mnist_training::Config,
+) -> Result<ferroflow::workflows::mnist_training::Report> {
     let tensorboard = outputs.tensorboard;
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     let world = ferroflow::collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
     if config.distributed {
         out!(
-            "rank {rank} of {ranks} ({} world): training seed 003's MLP data-parallel for {steps} steps of {} digits \
+            "rank {rank} of {ranks} ({} world): training the MNIST MLP data-parallel for {steps} steps of {} digits \
              ({} per rank) on {}",
             world.backend(),
             config.batch_size,
@@ -1037,13 +1036,13 @@ fn mnist(
             data.display()
         );
     } else {
-        out!("training seed 003's MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
+        out!("training the MNIST MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
     }
     if config.batch_size == 0 {
         bail!("--batch 0: expected at least one example per step");
     }
-    let r = ferroflow::models::seed_003::train_config(&data, steps, seed, options, 500, outputs, config)
-        .map_err(|e| anyhow::anyhow!("seed 003: {e}"))?;
+    let r = ferroflow::workflows::mnist_training::train_config(&data, steps, seed, options, 500, outputs, config)
+        .map_err(|e| anyhow::anyhow!("mnist_training: {e}"))?;
     if config.distributed {
         out!(
             "rank={rank} ranks={ranks} steps={} global_step={} ({:.0} steps/s) variables_fnv1a={:016x} test_accuracy={:.4}",
@@ -1205,8 +1204,8 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
         ferroflow::train::profile::ProfileBatches::parse(logdir, spec)?;
         ferroflow::train::profile::check_writable(logdir)?;
     }
-    out!("== Seed 000: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
-    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
+    out!("== what_runs: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph()?;
     print_nodes(&graph);
     let item = ferroflow::optimize::Item { fetches: vec![fetch.clone()], ..Default::default() };
     let optimized = ferroflow::optimize::MetaOptimizer::new(Default::default()).optimize(&graph, &item)?;
@@ -1244,12 +1243,12 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
         out!("  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values", w.len());
     }
 
-    out!("\n== Seed 003: the article's MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
-    let prefix = out_dir.join("seed_003").join("model.ckpt");
-    let seed_003_log = tensorboard.map(|(d, spec)| (d.join("seed_003"), spec));
-    let seed_003_tb = seed_003_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
+    out!("\n== mnist_training: an MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
+    let prefix = out_dir.join("mnist_training").join("model.ckpt");
+    let mnist_log = tensorboard.map(|(d, spec)| (d.join("mnist_training"), spec));
+    let mnist_tb = mnist_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
     let outputs =
-        ferroflow::models::seed_003::Outputs { save: Some(&prefix), saved_model: None, tensorboard: seed_003_tb };
+        ferroflow::workflows::mnist_training::Outputs { save: Some(&prefix), saved_model: None, tensorboard: mnist_tb };
     let r = mnist(None, mnist_steps, 1, SessionOptions::default(), outputs, &Default::default())?;
     let ckpt = r.checkpoint.expect("saved");
     out!(
@@ -1258,13 +1257,13 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
     );
     out!("   restore into a fresh session, run restored/accuracy:0 fed by names:");
     let data = ferroflow::train::mnist::bundled_dir();
-    let acc = ferroflow::models::seed_003::evaluate_restored(&ckpt, &data, "restored")
-        .map_err(|e| anyhow::anyhow!("restoring seed 003: {e}"))?;
+    let acc = ferroflow::workflows::mnist_training::evaluate_restored(&ckpt, &data, "restored")
+        .map_err(|e| anyhow::anyhow!("restoring mnist_training: {e}"))?;
     out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
-    demo_seed_001(out_dir, effnet_epochs, tensorboard)?;
-    out!("\n== Seed 004: tf.function in Rust — traced per signature, while/if as StatelessWhile/StatelessIf");
-    let (cube, collatz, sum_squares_until) = ferroflow::models::seed_004::functions();
-    for line in ferroflow::models::seed_004::run(&cube, &collatz, &sum_squares_until)? {
+    demo_input_pipeline(out_dir, effnet_epochs, tensorboard)?;
+    out!("\n== traced_functions: tf.function in Rust — traced per signature, while/if as StatelessWhile/StatelessIf");
+    let (cube, collatz, sum_squares_until) = ferroflow::workflows::traced_functions::functions();
+    for line in ferroflow::workflows::traced_functions::run(&cube, &collatz, &sum_squares_until)? {
         out!("{line}");
     }
     if let Some((logdir, _)) = tensorboard {
@@ -1277,23 +1276,23 @@ fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Opt
     Ok(())
 }
 
-/// Seed 001's bottleneck hunt: a small CNN trained from the pipeline with the TensorBoard
+/// input_pipeline's bottleneck hunt: a small CNN trained from the pipeline with the TensorBoard
 /// callback profiling `spec`, as it is (serial map, no prefetch) and then with a parallel map
 /// and prefetch; each profile's report, then how the second changed against the first.
 fn demo_bottleneck_hunt(dir: &Path, logdir: &Path, spec: &str, quiet: &ferroflow::data::Budget) -> Result<()> {
     use ferroflow::data::AUTOTUNE;
-    use ferroflow::models::seed_001::{self, PipelineOptions};
     use ferroflow::profiler::report;
-    out!("\n-- seed 001's bottleneck hunt: a small CNN trained from the pipeline with TensorBoard(profile_batch='{spec}'),");
+    use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
+    out!("\n-- input_pipeline's bottleneck hunt: a small CNN trained from the pipeline with TensorBoard(profile_batch='{spec}'),");
     out!("   first as it is, then with map(num_parallel_calls=AUTOTUNE) and prefetch(AUTOTUNE):");
     let mut reports = Vec::new();
     for (run, parallel, prefetch) in
-        [("seed_001_serial", None, None), ("seed_001_prefetch", Some(AUTOTUNE), Some(AUTOTUNE))]
+        [("input_pipeline_serial", None, None), ("input_pipeline_prefetch", Some(AUTOTUNE), Some(AUTOTUNE))]
     {
         let options = PipelineOptions { size: 224, parallel, prefetch, budget: quiet.clone(), ..Default::default() };
-        let h = seed_001::train_profiled_cnn(dir, &options, 12, &logdir.join(run), spec)
-            .map_err(|e| anyhow::anyhow!("seed 001, {run}: {e}"))?;
-        let path = h.profile.clone().ok_or_else(|| anyhow::anyhow!("seed 001, {run}: no profile was written"))?;
+        let h = input_pipeline::train_profiled_cnn(dir, &options, 12, &logdir.join(run), spec)
+            .map_err(|e| anyhow::anyhow!("input_pipeline, {run}: {e}"))?;
+        let path = h.profile.clone().ok_or_else(|| anyhow::anyhow!("input_pipeline, {run}: no profile was written"))?;
         let r = report::analyze(&ferroflow::profiler::xspace::read_xspace(&path)?)?;
         out!(
             "\n   {run}: {:.1} ms per step, input wait {:.0}% of the loop; `ferroflow profile {}` says:",
@@ -1308,13 +1307,13 @@ fn demo_bottleneck_hunt(dir: &Path, logdir: &Path, spec: &str, quiet: &ferroflow
     Ok(())
 }
 
-/// Seed 001: the flowers pipeline with and without its speed-ups, then the EfficientNet-style
+/// input_pipeline: the flowers pipeline with and without its speed-ups, then the EfficientNet-style
 /// model trained from it.
-fn demo_seed_001(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
+fn demo_input_pipeline(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
     use ferroflow::data::{Budget, AUTOTUNE};
-    use ferroflow::models::flowers::{self, FlowersOptions};
-    use ferroflow::models::seed_001::{self, PipelineOptions};
-    out!("\n== Seed 001: the tf.data-style input pipeline over a generated flowers dataset, then EfficientNet-style training");
+    use ferroflow::workflows::flowers::{self, FlowersOptions};
+    use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
+    out!("\n== input_pipeline: the tf.data-style input pipeline over a generated flowers dataset, then EfficientNet-style training");
     let dir = out_dir.join("flowers");
     if !dir.join("tulips").is_dir() {
         flowers::generate(&dir, &FlowersOptions { per_class: 40, ..Default::default() })?;
@@ -1334,8 +1333,8 @@ fn demo_seed_001(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Pat
     for (name, parallel, prefetch, cache) in runs {
         let options =
             PipelineOptions { size: 224, parallel, prefetch, cache, budget: quiet.clone(), ..Default::default() };
-        let (ds, _) = seed_001::pipeline(&dir, &options)?;
-        let (epochs, _) = seed_001::run_epochs(&ds, 2, |_, _, _, _| Ok(()))?;
+        let (ds, _) = input_pipeline::pipeline(&dir, &options)?;
+        let (epochs, _) = input_pipeline::run_epochs(&ds, 2, |_, _, _, _| Ok(()))?;
         let rates: Vec<String> = epochs.iter().map(|e| format!("{:.0}", e.images_per_second())).collect();
         out!("  {name:<46} images/s per epoch: {}", rates.join(", "));
     }
@@ -1346,7 +1345,7 @@ fn demo_seed_001(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Pat
         return Ok(());
     }
     out!("\n-- EfficientNet-B0-style model (width 0.25, depth 0.5, 3 stages, 64x64) trained from image_dataset_from_directory with fit_dataset:");
-    let run = seed_001::train_efficientnet(&dir, 64, effnet_epochs, 3, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let run = input_pipeline::train_efficientnet(&dir, 64, effnet_epochs, 3, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
     let h = &run.history;
     for (i, loss) in h.history.loss.iter().enumerate() {
         let (vl, va) = h.history.validation.get(i).copied().unwrap_or((f64::NAN, None));

@@ -1,13 +1,13 @@
-//! `ferroflow pipeline` (seed 001's input pipeline over a class-folder directory, with its
-//! images/s per epoch and AUTOTUNE's choices) and `ferroflow flowers` (the generated dataset).
+//! `ferroflow pipeline` (`input_pipeline` over a class-folder directory, with its images/s
+//! per epoch and AUTOTUNE's choices) and `ferroflow flowers` (the generated dataset).
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use ferroflow::data::example::example_bytes;
 use ferroflow::data::{Budget, TFRecordWriter, AUTOTUNE};
-use ferroflow::models::flowers::{self, FlowersOptions};
-use ferroflow::models::seed_001::{self, PipelineOptions};
 use ferroflow::tensor::{npy, Tensor};
+use ferroflow::workflows::flowers::{self, FlowersOptions};
+use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
 
 /// `N` or `auto` (AUTOTUNE) for --parallel and --prefetch.
 pub fn parse_tunable(s: &str) -> Result<i64, String> {
@@ -59,7 +59,7 @@ pub struct PipelineArgs {
     /// Bytes AUTOTUNE's buffers may hold (default: a quarter of physical memory).
     #[arg(long, value_name = "BYTES")]
     pub ram_budget: Option<u64>,
-    /// Train seed 001's small CNN from the pipeline instead of only reading it, with this
+    /// Train input_pipeline's small CNN from the pipeline instead of only reading it, with this
     /// TensorBoard log directory (the profile of --profile-batch goes to
     /// LOGDIR/plugins/profile/<run>/<host>.xplane.pb).
     #[arg(long, value_name = "DIR")]
@@ -101,7 +101,7 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
         budget,
     };
     let (ds, classes) =
-        seed_001::pipeline(&a.dir, &options).with_context(|| format!("pipeline over {}", a.dir.display()))?;
+        input_pipeline::pipeline(&a.dir, &options).with_context(|| format!("pipeline over {}", a.dir.display()))?;
     let quoted: Vec<String> = classes.iter().map(|c| format!("'{c}'")).collect();
     println!("class_names=[{}]", quoted.join(", "));
     println!(
@@ -116,7 +116,7 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
         }
     );
     if let Some(logdir) = &a.logdir {
-        let h = seed_001::train_profiled_cnn(&a.dir, &options, a.train_steps, logdir, &a.profile_batch)
+        let h = input_pipeline::train_profiled_cnn(&a.dir, &options, a.train_steps, logdir, &a.profile_batch)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         println!(
             "trained {} steps: {:.1} ms per step, input wait {:.0}% of the loop, final loss {:.4}",
@@ -133,7 +133,7 @@ pub fn pipeline(a: &PipelineArgs) -> Result<()> {
         return Ok(());
     }
     let mut dumped: Vec<(String, Tensor)> = Vec::new();
-    let (epochs, tuned) = seed_001::run_epochs(&ds, a.epochs, |epoch, i, x, y| {
+    let (epochs, tuned) = input_pipeline::run_epochs(&ds, a.epochs, |epoch, i, x, y| {
         if a.dump.is_some() && epoch == 0 && i < a.dump_batches {
             dumped.push((format!("images{i}"), x.clone()));
             dumped.push((format!("labels{i}"), y.clone()));

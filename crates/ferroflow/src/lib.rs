@@ -22,9 +22,9 @@ extern crate self as ferroflow;
 use std::path::Path;
 
 pub mod fuzzing;
-pub mod models;
 pub mod saved_model;
 pub mod testing;
+pub mod workflows;
 
 pub use ferroflow_autodiff as autodiff;
 pub use ferroflow_checkpoint as checkpoint;

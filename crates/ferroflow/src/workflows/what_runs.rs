@@ -1,5 +1,6 @@
-//! Seed 000's program: `a = 1, b = 2, c = a + b, d = a + b, out = c * d` (9 when run), with
-//! the node names TensorFlow gives `tf.constant`, `tf.add` and `tf.multiply`.
+//! The small arithmetic graph that shows what actually runs once it is optimized and
+//! partitioned: `a = 1, b = 2, c = a + b, d = a + b, out = c * d` (9 when run), with the node
+//! names TensorFlow gives `tf.constant`, `tf.add` and `tf.multiply`.
 use crate::prelude::*;
 
 /// The graph and its fetch name (`Mul:0`).

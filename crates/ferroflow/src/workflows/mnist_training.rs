@@ -1,6 +1,6 @@
-//! Seed 003's MNIST model, built with the training API exactly as the article's
-//! `tf.compat.v1` code builds it, its training run, and the article's restore from the `.meta`
-//! alone (the example, the CLI and the demo use them).
+//! An MNIST MLP, built with the training API exactly as TensorFlow 1's `tf.compat.v1` code
+//! builds it, its training run in a session, and its restore from the `.meta` alone (the
+//! example, the CLI and the demo use them).
 use std::path::Path;
 
 use ferroflow_graph::Output;
@@ -17,7 +17,7 @@ use ferroflow_train::saved_model::{SavedModelWriter, SignatureSpec};
 use ferroflow_train::saver::{meta_path, Saver, SaverOptions};
 use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
 
-/// The article's `config`.
+/// The model's `config`.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// 784.
@@ -32,11 +32,11 @@ pub struct Config {
     pub dropout_rate: f64,
     /// Adam's learning rate (1e-3).
     pub learning_rate: f64,
-    /// Examples per training step (the article's 100); distributed, the global batch, split
+    /// Examples per training step (100); distributed, the global batch, split
     /// across the ranks.
     pub batch_size: usize,
     /// Data-parallel across the ranks of `ferroflow_collective::world()` (`mpirun -np N`):
-    /// gradients averaged by a [`DistributedOptimizer`] (off: the article's single process).
+    /// gradients averaged by a [`DistributedOptimizer`] (off: a single process).
     pub distributed: bool,
 }
 
@@ -57,7 +57,7 @@ impl Default for Config {
 
 /// Builds the model in `b`: placeholders `inputs`, `outputs`, `is_training`; dropout on
 /// the input; `layer_<l>` dense+relu (truncated normal, stddev 0.1) each followed by
-/// `layer_dropout_<l>`; `out_layer` dense+softmax; the article's loss
+/// `layer_dropout_<l>`; `out_layer` dense+softmax; the loss
 /// `mean(-sum(y * log(out + 1e-7), 1))`; `accuracy`; `AdamOptimizer.minimize(loss,
 /// global_step)`; `init`. Returns the roles by name.
 pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
@@ -136,8 +136,8 @@ pub struct Report {
     pub checksum: u64,
 }
 
-/// Trains the seed's model on the MNIST IDX files in `data` for `steps` batches of 100
-/// (shuffled epochs; the loss printed every `log_every` steps as the article does), then
+/// Trains the model on the MNIST IDX files in `data` for `steps` batches of 100
+/// (shuffled epochs; the loss printed every `log_every` steps), then
 /// runs `accuracy:0` by name on the test split. With `save`, a TF1 `Saver` then writes
 /// `SAVE-STEP.{index,data-00000-of-00001,meta}` and the `checkpoint` file.
 pub fn train(
@@ -258,7 +258,7 @@ pub fn train_config(
     })
 }
 
-/// The article's restore, without the model's code: imports `checkpoint.meta` into a new
+/// The restore, without the model's code: imports `checkpoint.meta` into a new
 /// graph under `import_scope`, restores `checkpoint` in a fresh session, and runs
 /// `SCOPE/accuracy:0` on the test split of `data` fed by names.
 pub fn evaluate_restored(
