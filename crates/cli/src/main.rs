@@ -497,9 +497,9 @@ fn main() {
             if !(0.0..1.0).contains(&dropout) {
                 Err(anyhow::anyhow!("--dropout {dropout}: expected a rate in [0, 1)"))
             } else if distributed {
-                distributed::run_in_world(|| mnist(data.as_deref(), steps, seed, options, outputs, &config).map(|_| ()))
+                distributed::run_in_world(|| mnist(data.as_deref(), steps, seed, options, outputs, &config))
             } else {
-                mnist(data.as_deref(), steps, seed, options, outputs, &config).map(|_| ())
+                mnist(data.as_deref(), steps, seed, options, outputs, &config)
             }
         }
         Command::AllreduceBench { mb, runs, skew_us } => distributed::allreduce_bench(&mb, runs, skew_us),
@@ -528,7 +528,9 @@ fn main() {
         }
         Command::Demo { out, mnist_steps, effnet_epochs, logdir, profile_batch } => {
             let tensorboard = logdir.as_deref().map(|d| (d, profile_batch.as_str()));
-            demo(&out, mnist_steps, effnet_epochs, tensorboard)
+            let options =
+                ferroflow::workflows::demo::DemoOptions { out_dir: &out, mnist_steps, effnet_epochs, tensorboard };
+            ferroflow::workflows::demo::run(&mut std::io::stdout(), &options).map_err(Into::into)
         }
     };
     if let Err(e) = result {
@@ -583,13 +585,6 @@ fn one_line(e: &anyhow::Error) -> String {
         msg.push_str(&text);
     }
     msg.replace('\n', " ")
-}
-
-fn print_nodes(g: &Graph) {
-    for n in g.nodes() {
-        let inputs: Vec<String> = n.inputs.iter().map(|o| g.output_name(*o)).collect();
-        out!("  {} = {}({})", n.name, n.op, inputs.join(", "));
-    }
 }
 
 fn load(path: &Path) -> Result<Graph> {
@@ -955,65 +950,6 @@ fn inspect(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// what_runs on two CPU devices, as TensorFlow users inspect it: partition graphs of a step
-/// written per device by a hook, merged back into one graph, and written as a TensorBoard run.
-fn demo_two_devices(out_dir: &Path) -> Result<()> {
-    use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook, SessionRunHook};
-    out!("\n== what_runs on two CPU devices: Add on /cpu:0, Add_1 on /cpu:1, Mul on /cpu:0");
-    let s = Scope::new();
-    let (c0, c1) = (s.with_device("/cpu:0"), s.with_device("/cpu:1"));
-    let a = c0.scalar(1.0f32)?;
-    let b = c0.scalar(2.0f32)?;
-    let c = c0.with_name("Add").add(a, b)?;
-    let d = c1.with_name("Add").add(a, b)?;
-    let m = c0.with_name("Mul").mul(c, d)?;
-    let graph = s.graph();
-    let fetch = graph.output_name(m);
-    let logdir = out_dir.join("logdir");
-    for (label, optimize) in [("as written", false), ("optimized", true)] {
-        let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
-        opts.optimizer.enabled = optimize;
-        let dir = out_dir.join(if optimize { "partitions_optimized" } else { "partitions" });
-        let hook = PartitionGraphHook::new(&dir, 1);
-        let mut ms =
-            MonitoredSession::new(Session::new(graph.clone(), opts)?, vec![Box::new(hook) as Box<dyn SessionRunHook>])?;
-        let value = ms.run(&[], &[&fetch], &[])?;
-        ms.close()?;
-        let step_dir = dir.join("global_step_0");
-        let mut files: Vec<PathBuf> =
-            std::fs::read_dir(&step_dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
-        files.sort();
-        out!("-- {label}: {fetch} = {}; partition graphs of step 0:", value[0].preview(4));
-        let mut defs = vec![];
-        for f in &files {
-            let def = ferroflow::graph::io::read_graph_def(f)?;
-            let nodes: Vec<String> = def.node.iter().map(|n| format!("{}({})", n.name, n.op)).collect();
-            out!("  {}: {}", f.display(), nodes.join(" "));
-            defs.push(def);
-        }
-        let merged = ferroflow::runtime::merge_partitions(&defs)?;
-        let merged_path = dir.join("merged.pbtxt");
-        ferroflow::graph::io::write_graph_def(&merged_path, &merged)?;
-        let check = Session::new(ferroflow::ops::import_graph_def(&merged)?, SessionOptions::default())?;
-        out!(
-            "  merged into {} ({} nodes): {fetch} = {}",
-            merged_path.display(),
-            merged.node.len(),
-            check.run(&[], &[&fetch], &[])?[0].preview(4)
-        );
-        let run = if optimize { "what_runs_optimized" } else { "what_runs" };
-        let mut w = ferroflow::summary::EventWriter::create(&logdir.join(run))?;
-        w.add_graph(&merged, 0)?;
-    }
-    out!("-- TensorBoard runs what_runs and what_runs_optimized written: tensorboard --logdir {}", logdir.display());
-    Ok(())
-}
-
-/// The bundled TensorFlow MLP fixture: graph, inputs and TensorFlow's outputs.
-const MLP_PB: &[u8] = include_bytes!("../../../fixtures/tf/mlp.pb");
-const MLP_INPUTS: &[u8] = include_bytes!("../../../fixtures/tf/mlp.inputs.npz");
-const MLP_EXPECTED: &[u8] = include_bytes!("../../../fixtures/tf/mlp.expected.npz");
-
 fn mnist(
     data: Option<&Path>,
     steps: u64,
@@ -1021,8 +957,7 @@ fn mnist(
     options: SessionOptions,
     outputs: ferroflow::workflows::mnist_training::Outputs,
     config: &ferroflow::workflows::mnist_training::Config,
-) -> Result<ferroflow::workflows::mnist_training::Report> {
-    let tensorboard = outputs.tensorboard;
+) -> Result<()> {
     let data = data.map_or_else(ferroflow::train::mnist::bundled_dir, Path::to_path_buf);
     let world = ferroflow::collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
@@ -1055,27 +990,10 @@ fn mnist(
         if let Some(c) = &r.checkpoint {
             out!("rank 0 saved {}.{{index,data-00000-of-00001,meta}}", c.display());
         }
-        return Ok(r);
+        return Ok(());
     }
-    if let Some((dir, _)) = tensorboard {
-        out!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display());
-    }
-    out!(
-        "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
-        r.steps,
-        r.examples.0,
-        r.steps_per_sec,
-        r.global_step
-    );
-    out!("accuracy:0 on {} test digits, fed by name (inputs:0, outputs:0, is_training:0=false):", r.examples.1);
-    if let Some(c) = &r.checkpoint {
-        out!("saved {}.{{index,data-00000-of-00001,meta}} (and the directory's `checkpoint` file)", c.display());
-    }
-    if let Some(dir) = outputs.saved_model {
-        out!("exported a SavedModel to {} (serving_default: inputs -> predictions)", dir.display());
-    }
-    out!("test_accuracy={:.4}", r.test_accuracy);
-    Ok(r)
+    out!("{}", r.summary(&outputs));
+    Ok(())
 }
 
 /// `ferroflow benchmark`.
@@ -1194,169 +1112,5 @@ fn inspect_checkpoint(prefix: &Path, tensor: Option<&str>, all: bool, max_values
         bytes += e.size;
     }
     out!("{} tensors, {bytes} bytes of data ({})", reader.entries().len(), prefix.display());
-    Ok(())
-}
-
-/// The demo; `tensorboard` is the log directory and profile_batch of `--logdir`.
-fn demo(out_dir: &Path, mnist_steps: u64, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
-    if let Some((logdir, spec)) = tensorboard {
-        // Both fail now rather than after the first parts of the demo ran.
-        ferroflow::train::profile::ProfileBatches::parse(logdir, spec)?;
-        ferroflow::train::profile::check_writable(logdir)?;
-    }
-    out!("== what_runs: a=1, b=2, c=a+b, d=a+b, out=c*d, built with the Rust Scope API");
-    let (graph, fetch) = ferroflow::workflows::what_runs::graph()?;
-    print_nodes(&graph);
-    let item = ferroflow::optimize::Item { fetches: vec![fetch.clone()], ..Default::default() };
-    let optimized = ferroflow::optimize::MetaOptimizer::new(Default::default()).optimize(&graph, &item)?;
-    out!("\n-- what the optimizer does to it (a Session does this before running; `ferroflow optimize` shows it):");
-    out!("{}", optimized.report.details().trim_end());
-    out!("\n-- the optimized graph:");
-    for n in optimized.graph.nodes() {
-        let value = match n.attrs.get("value").and_then(|v| v.value.as_ref()) {
-            Some(ferroflow::proto::attr_value::Value::Tensor(t)) => ferroflow::proto::convert::tensor_from_proto(t)
-                .map(|t| format!(" value {}", t.preview(4)))
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
-        out!("  {} = {}{value}", n.name, n.op);
-    }
-    let sess = Session::new(graph, SessionOptions::default())?;
-    print_tensor(&fetch, &sess.run(&[], &[&fetch], &[])?[0]);
-    demo_two_devices(out_dir)?;
-
-    out!("\n== A frozen TensorFlow 2 MLP (fixtures/tf/mlp.pb), run by ferroflow and compared with TensorFlow's output");
-    let def = ferroflow::proto::decode(MLP_PB, "mlp.pb")?;
-    let g = ferroflow::ops::import_graph_def(&def)?;
-    let ops: std::collections::BTreeSet<&str> = g.nodes().iter().map(|n| n.op.as_str()).collect();
-    out!("{} nodes, ops: {}", g.len(), ops.into_iter().collect::<Vec<_>>().join(", "));
-    let inputs = npy::read_npz_from(std::io::Cursor::new(MLP_INPUTS), "mlp.inputs.npz")?;
-    let expected = npy::read_npz_from(std::io::Cursor::new(MLP_EXPECTED), "mlp.expected.npz")?;
-    let sess = Session::new(g, SessionOptions::default())?;
-    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
-    let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
-    let results = sess.run(&feeds, &fetches, &[])?;
-    for ((name, want), got) in expected.iter().zip(&results) {
-        print_tensor(name, got);
-        let (g, w) = (got.as_slice::<f32>()?, want.as_slice::<f32>()?);
-        let max_err = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        out!("  max |ferroflow - TensorFlow| = {max_err:.3e} over {} values", w.len());
-    }
-
-    out!("\n== mnist_training: an MNIST MLP trained in a session (tf.compat.v1 style, built in Rust)");
-    let prefix = out_dir.join("mnist_training").join("model.ckpt");
-    let mnist_log = tensorboard.map(|(d, spec)| (d.join("mnist_training"), spec));
-    let mnist_tb = mnist_log.as_ref().map(|(d, spec)| (d.as_path(), *spec));
-    let outputs =
-        ferroflow::workflows::mnist_training::Outputs { save: Some(&prefix), saved_model: None, tensorboard: mnist_tb };
-    let r = mnist(None, mnist_steps, 1, SessionOptions::default(), outputs, &Default::default())?;
-    let ckpt = r.checkpoint.expect("saved");
-    out!(
-        "\n-- restored without the model's code: import_meta_graph('{}.meta', import_scope='restored'),",
-        ckpt.display()
-    );
-    out!("   restore into a fresh session, run restored/accuracy:0 fed by names:");
-    let data = ferroflow::train::mnist::bundled_dir();
-    let acc = ferroflow::workflows::mnist_training::evaluate_restored(&ckpt, &data, "restored")
-        .map_err(|e| anyhow::anyhow!("restoring mnist_training: {e}"))?;
-    out!("restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
-    demo_input_pipeline(out_dir, effnet_epochs, tensorboard)?;
-    out!("\n== traced_functions: tf.function in Rust — traced per signature, while/if as StatelessWhile/StatelessIf");
-    let (cube, collatz, sum_squares_until) = ferroflow::workflows::traced_functions::functions();
-    for line in ferroflow::workflows::traced_functions::run(&cube, &collatz, &sum_squares_until)? {
-        out!("{line}");
-    }
-    if let Some((logdir, _)) = tensorboard {
-        out!(
-            "\n-- see it all: tensorboard --logdir {} (Scalars, Histograms, Images, Text, Graphs, Profile)",
-            logdir.display()
-        );
-    }
-    out!("test_accuracy={:.4}", r.test_accuracy);
-    Ok(())
-}
-
-/// input_pipeline's bottleneck hunt: a small CNN trained from the pipeline with the TensorBoard
-/// callback profiling `spec`, as it is (serial map, no prefetch) and then with a parallel map
-/// and prefetch; each profile's report, then how the second changed against the first.
-fn demo_bottleneck_hunt(dir: &Path, logdir: &Path, spec: &str, quiet: &ferroflow::data::Budget) -> Result<()> {
-    use ferroflow::data::AUTOTUNE;
-    use ferroflow::profiler::report;
-    use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
-    out!("\n-- input_pipeline's bottleneck hunt: a small CNN trained from the pipeline with TensorBoard(profile_batch='{spec}'),");
-    out!("   first as it is, then with map(num_parallel_calls=AUTOTUNE) and prefetch(AUTOTUNE):");
-    let mut reports = Vec::new();
-    for (run, parallel, prefetch) in
-        [("input_pipeline_serial", None, None), ("input_pipeline_prefetch", Some(AUTOTUNE), Some(AUTOTUNE))]
-    {
-        let options = PipelineOptions { size: 224, parallel, prefetch, budget: quiet.clone(), ..Default::default() };
-        let h = input_pipeline::train_profiled_cnn(dir, &options, 12, &logdir.join(run), spec)
-            .map_err(|e| anyhow::anyhow!("input_pipeline, {run}: {e}"))?;
-        let path = h.profile.clone().ok_or_else(|| anyhow::anyhow!("input_pipeline, {run}: no profile was written"))?;
-        let r = report::analyze(&ferroflow::profiler::xspace::read_xspace(&path)?)?;
-        out!(
-            "\n   {run}: {:.1} ms per step, input wait {:.0}% of the loop; `ferroflow profile {}` says:",
-            1e3 * h.mean_step_seconds(),
-            100.0 * h.input_fraction(),
-            path.display()
-        );
-        out!("{}", r.to_string().trim_end());
-        reports.push(r);
-    }
-    out!("\n{}", report::compare(&reports[0], &reports[1]).trim_end());
-    Ok(())
-}
-
-/// input_pipeline: the flowers pipeline with and without its speed-ups, then the EfficientNet-style
-/// model trained from it.
-fn demo_input_pipeline(out_dir: &Path, effnet_epochs: usize, tensorboard: Option<(&Path, &str)>) -> Result<()> {
-    use ferroflow::data::{Budget, AUTOTUNE};
-    use ferroflow::workflows::flowers::{self, FlowersOptions};
-    use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
-    out!("\n== input_pipeline: the tf.data-style input pipeline over a generated flowers dataset, then EfficientNet-style training");
-    let dir = out_dir.join("flowers");
-    if !dir.join("tulips").is_dir() {
-        flowers::generate(&dir, &FlowersOptions { per_class: 40, ..Default::default() })?;
-    }
-    out!("200 photo-like JPEGs (320-500 x 240-375) in 5 class folders under {}", dir.display());
-    let cache = out_dir.join("flowers.cache");
-    let _ = std::fs::remove_file(&cache);
-    let quiet = Budget { log: false, ..Budget::default() };
-    // (name, parallel map, prefetch, cache)
-    type Run<'a> = (&'a str, Option<i64>, Option<i64>, Option<Option<PathBuf>>);
-    let runs: [Run; 4] = [
-        ("map (serial)", None, None, None),
-        ("map + prefetch(AUTOTUNE)", None, Some(AUTOTUNE), None),
-        ("map(num_parallel_calls=AUTOTUNE) + prefetch", Some(AUTOTUNE), Some(AUTOTUNE), None),
-        ("... + cache(file)", Some(AUTOTUNE), Some(AUTOTUNE), Some(Some(cache.clone()))),
-    ];
-    for (name, parallel, prefetch, cache) in runs {
-        let options =
-            PipelineOptions { size: 224, parallel, prefetch, cache, budget: quiet.clone(), ..Default::default() };
-        let (ds, _) = input_pipeline::pipeline(&dir, &options)?;
-        let (epochs, _) = input_pipeline::run_epochs(&ds, 2, |_, _, _, _| Ok(()))?;
-        let rates: Vec<String> = epochs.iter().map(|e| format!("{:.0}", e.images_per_second())).collect();
-        out!("  {name:<46} images/s per epoch: {}", rates.join(", "));
-    }
-    if let Some((logdir, spec)) = tensorboard {
-        demo_bottleneck_hunt(&dir, logdir, spec, &quiet)?;
-    }
-    if effnet_epochs == 0 {
-        return Ok(());
-    }
-    out!("\n-- EfficientNet-B0-style model (width 0.25, depth 0.5, 3 stages, 64x64) trained from image_dataset_from_directory with fit_dataset:");
-    let run = input_pipeline::train_efficientnet(&dir, 64, effnet_epochs, 3, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let h = &run.history;
-    for (i, loss) in h.history.loss.iter().enumerate() {
-        let (vl, va) = h.history.validation.get(i).copied().unwrap_or((f64::NAN, None));
-        out!("  epoch {}: loss {loss:.4}, val_loss {vl:.4}, val_accuracy {:.4}", i + 1, va.unwrap_or(f64::NAN));
-    }
-    out!(
-        "  {} training / {} validation images, {:.0} ms per step, input wait {:.0}% of the loop",
-        run.images.0,
-        run.images.1,
-        h.mean_step_seconds() * 1e3,
-        h.input_fraction() * 100.0
-    );
     Ok(())
 }

@@ -14,7 +14,7 @@ use ferroflow::runtime::SessionOptions;
 use ferroflow::train::mnist;
 use ferroflow::workflows::mnist_training;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut steps = 3000u64;
     let mut data = mnist::bundled_dir();
     let mut seed = 1i64;

@@ -136,6 +136,36 @@ pub struct Report {
     pub checksum: u64,
 }
 
+impl Report {
+    /// What a single-process run says after training (the CLI's `mnist` and the demo print
+    /// it): where `outputs` went, the steps and `global_step`, and `test_accuracy=<value>` last.
+    pub fn summary(&self, outputs: &Outputs) -> String {
+        let mut lines = Vec::new();
+        if let Some((dir, _)) = outputs.tensorboard {
+            lines.push(format!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display()));
+        }
+        lines.push(format!(
+            "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
+            self.steps, self.examples.0, self.steps_per_sec, self.global_step
+        ));
+        lines.push(format!(
+            "accuracy:0 on {} test digits, fed by name (inputs:0, outputs:0, is_training:0=false):",
+            self.examples.1
+        ));
+        if let Some(c) = &self.checkpoint {
+            lines.push(format!(
+                "saved {}.{{index,data-00000-of-00001,meta}} (and the directory's `checkpoint` file)",
+                c.display()
+            ));
+        }
+        if let Some(dir) = outputs.saved_model {
+            lines.push(format!("exported a SavedModel to {} (serving_default: inputs -> predictions)", dir.display()));
+        }
+        lines.push(format!("test_accuracy={:.4}", self.test_accuracy));
+        lines.join("\n")
+    }
+}
+
 /// Trains the model on the MNIST IDX files in `data` for `steps` batches of 100
 /// (shuffled epochs; the loss printed every `log_every` steps), then
 /// runs `accuracy:0` by name on the test split. With `save`, a TF1 `Saver` then writes
@@ -147,7 +177,7 @@ pub fn train(
     options: SessionOptions,
     log_every: u64,
     save: Option<&Path>,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     train_logged(data, steps, seed, options, log_every, Outputs { save, ..Outputs::default() })
 }
 
@@ -161,7 +191,7 @@ pub fn train_logged(
     options: SessionOptions,
     log_every: u64,
     outputs: Outputs,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     train_config(data, steps, seed, options, log_every, outputs, &Config::default())
 }
 
@@ -177,7 +207,7 @@ pub fn train_config(
     log_every: u64,
     outputs: Outputs,
     config: &Config,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     let world = ferroflow_collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
     // Rank 0 writes every file; the others profile the same batches and send rank 0 their
@@ -265,7 +295,7 @@ pub fn evaluate_restored(
     checkpoint: &Path,
     data: &Path,
     import_scope: &str,
-) -> std::result::Result<f32, Box<dyn std::error::Error>> {
+) -> std::result::Result<f32, Box<dyn std::error::Error + Send + Sync>> {
     let m = mnist::load(data)?;
     let imported = import_meta_graph_file(&meta_path(checkpoint), None, import_scope)?;
     let saver = imported.saver.as_ref().ok_or("the meta graph has no saver")?;
