@@ -95,7 +95,7 @@ def cases():
     for f in sorted(os.listdir(hostile)):
         out.append((f"hostile.{f}", ["inspect", os.path.join(hostile, f)], []))
     out.append(("ops", ["ops", "--json"], []))
-    out.append(("demo.seed000", ["run", os.path.join(tf, "seed_000.pbtxt"), "--fetch", "Mul:0", "--cpu-devices", "2",
+    out.append(("demo.what_runs", ["run", os.path.join(tf, "seed_000.pbtxt"), "--fetch", "Mul:0", "--cpu-devices", "2",
                                  "--partition-graphs", "{out}/parts"], ["parts"]))
     out.append(("mnist", ["mnist", "--steps", "200", "--intra-op-threads", "1", "--save", "{out}/ck/model"],
                 ["ck/model-200.index", "ck/model-200.data-00000-of-00001", "ck/model-200.meta"]))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Seed 003 side by side: trains the article's MNIST MLP in TensorFlow 1-style graph mode
+"""mnist_training side by side: trains the MNIST MLP in TensorFlow 1-style graph mode
 (placeholders inputs/outputs/is_training, dropout 0.2 through tf.cond, two dense+relu layers of
-256 with truncated-normal(0.1) kernels, softmax, the article's cross-entropy, Adam 1e-3 with
+256 with truncated-normal(0.1) kernels, softmax, the cross-entropy, Adam 1e-3 with
 global_step, batch 100) and in ferroflow (examples/mnist_mlp.rs, the same graph built in Rust),
 on the bundled split (data/mnist: 8,000 training / 2,000 test digits), in the same run.
 Prints steps/s, test accuracy and peak memory (VmHWM) of each process, and the ratio.
@@ -43,8 +43,8 @@ def load_split(prefix):
             np.eye(10, dtype=np.float32)[np.frombuffer(lb, np.uint8)])
 
 
-def tf1_seed_003_with_saver(tf, seed, units=256, ref_variables=False, cond_v2=False):
-    """tf_seed_003 as TensorFlow 1 built it: tf.cond as Switch/Merge (or TF 2.21's default
+def tf1_mnist_mlp_with_saver(tf, seed, units=256, ref_variables=False, cond_v2=False):
+    """tf_mnist_mlp as TensorFlow 1 built it: tf.cond as Switch/Merge (or TF 2.21's default
     cond_v2, functional If, with `cond_v2`), optionally ref variables (VariableV2), plus a TF1
     Saver. Returns (graph, tensors, saver)."""
     v1 = tf.compat.v1
@@ -53,7 +53,7 @@ def tf1_seed_003_with_saver(tf, seed, units=256, ref_variables=False, cond_v2=Fa
     if ref_variables:
         v1.disable_resource_variables()
     try:
-        g, t = tf_seed_003(tf, seed, units=units, use_resource=not ref_variables)
+        g, t = tf_mnist_mlp(tf, seed, units=units, use_resource=not ref_variables)
         with g.as_default():
             saver = v1.train.Saver()
     finally:
@@ -77,10 +77,10 @@ def peak_rss_mb():
     return float("nan")
 
 
-def tf_seed_003(tf, seed, units=256, use_resource=True):
-    """Seed 003's model in TensorFlow's tf.compat.v1 (graph mode must already be on):
+def tf_mnist_mlp(tf, seed, units=256, use_resource=True):
+    """mnist_training's model in TensorFlow's tf.compat.v1 (graph mode must already be on):
     placeholders inputs/outputs/is_training, dropout 0.2 under tf.cond, layer_0/layer_1 dense+relu
-    256 (truncated normal 0.1, resource variables), out_layer softmax, the article's loss,
+    256 (truncated normal 0.1, resource variables), out_layer softmax, the loss,
     accuracy, Adam(1e-3) with global_step, init. Returns (graph, dict of those tensors/ops).
     `units` and `use_resource=False` (TF1's ref variables) make the fixtures' variants."""
     v1 = tf.compat.v1
@@ -128,7 +128,7 @@ def run_tensorflow(steps, seed):
 
     xtr, ytr = load_split("train")
     xte, yte = load_split("t10k")
-    g, t = tf_seed_003(tf, seed)
+    g, t = tf_mnist_mlp(tf, seed)
     x, y, is_training = t["x"], t["y"], t["is_training"]
     train_op, loss, init = t["train_op"], t["loss"], t["init"]
     rng = np.random.default_rng(seed)

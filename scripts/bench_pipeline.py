@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed 001's input pipeline, tf.data vs ferroflow, side by side in one run.
+"""input_pipeline, tf.data vs ferroflow, side by side in one run.
 
 Both sides read the same class-folder directory of JPEGs: file list -> map(read_file ->
 decode_jpeg(channels=3) -> resize(224, 224)) -> batch(32) [-> prefetch], either with a parallel

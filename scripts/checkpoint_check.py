@@ -2,19 +2,19 @@
 """Checkpoint interop with live TensorFlow 2.21, both directions.
 
 ferroflow -> TensorFlow:
-1. `ferroflow mnist --steps 300 --save DIR/model.ckpt` trains seed 003 and saves it with its
+1. `ferroflow mnist --steps 300 --save DIR/model.ckpt` trains mnist_training and saves it with its
    Saver (model.ckpt-300.{index,data-00000-of-00001,meta} + `checkpoint`).
 2. tf.train.latest_checkpoint / get_checkpoint_state read the state file.
 3. tf.train.load_checkpoint: the same names, dtypes and shapes ferroflow lists, and values equal
    to what ferroflow restores (`ferroflow run MODEL.meta --checkpoint ... --fetch VAR/Read...`).
 4. tf.compat.v1.train.import_meta_graph(ours) + restore + run('accuracy:0') gives ferroflow's
    accuracy:0 (from `ferroflow run MODEL.meta --checkpoint`), exactly; so does TensorFlow's own
-   seed-003 graph (scripts/bench_mnist.py) restored from our checkpoint by a TF Saver.
+   mnist_training graph (scripts/bench_mnist.py) restored from our checkpoint by a TF Saver.
 5. Byte for byte: TensorFlow's SaveV2 of the same tensors in the same order writes an .index
    and .data identical to ferroflow's.
 
 TensorFlow -> ferroflow:
-6. A TF1 Saver saves TensorFlow's seed-003 model (live, 100 steps); `ferroflow run MODEL.meta
+6. A TF1 Saver saves TensorFlow's mnist_training model (live, 100 steps); `ferroflow run MODEL.meta
    --checkpoint` computes TensorFlow's accuracy:0 exactly, and `ferroflow inspect-checkpoint`
    lists TensorFlow's tensors. (cargo test does the same on the committed fixture.)
 7. The same for the model built with TensorFlow 1's ref variables (VariableV2, Assign,
@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_mnist import load_split, tf1_seed_003_with_saver, train_steps  # noqa: E402
+from bench_mnist import load_split, tf1_mnist_mlp_with_saver, train_steps  # noqa: E402
 from tfcheck import ROOT, check, failures  # noqa: E402
 
 BIN = os.path.join(ROOT, "target", "release", "ferroflow")
@@ -102,11 +102,11 @@ def main():
             step = sess.run("global_step/Read/ReadVariableOp:0")
     check(tf_acc == ff_acc and step == 300,
           f"TF import_meta_graph(ours) + restore: accuracy:0 = {tf_acc} (ferroflow {ff_acc}), global_step {step}")
-    g, t, saver = tf1_seed_003_with_saver(tf, 1)
+    g, t, saver = tf1_mnist_mlp_with_saver(tf, 1)
     with v1.Session(graph=g) as sess:
         saver.restore(sess, prefix)
         acc2 = float(sess.run(t["accuracy"], {t["x"]: xte, t["y"]: yte, t["is_training"]: False}))
-    check(acc2 == ff_acc, f"TensorFlow's own seed-003 graph restored from our checkpoint: accuracy {acc2}")
+    check(acc2 == ff_acc, f"TensorFlow's own mnist_training graph restored from our checkpoint: accuracy {acc2}")
 
     # 5. Byte for byte: TensorFlow writes the same tensors in our order (sorted names).
     tfp = os.path.join(tmp, "tf_bytes", "model.ckpt-300")
@@ -125,7 +125,7 @@ def main():
     for label, seed, refs, v2 in cases:
         theirs = os.path.join(tmp, f"theirs{seed}")
         os.makedirs(theirs)
-        g, t, saver = tf1_seed_003_with_saver(tf, seed, ref_variables=refs, cond_v2=v2)
+        g, t, saver = tf1_mnist_mlp_with_saver(tf, seed, ref_variables=refs, cond_v2=v2)
         with v1.Session(graph=g) as sess:
             sess.run(t["init"])
             train_steps(sess, t, xtr, ytr, 100, np.random.default_rng(seed))

@@ -27,10 +27,10 @@ converts its figure and prints that line, with the program's peak RSS. Rows (N =
     step alone (`Session::run_plan_traced`, the records not yet made into protos; the distortion
     tracing adds to what it measures) against the same TensorFlow figure, which has no such
     split.
-  - Seed 003 training (scripts/bench_mnist.py), ms per step of batch 100 over 50*N steps (the
+  - mnist_training (scripts/bench_mnist.py), ms per step of batch 100 over 50*N steps (the
     mean of the steps' sess.run times on both sides): TensorFlow `bench_mnist.py --tf-only`,
     ferroflow `examples/mnist_mlp`.
-  - MLP inference at batch 1, ms: seed 003's network without dropout (784-256-256-10, ReLU,
+  - MLP inference at batch 1, ms: mnist_training's network without dropout (784-256-256-10, ReLU,
     softmax, random weights), frozen by TensorFlow into target/compare/mlp.pb; TensorFlow's
     Session and `ferroflow benchmark`, default threads.
   - Small CNN (scripts/bench_cnn.py: fixtures/tf/cnn.pb, conv 3x3x32 -> pool -> conv 3x3x64 ->
@@ -272,7 +272,7 @@ def tf_checkpoint_worker(phase, params, nvars, repeat, directory):
 
 def write_graph_worker(kind, path):
     """Writes a generated GraphDef to `path` (and its inputs beside it as .npz): `gemm` (a MatMul
-    of fed 1024x1024 a and b), `mlp` (seed 003's network at inference, frozen, 1 input row) or
+    of fed 1024x1024 a and b), `mlp` (mnist_training's network at inference, frozen, 1 input row) or
     `layered` (bench_optimizer.py's graph)."""
     import numpy as np
 
@@ -440,9 +440,9 @@ def workloads(a):
                     worker("tf_full_trace", EXEC_OPS, iters), adapt("trace_recorded", executor + ["chain"]),
                     examples=("executor_overhead",)))
 
-    # Seed 003 training (bench_mnist.py).
+    # mnist_training (bench_mnist.py).
     steps = ["--steps", a.runs * 50, "--seed", 1]
-    rows.append(Row("seed 003 MNIST MLP training, batch 100 (ms per step)",
+    rows.append(Row("mnist_training MNIST MLP training, batch 100 (ms per step)",
                     adapt("steps", [sys.executable, os.path.join(SCRIPTS, "bench_mnist.py"), "--tf-only"] + steps),
                     adapt("steps", [os.path.join(EXAMPLES, "mnist_mlp")] + steps), examples=("mnist_mlp",)))
 

@@ -8,7 +8,7 @@
    gathered them); the event file's tagged RunMetadata (rank 0 gathered every task's step
    stats) parses with TensorFlow and holds node stats of both tasks' devices, and
    `timeline.Timeline` turns it into a Chrome trace.
-2. Seed 003 trained data-parallel on two ranks with `--logdir --profile-batch`: rank 0 writes
+2. mnist_training trained data-parallel on two ranks with `--logdir --profile-batch`: rank 0 writes
    one profile run holding both ranks' captures, a host each.
 3. Real TensorBoard serves both: the graph plugin lists the run metadata tag `step_0` and
    returns it; the profile plugin lists both runs, and for each capture both hosts

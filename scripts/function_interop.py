@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TensorFlow runs ferroflow's traced functions: `examples/seed_004.rs --export DIR` writes the
+"""TensorFlow runs ferroflow's traced functions: `examples/traced_functions.rs --export DIR` writes the
 concrete functions of collatz and sum_squares_until as GraphDefs with their function libraries
 (StatelessWhile / StatelessIf bodies); TensorFlow imports each into a graph and runs it, and the
 values must equal what TensorFlow's own `tf.function` gives (fixtures/function/seed_004.npz).
@@ -36,7 +36,7 @@ def main():
     fixture = dict(np.load(os.path.join(ROOT, "fixtures", "function", "seed_004.npz")))
     failures = 0
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run(["cargo", "run", "--release", "--quiet", "--example", "seed_004", "--", "--export", d],
+        subprocess.run(["cargo", "run", "--release", "--quiet", "--example", "traced_functions", "--", "--export", d],
                        cwd=ROOT, check=True)
         checks = [
             ("collatz(27)", "collatz", [np.int32(27)], [fixture["collatz_27"]]),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs TensorFlow's Grappler on every fixture graph and records what it produces.
 
-For each fixture in fixtures/tf/MANIFEST (and seed 000), with the fixture's inputs as feeds and
+For each fixture in fixtures/tf/MANIFEST (and what_runs' seed_000.pbtxt), with the fixture's inputs as feeds and
 its outputs as fetches, this script builds a MetaGraphDef (`tf.compat.v1.train.export_meta_graph`)
 and optimizes it with Grappler's default passes (`tf_optimizer.OptimizeGraph`, as a TF1
 Session does), then writes:

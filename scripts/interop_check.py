@@ -9,12 +9,12 @@
    outputs may differ from a fresh run in the last bit: thread scheduling of reductions). A
    fetch that TensorFlow's own graph-mode kernels refuse in the original (the dilated depthwise
    convolution, whose expected output came from eager mode) is reported as skipped.
-3. Seed 000's graph built with ferroflow's Rust Scope API is written as .pbtxt and .pb;
+3. what_runs' graph built with ferroflow's Rust Scope API is written as .pbtxt and .pb;
    TensorFlow parses and runs it and gets 9.0.
 4. Every fixture optimized by `ferroflow optimize` (for its feeds and fetches, without
    `elementwise_fusion`, whose `_FusedElementwise` is ferroflow's own op) is run by
    TensorFlow — `_FusedMatMul`/`_FusedConv2D` and folded constants included — and gives the
-   fixture's outputs (within the fixture tolerances); optimized seed 000 is one `Mul` Const = 9.
+   fixture's outputs (within the fixture tolerances); optimized what_runs is one `Mul` Const = 9.
 
 5. A TFRecord of tf.train.Examples written by ferroflow (`ferroflow flowers --tfrecord`):
    TensorFlow's TFRecordDataset reads every record (CRCs checked), parse_single_example
@@ -63,13 +63,13 @@ def tf_reference(name, original, inputs, fetches, cache={}):
 
 
 def train_ferroflow_graph_in_tensorflow(tmp):
-    """Seed 003's training graph as ferroflow builds it (resource variables, dropout through
+    """mnist_training's graph as ferroflow builds it (resource variables, dropout through
     Switch/Merge, ferroflow's gradient nodes, ResourceApplyAdam, global_step): TensorFlow
     imports it, initializes it, trains it by tensor names and evaluates accuracy:0."""
     from bench_mnist import read_idx
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "mnist_mlp"],
                    cwd=ROOT, check=True)
-    out = os.path.join(tmp, "seed_003.pb")
+    out = os.path.join(tmp, "mnist_training.pb")
     msg = subprocess.run([os.path.join(ROOT, "target", "release", "examples", "mnist_mlp"), "--write-graph", out],
                          check=True, capture_output=True, text=True).stdout
     train_op = msg.split("train op '")[1].split("'")[0]
@@ -95,7 +95,7 @@ def train_ferroflow_graph_in_tensorflow(tmp):
         step = sess.run("global_step/Read/ReadVariableOp:0")
         acc = sess.run("accuracy:0", {"inputs:0": xte, "outputs:0": yte, "is_training:0": False})
     check({"ResourceApplyAdam", "Switch", "Merge", "VarHandleOp", "RandomUniform"} <= ops and step == 300 and acc > 0.85,
-          f"seed 003's training graph built by ferroflow: TensorFlow trains it 300 steps (global_step {step}), "
+          f"mnist_training's graph built by ferroflow: TensorFlow trains it 300 steps (global_step {step}), "
           f"accuracy:0 = {acc:.4f}")
 
 
@@ -125,7 +125,7 @@ def tensorflow_reads_ferroflow_tfrecords(exe, tmp):
 
 def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "seed_000"],
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "what_runs"],
                    cwd=ROOT, check=True)
     exe = os.path.join(ROOT, "target", "release", "ferroflow")
     names = [line.split()[0] for line in open(os.path.join(FIX, "MANIFEST")) if line.strip() and not line.startswith("#")]
@@ -160,11 +160,11 @@ def main():
                 ours = read_graph(out).SerializeToString(deterministic=True)
                 check(ours == original, f"{src} -> ferroflow -> .{ext}: TensorFlow parses it, byte-equal to the original")
         for ext in ("pbtxt", "pb"):
-            out = os.path.join(tmp, f"rust_seed_000.{ext}")
-            subprocess.run([os.path.join(ROOT, "target", "release", "examples", "seed_000"), out], check=True,
+            out = os.path.join(tmp, f"rust_what_runs.{ext}")
+            subprocess.run([os.path.join(ROOT, "target", "release", "examples", "what_runs"), out], check=True,
                            capture_output=True)
             value = run_graph(read_graph(out), {}, ["Mul:0"])[0]
-            check(value == 9.0, f"seed 000 built with the Rust API, written as .{ext}: TensorFlow runs it: Mul:0 = {value}")
+            check(value == 9.0, f"what_runs built with the Rust API, written as .{ext}: TensorFlow runs it: Mul:0 = {value}")
         # Optimized graphs, run by TensorFlow.
         for name in names + ["seed_000"]:
             src = os.path.join(FIX, f"{name}.pbtxt" if name == "seed_000" else f"{name}.pb")
@@ -186,7 +186,7 @@ def main():
             check(same, f"{name} optimized by ferroflow ({len(gd.node)} nodes{', ' + ', '.join(fused) if fused else ''}): "
                         f"TensorFlow runs it, outputs equal the fixture's")
             if name == "seed_000":
-                check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "seed 000 optimized: one node Mul, op Const")
+                check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "what_runs optimized: one node Mul, op Const")
         train_ferroflow_graph_in_tensorflow(tmp)
         tensorflow_reads_ferroflow_tfrecords(exe, tmp)
     print(f"\n{len(failures)} failure(s)")

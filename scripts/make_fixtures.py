@@ -376,8 +376,8 @@ def control_flow_v2():
 
 
 def seed_000():
-    """Seed 000's TF1 program, exactly as the article writes it, as TensorFlow writes it (text
-    GraphDef): nodes Const, Const_1, Add, Add_1, Mul."""
+    """what_runs' graph as a TF1 program, as TensorFlow writes it (text GraphDef): nodes Const,
+    Const_1, Add, Add_1, Mul."""
     g = tf.Graph()
     with g.as_default():
         a = tf.constant(1.0)
@@ -397,7 +397,7 @@ def seed_000():
 def partitions():
     """TensorFlow's own partition graphs: a TF1 graph on two logical CPUs (device_count CPU=2),
     run with output_partition_graphs and FULL_TRACE. Writes partitions/<device>.pbtxt (named
-    as seed 000's hook names them), the feeds and fetches, and the RunMetadata."""
+    as an Estimator hook names them), the feeds and fetches, and the RunMetadata."""
     import shutil
     d = os.path.join(OUT, "partitions")
     shutil.rmtree(d, ignore_errors=True)
@@ -592,8 +592,8 @@ def checkpoints():
 
 
 def saver_seed_003():
-    """Seed 003's second half in TensorFlow 2.21's TF1 API: the model of
-    scripts/bench_mnist.py::tf_seed_003 (TF1 control flow: tf.cond as Switch/Merge, as
+    """mnist_training's second half in TensorFlow 2.21's TF1 API: the model of
+    scripts/bench_mnist.py::tf_mnist_mlp (TF1 control flow: tf.cond as Switch/Merge, as
     TensorFlow 1 wrote it; TF 2.21's default cond_v2 makes training graphs whose If branches
     return variant Optionals for the gradient, which ferroflow does not run yet) trained 200
     steps (batch 100) on the bundled split, saved by tf.compat.v1.train.Saver into
@@ -608,7 +608,7 @@ def saver_seed_003():
 
 
 def saver_seed_003_ref():
-    """The same in TensorFlow 1's variable flavour: seed 003's model with 32 units per hidden
+    """The same in TensorFlow 1's variable flavour: mnist_training's model with 32 units per hidden
     layer, every variable a ref variable (VariableV2 / Assign / ApplyAdam / AssignAdd, as
     TensorFlow 1 and `disable_v2_behavior()` make them), trained 50 steps and saved by a TF1
     Saver into fixtures/tf/checkpoints/seed_003_ref/. expected.npz holds accuracy:0 after
@@ -627,7 +627,7 @@ def saver_seed_003_ref():
 
 
 def saver_seed_003_cond_v2():
-    """Seed 003's model as TensorFlow 2.21 builds tf.compat.v1 code by default: dropout's
+    """mnist_training's model as TensorFlow 2.21 builds tf.compat.v1 code by default: dropout's
     tf.cond is a functional If (cond_v2) whose branches return their intermediates as variant
     Optionals (OptionalFromValue / OptionalNone) for the gradient's If (OptionalGetValue); 32
     units, resource variables, 50 steps, a TF1 Saver (fixtures/tf/checkpoints/seed_003_v2/).
@@ -646,7 +646,7 @@ def saver_seed_003_cond_v2():
 
 
 def _saver_fixture(name, seed, steps, units, ref_variables, keep, cond_v2=False):
-    """Trains tf1_seed_003_with_saver for `steps`, saves it into checkpoints/NAME/ (relative
+    """Trains tf1_mnist_mlp_with_saver for `steps`, saves it into checkpoints/NAME/ (relative
     paths), restores it from the .meta alone in a new graph, and writes expected.npz:
     accuracy:0 on the test split plus what `keep(sess)` returns."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -658,7 +658,7 @@ def _saver_fixture(name, seed, steps, units, ref_variables, keep, cond_v2=False)
         os.remove(os.path.join(out, f))
     xtr, ytr = bench_mnist.load_split("train")
     xte, yte = bench_mnist.load_split("t10k")
-    g, t, saver = bench_mnist.tf1_seed_003_with_saver(tf, seed, units=units, ref_variables=ref_variables,
+    g, t, saver = bench_mnist.tf1_mnist_mlp_with_saver(tf, seed, units=units, ref_variables=ref_variables,
                                                       cond_v2=cond_v2)
     cwd = os.getcwd()
     os.chdir(out)  # relative save path: the state file names the checkpoint relative to its dir
@@ -788,7 +788,7 @@ def xlogy():
 
 
 def event_files():
-    """Event files written by TensorFlow: a TF1 FileWriter (seed 000's graph, `loss` as
+    """Event files written by TensorFlow: a TF1 FileWriter (what_runs' graph, `loss` as
     simple_value at steps 0..2) and a TF2 writer (`loss` as a tensor scalar at steps 0..2, and
     the graph through tf.summary.graph). loss = 0.5 ** step in both."""
     import shutil

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes seed 004's fixture (fixtures/function/seed_004.npz): TensorFlow's `tf.function`
+"""Writes traced_functions' fixture (fixtures/function/seed_004.npz): TensorFlow's `tf.function`
 results for the article's code, which `cargo test` compares ferroflow's traced functions with.
 
 Keys: cube_int (cube(2), int32), cube_float (cube(tf.constant(2.0)), float32),

@@ -5,7 +5,7 @@ its own.
 
 - tf_keras_fit.xplane.pb: `model.fit` of a small dense model from a `tf.data` pipeline
   (`from_tensor_slices → map → batch`, no prefetch) with
-  `tf.keras.callbacks.TensorBoard(profile_batch='3,5')`, as seed 001 profiles (three steps).
+  `tf.keras.callbacks.TensorBoard(profile_batch='3,5')`, as input_pipeline's bottleneck hunt profiles (three steps).
 
 Run: .venv/bin/pip install tensorflow-cpu==2.21.0
      .venv/bin/python scripts/make_profile_fixtures.py

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks ferroflow's profiles against real TensorBoard + its profile plugin (xprof), live on
-127.0.0.1, and runs seed 001's bottleneck story.
+127.0.0.1, and runs input_pipeline's bottleneck story.
 
-1. A flowers-like dataset (`ferroflow flowers`) feeds seed 001's small CNN twice with
+1. A flowers-like dataset (`ferroflow flowers`) feeds input_pipeline's small CNN twice with
    `ferroflow pipeline --logdir ... --profile-batch 3,8`: first with a serial map and no
    prefetch (run `serial`), then with a parallel map and prefetch (run `prefetch`).
 2. TensorBoard (`tensorboard-plugin-profile` installed) serves the log directory; over HTTP:

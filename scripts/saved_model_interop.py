@@ -2,10 +2,10 @@
 """TensorFlow loads ferroflow's SavedModels (issue 18), and ferroflow runs and lists them as
 TensorFlow does.
 
-1. `ferroflow mnist --steps 300 --saved-model D/mnist` trains seed 003's MLP and exports it;
+1. `ferroflow mnist --steps 300 --saved-model D/mnist` trains mnist_training's MLP and exports it;
    `tf.saved_model.load(D/mnist).signatures["serving_default"](inputs=x)` must give what
    `ferroflow run D/mnist --inputs x.npz` gives (rtol 1e-5).
-2. `examples/seed_004 --export D` writes the traced collatz and sum_squares_until functions
+2. `examples/traced_functions --export D` writes the traced collatz and sum_squares_until functions
    (StatelessWhile with a StatelessIf inside) as SavedModels; TensorFlow's signature calls
    must give TensorFlow's own tf.function values (fixtures/function/seed_004.npz).
 3. `ferroflow convert DIR frozen.pb` freezes TensorFlow's own fixtures (Keras MLP and CNN,
@@ -63,10 +63,10 @@ def compare_listing(d, label):
 
 def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "seed_004"],
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "traced_functions"],
                    cwd=ROOT, check=True)
     with tempfile.TemporaryDirectory() as d:
-        # 1. Seed 003's trained MLP.
+        # 1. mnist_training's trained MLP.
         sm = os.path.join(d, "mnist")
         subprocess.run([FF, "mnist", "--steps", "300", "--saved-model", sm], check=True, capture_output=True)
         x = np.random.default_rng(0).uniform(0, 1, (16, 784)).astype(np.float32)
@@ -79,13 +79,13 @@ def main():
         theirs = sig(inputs=tf.constant(x))["predictions"].numpy()
         err = float(np.max(np.abs(ours - theirs)))
         check(np.allclose(theirs, ours, rtol=1e-5, atol=1e-6),
-              f"TensorFlow runs ferroflow's seed-003 MLP SavedModel: predictions {theirs.shape}, "
+              f"TensorFlow runs ferroflow's mnist_training MLP SavedModel: predictions {theirs.shape}, "
               f"max |TF - ferroflow| {err:.2e}, argmax equal {bool((ours.argmax(1) == theirs.argmax(1)).all())}")
-        compare_listing(sm, "seed 003 MLP")
+        compare_listing(sm, "mnist_training MLP")
 
         # 2. Traced functions with a while loop.
         fx = dict(np.load(os.path.join(ROOT, "fixtures", "function", "seed_004.npz")))
-        subprocess.run([os.path.join(ROOT, "target", "release", "examples", "seed_004"), "--export", d],
+        subprocess.run([os.path.join(ROOT, "target", "release", "examples", "traced_functions"), "--export", d],
                        check=True, capture_output=True)
         collatz = tf.saved_model.load(os.path.join(d, "collatz_saved_model")).signatures["serving_default"]
         for n, key in [(27, "collatz_27"), (97, "collatz_97")]:

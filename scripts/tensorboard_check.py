@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """TensorFlow and real TensorBoard read ferroflow's event files.
 
-1. `ferroflow tensorboard` writes runs for seed 000's TensorFlow pbtxt and the CNN fixture;
-   the `write_events` example writes a run with seed 000's graph built in Rust, a `loss`
+1. `ferroflow tensorboard` writes runs for what_runs' TensorFlow pbtxt (seed_000.pbtxt) and the CNN fixture;
+   the `write_events` example writes a run with what_runs' graph built in Rust, a `loss`
    scalar over 5 steps and a tagged run metadata.
 2. TensorFlow's own reader (`tf.compat.v1.train.summary_iterator`) reads every file: first
    event `brain.Event:2`, the GraphDef parses and equals the source graph, the scalars match;
@@ -96,7 +96,7 @@ def main():
                 check(gd == read_graph(sources[run]), f"{run}: the graph event equals the source GraphDef")
             else:
                 check([n.name for n in gd.node] == ["Const", "Const_1", "Add", "Add_1", "Mul"],
-                      f"{run}: the graph event holds seed 000's nodes")
+                      f"{run}: the graph event holds what_runs' nodes")
                 losses = [(e.step, tf.make_ndarray(v.tensor).item()) for e in events for v in e.summary.value if v.tag == "loss"]
                 check(losses == [(s, 1.0 / (s + 1)) for s in range(5)] or
                       all(abs(a - 1.0 / (s + 1)) < 1e-7 for s, a in losses) and len(losses) == 5,

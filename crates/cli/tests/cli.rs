@@ -68,7 +68,7 @@ fn feeds_from_npy_files() {
 }
 
 #[test]
-fn seed_000_pbtxt_prints_nine() {
+fn what_runs_pbtxt_prints_nine() {
     let o = run(&["run", fixtures().join("seed_000.pbtxt").to_str().unwrap(), "--fetch", "Mul:0"]);
     assert!(o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
@@ -81,18 +81,18 @@ fn demo_runs() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
-    // Seed 000 end to end on two devices: partition graphs, merged graph, TensorBoard runs.
+    // what_runs end to end on two devices: partition graphs, merged graph, TensorBoard runs.
     let parts = dir.path().join("partitions/global_step_0");
     for d in ["CPU_0", "CPU_1"] {
         let p = parts.join(format!("_job_localhost_replica_0_task_0_device_{d}.pbtxt"));
         assert!(std::fs::read_to_string(&p).unwrap().contains("_Send"), "{p:?}");
     }
     assert!(s.contains("merged into") && s.contains("(1 nodes): Mul:0 = [9.0]"), "{s}");
-    for run in ["seed_000", "seed_000_optimized"] {
+    for run in ["what_runs", "what_runs_optimized"] {
         let files: Vec<_> = std::fs::read_dir(dir.path().join("logdir").join(run)).unwrap().collect();
         assert_eq!(files.len(), 1);
     }
-    // Seed 003: trained, then evaluated by tensor names.
+    // mnist_training: trained, then evaluated by tensor names.
     let acc: f64 = s.lines().last().unwrap().strip_prefix("test_accuracy=").expect("last line").parse().unwrap();
     assert!(acc > 0.8, "{s}");
     assert!(s.contains("global_step = 100"), "{s}");
@@ -100,10 +100,10 @@ fn demo_runs() {
     let restored = s.lines().find_map(|l| l.strip_prefix("restored_accuracy=")).expect("restored line");
     assert!(restored.starts_with(&format!("{acc:.4} ")), "{s}");
     for ext in ["index", "data-00000-of-00001", "meta"] {
-        assert!(dir.path().join(format!("seed_003/model.ckpt-100.{ext}")).exists());
+        assert!(dir.path().join(format!("mnist_training/model.ckpt-100.{ext}")).exists());
     }
-    assert!(std::fs::read_to_string(dir.path().join("seed_003/checkpoint")).unwrap().contains("model.ckpt-100"));
-    // Seed 001: the pipeline four ways, the file cache written, the model trained from it.
+    assert!(std::fs::read_to_string(dir.path().join("mnist_training/checkpoint")).unwrap().contains("model.ckpt-100"));
+    // input_pipeline: the pipeline four ways, the file cache written, the model trained from it.
     for stage in ["map (serial)", "map + prefetch(AUTOTUNE)", "num_parallel_calls=AUTOTUNE", "cache(file)"] {
         assert!(s.lines().any(|l| l.contains(stage) && l.contains("images/s per epoch")), "{stage}: {s}");
     }
@@ -114,7 +114,7 @@ fn demo_runs() {
     assert!(s.contains("160 training / 40 validation images"), "{s}");
 }
 
-/// Seed 003's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run
+/// mnist_training's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run
 /// model.ckpt-200.meta --checkpoint DIR --inputs FEEDS.npz --fetch accuracy:0` gives
 /// TensorFlow's accuracy; `inspect-checkpoint` lists and prints its tensors.
 #[test]
@@ -349,14 +349,14 @@ fn bad_feeds_fetches_and_arguments() {
 }
 
 #[test]
-fn optimize_shows_which_pass_merged_and_which_folded_seed_000() {
+fn optimize_shows_which_pass_merged_and_which_folded_what_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("seed_000.opt.pbtxt");
+    let out = dir.path().join("what_runs.opt.pbtxt");
     let dumps = dir.path().join("dumps");
-    let seed = fixtures().join("seed_000.pbtxt");
+    let what_runs = fixtures().join("seed_000.pbtxt");
     let o = run(&[
         "optimize",
-        seed.to_str().unwrap(),
+        what_runs.to_str().unwrap(),
         "--fetch",
         "Mul:0",
         "--report",
@@ -384,12 +384,12 @@ fn optimize_shows_which_pass_merged_and_which_folded_seed_000() {
 
 #[test]
 fn optimize_rejects_bad_arguments_with_one_line() {
-    let seed = fixtures().join("seed_000.pbtxt");
-    let seed = seed.to_str().unwrap();
+    let what_runs = fixtures().join("seed_000.pbtxt");
+    let what_runs = what_runs.to_str().unwrap();
     for (args, want) in [
-        (vec!["optimize", seed, "--fetch", "Nope:0"], "fetch 'Nope:0'"),
-        (vec!["optimize", seed, "--fetch", "Mul:0", "--feed", "Add:7"], "feed 'Add:7'"),
-        (vec!["optimize", seed, "--fetch", "Mul:0", "--disable", "magic"], "--disable 'magic': no such pass"),
+        (vec!["optimize", what_runs, "--fetch", "Nope:0"], "fetch 'Nope:0'"),
+        (vec!["optimize", what_runs, "--fetch", "Mul:0", "--feed", "Add:7"], "feed 'Add:7'"),
+        (vec!["optimize", what_runs, "--fetch", "Mul:0", "--disable", "magic"], "--disable 'magic': no such pass"),
         (vec!["optimize", "/nonexistent.pb", "--fetch", "Mul:0"], "/nonexistent.pb"),
     ] {
         let o = run(&args);
@@ -397,22 +397,22 @@ fn optimize_rejects_bad_arguments_with_one_line() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(want) && err.lines().count() == 1, "{args:?}: {err}");
     }
-    let o = run(&["optimize", seed]);
+    let o = run(&["optimize", what_runs]);
     assert_eq!(o.status.code(), Some(2), "clap requires --fetch");
 }
 
 #[test]
 fn run_without_the_optimizer_gives_the_same_result() {
-    let seed = fixtures().join("seed_000.pbtxt");
-    let o = run(&["run", seed.to_str().unwrap(), "--fetch", "Mul:0", "--no-optimize"]);
+    let what_runs = fixtures().join("seed_000.pbtxt");
+    let o = run(&["run", what_runs.to_str().unwrap(), "--fetch", "Mul:0", "--no-optimize"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "Mul:0: float [] [9.0]");
 }
 
 #[test]
 fn tensorboard_writes_a_run_with_the_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let seed = fixtures().join("seed_000.pbtxt");
-    let o = run(&["tensorboard", seed.to_str().unwrap(), "--logdir", dir.path().to_str().unwrap()]);
+    let what_runs = fixtures().join("seed_000.pbtxt");
+    let o = run(&["tensorboard", what_runs.to_str().unwrap(), "--logdir", dir.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let files: Vec<_> = std::fs::read_dir(dir.path().join("seed_000")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1);
@@ -421,7 +421,7 @@ fn tensorboard_writes_a_run_with_the_graph() {
     let def: ferroflow::proto::GraphDef = ferroflow::proto::decode(bytes, "graph event").unwrap();
     assert_eq!(def.node.len(), 5);
     for (args, want) in [
-        (vec!["tensorboard", seed.to_str().unwrap(), "--logdir", "/tmp", "--run", "../x"], "--run '../x'"),
+        (vec!["tensorboard", what_runs.to_str().unwrap(), "--logdir", "/tmp", "--run", "../x"], "--run '../x'"),
         (vec!["tensorboard", "/nonexistent.pbtxt", "--logdir", "/tmp"], "/nonexistent.pbtxt"),
     ] {
         let o = run(&args);

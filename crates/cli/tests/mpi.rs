@@ -212,7 +212,7 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// Graphs whose devices name two tasks run across two ranks (`ferroflow run` under mpirun:
 /// each rank runs its task's partitions, the tensors between them travel as MPI messages)
-/// and give TensorFlow's outputs: seed 000 (as written), and the TensorFlow MLP fixture
+/// and give TensorFlow's outputs: `what_runs` (as written), and the TensorFlow MLP fixture
 /// (optimized for the whole step on every rank) with its first layer on task 1 and the
 /// second on task 0. Rank 0 writes both tasks' partition graphs, step stats and profiles.
 #[test]
@@ -242,7 +242,7 @@ fn a_graph_split_across_two_ranks_gives_tensorflows_outputs() {
         let out = dir.path().join(format!("{name}.out.npz"));
         let mut args = vec!["run", graph.to_str().unwrap(), "--fetch", fetch, "--output", out.to_str().unwrap()];
         if name == "seed_000" {
-            // Optimized, seed 000 folds into one constant on task 0; as written, its Add on
+            // Optimized, `what_runs` folds into one constant on task 0; as written, its Add on
             // task 1 feeds the Mul on task 0 across the ranks.
             args.push("--no-optimize");
         }

@@ -1,5 +1,5 @@
 //! The optimizer's effect and cost:
-//! - `mlp_forward`: a 784-256-256-10 MLP (seed 003's shape), batch 100, with ReLU and with
+//! - `mlp_forward`: a 784-256-256-10 MLP (`mnist_training`'s shape), batch 100, with ReLU and with
 //!   tanh-GELU activations, run with the default passes (`fused`: `_FusedMatMul` and
 //!   `_FusedElementwise`) and with the two fusion passes switched off (`unfused`);
 //! - `optimize`: optimizer wall time on the 20,400-node layered graph that

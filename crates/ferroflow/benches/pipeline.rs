@@ -1,12 +1,12 @@
-//! Seed 001's per-image work: `decode_jpeg` of a 500×375 photo-like JPEG (as
+//! `input_pipeline`'s per-image work: `decode_jpeg` of a 500×375 photo-like JPEG (as
 //! `ferroflow flowers --size 500x375` writes them), bilinear `resize` of the decoded uint8
 //! image to 224×224 float32, both together, and `batch(32)`'s stacking of 32 such images.
 //! `scripts/bench_pipeline.py` runs the whole pipeline against tf.data side by side.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferroflow::data::image::{decode_jpeg, read_file, resize};
 use ferroflow::data::Dataset;
-use ferroflow::models::flowers::{self, FlowersOptions};
 use ferroflow::tensor::Tensor;
+use ferroflow::workflows::flowers::{self, FlowersOptions};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("a temporary directory");

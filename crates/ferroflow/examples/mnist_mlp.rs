@@ -1,7 +1,7 @@
-//! Seed 003: trains the article's MNIST MLP (dropout 0.2, two dense+relu layers of 256, softmax,
+//! `mnist_training`: trains an MNIST MLP (dropout 0.2, two dense+relu layers of 256, softmax,
 //! cross-entropy, Adam 1e-3, batch 100) in a TensorFlow-1-style session on the bundled MNIST
-//! sample (8,000 training / 2,000 test digits), then evaluates it by tensor names as the
-//! article does: `accuracy:0` with feeds `inputs:0`, `outputs:0`, `is_training:0`.
+//! sample (8,000 training / 2,000 test digits), then evaluates it by tensor names as TensorFlow 1
+//! code does: `accuracy:0` with feeds `inputs:0`, `outputs:0`, `is_training:0`.
 //!
 //! `cargo run --release -p ferroflow --example mnist_mlp -- [--steps N] [--data DIR] [--seed S]
 //! [--intra-op-threads N]`
@@ -10,11 +10,11 @@
 //! variables, `init`, the Adam train op — for TensorFlow to import (scripts/interop_check.py).
 use std::path::PathBuf;
 
-use ferroflow::models::seed_003;
 use ferroflow::runtime::SessionOptions;
 use ferroflow::train::mnist;
+use ferroflow::workflows::mnist_training;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut steps = 3000u64;
     let mut data = mnist::bundled_dir();
     let mut seed = 1i64;
@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(path) = write_graph {
         let b = ferroflow::train::Builder::with_seed(seed);
-        let roles = seed_003::build(&b, &seed_003::Config::default())?;
+        let roles = mnist_training::build(&b, &mnist_training::Config::default())?;
         ferroflow::graph::io::write_graph_def(&path, &b.graph().to_graph_def())?;
         println!(
             "wrote {} (train op '{}', init '{}', loss '{}')",
@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let options = SessionOptions { intra_op_threads: intra, ..Default::default() };
-    let r = seed_003::train(&data, steps, seed, options, 500, None)?;
+    let r = mnist_training::train(&data, steps, seed, options, 500, None)?;
     eprintln!("MNIST from {}: {} training, {} test digits", data.display(), r.examples.0, r.examples.1);
     eprintln!("global_step = {}", r.global_step);
     println!("steps={} steps_per_sec={:.1}", r.steps, r.steps_per_sec);

@@ -1,18 +1,18 @@
-//! Where a training step of seed 003's model spends its time, by op type: runs a few steps,
+//! Where a training step of `mnist_training`'s model spends its time, by op type: runs a few steps,
 //! then one with FULL_TRACE, and prints total kernel time per op (from the step stats).
 //! `cargo run --release -p ferroflow --example step_profile [-- INTRA_OP_THREADS]`
 use std::collections::BTreeMap;
 
-use ferroflow::models::seed_003;
 use ferroflow::proto::{run_options::TraceLevel, RunOptions};
 use ferroflow::runtime::{Session, SessionOptions};
 use ferroflow::tensor::Tensor;
 use ferroflow::train::{mnist, Builder};
+use ferroflow::workflows::mnist_training;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let m = mnist::load(&mnist::bundled_dir())?;
     let b = Builder::with_seed(1);
-    let roles = seed_003::build(&b, &seed_003::Config::default())?;
+    let roles = mnist_training::build(&b, &mnist_training::Config::default())?;
     // `step_profile [intra_op_threads]`
     let intra = std::env::args().nth(1).map_or(Ok(0), |v| v.parse())?;
     let sopts = SessionOptions { intra_op_threads: intra, ..Default::default() };

@@ -1,4 +1,4 @@
-//! Writes a TensorBoard run with ferroflow's event writer: seed 000's graph, a `loss` scalar
+//! Writes a TensorBoard run with ferroflow's event writer: `what_runs`' graph, a `loss` scalar
 //! over 5 steps and the RunMetadata of a traced step on two CPU devices (FULL_TRACE step stats
 //! per device and both partition graphs) as tagged run metadata; the RunMetadata also goes to `LOGDIR/RUN/run_metadata.pb`. `scripts/tensorboard_check.py` reads it back with
 //! TensorFlow and serves it with real TensorBoard.
@@ -10,7 +10,7 @@ use ferroflow::summary::EventWriter;
 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: write_events LOGDIR/RUN"))?;
-    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph()?;
     let mut w = EventWriter::create(std::path::Path::new(&dir))?;
     w.add_graph(&graph.to_graph_def(), 0)?;
     for step in 0..5 {
@@ -19,7 +19,7 @@ fn main() -> anyhow::Result<()> {
     // One traced step on two CPU devices (Add_1 requested on /cpu:1), unoptimized so every
     // node of the seed runs.
     let mut graph = graph;
-    let add_1 = graph.find("Add_1").expect("seed 000 has Add_1");
+    let add_1 = graph.find("Add_1").expect("what_runs has Add_1");
     graph.node_mut(add_1).device = "/cpu:1".into();
     let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
     opts.optimizer.enabled = false;

@@ -22,9 +22,9 @@ extern crate self as ferroflow;
 use std::path::Path;
 
 pub mod fuzzing;
-pub mod models;
 pub mod saved_model;
 pub mod testing;
+pub mod workflows;
 
 pub use ferroflow_autodiff as autodiff;
 pub use ferroflow_checkpoint as checkpoint;
@@ -73,6 +73,41 @@ pub enum Error {
     /// Building a graph with the Scope API.
     #[error(transparent)]
     Build(#[from] ferroflow_ops::BuildError),
+    /// The graph optimizer.
+    #[error(transparent)]
+    Optimize(#[from] ferroflow_optimize::OptimizeError),
+    /// Merging partition graphs.
+    #[error(transparent)]
+    Merge(#[from] ferroflow_runtime::MergeError),
+    /// Decoding a protocol buffer.
+    #[error(transparent)]
+    Proto(#[from] ferroflow_proto::ProtoError),
+    /// Writing TensorBoard event files.
+    #[error(transparent)]
+    Summary(#[from] ferroflow_summary::SummaryError),
+    /// Reading or analyzing a profile.
+    #[error(transparent)]
+    Profile(#[from] ferroflow_profiler::ProfileError),
+    /// Training, checkpoints and TensorBoard callbacks.
+    #[error(transparent)]
+    Train(#[from] ferroflow_train::TrainError),
+    /// Input pipelines and datasets.
+    #[error(transparent)]
+    Data(#[from] ferroflow_data::DataError),
+    /// Eager execution, traced functions and AutoGraph.
+    #[error(transparent)]
+    Function(#[from] ferroflow_function::FunctionError),
+    /// A file system operation.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A step of one of the [`workflows`] failed (the workflows return any layer's error).
+    #[error("{step}: {error}")]
+    Workflow {
+        /// The workflow and what it was doing, e.g. `mnist_training`.
+        step: String,
+        /// What stopped it; its text is part of this error's, so it is not a `source`.
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Reads a GraphDef file (`.pb` binary, `.pbtxt` text) and imports it, validated.

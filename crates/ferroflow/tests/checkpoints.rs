@@ -1,6 +1,6 @@
 //! Checkpoints and meta graphs: the Saver's files and state file, max_to_keep, restore into a
 //! fresh session, import_meta_graph under scopes, restore reports, and TensorFlow's own
-//! seed-003 checkpoint and meta graph (fixtures/tf/checkpoints/seed_003/).
+//! MNIST MLP checkpoint and meta graph (fixtures/tf/checkpoints/seed_003/).
 use std::path::{Path, PathBuf};
 
 use ferroflow::prelude::*;
@@ -310,11 +310,11 @@ impl TfFixture {
     }
 }
 
-/// TensorFlow's TF1 Saver wrote the seed-003 model (cond_v2 dropout, Adam, global step) and
+/// TensorFlow's TF1 Saver wrote the `mnist_training` model (cond_v2 dropout, Adam, global step) and
 /// evaluated accuracy:0 after import_meta_graph + restore; ferroflow does the same from the
 /// same files, without the model's code, and gets TensorFlow's accuracy exactly.
 #[test]
-fn tensorflows_seed_003_checkpoint_restores_and_gives_tensorflows_accuracy() {
+fn tensorflows_mnist_mlp_checkpoint_restores_and_gives_tensorflows_accuracy() {
     let f = restore_tf_fixture("seed_003");
     assert_eq!(f.prefix.file_name().unwrap(), "model.ckpt-200");
     assert_eq!(f.imported.collection("train_op"), ["Adam"]);

@@ -2,11 +2,11 @@
 //! `crates/cli/tests/mpi.rs`): the collective kernels, the distributed optimizer's fused
 //! all-reduce and the sharded fit.
 use ferroflow::graph::Attrs;
-use ferroflow::models::seed_003;
 use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::attr;
 use ferroflow::runtime::SessionOptions;
+use ferroflow::workflows::mnist_training;
 
 /// A graph: `x` → `op` with the group inputs (size `group_size`) → `out`.
 fn collective(op: &str, group_size: i32, extra: &[(&str, ferroflow::proto::AttrValue)], recv_shape: bool) -> Session {
@@ -70,9 +70,9 @@ fn collective_errors_name_the_node_and_the_world() {
 fn distributed_training_on_one_rank_matches_plain_training_bitwise() {
     let data = ferroflow::train::mnist::bundled_dir();
     let run = |distributed: bool| {
-        let config = seed_003::Config { distributed, dropout_rate: 0.0, ..Default::default() };
-        let r =
-            seed_003::train_config(&data, 40, 3, SessionOptions::default(), 0, Default::default(), &config).unwrap();
+        let config = mnist_training::Config { distributed, dropout_rate: 0.0, ..Default::default() };
+        let r = mnist_training::train_config(&data, 40, 3, SessionOptions::default(), 0, Default::default(), &config)
+            .unwrap();
         (r.checksum, r.rank, r.test_accuracy)
     };
     let (plain, dist) = (run(false), run(true));

@@ -33,7 +33,7 @@ fn check(sub: &str) {
     }
     assert_eq!(losses, vec![(0, 1.0), (1, 0.5), (2, 0.25)], "{sub}");
     assert_eq!(graphs.len(), 1, "{sub}");
-    // The graph TensorFlow logged is seed 000's: it imports and runs to 9.
+    // The graph TensorFlow logged is `what_runs`': it imports and runs to 9.
     let g = ferroflow::ops::import_graph_def(&graphs[0]).unwrap();
     let sess = Session::new(g, SessionOptions::default()).unwrap();
     assert_eq!(sess.run(&[], &["Mul:0"], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0, "{sub}");

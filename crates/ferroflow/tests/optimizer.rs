@@ -1,4 +1,4 @@
-//! The graph optimizer: seed 000, node counts against TensorFlow's Grappler, Grappler's own
+//! The graph optimizer: `what_runs`, node counts against TensorFlow's Grappler, Grappler's own
 //! optimized graphs, and differential tests (optimized outputs bit-identical to unoptimized
 //! ones) on every fixture, on each exact arithmetic rule, and on random graphs.
 use std::path::PathBuf;
@@ -85,8 +85,8 @@ fn assert_bit_identical(what: &str, got: &Tensor, want: &Tensor) {
 }
 
 #[test]
-fn seed_000_folds_to_a_const_named_mul_with_value_nine() {
-    let (rust_graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
+fn what_runs_folds_to_a_const_named_mul_with_value_nine() {
+    let (rust_graph, fetch) = ferroflow::workflows::what_runs::graph().unwrap();
     let tf_graph = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     for (what, graph) in [("built in Rust", rust_graph), ("written by TensorFlow", tf_graph)] {
         let it = Item { fetches: vec![fetch.clone()], ..Default::default() };
@@ -201,7 +201,7 @@ fn fetching_an_intermediate_blocks_its_fusion_and_keeps_it_fetchable() {
 #[test]
 fn fed_constants_are_not_folded() {
     // Feeding a Const's output replaces its value: nothing downstream may be folded.
-    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph().unwrap();
     let sess = Session::new(graph, SessionOptions::default()).unwrap();
     let got = sess.run(&[("Const:0", Tensor::scalar(5.0f32))], &[&fetch], &[]).unwrap();
     assert_eq!(got[0].scalar_value::<f32>().unwrap(), 49.0);
@@ -209,7 +209,7 @@ fn fed_constants_are_not_folded() {
 
 #[test]
 fn bad_items_name_the_tensor() {
-    let (graph, _) = ferroflow::models::seed_000::graph().unwrap();
+    let (graph, _) = ferroflow::workflows::what_runs::graph().unwrap();
     let it = Item { fetches: vec!["Nope:0".into()], ..Default::default() };
     let e = MetaOptimizer::new(OptimizerOptions::default()).optimize(&graph, &it).err().unwrap().to_string();
     assert!(e.contains("fetch 'Nope:0'") && e.contains("no node named 'Nope'"), "{e}");
@@ -437,7 +437,7 @@ impl ferroflow::optimize::Pass for Breaker {
         graph: &mut Graph,
         _: &mut ferroflow::optimize::PassContext,
     ) -> Result<(), ferroflow::optimize::OptimizeError> {
-        let id = graph.find("Mul").expect("seed 000 has Mul");
+        let id = graph.find("Mul").expect("what_runs has Mul");
         graph.node_mut(id).inputs.pop();
         Ok(())
     }
@@ -445,7 +445,7 @@ impl ferroflow::optimize::Pass for Breaker {
 
 #[test]
 fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
-    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph().unwrap();
     let it = Item { fetches: vec![fetch], ..Default::default() };
     let passes = || {
         let mut p = ferroflow::optimize::default_passes();
@@ -459,7 +459,7 @@ fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
     assert_eq!(failed[0].pass, "breaker");
     assert!(failed[0].error.as_ref().unwrap().contains("Mul"), "{:?}", failed[0].error);
     assert!(opt.report.table().contains("FAILED"));
-    // The other passes still ran: seed 000 is one constant.
+    // The other passes still ran: `what_runs` is one constant.
     assert_eq!(opt.graph.len(), 1);
     let opts = OptimizerOptions { fail_on_pass_error: true, ..Default::default() };
     let e = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).err().unwrap().to_string();

@@ -1,15 +1,15 @@
-//! The profiler end to end: seed 001's small CNN trained from the flowers pipeline with
+//! The profiler end to end: `input_pipeline`'s small CNN trained from the flowers pipeline with
 //! `profile_batch`, the `.xplane.pb` it writes (structure xprof needs: one `/host:CPU` plane,
 //! steps with `step_num` and `_r`, ops `name:Type`, stages `Iterator::...`, sorted and
 //! never partially overlapping events, step ↔ thread links), the report, Chrome trace, and
 //! damaged files.
 use std::collections::HashMap;
 
-use ferroflow::models::flowers::{self, FlowersOptions};
-use ferroflow::models::seed_001::{self, PipelineOptions};
 use ferroflow::profiler::report::{analyze, Verdict};
 use ferroflow::profiler::{self, xspace, Kind};
 use ferroflow::proto::profiler::{x_event, x_stat, XSpace};
+use ferroflow::workflows::flowers::{self, FlowersOptions};
+use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
 
 fn stat_ids(space: &XSpace) -> HashMap<String, i64> {
     space.planes[0].stat_metadata.iter().map(|(k, m)| (m.name.clone(), *k)).collect()
@@ -50,7 +50,7 @@ fn profiled_training_writes_an_xspace_that_xprof_can_read_and_a_report() {
     flowers::generate(data.path(), &options).unwrap();
     let logdir = tempfile::tempdir().unwrap();
     let pipeline = PipelineOptions { size: 32, batch: 4, ..Default::default() };
-    let h = seed_001::train_profiled_cnn(data.path(), &pipeline, 8, logdir.path(), "3,6").unwrap();
+    let h = input_pipeline::train_profiled_cnn(data.path(), &pipeline, 8, logdir.path(), "3,6").unwrap();
     assert_eq!(h.history.steps, 8);
     let path = h.profile.expect("a profile was written");
     let rel = path.strip_prefix(logdir.path()).unwrap().to_string_lossy().into_owned();

@@ -213,7 +213,7 @@ fn a_sequential_model_exports_and_loads_back() {
 /// and loads back to the same results.
 #[test]
 fn a_traced_function_exports_and_loads_back() {
-    let (_, collatz, _) = ferroflow::models::seed_004::functions();
+    let (_, collatz, _) = ferroflow::workflows::traced_functions::functions();
     let f = collatz.concrete_function_keyed(&(), &[Tensor::scalar(27i32)]).unwrap();
     let dir = std::env::temp_dir().join(format!("ff_sm_fn_{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,4 +1,4 @@
-//! Sessions: plans compiled once per signature and cached, seed 000 run on one and two
+//! Sessions: plans compiled once per signature and cached, `what_runs` run on one and two
 //! threads.
 use std::sync::Arc;
 
@@ -6,7 +6,7 @@ use ferroflow::prelude::*;
 
 #[test]
 fn plans_are_compiled_once_per_signature() {
-    let (g, out) = ferroflow::models::seed_000::graph().unwrap();
+    let (g, out) = ferroflow::workflows::what_runs::graph().unwrap();
     let mut opts = SessionOptions::default();
     opts.optimizer.enabled = false;
     let sess = Session::new(g.clone(), opts).unwrap();
@@ -37,8 +37,8 @@ fn plans_are_compiled_once_per_signature() {
 }
 
 #[test]
-fn seed_000_is_nine_on_one_and_two_threads() {
-    let (g, out) = ferroflow::models::seed_000::graph().unwrap();
+fn what_runs_is_nine_on_one_and_two_threads() {
+    let (g, out) = ferroflow::workflows::what_runs::graph().unwrap();
     for threads in [1, 2] {
         let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
         let sess = Session::new(g.clone(), opts).unwrap();

@@ -195,7 +195,7 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
 }
 
 #[test]
-fn seed_000_from_tensorflow_pbtxt_gives_nine() {
+fn what_runs_from_tensorflow_pbtxt_gives_nine() {
     let g = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     let expected = npy::read_npz(&fixtures_dir().join("seed_000.expected.npz")).unwrap();
     let sess = Session::new(g, SessionOptions::default()).unwrap();
@@ -207,11 +207,11 @@ fn seed_000_from_tensorflow_pbtxt_gives_nine() {
 }
 
 #[test]
-fn seed_000_built_with_the_rust_api_gives_nine() {
-    let (graph, fetch) = ferroflow::models::seed_000::graph().unwrap();
+fn what_runs_built_with_the_rust_api_gives_nine() {
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph().unwrap();
     let sess = Session::new(graph.clone(), SessionOptions::default()).unwrap();
     assert_eq!(sess.run(&[], &[&fetch], &[]).unwrap()[0].scalar_value::<f32>().unwrap(), 9.0);
-    // The same node names TensorFlow gives seed 000's graph.
+    // The same node names TensorFlow gives the same graph.
     let tf = ferroflow::load_graph(&fixtures_dir().join("seed_000.pbtxt")).unwrap();
     let ops = |g: &Graph| {
         g.nodes().iter().filter(|n| n.op != "Const").map(|n| (n.name.clone(), n.op.clone())).collect::<Vec<_>>()

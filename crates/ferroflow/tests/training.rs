@@ -1,6 +1,6 @@
 //! Training against TensorFlow: TF1 graphs with resource variables and every optimizer's
 //! update op, run for 3 steps and compared with TensorFlow's variable values; random ops
-//! tested statistically against TensorFlow's samples; seeds; the seed-003 model learning
+//! tested statistically against TensorFlow's samples; seeds; the `mnist_training` model learning
 //! MNIST; and bad input during training.
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -188,10 +188,10 @@ fn dropout_scales_kept_values_and_is_off_when_not_training() {
 }
 
 #[test]
-fn seed_003_model_learns_mnist() {
+fn mnist_training_model_learns_mnist() {
     let m = mnist::load(&mnist::bundled_dir()).unwrap();
     let b = Builder::with_seed(1);
-    let roles = ferroflow::models::seed_003::build(&b, &Default::default()).unwrap();
+    let roles = ferroflow::workflows::mnist_training::build(&b, &Default::default()).unwrap();
     let graph = b.graph();
     for name in ["inputs", "outputs", "is_training", "accuracy", "global_step", "layer_0/kernel", "out_layer/bias"] {
         assert!(graph.find(name).is_some(), "the seed's node '{name}' exists");

@@ -1,5 +1,5 @@
-//! `cond` and `while_loop`: what they refuse, what they capture (seed 004's functions are
-//! tested in `crates/ferroflow/tests/seed_004.rs`, AutoGraph's in `crates/ferroflow/tests/autograph.rs`).
+//! `cond` and `while_loop`: what they refuse, what they capture (`traced_functions` are
+//! tested in `crates/ferroflow/tests/traced_functions.rs`, AutoGraph's in `crates/ferroflow/tests/autograph.rs`).
 use ferroflow_function::{cond, function, while_loop, Traced, Value, Variable};
 use ferroflow_ops::{Ops, RawOps};
 use ferroflow_runtime::SessionOptions;

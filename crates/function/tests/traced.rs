@@ -1,4 +1,4 @@
-//! Graph functions: one concrete function per signature (seed 004's `cube`), the same results
+//! Graph functions: one concrete function per signature (`traced_functions`' `cube`), the same results
 //! as the eager body, input signatures with unknown dimensions, keyed non-tensor arguments,
 //! and retracing explained.
 use ferroflow_function::{function, Traced};

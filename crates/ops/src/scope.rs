@@ -328,7 +328,7 @@ mod tests {
     use crate::Ops;
 
     #[test]
-    fn seed_000_names() {
+    fn what_runs_gets_tensorflows_names() {
         let s = Scope::new();
         let a = s.scalar(1.0f32).unwrap();
         let b = s.scalar(2.0f32).unwrap();

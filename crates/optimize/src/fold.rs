@@ -7,7 +7,7 @@
 //! inputs; kernels do not depend on the thread count for their results).
 //!
 //! Naming follows TensorFlow: a single-output node is rewritten in place (a fetched node keeps
-//! its name, so `Mul` of seed 000 becomes a `Const` named `Mul`); outputs of a multi-output
+//! its name, so `Mul` of `what_runs` becomes a `Const` named `Mul`); outputs of a multi-output
 //! node become `ConstantFolding/<node>-folded-<i>`. The folded node's control inputs, and
 //! those of the constants it read, carry over to the new constant.
 use std::collections::HashMap;

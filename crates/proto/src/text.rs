@@ -223,8 +223,8 @@ mod tests {
     use super::{parse, too_deep};
     use crate::*;
 
-    /// Seed 000's partition graph, exactly as TensorFlow's `repr()` printed it.
-    const SEED_000: &str = r#"node {
+    /// A partition graph of `what_runs`, exactly as TensorFlow's `repr()` printed it.
+    const WHAT_RUNS_PARTITION: &str = r#"node {
   name: "Mul"
   op: "Const"
   device: "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -277,12 +277,12 @@ versions {
     }
 
     #[test]
-    fn seed_000_parses_and_prints_identically() {
-        let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
+    fn what_runs_partition_parses_and_prints_identically() {
+        let g: GraphDef = parse_text(WHAT_RUNS_PARTITION, "seed").unwrap();
         let node = &g.node[0];
         let Some(attr_value::Value::Tensor(t)) = &node.attr["value"].value else { panic!() };
         assert_eq!(t.tensor_content, 9.0f32.to_le_bytes());
-        assert_eq!(print_text(&g), SEED_000);
+        assert_eq!(print_text(&g), WHAT_RUNS_PARTITION);
     }
 
     #[test]
@@ -320,7 +320,7 @@ versions {
 
     #[test]
     fn truncated_binary_is_an_error() {
-        let g: GraphDef = parse_text(SEED_000, "seed").unwrap();
+        let g: GraphDef = parse_text(WHAT_RUNS_PARTITION, "seed").unwrap();
         let bytes = encode(&g);
         let e = decode::<GraphDef>(&bytes[..bytes.len() - 7], "cut.pb").unwrap_err();
         assert!(e.to_string().contains("cut.pb"), "{e}");

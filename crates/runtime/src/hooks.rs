@@ -2,7 +2,7 @@
 //! `before_run` before each step (a hook may ask for more fetches and run options),
 //! `after_run` after it (the hook sees its fetches' values and the run metadata), `end` once.
 //! `PartitionGraphHook` writes every step's partition graphs to
-//! `DIR/global_step_N/<device>.pbtxt`, as seed 000's Estimator hook does.
+//! `DIR/global_step_N/<device>.pbtxt`, as an Estimator hook does for TensorFlow.
 use std::path::PathBuf;
 
 use ferroflow_kernels::step::Cancellation;

@@ -1,4 +1,4 @@
-//! Merging partition graphs back into one graph (what seed 000's hand-written script does):
+//! Merging partition graphs back into one graph (what one does by hand with TensorFlow's):
 //! each `_Recv` is replaced by the tensor its matching `_Send` (same `tensor_name`) sends, the
 //! pairs are dropped, and the client plumbing is undone — `_Arg` feeds become placeholders with
 //! the original feed names, `_Retval` fetches and client-terminated `_Send`s go, and

@@ -2,7 +2,7 @@
 //!
 //! [`Sequential`] builds a TensorFlow 1 graph with placeholders `inputs`, `outputs` (labels)
 //! and `is_training`, the layers, a `loss`, an `accuracy` node and the optimizer's train op.
-//! [`Model`] runs any graph with those roles (also one built by hand, like seed 003's):
+//! [`Model`] runs any graph with those roles (also one built by hand, like `mnist_training`'s):
 //! [`Model::fit`] trains over shuffled batches and epochs with a progress line (steps/s,
 //! loss), validates after each epoch, and stops with an error naming the step and tensor
 //! when the loss stops being finite or a batch has the wrong shape.
@@ -387,7 +387,7 @@ pub struct FitOptions {
     /// Show Keras's progress bar ([`crate::callbacks::ProgbarLogger`]) on stdout: redrawn
     /// after each batch on a terminal, one line per epoch otherwise.
     pub verbose: bool,
-    /// Print the loss every this many steps (0 = never), like seed 003's loop.
+    /// Print the loss every this many steps (0 = never), like a TensorFlow 1 training loop.
     pub log_every: u64,
     /// Profile these batches (Keras's `profile_batch`) into a TensorBoard log directory.
     pub profile: Option<crate::profile::ProfileBatches>,
@@ -507,7 +507,7 @@ impl SplitMix {
 }
 
 impl Model {
-    /// A model over an existing session whose graph has these roles (e.g. seed 003's graph
+    /// A model over an existing session whose graph has these roles (e.g. `mnist_training`'s graph
     /// built by hand). `input_shape` excludes the batch dimension. Its weights are the
     /// variables the graph's optimizer updates.
     pub fn new(session: Session, roles: Roles, input_shape: &[usize]) -> Model {

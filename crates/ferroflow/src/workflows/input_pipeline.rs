@@ -1,8 +1,8 @@
-//! Seed 001's input pipeline: class folders of JPEGs → `from_tensor_slices((paths, labels))`
+//! The input pipeline: class folders of JPEGs → `from_tensor_slices((paths, labels))`
 //! → shuffle the file list → `map(read_file → decode_jpeg(channels=3) → resize)` (on the
 //! consumer's thread, or `parallel` workers / AUTOTUNE) → optional `cache()` (memory or a file)
 //! → `batch` → optional `prefetch`. [`run_epochs`] measures images per second per epoch, the
-//! figure seed 001 compares with and without prefetch, parallel map and cache.
+//! figure to compare with and without prefetch, parallel map and cache.
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -174,10 +174,10 @@ pub struct EfficientNetRun {
     pub images: (usize, usize),
 }
 
-/// Seed 001's model family trained from its pipeline: an EfficientNet-B0-style network
-/// (the same block structure — stem, MBConv blocks with expansion, depthwise convolution,
-/// squeeze-and-excitation and projection, head, pooling, dropout — at width 0.25, depth 0.5
-/// and the first `stages` stages so an epoch takes seconds to minutes on 2 cores), fed by
+/// An EfficientNet-B0-style network trained from the pipeline (the same block structure —
+/// stem, MBConv blocks with expansion, depthwise convolution, squeeze-and-excitation and
+/// projection, head, pooling, dropout — at width 0.25, depth 0.5 and the first `stages`
+/// stages so an epoch takes seconds to minutes on 2 cores), fed by
 /// `image_dataset_from_directory` over `dir` (80/20 split with `seed`, pixels scaled to
 /// [0, 1], parallel decode + prefetch) and trained with `Model::fit_dataset` and Adam
 /// (batch-normalization momentum 0.9: short runs).
@@ -233,7 +233,7 @@ pub fn train_efficientnet(
     Ok(EfficientNetRun { history, classes, images: (n_train, n_val) })
 }
 
-/// Seed 001's bottleneck hunt: a small CNN (two strided 3×3 convolutions with pooling, a
+/// The bottleneck hunt: a small CNN (two strided 3×3 convolutions with pooling, a
 /// softmax head) trained for `steps` (two epochs) with `fit_dataset_with` from [`pipeline`]
 /// over `dir` at `size × size` (`pipeline.size`) and the [`TensorBoard`] callback: per-batch
 /// and per-epoch loss, weight histograms each epoch, the graph, and the profile of batches

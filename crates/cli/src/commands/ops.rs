@@ -2,6 +2,7 @@
 //! `tf.raw_ops` for this): each op's signature, attrs with defaults, the dtypes with CPU
 //! kernels, how gradients pass through it, and its facts.
 use anyhow::{bail, Result};
+use clap::Args;
 use ferroflow::kernels::KernelRegistry;
 use ferroflow::ops::{
     ArgDef, ArgType, AttrDef, Elementwise, Execution, Gradient, Involution, Neutral, OpDef, OpRegistry, Side,
@@ -10,8 +11,20 @@ use ferroflow::proto::attr_value::Value;
 use ferroflow::proto::AttrValue;
 use serde_json::{json, Value as Json};
 
-/// Prints one op (`op`) or all of them, as text or JSON.
-pub fn ops(op: Option<&str>, as_json: bool) -> Result<()> {
+/// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
+/// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
+#[derive(Args)]
+pub struct OpsArgs {
+    /// One op, e.g. `Relu6`.
+    op: Option<String>,
+    /// Print JSON (one object for an OP, an array for all).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Prints one op (OP) or all of them, as text or JSON.
+pub fn run(args: OpsArgs) -> Result<()> {
+    let (op, as_json) = (args.op.as_deref(), args.json);
     let reg = OpRegistry::global();
     let defs = match op {
         Some(name) => match reg.get(name) {

@@ -1,6 +1,6 @@
-//! Seed 003's MNIST model, built with the training API exactly as the article's
-//! `tf.compat.v1` code builds it, its training run, and the article's restore from the `.meta`
-//! alone (the example, the CLI and the demo use them).
+//! An MNIST MLP, built with the training API exactly as TensorFlow 1's `tf.compat.v1` code
+//! builds it, its training run in a session, and its restore from the `.meta` alone (the
+//! example, the CLI and the demo use them).
 use std::path::Path;
 
 use ferroflow::ops::{Ops, RawOps};
@@ -18,7 +18,7 @@ use ferroflow_train::saved_model::{SavedModelWriter, SignatureSpec};
 use ferroflow_train::saver::{meta_path, Saver, SaverOptions};
 use ferroflow_train::{losses, model::Roles, Builder, Initializer, Result};
 
-/// The article's `config`.
+/// The model's `config`.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// 784.
@@ -33,11 +33,11 @@ pub struct Config {
     pub dropout_rate: f64,
     /// Adam's learning rate (1e-3).
     pub learning_rate: f64,
-    /// Examples per training step (the article's 100); distributed, the global batch, split
+    /// Examples per training step (100); distributed, the global batch, split
     /// across the ranks.
     pub batch_size: usize,
     /// Data-parallel across the ranks of `ferroflow_collective::world()` (`mpirun -np N`):
-    /// gradients averaged by a [`DistributedOptimizer`] (off: the article's single process).
+    /// gradients averaged by a [`DistributedOptimizer`] (off: a single process).
     pub distributed: bool,
 }
 
@@ -58,7 +58,7 @@ impl Default for Config {
 
 /// Builds the model in `b`: placeholders `inputs`, `outputs`, `is_training`; dropout on
 /// the input; `layer_<l>` dense+relu (truncated normal, stddev 0.1) each followed by
-/// `layer_dropout_<l>`; `out_layer` dense+softmax; the article's loss
+/// `layer_dropout_<l>`; `out_layer` dense+softmax; the loss
 /// `mean(-sum(y * log(out + 1e-7), 1))`; `accuracy`; `AdamOptimizer.minimize(loss,
 /// global_step)`; `init`. Returns the roles by name.
 pub fn build(b: &Builder, c: &Config) -> Result<Roles> {
@@ -137,8 +137,38 @@ pub struct Report {
     pub checksum: u64,
 }
 
-/// Trains the seed's model on the MNIST IDX files in `data` for `steps` batches of 100
-/// (shuffled epochs; the loss printed every `log_every` steps as the article does), then
+impl Report {
+    /// What a single-process run says after training (the CLI's `mnist` and the demo print
+    /// it): where `outputs` went, the steps and `global_step`, and `test_accuracy=<value>` last.
+    pub fn summary(&self, outputs: &Outputs) -> String {
+        let mut lines = Vec::new();
+        if let Some((dir, _)) = outputs.tensorboard {
+            lines.push(format!("TensorBoard logs (scalars, histograms, graph, profile) in {}", dir.display()));
+        }
+        lines.push(format!(
+            "{} steps on {} training digits ({:.0} steps/s); global_step = {}",
+            self.steps, self.examples.0, self.steps_per_sec, self.global_step
+        ));
+        lines.push(format!(
+            "accuracy:0 on {} test digits, fed by name (inputs:0, outputs:0, is_training:0=false):",
+            self.examples.1
+        ));
+        if let Some(c) = &self.checkpoint {
+            lines.push(format!(
+                "saved {}.{{index,data-00000-of-00001,meta}} (and the directory's `checkpoint` file)",
+                c.display()
+            ));
+        }
+        if let Some(dir) = outputs.saved_model {
+            lines.push(format!("exported a SavedModel to {} (serving_default: inputs -> predictions)", dir.display()));
+        }
+        lines.push(format!("test_accuracy={:.4}", self.test_accuracy));
+        lines.join("\n")
+    }
+}
+
+/// Trains the model on the MNIST IDX files in `data` for `steps` batches of 100
+/// (shuffled epochs; the loss printed every `log_every` steps), then
 /// runs `accuracy:0` by name on the test split. With `save`, a TF1 `Saver` then writes
 /// `SAVE-STEP.{index,data-00000-of-00001,meta}` and the `checkpoint` file.
 pub fn train(
@@ -148,7 +178,7 @@ pub fn train(
     options: SessionOptions,
     log_every: u64,
     save: Option<&Path>,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     train_logged(data, steps, seed, options, log_every, Outputs { save, ..Outputs::default() })
 }
 
@@ -162,7 +192,7 @@ pub fn train_logged(
     options: SessionOptions,
     log_every: u64,
     outputs: Outputs,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     train_config(data, steps, seed, options, log_every, outputs, &Config::default())
 }
 
@@ -178,7 +208,7 @@ pub fn train_config(
     log_every: u64,
     outputs: Outputs,
     config: &Config,
-) -> std::result::Result<Report, Box<dyn std::error::Error>> {
+) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
     let world = ferroflow_collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
     // Rank 0 writes every file; the others profile the same batches and send rank 0 their
@@ -259,14 +289,14 @@ pub fn train_config(
     })
 }
 
-/// The article's restore, without the model's code: imports `checkpoint.meta` into a new
+/// The restore, without the model's code: imports `checkpoint.meta` into a new
 /// graph under `import_scope`, restores `checkpoint` in a fresh session, and runs
 /// `SCOPE/accuracy:0` on the test split of `data` fed by names.
 pub fn evaluate_restored(
     checkpoint: &Path,
     data: &Path,
     import_scope: &str,
-) -> std::result::Result<f32, Box<dyn std::error::Error>> {
+) -> std::result::Result<f32, Box<dyn std::error::Error + Send + Sync>> {
     let m = mnist::load(data)?;
     let imported = import_meta_graph_file(&meta_path(checkpoint), None, import_scope)?;
     let saver = imported.saver.as_ref().ok_or("the meta graph has no saver")?;

@@ -1,4 +1,4 @@
-//! Seed 004: TensorFlow 2's functions, written as plain Rust under `#[ferroflow::function]`
+//! TensorFlow 2's functions, written as plain Rust under `#[ferroflow::function]`
 //! (AutoGraph): `cube` (one concrete function per input dtype), `collatz` (a `while` on a
 //! tensor with an `if` inside) and `sum_squares_until` (a `for` over a tensor with a `break`).
 //! Traced, the last two are `StatelessWhile` / `StatelessIf` nodes with library functions,
@@ -48,7 +48,7 @@ pub fn functions() -> (Function<'static>, Function<'static>, Function<'static>) 
     (cube_function(), collatz_function(), sum_squares_until_function())
 }
 
-/// Runs the seed's calls as traced graphs; returns the lines the article prints:
+/// Runs the three functions' calls as traced graphs; returns the lines TensorFlow prints:
 /// `cube(2) = 8 (int32)`, `cube(2.0) = 8.0 (float32)`, `concrete_functions = 2`,
 /// `collatz(27) = ...`, `collatz(97) = ...`, `sum_squares_until([...], 6.0) = (total, count)`.
 pub fn run(cube: &Function, collatz: &Function, sum_squares_until: &Function) -> Result<Vec<String>, FunctionError> {

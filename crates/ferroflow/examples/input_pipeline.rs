@@ -1,20 +1,21 @@
-//! Seed 001's prefetch experiment: a small CNN trained from the flowers pipeline (read_file →
-//! decode_jpeg → resize, batch) as the seed writes it — a serial map — once without and once
-//! with `prefetch(AUTOTUNE)`, then with the seed's next step, `map(num_parallel_calls=AUTOTUNE)`
-//! plus prefetch; alternating rounds. Prints the mean step time (input wait included) of each
-//! and the gains. The seed saw about 30% from prefetch in TensorFlow.
+//! `input_pipeline`'s prefetch experiment: a small CNN trained from the flowers pipeline
+//! (read_file → decode_jpeg → resize, batch) written the simple way — a serial map — once
+//! without and once with `prefetch(AUTOTUNE)`, then with the next step,
+//! `map(num_parallel_calls=AUTOTUNE)` plus prefetch; alternating rounds. Prints the mean step
+//! time (input wait included) of each and the gains. In TensorFlow, prefetch alone gave
+//! about 30%.
 //!
-//! `cargo run --release -p ferroflow --example seed_001 -- [--dir DIR] [--size 64] [--steps 30] [--rounds 2]`
+//! `cargo run --release -p ferroflow --example input_pipeline -- [--dir DIR] [--size 64] [--steps 30] [--rounds 2]`
 //! (without --dir it generates 5 × 40 flowers-like JPEGs in a temporary directory).
 use ferroflow::data::{Budget, Dataset, AUTOTUNE};
-use ferroflow::models::flowers::{self, FlowersOptions};
-use ferroflow::models::seed_001::{self, PipelineOptions};
 use ferroflow::runtime::SessionOptions;
 use ferroflow::tensor::Tensor;
 use ferroflow::train::layers::{Activation, Padding};
 use ferroflow::train::model::{FitOptions, Layer, Loss, Sequential};
 use ferroflow::train::optimizers::Optimizer;
 use ferroflow::train::Initializer;
+use ferroflow::workflows::flowers::{self, FlowersOptions};
+use ferroflow::workflows::input_pipeline::{self, PipelineOptions};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -56,7 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 budget: Budget { log: false, ..Budget::default() },
                 ..Default::default()
             };
-            let (ds, classes) = seed_001::pipeline(&dir, &options)?;
+            let (ds, classes) = input_pipeline::pipeline(&dir, &options)?;
             // Pixels scaled to [0, 1]; the model's sparse labels are int64.
             let ds: Dataset<(Tensor, Tensor)> = ds
                 .map(|(x, y): (Tensor, Tensor)| {

@@ -1,4 +1,4 @@
-//! Seed 004: `tf.function` in Rust. Prints cube(2), cube(2.0), the number of concrete
+//! `traced_functions`: `tf.function` in Rust. Prints cube(2), cube(2.0), the number of concrete
 //! functions, collatz(27), collatz(97) and sum_squares_until([0.5, 1.5, 2.0, 3.0, 4.0], 6.0),
 //! each run as a traced graph. `--export DIR` also writes the concrete functions of collatz and
 //! sum_squares_until as GraphDefs with their function libraries (`collatz.pb`,
@@ -7,9 +7,9 @@
 //! `sum_squares_until_saved_model/`) that `tf.saved_model.load` runs
 //! (`scripts/saved_model_interop.py`). `--report` prints what the optimizer did to each of
 //! those concrete functions (as `ferroflow optimize --report` does for a GraphDef).
-//! `cargo run --release --example seed_004 -- [--export DIR] [--report]`
-use ferroflow::models::seed_004;
+//! `cargo run --release --example traced_functions -- [--export DIR] [--report]`
 use ferroflow::tensor::Tensor;
+use ferroflow::workflows::traced_functions;
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -21,11 +21,11 @@ fn main() -> anyhow::Result<()> {
                 export = Some(std::path::PathBuf::from(dir));
             }
             "--report" => report = true,
-            other => anyhow::bail!("unknown argument '{other}' (usage: seed_004 [--export DIR] [--report])"),
+            other => anyhow::bail!("unknown argument '{other}' (usage: traced_functions [--export DIR] [--report])"),
         }
     }
-    let (cube, collatz, sum_squares_until) = seed_004::functions();
-    for line in seed_004::run(&cube, &collatz, &sum_squares_until)? {
+    let (cube, collatz, sum_squares_until) = traced_functions::functions();
+    for line in traced_functions::run(&cube, &collatz, &sum_squares_until)? {
         println!("{line}");
     }
     let x = Tensor::from_vec(&[5], vec![0.5f32, 1.5, 2.0, 3.0, 4.0])?;

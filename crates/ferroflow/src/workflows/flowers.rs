@@ -1,4 +1,4 @@
-//! A flowers-like image dataset generated on the spot (seed 001 trains on TensorFlow's
+//! A flowers-like image dataset generated on the spot (stands in for TensorFlow's
 //! `tf_flowers`; ferroflow downloads nothing): five class folders (`daisy`, `dandelion`,
 //! `roses`, `sunflowers`, `tulips`) of photo-like JPEGs — smooth light, soft blobs,
 //! multi-octave texture, an edge, sensor noise — with a flower per image whose colour and

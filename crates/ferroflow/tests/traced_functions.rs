@@ -1,4 +1,4 @@
-//! Seed 004 against TensorFlow: cube, collatz and sum_squares_until as traced functions give
+//! `traced_functions` against TensorFlow: cube, collatz and sum_squares_until as traced functions give
 //! `tf.function`'s values (fixtures/function/seed_004.npz, scripts/make_function_fixtures.py),
 //! the same as their eager runs; the loops are `StatelessWhile` nodes with library functions
 //! (an `if` inside the collatz body is a `StatelessIf`), not unrolled; the exported GraphDef
@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use ferroflow::models::seed_004;
 use ferroflow::prelude::*;
 use ferroflow::tensor::npy;
+use ferroflow::workflows::traced_functions;
 
 fn fixture() -> HashMap<String, Tensor> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/function/seed_004.npz");
@@ -16,9 +16,9 @@ fn fixture() -> HashMap<String, Tensor> {
 }
 
 #[test]
-fn seed_004_functions_equal_tensorflow_s_and_keep_their_loops() {
+fn traced_functions_equal_tensorflow_s_and_keep_their_loops() {
     let want = fixture();
-    let (cube, collatz, sum_squares_until) = seed_004::functions();
+    let (cube, collatz, sum_squares_until) = traced_functions::functions();
     let i = cube.call(&[Tensor::scalar(2i32)]).unwrap().remove(0);
     assert_eq!((i.dtype(), i.scalar_value::<i32>().unwrap()), (want["cube_int"].dtype(), 8));
     assert_eq!(i.as_slice::<i32>().unwrap(), want["cube_int"].as_slice::<i32>().unwrap());

@@ -1,10 +1,10 @@
-//! Seed 000's program: a = 1, b = 2, c = a + b, d = a + b, out = c * d, run in a session,
+//! `what_runs`' graph: a = 1, b = 2, c = a + b, d = a + b, out = c * d, run in a session,
 //! with the node names TensorFlow gives `tf.constant`, `tf.add` and `tf.multiply`.
-//! `cargo run --example seed_000 -- [GRAPH.pbtxt|GRAPH.pb]` also writes the graph there.
+//! `cargo run --example what_runs -- [GRAPH.pbtxt|GRAPH.pb]` also writes the graph there.
 use ferroflow::prelude::*;
 
 fn main() -> anyhow::Result<()> {
-    let (graph, fetch) = ferroflow::models::seed_000::graph()?;
+    let (graph, fetch) = ferroflow::workflows::what_runs::graph()?;
     if let Some(path) = std::env::args().nth(1) {
         ferroflow::graph::io::write_graph_def(std::path::Path::new(&path), &graph.to_graph_def())?;
         println!("wrote {path}");

@@ -1,0 +1,147 @@
+//! `ferroflow benchmark`: a graph's latency over repeated runs (TensorFlow's
+//! benchmark_model), with the time per op type on request.
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use ferroflow::prelude::*;
+use ferroflow::proto::RunOptions;
+
+use crate::load;
+
+/// Time a graph (TensorFlow's benchmark_model): load it once, run it --warmup times, then
+/// --runs times, and print the per-run latency; the last line is `median_ms=<v> min_ms=<v>
+/// max_ms=<v> peak_rss_mb=<v>`. With --profile, also the time per op type and the slowest
+/// nodes (from step stats of the same runs, traced after the timed ones).
+#[derive(Args)]
+pub struct BenchmarkArgs {
+    /// The graph file (.pb or .pbtxt).
+    graph: PathBuf,
+    /// Feeds: an .npz keyed by tensor name.
+    #[arg(long, value_name = "FEEDS.npz")]
+    inputs: Option<PathBuf>,
+    /// A feed: NAME=FILE.npy (repeatable).
+    #[arg(long, value_name = "NAME=FILE.npy")]
+    feed: Vec<String>,
+    /// Tensors to fetch (repeatable).
+    #[arg(long, value_name = "NAME", required = true)]
+    fetch: Vec<String>,
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Threads running independent nodes (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    inter_op_threads: usize,
+    /// Threads one large kernel may use (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    intra_op_threads: usize,
+    /// Run the graph as written (no optimizer).
+    #[arg(long)]
+    no_optimize: bool,
+    /// Also print the time per op type and the slowest nodes.
+    #[arg(long)]
+    profile: bool,
+    /// How many of the slowest nodes --profile lists.
+    #[arg(long, default_value_t = 25, value_name = "N")]
+    top: usize,
+}
+
+pub fn run(args: BenchmarkArgs) -> Result<()> {
+    let BenchmarkArgs {
+        graph,
+        inputs,
+        feed: feeds,
+        fetch: fetches,
+        runs,
+        warmup,
+        inter_op_threads,
+        intra_op_threads,
+        no_optimize,
+        profile,
+        top,
+    } = args;
+    let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
+    options.optimizer.enabled = !no_optimize;
+    let profile = profile.then_some(top);
+    if runs == 0 {
+        bail!("--runs 0: expected at least one timed run");
+    }
+    let g = load::graph(&graph)?;
+    let feeds = load::feeds(inputs.as_deref(), &feeds)?;
+    let sess = Session::new(g, options)?;
+    let names: Vec<&str> = feeds.iter().map(|(n, _)| n.as_str()).collect();
+    let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
+    let plan = sess.plan(&names, &fetch_refs, &[])?;
+    let values: Vec<Tensor> = feeds.iter().map(|(_, t)| t.clone()).collect();
+    for _ in 0..warmup {
+        sess.run_plan(&plan, &values)?;
+    }
+    let mut ms = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = std::time::Instant::now();
+        sess.run_plan(&plan, &values)?;
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    let mean = ms.iter().sum::<f64>() / ms.len() as f64;
+    ms.sort_by(f64::total_cmp);
+    out!(
+        "{}: {} nodes ({} after optimization), {runs} runs after {warmup} warm-up, mean {mean:.3} ms",
+        graph.display(),
+        sess.graph().len(),
+        plan.graph().len()
+    );
+    if let Some(top) = profile {
+        let traced = runs.clamp(1, 10);
+        let options = RunOptions {
+            trace_level: ferroflow::proto::run_options::TraceLevel::FullTrace as i32,
+            ..Default::default()
+        };
+        let mut by_op: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+        let mut by_node: std::collections::HashMap<String, (f64, String)> = std::collections::HashMap::new();
+        for _ in 0..traced {
+            let (_, meta) = sess.run_plan_with_options(&plan, &values, &options)?;
+            for dev in meta.step_stats.iter().flat_map(|s| &s.dev_stats) {
+                for n in &dev.node_stats {
+                    let op = plan.graph().find(&n.node_name).map_or("?", |id| plan.graph().node(id).op.as_str());
+                    let e = by_op.entry(op.to_string()).or_default();
+                    let t = (n.op_end_rel_nanos - n.op_start_rel_nanos).max(0) as f64 / 1e6;
+                    e.0 += t;
+                    e.1 += 1;
+                    let shape = n
+                        .output
+                        .first()
+                        .and_then(|o| o.tensor_description.as_ref()?.shape.as_ref())
+                        .map(|s| format!("{:?}", s.dim.iter().map(|d| d.size).collect::<Vec<_>>()))
+                        .unwrap_or_default();
+                    let e = by_node.entry(n.node_name.clone()).or_insert_with(|| (0.0, format!("{op} {shape}")));
+                    e.0 += t;
+                }
+            }
+        }
+        let total: f64 = by_op.values().map(|v| v.0).sum();
+        let mut rows: Vec<(String, f64, usize)> = by_op.into_iter().map(|(k, (t, n))| (k, t, n)).collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out!("time per op type, mean of {traced} traced runs (op time summed over threads):");
+        out!("  {:<28} {:>10} {:>7} {:>6}", "op", "ms/run", "share", "nodes");
+        for (op, t, n) in rows {
+            out!("  {op:<28} {:>10.3} {:>6.1}% {:>6}", t / traced as f64, 100.0 * t / total.max(1e-12), n / traced);
+        }
+        let mut nodes: Vec<(String, f64, String)> = by_node.into_iter().map(|(k, (t, what))| (k, t, what)).collect();
+        nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out!("slowest nodes (ms/run, share, op and first output's shape):");
+        for (name, t, what) in nodes.iter().take(top) {
+            out!("  {name:<40} {:>10.3} {:>6.1}%  {what}", t / traced as f64, 100.0 * t / total.max(1e-12));
+        }
+    }
+    out!(
+        "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1}",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1],
+        ferroflow::testing::peak_rss_mb().unwrap_or(0.0)
+    );
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `ferroflow optimize`: the graph optimizer run on a graph for its fetches, with what each
+//! pass did.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ferroflow::prelude::*;
+
+use crate::load;
+
+/// Optimize a graph for the given fetches and print what each pass did.
+#[derive(Args)]
+pub struct OptimizeArgs {
+    /// The graph file (.pb or .pbtxt).
+    graph: PathBuf,
+    /// A tensor that will be fetched (repeatable; its node keeps its name).
+    #[arg(long = "fetch", value_name = "NAME", required = true)]
+    fetches: Vec<String>,
+    /// A tensor that will be fed (repeatable; never treated as constant).
+    #[arg(long = "feed", value_name = "NAME")]
+    feeds: Vec<String>,
+    /// A node that will be run as a target (repeatable).
+    #[arg(long = "target", value_name = "NODE")]
+    targets: Vec<String>,
+    /// Write the optimized graph here (.pbtxt as text, otherwise binary).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Print every change by node name after the per-pass table.
+    #[arg(long)]
+    report: bool,
+    /// Write the graph after each pass to DIR/NN_round<R>_<pass>.pbtxt.
+    #[arg(long, value_name = "DIR")]
+    dump_dir: Option<PathBuf>,
+    /// Also allow rewrites that change floating-point results (x/c -> x*(1/c), ...).
+    #[arg(long)]
+    inexact_float_rewrites: bool,
+    /// Skip a pass by name (repeatable).
+    #[arg(long = "disable", value_name = "PASS")]
+    disabled: Vec<String>,
+}
+
+pub fn run(args: OptimizeArgs) -> Result<()> {
+    let OptimizeArgs {
+        graph,
+        fetches,
+        feeds,
+        targets,
+        output,
+        report: details,
+        dump_dir,
+        inexact_float_rewrites,
+        disabled,
+    } = args;
+    let item = ferroflow::optimize::Item { feeds, fetches, targets, keep: vec![] };
+    let options = ferroflow::optimize::OptimizerOptions {
+        inexact_float_rewrites,
+        disabled_passes: disabled,
+        fail_on_pass_error: false,
+        ..Default::default()
+    };
+    let (output, dump_dir) = (output.as_deref(), dump_dir.as_deref());
+    const PASSES: &[&str] = &[
+        "pruning",
+        "common_subexpression_elimination",
+        "constant_folding",
+        "arithmetic_simplification",
+        "contraction_fusion",
+        "elementwise_fusion",
+        "dependency_optimizer",
+    ];
+    for d in &options.disabled_passes {
+        if !PASSES.contains(&d.as_str()) {
+            bail!("--disable '{d}': no such pass (passes: {})", PASSES.join(", "));
+        }
+    }
+    let g = load::graph(&graph)?;
+    if let Some(dir) = dump_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating --dump-dir {}", dir.display()))?;
+    }
+    let mut step = 0;
+    let mut dump = |round: usize, pass: &str, graph: &Graph| -> std::result::Result<(), String> {
+        let Some(dir) = dump_dir else { return Ok(()) };
+        let file = dir.join(format!("{step:02}_round{round}_{pass}.pbtxt"));
+        step += 1;
+        ferroflow::graph::io::write_graph_def(&file, &graph.to_graph_def()).map_err(|e| e.to_string())
+    };
+    let optimized = ferroflow::optimize::MetaOptimizer::new(options).optimize_with_dump(&g, &item, &mut dump)?;
+    let report = &optimized.report;
+    out!("{}", if details { report.details() } else { report.table() }.trim_end());
+    if let Some(out) = output {
+        ferroflow::graph::io::write_graph_def(out, &optimized.graph.to_graph_def())?;
+        out!("wrote {} ({} nodes)", out.display(), optimized.graph.len());
+    }
+    if let Some(dir) = dump_dir {
+        out!("wrote the graph after each pass to {}", dir.display());
+    }
+    Ok(())
+}
