@@ -2,6 +2,7 @@
 //! function with its definition (in [`crate::defs`]); `ferroflow-autodiff` walks the graph
 //! and calls them.
 use ferroflow_graph::{Attrs, GraphError, Node, NodeId, Output};
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::{attr, attr_value::Value, AttrValue};
 use ferroflow_tensor::{DType, Shape};
 
@@ -86,14 +87,15 @@ impl GradCtx<'_> {
     }
     /// A bool attr of the forward node (false when absent).
     pub fn attr_bool(&self, name: &str) -> bool {
-        matches!(self.node.attrs.get(name).and_then(|a| a.value.as_ref()), Some(Value::B(true)))
+        self.node.attrs.bool_attr(name).unwrap_or(false)
     }
     /// A string attr of the forward node (empty when absent).
     pub fn attr_string(&self, name: &str) -> String {
-        match self.node.attrs.get(name).and_then(|a| a.value.as_ref()) {
-            Some(Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
-            _ => String::new(),
-        }
+        self.node.attrs.string_attr(name).unwrap_or_default()
+    }
+    /// An int attr of the forward node.
+    pub fn attr_int(&self, name: &str) -> Option<i64> {
+        self.node.attrs.int_attr(name)
     }
     /// The forward node's attrs named in `keep` (those it has), for its gradient op.
     pub fn attrs_of(&self, keep: &[&str]) -> Vec<(String, AttrValue)> {
@@ -103,7 +105,7 @@ impl GradCtx<'_> {
     pub fn const_ints(&self, o: Output) -> Option<Vec<i64>> {
         let t = self.scope.with_graph(|g| {
             let n = g.node(o.node);
-            match (n.op.as_str(), n.attrs.get("value").and_then(|v| v.value.as_ref())) {
+            match (n.op.as_str(), n.attrs.attr_value("value")) {
                 ("Const", Some(Value::Tensor(t))) => ferroflow_proto::convert::tensor_from_proto(t).ok(),
                 _ => None,
             }

@@ -17,6 +17,7 @@
 //! The output of an `Assign` (or `Apply*`) is a ref to the variable after the update: its value
 //! consumers read the variable with a control dependency on the update. Refs through control
 //! flow (`RefSwitch`, `RefEnter`, ...) and scatter ops are reported by node name.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{HashMap, HashSet};
 
 use ferroflow_graph::GraphError;
@@ -72,7 +73,7 @@ pub fn lower_ref_variables(def: &GraphDef) -> Result<GraphDef, GraphError> {
     let mut refs: HashMap<String, RefTo> = HashMap::new();
     for n in &def.node {
         if is_variable(&n.op) {
-            let dtype = match n.attr.get("dtype").and_then(|a| a.value.as_ref()) {
+            let dtype = match n.attr.attr_value("dtype") {
                 Some(Value::Type(t)) => *t,
                 _ => return Err(bad(n, "a variable needs a 'dtype' attr".into())),
             };

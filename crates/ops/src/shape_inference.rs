@@ -4,7 +4,7 @@
 //! (`Shape(x)`), and the shapes of variables behind resource handles; each op says what it
 //! knows of its output through its [`KnownFn`].
 use ferroflow_graph::{Attrs, Graph, GraphError, ShapeError};
-use ferroflow_proto::attr_value;
+use ferroflow_proto::{attr, attr_value};
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::{OpDef, OpRegistry};
@@ -55,28 +55,19 @@ impl InferCtx<'_> {
     }
     /// An int attr (or its default).
     pub fn int(&self, name: &str) -> Option<i64> {
-        match self.value(name)? {
-            attr_value::Value::I(i) => Some(*i),
-            _ => None,
-        }
+        self.value(name).and_then(attr::int_of)
     }
     /// A bool attr (or its default); false when absent.
     pub fn bool(&self, name: &str) -> bool {
-        matches!(self.value(name), Some(attr_value::Value::B(true)))
+        self.value(name).and_then(attr::bool_of).unwrap_or(false)
     }
     /// A `list(int)` attr (or its default); empty when absent.
     pub fn ints(&self, name: &str) -> Vec<i64> {
-        match self.value(name) {
-            Some(attr_value::Value::List(l)) => l.i.clone(),
-            _ => vec![],
-        }
+        self.value(name).and_then(attr::ints_of).map(<[i64]>::to_vec).unwrap_or_default()
     }
     /// A string attr (or its default); empty when absent.
     pub fn string(&self, name: &str) -> String {
-        match self.value(name) {
-            Some(attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
-            _ => String::new(),
-        }
+        self.value(name).and_then(attr::string_of).unwrap_or_default()
     }
     /// The value of input `i`, when it is a known constant.
     pub fn constant(&self, i: usize) -> Option<&Tensor> {

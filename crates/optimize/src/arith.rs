@@ -28,6 +28,7 @@
 //! With [`crate::OptimizerOptions::inexact_float_rewrites`] only: `x / c` → `x * (1/c)` for a
 //! constant float `c` (rounds twice), and `Reciprocal(Reciprocal(x))` → `x` (not exact: `1/(1/x)`
 //! differs from `x` for subnormals and large values).
+use ferroflow_proto::attr::AttrMap;
 use std::collections::HashMap;
 
 use ferroflow_graph::{Graph, NodeId, NodeSpec, Output};
@@ -220,7 +221,7 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
             return Some(Rewrite::Forward(input(0), "Cast to the same type -> x".into()));
         }
         "Squeeze" => {
-            let dims = match n.attrs.get("squeeze_dims").and_then(|a| a.value.as_ref()) {
+            let dims = match n.attrs.attr_value("squeeze_dims") {
                 Some(attr_value::Value::List(l)) => l.i.clone(),
                 _ => return None,
             };
@@ -236,7 +237,7 @@ fn rule(graph: &Graph, id: NodeId, v: &mut View) -> Option<Rewrite> {
         "ExpandDims" => {
             let p = producer(input(0))?;
             if p.op == "Squeeze" {
-                let dims = match p.attrs.get("squeeze_dims").and_then(|a| a.value.as_ref()) {
+                let dims = match p.attrs.attr_value("squeeze_dims") {
                     Some(attr_value::Value::List(l)) => l.i.clone(),
                     _ => return None,
                 };

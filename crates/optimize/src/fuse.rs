@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use ferroflow_graph::{Attrs, Graph, NodeId, NodeTypes, Output};
 use ferroflow_ops::{BinaryFn, Elementwise, OpRegistry};
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::{attr, attr_value};
 use ferroflow_tensor::DType;
 
@@ -25,13 +26,6 @@ pub struct ElementwiseFusion;
 /// The registry's elementwise facts of `op`.
 fn elementwise(op: &str) -> Option<Elementwise> {
     OpRegistry::global().facts(op).and_then(|f| f.elementwise)
-}
-
-fn string_attr(attrs: &Attrs, name: &str) -> Option<String> {
-    match attrs.get(name).and_then(|a| a.value.as_ref()) {
-        Some(attr_value::Value::S(s)) => Some(String::from_utf8_lossy(s).into_owned()),
-        _ => None,
-    }
 }
 
 struct Edges {
@@ -70,7 +64,7 @@ impl Pass for ContractionFusion {
         for bias_id in 0..graph.len() {
             let b = graph.node(bias_id);
             let is_bias = match b.op.as_str() {
-                "BiasAdd" => string_attr(&b.attrs, "data_format").is_none_or(|f| f == "NHWC"),
+                "BiasAdd" => b.attrs.string_attr("data_format").is_none_or(|f| f == "NHWC"),
                 // `x + b` with b a vector as long as x's last axis is BiasAdd (same additions,
                 // same operand order); TensorFlow's remapper fuses it too.
                 op if elementwise(op) == Some(Elementwise::Binary(BinaryFn::Add)) => {
@@ -91,7 +85,7 @@ impl Pass for ContractionFusion {
                 "MatMul" if dtype == DType::Float => "_FusedMatMul",
                 "Conv2D"
                     if matches!(dtype, DType::Float | DType::Double)
-                        && string_attr(&c.attrs, "data_format").is_none_or(|f| f == "NHWC") =>
+                        && c.attrs.string_attr("data_format").is_none_or(|f| f == "NHWC") =>
                 {
                     "_FusedConv2D"
                 }
@@ -127,7 +121,7 @@ impl Pass for ContractionFusion {
             attrs.insert("num_args".into(), attr::int(1));
             attrs.insert("epsilon".into(), attr::float(0.0001));
             let alpha = match activation.as_deref() {
-                Some("LeakyRelu") => match graph.node(root).attrs.get("alpha").and_then(|a| a.value.as_ref()) {
+                Some("LeakyRelu") => match graph.node(root).attrs.attr_value("alpha") {
                     Some(attr_value::Value::F(f)) => *f,
                     _ => 0.2,
                 },
@@ -184,8 +178,8 @@ fn fuse_max_pools(graph: &mut Graph, ctx: &mut PassContext) -> bool {
             [1, ph, pw, 1] if ph >= 1 && pw >= 1 && ksize == strides => [ph, pw],
             _ => continue,
         };
-        if string_attr(&p.attrs, "padding").as_deref() != Some("VALID")
-            || string_attr(&p.attrs, "data_format").is_some_and(|f| f != "NHWC")
+        if p.attrs.string_attr("padding").as_deref() != Some("VALID")
+            || p.attrs.string_attr("data_format").is_some_and(|f| f != "NHWC")
         {
             continue;
         }
@@ -272,7 +266,7 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         let conv = e.inputs[at];
         let d = graph.node(conv.node);
         if conv.index != 0
-            || string_attr(&d.attrs, "data_format").is_some_and(|f| f != "NHWC")
+            || d.attrs.string_attr("data_format").is_some_and(|f| f != "NHWC")
             || d.types.outputs[0] != e.types.outputs[0]
             || !edges.absorbable(graph, ctx, conv.node, &e.device)
         {
@@ -342,7 +336,7 @@ fn conv_epilogue(n: &ferroflow_graph::Node) -> Option<(&'static str, Vec<String>
 /// operand): `Add a0 {bias}`, then its activation; `None` for epilogues a program cannot
 /// express (`LeakyRelu` carries an alpha).
 fn bias_prefix(d: &ferroflow_graph::Node) -> Option<Vec<String>> {
-    let ops: Vec<String> = match d.attrs.get("fused_ops").and_then(|a| a.value.as_ref()) {
+    let ops: Vec<String> = match d.attrs.attr_value("fused_ops") {
         Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
         _ => return None,
     };
@@ -407,8 +401,8 @@ fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
     for conv_id in 0..graph.len() {
         let c = graph.node(conv_id);
         if !matches!(c.op.as_str(), "Conv2D" | "DepthwiseConv2dNative")
-            || string_attr(&c.attrs, "padding").as_deref() != Some("VALID")
-            || string_attr(&c.attrs, "data_format").is_some_and(|f| f != "NHWC")
+            || c.attrs.string_attr("padding").as_deref() != Some("VALID")
+            || c.attrs.string_attr("data_format").is_some_and(|f| f != "NHWC")
             || !matches!(c.types.outputs[0], DType::Float | DType::Double)
         {
             continue;
@@ -459,7 +453,7 @@ fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
 /// The program of a `_FusedElementwise` node, if it is well formed (known ops, operands in
 /// range, non-empty); a malformed one is left for its kernel to report.
 fn program(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
-    let lines: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+    let lines: Vec<String> = match n.attrs.attr_value("program") {
         Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
         _ => return None,
     };

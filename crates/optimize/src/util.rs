@@ -1,4 +1,5 @@
 //! Helpers shared by the passes: side-effect rules, edge maps, rewiring, removal, constants.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{HashMap, HashSet};
 
 use ferroflow_graph::{Attrs, Graph, GraphError, NodeId, NodeTypes, Output};
@@ -199,7 +200,7 @@ pub(crate) fn const_value(graph: &Graph, id: NodeId) -> Option<Tensor> {
     if n.op != "Const" {
         return None;
     }
-    match n.attrs.get("value").and_then(|v| v.value.as_ref()) {
+    match n.attrs.attr_value("value") {
         Some(attr_value::Value::Tensor(t)) => convert::tensor_from_proto(t).ok(),
         _ => None,
     }
@@ -265,7 +266,7 @@ pub(crate) fn check(graph: &Graph) -> Result<(), GraphError> {
 pub(crate) fn drop_dangling_colocation(graph: &mut Graph) -> usize {
     let mut dropped = 0;
     for id in 0..graph.len() {
-        let keep: Option<Vec<Vec<u8>>> = match graph.node(id).attrs.get("_class").and_then(|a| a.value.as_ref()) {
+        let keep: Option<Vec<Vec<u8>>> = match graph.node(id).attrs.attr_value("_class") {
             Some(attr_value::Value::List(l)) => {
                 let kept: Vec<Vec<u8>> =
                     l.s.iter()

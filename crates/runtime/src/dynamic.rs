@@ -5,6 +5,7 @@
 //!
 //! It runs on the calling thread, one node at a time, with the same kernels as the parallel
 //! executor. Plans without these ops never come here.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{HashMap, VecDeque};
 
 use ferroflow_graph::{Graph, NodeId};
@@ -248,12 +249,12 @@ impl Interpreter<'_> {
                     self.emit(p, None, c, if dead { Token::Dead } else { Token::Live(Tensor::scalar(0i32)) })?;
                 }
                 Some(ControlFlow::Enter) => {
-                    let name = match self.node(p).attrs.get("frame_name").and_then(|v| v.value.as_ref()) {
+                    let name = match self.node(p).attrs.attr_value("frame_name") {
                         Some(ferroflow_proto::attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
                         _ => return Err(error(self.graph, self.plan, p, "Enter needs a frame_name".into())),
                     };
                     let constant = matches!(
-                        self.node(p).attrs.get("is_constant").and_then(|v| v.value.as_ref()),
+                        self.node(p).attrs.attr_value("is_constant"),
                         Some(ferroflow_proto::attr_value::Value::B(true))
                     );
                     let f = self.frame(c, &name);
@@ -394,7 +395,7 @@ pub(crate) fn execute(
     let is_constant_enter = |q: usize| {
         plan.nodes[q].role == Some(ControlFlow::Enter)
             && matches!(
-                graph.node(plan.nodes[q].graph_id as usize).attrs.get("is_constant").and_then(|v| v.value.as_ref()),
+                graph.node(plan.nodes[q].graph_id as usize).attrs.attr_value("is_constant"),
                 Some(ferroflow_proto::attr_value::Value::B(true))
             )
     };

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ferroflow_graph::{format_output, parse_output_name};
 use ferroflow_ops::{OpRegistry, Transfer};
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::{attr_value, AttrValue, GraphDef, NodeDef};
 
 /// A problem with a set of partition graphs.
@@ -44,17 +45,6 @@ pub enum MergeError {
         /// What is wrong.
         reason: String,
     },
-}
-
-fn attr_s(n: &NodeDef, key: &str) -> Option<String> {
-    match n.attr.get(key)?.value.as_ref()? {
-        attr_value::Value::S(s) => Some(String::from_utf8_lossy(s).into_owned()),
-        _ => None,
-    }
-}
-
-fn attr_b(n: &NodeDef, key: &str) -> bool {
-    matches!(n.attr.get(key).and_then(|a| a.value.as_ref()), Some(attr_value::Value::B(true)))
 }
 
 /// `_arg_<node>_<index>_<arg>` (TensorFlow's call-frame feed) → (`node`, `index`).
@@ -106,7 +96,7 @@ pub fn merge_partitions(parts: &[GraphDef]) -> Result<GraphDef, MergeError> {
     let mut sends: HashMap<String, (String, String)> = HashMap::new();
     for p in parts {
         for n in p.node.iter().filter(|n| transfer(&n.op) == Some(Transfer::Send)) {
-            let tensor = attr_s(n, "tensor_name").ok_or_else(|| MergeError::BadNode {
+            let tensor = n.attr.string_attr("tensor_name").ok_or_else(|| MergeError::BadNode {
                 node: n.name.clone(),
                 reason: "a _Send needs a 'tensor_name' attr".into(),
             })?;
@@ -128,8 +118,8 @@ pub fn merge_partitions(parts: &[GraphDef]) -> Result<GraphDef, MergeError> {
         for n in &p.node {
             match transfer(&n.op) {
                 Some(Transfer::Recv) => {
-                    let tensor = attr_s(n, "tensor_name").unwrap_or_default();
-                    if attr_b(n, "client_terminated") {
+                    let tensor = n.attr.string_attr("tensor_name").unwrap_or_default();
+                    if n.attr.bool_attr("client_terminated").unwrap_or(false) {
                         // Older TensorFlow's feed: the tensor name is the feed ("x:0").
                         let (node, index) = parse_output_name(&tensor).ok_or_else(|| MergeError::BadNode {
                             node: n.name.clone(),

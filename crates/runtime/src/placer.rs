@@ -2,6 +2,7 @@
 //! devices (full or partial names), colocation groups (`_class: ["loc:@other"]`), a default
 //! device, and soft placement (an unsatisfiable request falls back to a device that exists).
 use ferroflow_graph::Graph;
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::attr_value;
 
 use crate::device::{DeviceName, DeviceSet};
@@ -36,7 +37,7 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
 
 /// The `loc:@name` entries of a node's `_class` attr.
 fn colocated_with(graph: &Graph, id: usize) -> Vec<String> {
-    match graph.node(id).attrs.get("_class").and_then(|a| a.value.as_ref()) {
+    match graph.node(id).attrs.attr_value("_class") {
         Some(attr_value::Value::List(l)) => {
             l.s.iter().filter_map(|s| std::str::from_utf8(s).ok()?.strip_prefix("loc:@").map(str::to_string)).collect()
         }

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use ferroflow_graph::{Graph, Node, NodeId, Output};
 use ferroflow_kernels::{Inputs, KResult, KernelContext, KernelError, OpKernel, Outputs};
 use ferroflow_ops::{OpRegistry, Transfer};
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::attr_value;
 use ferroflow_tensor::{DType, Tensor};
 
@@ -31,20 +32,13 @@ pub(crate) struct Transfers {
     remote: HashMap<String, u32>,
 }
 
-fn string_attr(n: &Node, name: &str) -> String {
-    match n.attrs.get(name).and_then(|a| a.value.as_ref()) {
-        Some(attr_value::Value::S(s)) => String::from_utf8_lossy(s).into_owned(),
-        _ => String::new(),
-    }
-}
-
 fn tensor_name(n: &Node) -> String {
-    string_attr(n, "tensor_name")
+    n.attrs.string_attr("tensor_name").unwrap_or_default()
 }
 
 /// The task a transfer's other end runs on, seen from node `n` (a `_Send` or `_Recv`).
 pub(crate) fn peer_task(n: &Node, end: Transfer) -> usize {
-    task_of(&string_attr(n, if end == Transfer::Send { "recv_device" } else { "send_device" }))
+    task_of(&n.attrs.string_attr(if end == Transfer::Send { "recv_device" } else { "send_device" }).unwrap_or_default())
 }
 
 impl Transfers {
@@ -56,7 +50,9 @@ impl Transfers {
         let mut remote: Vec<String> = Vec::new();
         if cluster.is_some() {
             for n in graph.nodes() {
-                if end(n) == Some(Transfer::Send) && task_of(&string_attr(n, "recv_device")) != task_of(&n.device) {
+                if end(n) == Some(Transfer::Send)
+                    && task_of(&n.attrs.string_attr("recv_device").unwrap_or_default()) != task_of(&n.device)
+                {
                     remote.push(tensor_name(n));
                 }
             }
@@ -102,7 +98,7 @@ impl Transfers {
         Ok(Some(match end {
             Transfer::Send => Box::new(RemoteSend { peer, tag }),
             _ => {
-                let dtype = match n.attrs.get("tensor_type").and_then(|a| a.value.as_ref()) {
+                let dtype = match n.attrs.attr_value("tensor_type") {
                     Some(attr_value::Value::Type(t)) => DType::from_tf(*t).ok(),
                     _ => None,
                 };

@@ -3,6 +3,7 @@
 //! library functions are looked into as well (a SavedModel's main graph is a few
 //! `StatefulPartitionedCall`s; its ops live in the functions), so every missing op is named
 //! before anything runs.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ferroflow_kernels::KernelRegistry;
@@ -156,7 +157,7 @@ pub fn inline_calls(def: &GraphDef) -> Result<GraphDef, FunctionDefError> {
                 continue;
             }
             let (fname, call_attrs) = if c.op.ends_with("PartitionedCall") {
-                match c.attr.get("f").and_then(|v| v.value.as_ref()) {
+                match c.attr.attr_value("f") {
                     Some(Value::Func(f)) => (f.name.clone(), f.attr.clone()),
                     _ => {
                         return Err(FunctionDefError::Body(format!("node '{}': attr 'f' must name a function", c.name)))
@@ -229,7 +230,7 @@ fn inline_one(
     // The results, as the call's own outputs.
     let mut results = Vec::with_capacity(sig.output_arg.len());
     let mut types = Vec::with_capacity(sig.output_arg.len());
-    let tout: Vec<i32> = match c.attr.get("Tout").and_then(|v| v.value.as_ref()) {
+    let tout: Vec<i32> = match c.attr.attr_value("Tout") {
         Some(Value::List(l)) => l.r#type.clone(),
         _ => Vec::new(),
     };

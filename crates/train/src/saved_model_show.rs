@@ -5,6 +5,7 @@
 //! concrete functions of the root object's `tf.function`s with their input signatures.
 //!
 //! The one difference is the op set: Python prints a `set` in hash order, ferroflow sorted.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::Path;
@@ -105,7 +106,7 @@ pub fn ops_used(graph: Option<&GraphDef>) -> BTreeSet<String> {
         for n in nodes.drain(..) {
             let mut ops = vec![n.op.as_str()];
             if n.op == "PartitionedCall" || n.op == "StatefulPartitionedCall" {
-                if let Some(attr_value::Value::Func(f)) = n.attr.get("f").and_then(|a| a.value.as_ref()) {
+                if let Some(attr_value::Value::Func(f)) = n.attr.attr_value("f") {
                     ops.push(&f.name);
                 }
             }

@@ -7,6 +7,7 @@
 //! bundle's data file before its index, then the `.meta`, then the `checkpoint` state file,
 //! and only then are checkpoints beyond `max_to_keep` deleted (after they left the state
 //! file). A process killed at any moment leaves the state file naming complete checkpoints.
+use ferroflow_proto::attr::AttrMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -416,7 +417,7 @@ fn restore_entries(graph: &Graph, def: &SaverDef) -> Result<Vec<RestoreEntry>> {
         };
         let key = names.get(src.index).cloned().ok_or_else(|| bad(format!("'{}' has too few names", restore.name)))?;
         let h = graph.node(handle.node);
-        let shape = match h.attrs.get("shape").and_then(|a| a.value.as_ref()) {
+        let shape = match h.attrs.attr_value("shape") {
             Some(Value::Shape(s)) if !s.unknown_rank && s.dim.iter().all(|d| d.size >= 0) => {
                 Some(s.dim.iter().map(|d| d.size).collect())
             }
@@ -438,7 +439,7 @@ fn const_strings(graph: &Graph, o: Output) -> Option<Vec<String>> {
     if n.op != "Const" {
         return None;
     }
-    let Some(Value::Tensor(t)) = n.attrs.get("value").and_then(|a| a.value.as_ref()) else { return None };
+    let Some(Value::Tensor(t)) = n.attrs.attr_value("value") else { return None };
     let t = ferroflow_proto::convert::tensor_from_proto(t).ok()?;
     t.as_strings().ok().map(|v| v.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect())
 }

@@ -1,5 +1,6 @@
 //! `ferroflow convert`: a graph imported, validated and written back (text or binary), or a
 //! SavedModel's signature frozen into a GraphDef.
+use ferroflow::proto::attr::AttrMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -77,7 +78,7 @@ fn validate(g: &Graph) -> Result<()> {
             let Some(Value::Tensor(t)) = &attr.value else { continue };
             let value = ferroflow::proto::convert::tensor_from_proto(t)
                 .map_err(|e| anyhow::anyhow!("node '{}' ({}): attr '{name}': {e}", n.name, n.op))?;
-            if let Some(Value::Type(want)) = n.attrs.get("dtype").and_then(|d| d.value.as_ref()) {
+            if let Some(Value::Type(want)) = n.attrs.attr_value("dtype") {
                 if n.op == "Const" && value.dtype().to_tf() != *want {
                     bail!("node '{}' (Const): value is {} but attr 'dtype' says otherwise", n.name, value.dtype());
                 }

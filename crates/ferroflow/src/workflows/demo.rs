@@ -5,6 +5,7 @@
 //! from its `.meta` alone; [`input_pipeline`](super::input_pipeline) with and without its
 //! speed-ups, the bottleneck hunt with `--logdir`, and the EfficientNet-style model trained
 //! from it; [`traced_functions`](super::traced_functions).
+use ferroflow::proto::attr::AttrMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -101,7 +102,7 @@ fn what_runs_optimized(w: &mut dyn Write) -> Result<(), Error> {
     say!(w, "{}", optimized.report.details().trim_end());
     say!(w, "\n-- the optimized graph:");
     for n in optimized.graph.nodes() {
-        let value = match n.attrs.get("value").and_then(|v| v.value.as_ref()) {
+        let value = match n.attrs.attr_value("value") {
             Some(crate::proto::attr_value::Value::Tensor(t)) => crate::proto::convert::tensor_from_proto(t)
                 .map(|t| format!(" value {}", t.preview(4)))
                 .unwrap_or_default(),

@@ -1,5 +1,6 @@
 //! Sources, identities, shapes and reshapes, stacking and joining, and `BiasAdd`.
 use ferroflow_graph::{Output, ShapeError};
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::{attr, attr_value::Value, convert};
 use ferroflow_tensor::{DType, Shape, Tensor};
 
@@ -358,7 +359,7 @@ fn concat(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 
 /// TensorFlow's `_PreventGradientGrad`: differentiating through it is an error.
 fn prevent_gradient_grad(ctx: &GradCtx, _: &[Option<Output>]) -> GradResult {
-    let message = match ctx.node.attrs.get("message").and_then(|a| a.value.as_ref()) {
+    let message = match ctx.node.attrs.attr_value("message") {
         Some(Value::S(m)) => String::from_utf8_lossy(m).into_owned(),
         _ => String::new(),
     };
@@ -389,18 +390,11 @@ fn fill_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     Ok(vec![None, Some(ctx.scope.reduce("Sum", g, &axes, false)?)])
 }
 
-fn attr_int(ctx: &GradCtx, name: &str) -> Option<i64> {
-    match ctx.node.attrs.get(name).and_then(|a| a.value.as_ref()) {
-        Some(Value::I(i)) => Some(*i),
-        _ => None,
-    }
-}
-
 /// `Pack`: the gradient unstacked along the same axis.
 fn pack_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let n = ctx.node.inputs.len();
     let Some(g) = g0(gs) else { return Ok(vec![None; n]) };
-    let axis = attr_int(ctx, "axis").unwrap_or(0);
+    let axis = ctx.attr_int("axis").unwrap_or(0);
     let unpacked = build(&ctx.scope, "Unpack", &[g], &[("num", attr::int(n as i64)), ("axis", attr::int(axis))])?;
     Ok((0..n).map(|i| Some(Output { node: unpacked.node, index: i })).collect())
 }

@@ -1,7 +1,7 @@
 //! Moving data by index: transposes, slices, tiles, pads, unstacking and splits, gathers,
 //! one-hot, `Where`, `Range`, `Cumsum`, `TopKV2`.
 use ferroflow_graph::{Output, ShapeError};
-use ferroflow_proto::{attr, attr_value::Value};
+use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
@@ -414,13 +414,6 @@ fn pad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     Ok(out)
 }
 
-fn attr_int(ctx: &GradCtx, name: &str) -> Option<i64> {
-    match ctx.node.attrs.get(name).and_then(|a| a.value.as_ref()) {
-        Some(Value::I(i)) => Some(*i),
-        _ => None,
-    }
-}
-
 /// The gradients of a node's outputs, zeros for those that got none (to be joined).
 fn dense_grads(ctx: &GradCtx, gs: &[Option<Output>]) -> Result<Vec<Output>, crate::BuildError> {
     (0..ctx.node.num_outputs())
@@ -437,7 +430,7 @@ fn unpack_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         return Ok(vec![None]);
     }
     let grads = dense_grads(ctx, gs)?;
-    Ok(vec![Some(ctx.scope.pack_with(&grads, attrs::Pack::new().axis(attr_int(ctx, "axis").unwrap_or(0)))?)])
+    Ok(vec![Some(ctx.scope.pack_with(&grads, attrs::Pack::new().axis(ctx.attr_int("axis").unwrap_or(0)))?)])
 }
 
 /// The outputs' gradients joined along the split axis.
@@ -484,7 +477,7 @@ fn gather_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     // index repeats (TensorFlow's IndexedSlices made dense).
     let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
     let axis = ctx.const_ints(ctx.input(2)).and_then(|v| v.first().copied());
-    if axis != Some(0) || attr_int(ctx, "batch_dims").unwrap_or(0) != 0 {
+    if axis != Some(0) || ctx.attr_int("batch_dims").unwrap_or(0) != 0 {
         return Err(ctx.unsupported("only gathers along a constant axis 0 with batch_dims 0 are differentiable yet"));
     }
     let s = &ctx.scope;

@@ -1,6 +1,7 @@
 //! Elementwise math that is not a plain scalar function: `Pow`, `FloorDiv` and `FloorMod`
 //! (integer kernels check their right operand), and `LeakyRelu` (an attr).
 use ferroflow_graph::Output;
+use ferroflow_proto::attr::AttrMap;
 use ferroflow_proto::attr_value::Value;
 
 use crate::gradient::{binary, build, g0, scalar_like, select, GradCtx, GradResult, NO_ATTRS};
@@ -56,7 +57,7 @@ fn floor_mod_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 /// `g` where `x > 0`, else `alpha·g` (TensorFlow's `LeakyReluGrad`).
 fn leaky_relu_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None]) };
-    let alpha = match ctx.node.attrs.get("alpha").and_then(|a| a.value.as_ref()) {
+    let alpha = match ctx.node.attrs.attr_value("alpha") {
         Some(Value::F(a)) => *a as f64,
         _ => 0.2,
     };
