@@ -481,7 +481,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
 fn stream_copy<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len());
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if crate::isa::has_avx512f() {
         // SAFETY: the slices have the same length in bytes; AVX-512F was detected.
         unsafe { stream_bytes(dst.as_mut_ptr() as *mut u8, src.as_ptr() as *const u8, std::mem::size_of_val(src)) };
         return;
@@ -518,17 +518,7 @@ const STREAM_OUTPUT_BYTES: usize = 128 << 20;
 /// Whether streaming large outputs ([`STREAM_OUTPUT_BYTES`]) pays on this CPU: an Intel one
 /// with AVX-512F (measured faster there, slower on AMD's Zen 4).
 fn streaming_pays() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static PAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *PAYS.get_or_init(|| {
-            let id = std::arch::x86_64::__cpuid(0);
-            let vendor = [id.ebx, id.edx, id.ecx].map(u32::to_le_bytes).concat();
-            vendor == b"GenuineIntel" && std::arch::is_x86_feature_detected!("avx512f")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::isa::intel_avx512()
 }
 
 /// Whether the implicit GEMM ([`implicit`]) runs the convolution (few input channels, a

@@ -70,7 +70,7 @@ impl Pixel for u8 {
         use std::arch::x86_64::*;
         debug_assert!(matches!(c, 3 | 4) && row.len() > (xs.len().max(1) - 1) * c + 3);
         let widen = |p: &[u8]| -> [f32; 4] { [p[0].f(), p[1].f(), p[2].f(), p.get(3).map_or(0.0, |v| v.f())] };
-        let done = if std::arch::is_x86_feature_detected!("avx2") {
+        let done = if crate::isa::has_avx2() {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { lerp_pairs_avx2(src, xs, c, row) }
         } else {
