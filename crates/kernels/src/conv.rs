@@ -7,9 +7,11 @@ mod implicit;
 mod winograd;
 
 use ferroflow_ops::defs::conv::conv_output_size;
-use ferroflow_tensor::{DType, Tensor};
+use ferroflow_tensor::{DType, Element, Tensor};
 use rayon::prelude::*;
 
+use crate::elementwise::{visit_unary, UnaryVisitor};
+use crate::epilogue::{add_bias, Activation, RowEpilogue};
 use crate::matmul::{product, product_serial, GemmElement};
 use crate::numeric::Float;
 use crate::packed;
@@ -1248,10 +1250,10 @@ const EPILOGUE_ROW: usize = 2048;
 /// output row while it is in cache.
 struct FusedDepthwise<T> {
     window: Window,
-    epilogue: crate::fused::RowEpilogue<T>,
+    epilogue: RowEpilogue<T>,
 }
 
-impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
+impl<T: Float + Element> OpKernel for FusedDepthwise<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
             self.window.depthwise(inputs)?;
@@ -1294,12 +1296,12 @@ impl<T: Float + ferroflow_tensor::Element> OpKernel for FusedDepthwise<T> {
 /// ResNet's residual `Add` + `Relu`, in cache).
 struct FusedConv<T> {
     conv: Conv2D<T>,
-    epilogue: crate::fused::RowEpilogue<T>,
+    epilogue: RowEpilogue<T>,
     /// The windows (`[ph, pw]`) of the max pool that follows the epilogue (attr `max_pool`).
     pool: Option<[usize; 2]>,
 }
 
-impl<T: GemmElement + Float + ferroflow_tensor::Element> OpKernel for FusedConv<T> {
+impl<T: GemmElement + Float + Element> OpKernel for FusedConv<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let dims = self.conv.output_dims(inputs)?;
         let oc = dims[3].max(1);
@@ -1330,6 +1332,73 @@ impl<T: GemmElement + Float + ferroflow_tensor::Element> OpKernel for FusedConv<
             }
         }
     }
+}
+
+/// `_FusedConv2D`: the convolution, with `+ bias` and the activation applied to each block of
+/// output rows right after the GEMM wrote it (in cache).
+struct FusedConvBias<T> {
+    conv: Conv2D<T>,
+    act: Activation,
+}
+
+/// Runs a [`FusedConvBias`] with a given activation.
+struct ConvBias<'a, T> {
+    conv: &'a Conv2D<T>,
+    ctx: &'a KernelContext<'a>,
+    inputs: &'a Inputs,
+    b: &'a [T],
+}
+
+impl<T: Float + Element + GemmElement> UnaryVisitor<T> for ConvBias<'_, T> {
+    type Out = KResult<Tensor>;
+    fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> KResult<Tensor> {
+        let b = self.b;
+        self.conv.run(self.ctx, self.inputs, Some(&move |_, block: &mut [T], _: &mut Vec<T>| add_bias(block, b, f)))
+    }
+}
+
+impl<T: Float + Element + GemmElement> OpKernel for FusedConvBias<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let bias = inputs.swap_remove(2);
+        inputs.truncate(2);
+        let c = inputs[1].dims().last().copied().unwrap_or(0);
+        if bias.rank() != 1 || bias.len() != c {
+            return Err(invalid(format!(
+                "Must provide as many biases as the last dimension of the product: {:?} vs. {:?}",
+                bias.dims(),
+                inputs[1].dims()
+            )));
+        }
+        let b = bias.as_slice::<T>()?;
+        let run = ConvBias { conv: &self.conv, ctx, inputs, b };
+        let out = match self.act {
+            Activation::None => run.visit(|x: T| x)?,
+            Activation::Unary(f) => visit_unary::<T, _>(f, run)?,
+            Activation::LeakyRelu(a) => {
+                let alpha = T::from_f64(a);
+                let leaky = move |x: T| if x < T::ZERO { x * alpha } else { x };
+                self.conv.run(
+                    ctx,
+                    inputs,
+                    Some(&move |_, block: &mut [T], _: &mut Vec<T>| add_bias(block, b, leaky)),
+                )?
+            }
+        };
+        outputs.push(out);
+        Ok(())
+    }
+}
+
+fn k_fused_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let act = Activation::from_fused_ops(d)?;
+    if d.string("data_format")? != "NHWC" || d.string("filter_format").unwrap_or_else(|_| "HWIO".into()) != "HWIO" {
+        return Err(invalid(format!("node '{}': _FusedConv2D is supported in NHWC/HWIO layout only", d.name)));
+    }
+    if d.int("num_host_args").unwrap_or(0) != 0 {
+        return Err(invalid(format!("node '{}': _FusedConv2D with host_args is not supported", d.name)));
+    }
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
+        |T| Ok(Box::new(FusedConvBias::<T> { conv: Conv2D::new(d)?, act }) as Box<dyn OpKernel>))
 }
 
 /// `MaxPool` of an NHWC tensor by `[ph, pw]` windows at strides of the window, VALID (rows
@@ -1715,7 +1784,7 @@ fn k_pool_grad(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(PoolGrad::<T> { max, ksize, window, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
-pub(crate) fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+fn k_conv2d(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
         |T| Ok(Box::new(Conv2D::<T>::new(d)?) as Box<dyn OpKernel>))
 }
@@ -1726,17 +1795,17 @@ fn k_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         |T| Ok(Box::new(Depthwise::<T> { window, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
-/// `_FusedDepthwiseConv2dElementwise`'s kernel (registered with the fused family).
-pub(crate) fn k_fused_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+/// `_FusedDepthwiseConv2dElementwise`'s kernel.
+fn k_fused_depthwise(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let window = Window::from_node(d, true)?;
     let n_args = d.int("N")?;
     let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedDepthwise::<T> { window, epilogue: crate::fused::RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(FusedDepthwise::<T> { window, epilogue: RowEpilogue::new(d, n_args)? }) as Box<dyn OpKernel>))
 }
 
-/// `_FusedConv2DElementwise`'s kernel (registered with the fused family).
-pub(crate) fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+/// `_FusedConv2DElementwise`'s kernel.
+fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let pool = match d.ints("max_pool")[..] {
         [] => None,
         [ph, pw] if ph >= 1 && pw >= 1 => Some([ph as usize, pw as usize]),
@@ -1745,7 +1814,7 @@ pub(crate) fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let n_args = d.int("N")?;
     let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: crate::fused::RowEpilogue::new(d, n_args)?, pool }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: RowEpilogue::new(d, n_args)?, pool }) as Box<dyn OpKernel>))
 }
 
 fn k_depthwise_backprop(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -1777,6 +1846,9 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("DepthwiseConv2dNativeBackpropFilter", "T", F, k_depthwise_backprop);
     r.register("FusedBatchNormV3", "T", F, batch_norm::k_batch_norm);
     r.register("FusedBatchNormGradV3", "T", F, batch_norm::k_batch_norm_grad);
+    r.register("_FusedConv2D", "T", F, k_fused_conv2d);
+    r.register("_FusedDepthwiseConv2dElementwise", "T", F, k_fused_depthwise);
+    r.register("_FusedConv2DElementwise", "T", F, k_fused_conv);
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod conv;
 mod data;
 mod einsum;
 mod elementwise;
+mod epilogue;
 pub mod fused;
 mod grad;
 pub mod image;
