@@ -1,8 +1,8 @@
 //! The fused kernels of matrix products and elementwise chains made by the optimizer's
 //! remapper: `_FusedMatMul` (the product, then `+ bias` and the activation in one pass over the
 //! output) and `_FusedElementwise` (a chain of elementwise ops evaluated block by block, one
-//! pass over memory). The epilogues themselves, which the fused convolutions share, are
-//! [`crate::epilogue`]'s.
+//! pass over memory). The epilogues themselves, shared with the fused convolutions, live in
+//! the crate's `epilogue` module.
 use ferroflow_tensor::{DType, Element};
 
 use crate::elementwise::{visit_unary, UnaryVisitor};

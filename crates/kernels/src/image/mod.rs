@@ -1,4 +1,4 @@
-//! Image kernels: resizing ([`resize`]), files and image codecs ([`codec`]; its decoders are
+//! Image kernels: resizing (`resize`), files and image codecs (`codec`; its decoders are
 //! public for the data pipeline and the fuzz targets), and the augmentation op
 //! `AdjustContrastv2`. Flips are `ReverseV2`, an indexing kernel.
 mod codec;
