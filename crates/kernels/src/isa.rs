@@ -1,10 +1,56 @@
-//! Running a loop compiled for the CPU's widest vectors: the build targets baseline x86-64
-//! (SSE2), so kernels whose loops the compiler vectorizes are entered through [`widest`],
-//! which checks the CPU once per call and runs the closure inside a function compiled for
-//! AVX-512 or AVX2.
+//! The one place kernels choose an instruction set. The build targets baseline x86-64 (SSE2),
+//! so kernels whose loops the compiler vectorizes are entered through [`widest`] or [`avx2`],
+//! which check the CPU once per call and run the closure inside a function compiled for
+//! AVX-512 or AVX2; kernels written with intrinsics ask [`has_avx512f`], [`has_avx2`] or
+//! [`intel_avx512`] before calling them.
 //!
 //! The closure and everything it calls must be inlined into it (`#[inline(always)]`) to be
 //! compiled for those features: a call that stays a call runs the baseline code.
+
+/// Whether the CPU has AVX-512F (false off x86-64). The standard library caches what it read
+/// from the CPU: a call is one atomic load.
+#[inline]
+pub(crate) fn has_avx512f() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether the CPU has AVX2 (false off x86-64); cached as [`has_avx512f`].
+#[inline]
+pub(crate) fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether the CPU has AVX2 and FMA (false off x86-64); cached as [`has_avx512f`].
+#[inline]
+pub(crate) fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether the CPU is an Intel one with AVX-512F: for choices measured to pay on Intel's
+/// cores and to cost on AMD's with the same instructions (non-temporal stores of large
+/// convolution outputs). The vendor is read once.
+pub(crate) fn intel_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *INTEL.get_or_init(|| {
+            let id = std::arch::x86_64::__cpuid(0);
+            let vendor = [id.ebx, id.edx, id.ecx].map(u32::to_le_bytes).concat();
+            vendor == b"GenuineIntel"
+        }) && has_avx512f()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
 
 /// Runs `f` compiled for AVX-512F where the CPU has it, else AVX2 + FMA, else the baseline.
 #[inline(always)]
@@ -19,11 +65,11 @@ pub(crate) fn widest<R>(f: impl FnOnce() -> R) -> R {
         unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if has_avx512f() {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe { avx512(f) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if has_avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { avx2(f) };
         }
@@ -41,7 +87,7 @@ pub(crate) fn avx2<R>(f: impl FnOnce() -> R) -> R {
         unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if has_avx2() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { avx2(f) };
         }

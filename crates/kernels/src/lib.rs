@@ -21,6 +21,7 @@ mod conv;
 mod data;
 mod einsum;
 mod elementwise;
+mod epilogue;
 pub mod fused;
 mod grad;
 pub mod image;
@@ -47,6 +48,7 @@ use std::sync::OnceLock;
 
 use ferroflow_graph::{Attrs, NodeTypes};
 use ferroflow_ops::{OpDef, OpRegistry};
+use ferroflow_proto::attr;
 use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{DType, Tensor, TensorError};
 
@@ -220,47 +222,39 @@ impl NodeDesc<'_> {
             .and_then(|v| v.value.as_ref())
             .ok_or_else(|| invalid(format!("missing attr '{name}'")))
     }
+    /// The attr read by `read` (one of `ferroflow_proto::attr`'s `*_of`), or an error saying it
+    /// must be a `kind`.
+    fn typed<T>(&self, name: &str, kind: &str, read: impl FnOnce(&Value) -> Option<T>) -> KResult<T> {
+        read(self.value(name)?).ok_or_else(|| invalid(format!("attr '{name}' must be {kind}")))
+    }
     /// A bool attr.
     pub fn bool(&self, name: &str) -> KResult<bool> {
-        match self.value(name)? {
-            Value::B(b) => Ok(*b),
-            _ => Err(invalid(format!("attr '{name}' must be a bool"))),
-        }
+        self.typed(name, "a bool", attr::bool_of)
     }
     /// An int attr.
     pub fn int(&self, name: &str) -> KResult<i64> {
-        match self.value(name)? {
-            Value::I(i) => Ok(*i),
-            _ => Err(invalid(format!("attr '{name}' must be an int"))),
-        }
+        self.typed(name, "an int", attr::int_of)
     }
     /// A string attr.
     pub fn string(&self, name: &str) -> KResult<String> {
-        match self.value(name)? {
-            Value::S(s) => Ok(String::from_utf8_lossy(s).into_owned()),
-            _ => Err(invalid(format!("attr '{name}' must be a string"))),
-        }
+        self.typed(name, "a string", attr::string_of)
     }
     /// A float attr.
     pub fn float(&self, name: &str) -> KResult<f32> {
-        match self.value(name)? {
-            Value::F(f) => Ok(*f),
-            _ => Err(invalid(format!("attr '{name}' must be a float"))),
-        }
+        self.typed(name, "a float", attr::float_of)
     }
     /// A type attr.
     pub fn dtype(&self, name: &str) -> KResult<DType> {
-        match self.value(name)? {
-            Value::Type(t) => Ok(DType::from_tf(*t)?),
-            _ => Err(invalid(format!("attr '{name}' must be a type"))),
-        }
+        Ok(DType::from_tf(self.typed(name, "a type", attr::dtype_of)?)?)
     }
     /// A list(int) attr (empty if absent).
     pub fn ints(&self, name: &str) -> Vec<i64> {
-        match self.def.attr(self.attrs, name).and_then(|v| v.value.as_ref()) {
-            Some(Value::List(l)) => l.i.clone(),
-            _ => vec![],
-        }
+        self.def
+            .attr(self.attrs, name)
+            .and_then(|v| v.value.as_ref())
+            .and_then(attr::ints_of)
+            .map(<[i64]>::to_vec)
+            .unwrap_or_default()
     }
     /// A tensor attr.
     pub fn tensor(&self, name: &str) -> KResult<Tensor> {

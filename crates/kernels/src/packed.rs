@@ -121,15 +121,7 @@ impl<V> Derived<V> {
 
 /// Whether [`product`] runs for element type `T` on this CPU (f32 with AVX-512F).
 pub(crate) fn available<T: 'static>() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static AVX512: OnceLock<bool> = OnceLock::new();
-        std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-            && *AVX512.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && crate::isa::has_avx512f()
 }
 
 /// Whether [`product`] runs for `T` and pays for products of `m` rows and `n` columns: a

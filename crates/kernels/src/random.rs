@@ -39,21 +39,14 @@ const LANES: usize = 32;
 /// rounds (AVX2 when the CPU has it, checked at run time).
 fn philox_lanes(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
     #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2(key: [u32; 2], base: u64, stream: u64) -> [[u32; 4]; LANES] {
-            philox_lanes_impl(key, base, stream)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { philox_lanes_avx512(key, base, stream) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(key, base, stream) };
-        }
+    if crate::isa::has_avx512f() {
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        return unsafe { philox_lanes_avx512(key, base, stream) };
     }
-    philox_lanes_impl(key, base, stream)
+    crate::isa::avx2(
+        #[inline(always)]
+        || philox_lanes_impl(key, base, stream),
+    )
 }
 
 /// [`philox_lanes_impl`] in AVX-512 registers: 16 blocks per register, the 32x32->64-bit
@@ -429,7 +422,7 @@ mod tests {
             let s = 0x1234_5678_9abcu64;
             let mut ways = vec![philox_lanes([7, 9], base, s), philox_lanes_impl([7, 9], base, s)];
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f") {
+            if crate::isa::has_avx512f() {
                 // SAFETY: the CPU supports AVX-512F (checked just above).
                 ways.push(unsafe { philox_lanes_avx512([7, 9], base, s) });
             }

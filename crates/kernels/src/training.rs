@@ -61,26 +61,10 @@ impl Apply {
     fn update<T: Float>(&self, h: &[T], w: &mut [T], s0: &mut [T], s1: &mut [T], g: &[T]) {
         // The loops are plain slices, so the same code compiled for AVX-512 or AVX2 (chosen
         // at run time) vectorizes sqrt and division across 8–16 lanes.
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512<T: Float>(a: &Apply, h: &[T], w: &mut [T], s0: &mut [T], s1: &mut [T], g: &[T]) {
-                a.update_impl(h, w, s0, s1, g)
-            }
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2<T: Float>(a: &Apply, h: &[T], w: &mut [T], s0: &mut [T], s1: &mut [T], g: &[T]) {
-                a.update_impl(h, w, s0, s1, g)
-            }
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU has AVX-512F (checked just above).
-                return unsafe { avx512(self, h, w, s0, s1, g) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                // SAFETY: the CPU has AVX2 and FMA (checked just above).
-                return unsafe { avx2(self, h, w, s0, s1, g) };
-            }
-        }
-        self.update_impl(h, w, s0, s1, g)
+        crate::isa::widest(
+            #[inline(always)]
+            || self.update_impl(h, w, s0, s1, g),
+        )
     }
 
     #[inline(always)]

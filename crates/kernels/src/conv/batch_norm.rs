@@ -12,7 +12,7 @@ use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::numeric::Float;
-use crate::{invalid, Inputs, KResult, KernelContext, NodeDesc, OpKernel, Outputs};
+use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// The layout attrs of both ops: where the channel is.
 #[derive(Clone, Copy, Debug)]
@@ -212,7 +212,7 @@ fn common(d: &NodeDesc) -> KResult<(DType, Layout)> {
     Ok((t, layout))
 }
 
-pub(super) fn k_batch_norm(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+fn k_batch_norm(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let (t, layout) = common(d)?;
     let epsilon = float_attr(d, "epsilon", 1e-4);
     let exponential_avg_factor = float_attr(d, "exponential_avg_factor", 1.0);
@@ -226,7 +226,7 @@ pub(super) fn k_batch_norm(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     }) as Box<dyn OpKernel>))
 }
 
-pub(super) fn k_batch_norm_grad(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+fn k_batch_norm_grad(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let (t, layout) = common(d)?;
     let epsilon = float_attr(d, "epsilon", 1e-4);
     let training = d.bool("is_training")?;
@@ -236,4 +236,10 @@ pub(super) fn k_batch_norm_grad(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         layout,
         _t: Default::default()
     }) as Box<dyn OpKernel>))
+}
+
+pub(super) fn register(r: &mut KernelRegistry) {
+    const F: &[DType] = &[DType::Float, DType::Double];
+    r.register("FusedBatchNormV3", "T", F, k_batch_norm);
+    r.register("FusedBatchNormGradV3", "T", F, k_batch_norm_grad);
 }

@@ -10,7 +10,8 @@
 //! (the borders) get an im2col row of their own (zeros in the padding) and the same kernel.
 use std::arch::x86_64::*;
 
-use super::{im2col_rows, Axis};
+use super::gemm::im2col_rows;
+use super::Axis;
 
 /// Pixels per tile.
 const MR: usize = 6;

@@ -13,13 +13,20 @@
 //! differs from the direct sum about as much as a different GEMM blocking does; F(4×4)'s
 //! multiply by small integers (2, 4, 5, 8) and its error is a few times larger (measured in
 //! `Conv2D::run`'s choice).
+//!
+//! `Conv2D::run_winograd` drives it: blocks of tile rows across the intra-op pool, each
+//! block's epilogue (and fused max pool) right after its output transform, or phase by phase
+//! when the tiles are too few for blocks on every thread.
 use ferroflow_tensor::Tensor;
+use rayon::prelude::*;
 
-use super::Axis;
+use super::pool::{block_target, pool_from_stage};
+use super::scratch::Lease;
+use super::{Axis, BlockFn, Conv2D, WINOGRAD_MIN_TILES};
 use crate::matmul::{product_serial, GemmElement};
 use crate::numeric::Float;
 use crate::packed::{self, Packed};
-use crate::SendPtr;
+use crate::{KResult, KernelContext, SendPtr};
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -191,7 +198,7 @@ pub(super) fn phased<T: Float + GemmElement>(
     out: &mut [T],
     s: &mut Scratch<T>,
     parts: usize,
-    finish: super::BlockFn<T>,
+    finish: BlockFn<T>,
 ) {
     use rayon::prelude::*;
     let (th, tw) = p.tiles();
@@ -222,6 +229,106 @@ pub(super) fn phased<T: Float + GemmElement>(
         transform_output(p, m, (r0, r1), 0, tiles, dst);
         finish(start, dst, scratch);
     });
+}
+
+/// Bytes of one Winograd block's transformed input (α² matrices of tiles × channels).
+const WINOGRAD_BLOCK_BYTES: usize = 1 << 20;
+/// The fewest tiles per block when the transformed filter is larger than a block (so it is
+/// streamed from memory by every block's α² GEMMs): on ResNet50's 7×7×512 layers at batch
+/// 32, blocks of 16 tiles took 2.5× as long as blocks of 128 or more.
+const WINOGRAD_STREAMED_TILES: usize = 128;
+
+impl<T: GemmElement + Float> Conv2D<T> {
+    /// Winograd F(m×m, 3×3): blocks of whole tile rows (so each block's output is one
+    /// contiguous range), one task per block on the intra-op pool, the epilogue on each block
+    /// right after its output transform. With too few tiles for two blocks per thread,
+    /// smaller blocks while each keeps [`WINOGRAD_MIN_TILES`], else phase by phase
+    /// ([`phased`]): on 2 threads batch-1 ResNet50's 28×28 and 14×14 3×3 layers
+    /// (49 tiles in all) took 35–45% less time than with blocks of a few tile rows, whose
+    /// α² GEMMs each were tiny (measured when the `gemm` crate repacked the transformed filter
+    /// per GEMM; blocks of 14 tiles were still slower with it packed once).
+    /// With `pool`, `o` is the max-pooled output: each block is made in a scratch buffer
+    /// and pooled from there (false, with nothing done, where the schedule is phased).
+    pub(super) fn run_winograd(
+        &self,
+        ctx: &KernelContext,
+        p: &Plan,
+        x: &[T],
+        filter: &Tensor,
+        (o, pool): (&mut [T], Option<[usize; 2]>),
+        epilogue: Option<BlockFn<T>>,
+    ) -> KResult<bool> {
+        let (th, tw) = p.tiles();
+        let total = p.n * th;
+        let size = std::mem::size_of::<T>();
+        let lo = if p.count() * p.c * p.k * size > WINOGRAD_BLOCK_BYTES { WINOGRAD_STREAMED_TILES } else { 16 };
+        let tiles = (WINOGRAD_BLOCK_BYTES / (p.count() * p.c.max(p.k) * size)).clamp(lo, 512);
+        let mut per_block = (tiles / tw).max(1);
+        let threads = ctx.threads();
+        let mut by_phases = false;
+        if threads > 1 && total.div_ceil(per_block) < 2 * threads {
+            // Too few tiles for two blocks per thread: smaller blocks while they keep enough
+            // tiles, else phase by phase. With the transformed filter packed once, blocks of
+            // 49 tiles (batch 1's 56×56 layers, F(4×4)) took 10–30% less time than phases;
+            // blocks of 14 were slower.
+            let even = total.div_ceil(2 * threads);
+            if even * tw >= WINOGRAD_MIN_TILES {
+                per_block = even;
+            } else {
+                by_phases = true;
+            }
+        }
+        if by_phases && pool.is_some() {
+            // Phases transform every tile at once: no blocks to pool in cache.
+            return Ok(false);
+        }
+        // The rows of each α² product: every tile when phased, a block's otherwise.
+        let rows = if by_phases { total * tw } else { per_block.min(total) * tw };
+        let u = self.winograd_filter.get(filter, (p.c, p.k), p.m, rows)?;
+        let u = &*u;
+        if by_phases {
+            let mut lease = Lease::<(Scratch<T>, Vec<T>)>::take();
+            let finish = |start: usize, dst: &mut [T], scratch: &mut Vec<T>| {
+                if let Some(e) = epilogue {
+                    e(start, dst, scratch);
+                }
+            };
+            ctx.install(|| phased(p, x, u, o, &mut lease.bufs.0, 2 * threads, &finish));
+            return Ok(true);
+        }
+        // Each block's part of `o`: its output range, or (pooled: the output's sides are
+        // multiples of the tile, the tile of the window) its pooled rows.
+        let [ph, pw] = pool.unwrap_or([1, 1]);
+        let mut blocks = Vec::with_capacity(total.div_ceil(per_block));
+        let mut rest = o;
+        let mut r0 = 0;
+        while r0 < total {
+            let r1 = (r0 + per_block).min(total);
+            let (start, end) = p.output_range(r0, r1);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut((end - start) / (ph * pw));
+            blocks.push((r0, r1, start, head));
+            rest = tail;
+            r0 = r1;
+        }
+        let ow = p.axes[1].output;
+        let task = |lease: &mut Lease<(Scratch<T>, Vec<T>, Vec<T>)>,
+                    (r0, r1, start, dst): (usize, usize, usize, &mut [T])| {
+            let (scratch, epi, stage) = (&mut lease.bufs.0, &mut lease.bufs.1, &mut lease.bufs.2);
+            let conv = block_target(dst, stage, pool);
+            block(p, x, u, (r0, r1), conv, scratch);
+            if let Some(e) = epilogue {
+                e(start, conv, epi);
+            }
+            pool_from_stage(stage, dst, ow, p.k, pool);
+        };
+        if threads > 1 && blocks.len() > 1 {
+            ctx.install(|| blocks.into_par_iter().for_each_init(Lease::take, task));
+        } else {
+            let mut lease = Lease::take();
+            blocks.into_iter().for_each(|b| task(&mut lease, b));
+        }
+        Ok(true)
+    }
 }
 
 /// `M[ξ] = V[ξ] · U[ξ]` for the `tiles` tiles of `v`.
