@@ -284,19 +284,6 @@ pub fn all_gather_varied(comm: &dyn Communicator, mine: &[u8]) -> Result<Vec<Vec
     Ok(all.chunks(longest).zip(&lens).map(|(c, &l)| c[..l as usize].to_vec()).collect())
 }
 
-/// FNV-1a 64 of `bytes`, continuing from `h` (start from [`FNV_START`]): the checksum
-/// ranks compare their variables with.
-pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-/// FNV-1a 64's offset basis.
-pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
 #[cfg(test)]
 mod tests {
     use super::*;

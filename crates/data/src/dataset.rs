@@ -1,6 +1,9 @@
 //! The dataset graph: each transformation is a [`Node`] holding its inputs; iterating makes
 //! a tree of [`ElementIter`]s, one per node, named by their path from the root as tf.data
 //! names them (`Iterator::Root::Prefetch::Batch::ParallelMap::TensorSlice`).
+use std::hash::Hasher;
+
+use ferroflow_tensor::hash::Fnv1a;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -127,7 +130,7 @@ impl ElementIter for Traced {
 /// A fingerprint of the pipeline up to `node`: its stages, their parameters and (for
 /// sources) their data, so a cache file written by another pipeline is never replayed.
 pub(crate) fn fingerprint(node: &Arc<dyn Node>) -> u64 {
-    fn walk(n: &Arc<dyn Node>, h: &mut Fnv) {
+    fn walk(n: &Arc<dyn Node>, h: &mut Fnv1a) {
         h.write(n.kind().as_bytes());
         h.write(b"(");
         h.write(n.describe().as_bytes());
@@ -136,43 +139,9 @@ pub(crate) fn fingerprint(node: &Arc<dyn Node>) -> u64 {
         }
         h.write(b")");
     }
-    let mut h = Fnv::default();
+    let mut h = Fnv1a::default();
     walk(node, &mut h);
-    h.0
-}
-
-/// FNV-1a, 64 bit (stable across runs and builds, unlike `DefaultHasher`).
-pub(crate) struct Fnv(pub(crate) u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    pub(crate) fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    /// Hashes a tensor's dtype, shape and contents.
-    pub(crate) fn tensor(&mut self, t: &Tensor) {
-        self.write(t.dtype().to_string().as_bytes());
-        for d in t.dims() {
-            self.write(&(*d as u64).to_le_bytes());
-        }
-        if let Ok(b) = t.as_bytes() {
-            self.write(b);
-        } else if let Ok(s) = t.as_strings() {
-            for x in s {
-                self.write(&(x.len() as u64).to_le_bytes());
-                self.write(x);
-            }
-        }
-    }
+    h.finish()
 }
 
 /// A lazy dataset of `T` (a tensor, a tuple of tensors, or a [`Structure`]). Transformations

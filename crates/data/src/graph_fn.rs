@@ -2,6 +2,9 @@
 //! executor ([`GraphFunction`], TensorFlow-style graph preprocessing), and a Session graph
 //! that pulls a dataset's elements through `IteratorV2` + `IteratorGetNext`
 //! ([`Dataset::attach_iterator`]).
+use std::hash::Hasher;
+
+use ferroflow_tensor::hash::Fnv1a;
 use std::sync::{Arc, Mutex};
 
 use ferroflow_graph::Graph;
@@ -9,7 +12,7 @@ use ferroflow_kernels::resource::{handle_key, IteratorSource, ResourceMgr};
 use ferroflow_runtime::{ExecutionPlan, Session, SessionOptions};
 use prost::Message;
 
-use crate::dataset::{ElementIter, Fnv};
+use crate::dataset::ElementIter;
 use crate::structure::Structure;
 use crate::transform::MapOptions;
 use crate::{DataError, Dataset, Element, Result};
@@ -27,13 +30,13 @@ pub struct GraphFunction {
 impl GraphFunction {
     /// Plans `graph` from `inputs` to `outputs`. Errors name the tensor or node at fault.
     pub fn new(graph: Graph, inputs: &[&str], outputs: &[&str]) -> Result<GraphFunction> {
-        let mut h = Fnv::default();
+        let mut h = Fnv1a::default();
         h.write(&graph.to_graph_def().encode_to_vec());
         for n in inputs.iter().chain(outputs) {
             h.write(n.as_bytes());
             h.write(b";");
         }
-        let name = format!("graph {:016x} ({} -> {})", h.0, inputs.join(", "), outputs.join(", "));
+        let name = format!("graph {:016x} ({} -> {})", h.finish(), inputs.join(", "), outputs.join(", "));
         let options = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
         let session = Session::new(graph, options).map_err(|e| DataError::Invalid(format!("map graph: {e}")))?;
         let plan = session.plan(inputs, outputs, &[]).map_err(|e| DataError::Invalid(format!("map graph: {e}")))?;

@@ -1,10 +1,13 @@
 //! Where elements come from: tensors in memory, ranges, generators, files, TFRecords.
+use std::hash::Hasher;
+
+use ferroflow_tensor::hash::Fnv1a;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ferroflow_tensor::Tensor;
 
-use crate::dataset::{invalid, Cardinality, Ctx, ElementIter, FnIter, Fnv, Node};
+use crate::dataset::{invalid, Cardinality, Ctx, ElementIter, FnIter, Node};
 use crate::structure::Structure;
 use crate::tensors::{row, rows};
 use crate::{DataError, Dataset, Result};
@@ -19,9 +22,9 @@ impl Node for TensorSlices {
         "TensorSlice"
     }
     fn describe(&self) -> String {
-        let mut h = Fnv::default();
-        self.components.iter().for_each(|t| h.tensor(t));
-        format!("{:016x}", h.0)
+        let mut h = Fnv1a::default();
+        self.components.iter().for_each(|t| h.write_tensor(t));
+        format!("{:016x}", h.finish())
     }
     fn cardinality(&self) -> Cardinality {
         Cardinality::Finite(self.n as u64)
@@ -47,9 +50,9 @@ impl Node for Tensors {
         "Tensor"
     }
     fn describe(&self) -> String {
-        let mut h = Fnv::default();
-        self.0.iter().for_each(|t| h.tensor(t));
-        format!("{:016x}", h.0)
+        let mut h = Fnv1a::default();
+        self.0.iter().for_each(|t| h.write_tensor(t));
+        format!("{:016x}", h.finish())
     }
     fn cardinality(&self) -> Cardinality {
         Cardinality::Finite(1)

@@ -1,6 +1,9 @@
 //! TFRecord files: `TFRecordDataset` reads records as string scalars (a bad CRC or a
 //! truncated record names the file and byte offset); `TFRecordWriter` writes them
 //! atomically (the file appears when closed).
+use std::hash::Hasher;
+
+use ferroflow_tensor::hash::Fnv1a;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +11,7 @@ use std::sync::Arc;
 use ferroflow_summary::record::{write_record, RecordReader};
 use ferroflow_tensor::Tensor;
 
-use crate::dataset::{invalid, Cardinality, Ctx, ElementIter, FnIter, Fnv, Node};
+use crate::dataset::{invalid, Cardinality, Ctx, ElementIter, FnIter, Node};
 use crate::{DataError, Dataset, Result};
 
 struct TfRecords {
@@ -20,7 +23,7 @@ impl Node for TfRecords {
         "TFRecord"
     }
     fn describe(&self) -> String {
-        let mut h = Fnv::default();
+        let mut h = Fnv1a::default();
         for f in &self.files {
             h.write(f.to_string_lossy().as_bytes());
             if let Ok(m) = std::fs::metadata(f) {
@@ -30,7 +33,7 @@ impl Node for TfRecords {
                 }
             }
         }
-        format!("{:016x}", h.0)
+        format!("{:016x}", h.finish())
     }
     fn cardinality(&self) -> Cardinality {
         Cardinality::Unknown

@@ -49,26 +49,9 @@ impl Names<'_> {
     }
 }
 
-/// A dtype as Python's TensorFlow names it (`float32`, `int32`).
-pub fn python_dtype(dtype: DType) -> &'static str {
-    match dtype {
-        DType::Float => "float32",
-        DType::Double => "float64",
-        DType::Half => "float16",
-        d => d.name(),
-    }
-}
-
 /// `float32[2, ?]` (`float32[?..]` for an unknown rank).
 pub(crate) fn spec(dtype: DType, shape: &Shape) -> String {
-    let name = python_dtype(dtype);
-    match shape.dims() {
-        None => format!("{name}[?..]"),
-        Some(dims) => {
-            let dims: Vec<String> = dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-            format!("{name}[{}]", dims.join(", "))
-        }
-    }
+    shape.spec(dtype)
 }
 
 /// Whether two static shapes can describe the same tensor.

@@ -323,11 +323,7 @@ pub fn intra_op_pool() -> &'static rayon::ThreadPool {
     static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
     POOL.get_or_init(|| {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .thread_name(|i| format!("ferroflow-eager-{i}"))
-            .build()
-            .expect("the eager intra-op pool starts")
+        ferroflow_kernels::thread_pool(n, "eager", 0).expect("the eager intra-op pool starts")
     })
 }
 

@@ -16,7 +16,7 @@ pub mod traced;
 mod value;
 pub mod variable;
 
-pub use control::{cond, if_stmt, python_dtype, while_loop, while_stmt, Slot};
+pub use control::{cond, if_stmt, while_loop, while_stmt, Slot};
 pub use eager::{execute, op, Call, Eager};
 pub use error::{FunctionError, OpError};
 pub use tape::GradientTape;

@@ -36,6 +36,7 @@ mod numeric;
 mod optional;
 mod packed;
 mod parts;
+pub use parts::thread_pool;
 mod random;
 mod reduce;
 pub mod resource;

@@ -12,6 +12,21 @@ use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// A thread pool of `threads` threads named `ferroflow-<name>-<i>`, each holding the
+/// allocation limit `memory_limit` (0: the default; see `ferroflow_tensor::limit`): how
+/// sessions make their inter- and intra-op pools and eager execution its own.
+pub fn thread_pool(
+    threads: usize,
+    name: &'static str,
+    memory_limit: usize,
+) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("ferroflow-{name}-{i}"))
+        .start_handler(move |_| ferroflow_tensor::limit::set_thread_limit(memory_limit))
+        .build()
+}
+
 /// The work shared by the caller and its helpers.
 struct Shared {
     /// The next part to claim (claims past `parts` find nothing).

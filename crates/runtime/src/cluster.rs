@@ -4,6 +4,8 @@
 use ferroflow_graph::{Graph, NodeId};
 use ferroflow_ops::{OpRegistry, Transfer};
 use ferroflow_proto::RunMetadata;
+use ferroflow_tensor::hash::Fnv1a;
+use std::hash::Hasher;
 
 use crate::device::{task_of, DeviceName};
 use crate::options::Cluster;
@@ -70,16 +72,16 @@ pub(crate) fn restrict_to_task(graph: &Graph, sig: &mut Signature, cluster: Clus
 /// What every rank must run: the FNV-1a 64 hash of the signature's names and every task's
 /// partition graphs (by device).
 pub(crate) fn fingerprint(names: &[&str], partitions: &[(String, ferroflow_proto::GraphDef)]) -> u64 {
-    let mut h = ferroflow_collective::FNV_START;
+    let mut h = Fnv1a::default();
     for name in names {
-        h = ferroflow_collective::fnv1a(h, name.as_bytes());
-        h = ferroflow_collective::fnv1a(h, &[0]);
+        h.write(name.as_bytes());
+        h.write(&[0]);
     }
     for (device, def) in partitions {
-        h = ferroflow_collective::fnv1a(h, device.as_bytes());
-        h = ferroflow_collective::fnv1a(h, &ferroflow_proto::encode(def));
+        h.write(device.as_bytes());
+        h.write(&ferroflow_proto::encode(def));
     }
-    h
+    h.finish()
 }
 
 /// What a step is asked to record.

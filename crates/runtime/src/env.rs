@@ -51,13 +51,7 @@ impl RuntimeEnv {
             }
         }
         let limit = options.memory_limit_bytes;
-        let pool = |n: usize, name: &'static str| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .thread_name(move |i| format!("ferroflow-{name}-{i}"))
-                .start_handler(move |_| ferroflow_tensor::limit::set_thread_limit(limit))
-                .build()
-        };
+        let pool = |n: usize, name: &'static str| ferroflow_kernels::thread_pool(n, name, limit);
         let inter = threads(options.inter_op_threads);
         let inter_op = Arc::new(pool(inter, "inter")?);
         // With as many intra-op as inter-op threads, kernels split their work on the inter-op

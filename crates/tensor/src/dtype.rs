@@ -117,6 +117,17 @@ impl DType {
         }
     }
 
+    /// The name Python's TensorFlow gives the dtype (`tf.float32`, `tf.int32`): TensorFlow's
+    /// short name, except `float32`, `float64` and `float16` for float, double and half.
+    pub fn python_name(self) -> &'static str {
+        match self {
+            DType::Float => "float32",
+            DType::Double => "float64",
+            DType::Half => "float16",
+            d => d.name(),
+        }
+    }
+
     /// True for float, double, half and bfloat16.
     pub fn is_float(self) -> bool {
         matches!(self, DType::Float | DType::Double | DType::Half | DType::BFloat16)

@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod crc32c;
 mod dtype;
 pub mod fs;
+pub mod hash;
 pub mod limit;
 pub mod npy;
 mod shape;

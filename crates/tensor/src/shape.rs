@@ -86,6 +86,21 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// A tensor spec as Python's TensorFlow writes one in messages: `float32[2, ?]`, or
+    /// `float32[?..]` for an unknown rank.
+    pub fn spec(&self, dtype: crate::DType) -> String {
+        let name = dtype.python_name();
+        match &self.dims {
+            None => format!("{name}[?..]"),
+            Some(dims) => {
+                let dims: Vec<String> = dims.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
+                format!("{name}[{}]", dims.join(", "))
+            }
+        }
+    }
+}
+
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.dims {

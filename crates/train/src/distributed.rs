@@ -13,10 +13,13 @@
 //! control edge from the previous one, so every rank issues them in the same order. The
 //! all-reduce gives every rank the same bits (see `ferroflow-mpi`), and every rank applies the
 //! same update, so the replicas stay bitwise identical.
+use std::hash::Hasher;
+
 use ferroflow_collective as collective;
 use ferroflow_graph::{Attrs, NodeId, Output};
 use ferroflow_proto::attr;
 use ferroflow_runtime::Session;
+use ferroflow_tensor::hash::Fnv1a;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::optimizers::Optimizer;
@@ -191,7 +194,7 @@ impl Broadcast {
 pub fn same_graph(sess: &Session) -> Result<()> {
     let world = collective::world();
     let bytes = ferroflow_proto::encode(&sess.graph().to_graph_def());
-    let mine = collective::fnv1a(collective::FNV_START, &bytes);
+    let mine = Fnv1a::of(&bytes);
     let mut all = vec![0i64; world.size()];
     collective::all_gather(&*world, &[mine as i64], &mut all)
         .map_err(|e| TrainError::Invalid(format!("comparing the ranks' graphs: {e}")))?;
@@ -216,9 +219,9 @@ pub fn variable_reads(b: &Builder) -> Vec<String> {
 /// order: equal on ranks whose variables are bitwise identical.
 pub fn checksum(sess: &Session, reads: &[String]) -> Result<u64> {
     let refs: Vec<&str> = reads.iter().map(String::as_str).collect();
-    let mut h = collective::FNV_START;
+    let mut h = Fnv1a::default();
     for t in sess.run(&[], &refs, &[])? {
-        h = collective::fnv1a(h, t.as_bytes()?);
+        h.write(t.as_bytes()?);
     }
-    Ok(h)
+    Ok(h.finish())
 }

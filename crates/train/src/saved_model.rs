@@ -58,18 +58,7 @@ fn data(dir: &Path, reason: impl Into<String>) -> TrainError {
 
 /// `float32[?, 4]`.
 fn spec_text(dtype: DType, shape: &Shape) -> String {
-    let name = match dtype {
-        DType::Float => "float32",
-        DType::Double => "float64",
-        d => d.name(),
-    };
-    match shape.dims() {
-        None => format!("{name}[?..]"),
-        Some(d) => {
-            let d: Vec<String> = d.iter().map(|d| d.map_or("?".into(), |d| d.to_string())).collect();
-            format!("{name}[{}]", d.join(", "))
-        }
-    }
+    shape.spec(dtype)
 }
 
 fn tensor_spec(key: &str, info: &TensorInfo, dir: &Path, sig: &str) -> Result<TensorSpec> {

@@ -290,12 +290,12 @@ fn tensor_spec_repr(name: &str, shape: Option<&TensorShapeProto>, dtype: i32) ->
 
 /// Python's dtype names (`tf.float32`).
 fn python_dtype(d: i32) -> String {
-    let Ok(d) = DataType::try_from(d) else { return format!("dtype_{d}") };
-    let s = d.as_str_name().trim_start_matches("DT_").to_lowercase();
-    match s.as_str() {
-        "float" => "float32".into(),
-        "double" => "float64".into(),
-        "half" => "float16".into(),
-        _ => s,
+    // Ref dtypes (`DT_FLOAT_REF` = 101) keep their own names.
+    match ferroflow_tensor::DType::from_tf(d).ok().filter(|_| d < 100) {
+        Some(d) => d.python_name().to_string(),
+        None => match DataType::try_from(d) {
+            Ok(t) => t.as_str_name().trim_start_matches("DT_").to_lowercase(),
+            Err(_) => format!("dtype_{d}"),
+        },
     }
 }

@@ -3,7 +3,7 @@
 //! tensor with an `if` inside) and `sum_squares_until` (a `for` over a tensor with a `break`).
 //! Traced, the last two are `StatelessWhile` / `StatelessIf` nodes with library functions,
 //! not unrolled loops; called on concrete values, they run as the Rust they are.
-use crate::function::{python_dtype, Function, FunctionError, Value};
+use crate::function::{Function, FunctionError, Value};
 use crate::tensor::{DType, Tensor};
 
 /// `x ** 3`, as `x * x * x` (any numeric dtype).
@@ -62,8 +62,8 @@ pub fn run(cube: &Function, collatz: &Function, sum_squares_until: &Function) ->
     let i = cube.call(&[Tensor::scalar(2i32)])?.remove(0);
     let f = cube.call(&[Tensor::scalar(2.0f32)])?.remove(0);
     let mut lines = vec![
-        format!("cube(2) = {} ({})", scalar(&i), python_dtype(i.dtype())),
-        format!("cube(2.0) = {:.1} ({})", f.scalar_value::<f32>().unwrap_or(f32::NAN), python_dtype(f.dtype())),
+        format!("cube(2) = {} ({})", scalar(&i), i.dtype().python_name()),
+        format!("cube(2.0) = {:.1} ({})", f.scalar_value::<f32>().unwrap_or(f32::NAN), f.dtype().python_name()),
         format!("concrete_functions = {}", cube.concrete_functions()),
     ];
     for n in [27, 97] {
