@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use ferroflow_kernels::{image as kimage, run_op, KernelContext};
 use ferroflow_proto::{attr, AttrValue};
+use ferroflow_tensor::rng::Rng;
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::rng::Rng;
 use crate::{DataError, Dataset, Result, AUTOTUNE};
 
 fn ctx() -> KernelContext<'static> {

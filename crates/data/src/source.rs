@@ -168,7 +168,7 @@ impl Dataset<Tensor> {
     pub fn list_files(pattern: &str, shuffle: bool, seed: Option<u64>) -> Result<Dataset<Tensor>> {
         let mut files = glob_files(pattern)?;
         if shuffle {
-            let mut rng = crate::rng::Rng::new(crate::rng::seed_or_random(seed));
+            let mut rng = ferroflow_tensor::rng::Rng::new(crate::rng::seed_or_random(seed));
             rng.shuffle(&mut files);
         }
         let names: Vec<Vec<u8>> = files.iter().map(|p| p.to_string_lossy().into_owned().into_bytes()).collect();

@@ -215,12 +215,11 @@ fn sequential_models_train_with_every_optimizer() {
     let n = 240;
     let mut xs = Vec::with_capacity(n * 6);
     let mut ys = Vec::with_capacity(n);
-    let mut s = 12345u64;
+    let mut rng = ferroflow::tensor::rng::Rng::new(12345);
     for _ in 0..n {
         let mut row = [0f32; 6];
         for v in &mut row {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
+            *v = rng.unit() as f32 * 2.0 - 1.0;
         }
         let class = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
         xs.extend_from_slice(&row);

@@ -8,10 +8,10 @@ mod dtype;
 pub mod fs;
 pub mod limit;
 pub mod npy;
+pub mod rng;
 mod shape;
 pub mod shown;
 mod tensor;
-pub mod testing;
 
 pub use dtype::{DType, Element};
 pub use half::{bf16, f16};

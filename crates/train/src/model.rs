@@ -487,19 +487,12 @@ pub fn gather_rows(t: &Tensor, idx: &[usize]) -> Result<Tensor> {
     })
 }
 
-/// A small deterministic generator for shuffling (SplitMix64).
+/// The epoch order's generator: SplitMix64's outputs taken modulo (slightly biased).
 struct SplitMix(u64);
 impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
     fn shuffle(&mut self, v: &mut [usize]) {
         for i in (1..v.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
+            let j = (ferroflow_tensor::rng::splitmix64(&mut self.0) % (i as u64 + 1)) as usize;
             v.swap(i, j);
         }
     }
