@@ -179,10 +179,13 @@ impl Dataset<Tensor> {
 
 /// The files matching `pattern`, sorted; an error when none match.
 pub fn glob_files(pattern: &str) -> Result<Vec<PathBuf>> {
-    let paths = glob::glob(pattern).map_err(|e| DataError::Invalid(format!("bad file pattern '{pattern}': {e}")))?;
+    let paths = glob::glob(pattern).map_err(|e| DataError::pipeline(format!("bad file pattern '{pattern}'"), e))?;
     let mut files = Vec::new();
     for p in paths {
-        let p = p.map_err(|e| DataError::io(e.path(), e.error()))?;
+        let p = p.map_err(|e| {
+            let path = e.path().to_path_buf();
+            DataError::io(&path, std::io::Error::from(e))
+        })?;
         if p.is_file() {
             files.push(p);
         }
