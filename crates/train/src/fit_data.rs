@@ -39,10 +39,6 @@ impl PipelineHistory {
     }
 }
 
-fn data_error(e: ferroflow_data::DataError) -> TrainError {
-    TrainError::Invalid(format!("input pipeline: {e}"))
-}
-
 impl Model {
     /// Trains from `train`'s `(x, y)` batches: each epoch reads a fresh iterator, or, with
     /// `steps_per_epoch`, that many batches from one iterator kept across epochs (give it a
@@ -86,9 +82,9 @@ impl Model {
             hooks.epoch_begin(self, epoch)?;
             let mut fresh;
             let it = match steps_per_epoch {
-                Some(_) => kept.get_or_insert(train.iter().map_err(data_error)?),
+                Some(_) => kept.get_or_insert(train.iter()?),
                 None => {
-                    fresh = train.iter().map_err(data_error)?;
+                    fresh = train.iter()?;
                     &mut fresh
                 }
             };
@@ -122,7 +118,7 @@ impl Model {
                     }
                     break;
                 };
-                let (x, y) = batch.map_err(data_error)?;
+                let (x, y) = batch?;
                 drop(input_span);
                 let t1 = Instant::now();
                 let loss = self.train_step(x, y, batch_no)?;
@@ -157,8 +153,8 @@ impl Model {
     /// Mean loss and accuracy over every batch of `data` (dropout off), weighted by batch size.
     pub fn evaluate_dataset(&self, data: &Dataset<(Tensor, Tensor)>) -> Result<(f64, Option<f64>)> {
         let (mut loss, mut acc, mut n, mut has_acc) = (0.0, 0.0, 0usize, false);
-        for batch in data.iter().map_err(data_error)? {
-            let (x, y) = batch.map_err(data_error)?;
+        for batch in data.iter()? {
+            let (x, y) = batch?;
             let b = x.dims().first().copied().unwrap_or(0);
             if b == 0 {
                 continue;

@@ -638,14 +638,12 @@ impl Model {
     /// Checks a batch's shape; `when` says where it came from in the error (`step 3`).
     fn check_batch(&self, x: &Tensor, when: &str) -> Result<()> {
         if x.dims().len() != self.input_shape.len() + 1 || x.dims()[1..] != self.input_shape[..] {
-            let mut want = vec!["?".to_string()];
-            want.extend(self.input_shape.iter().map(|d| d.to_string()));
-            return Err(TrainError::Invalid(format!(
-                "{when}: batch for '{}' has shape {:?}, expected [{}]",
-                self.roles.inputs,
-                x.dims(),
-                want.join(", ")
-            )));
+            return Err(TrainError::BatchShape {
+                when: when.to_string(),
+                input: self.roles.inputs.clone(),
+                got: x.dims().to_vec(),
+                expected: self.input_shape.clone(),
+            });
         }
         Ok(())
     }
@@ -675,7 +673,7 @@ impl Model {
         let out = self
             .session
             .run(&feeds, &[&self.roles.loss], &[&self.roles.train_op])
-            .map_err(|e| TrainError::Invalid(format!("step {step}: {e}")))?;
+            .map_err(|source| TrainError::Step { step, source })?;
         let loss = crate::to_f64(&out[0])?[0];
         if !loss.is_finite() {
             return Err(TrainError::NonFinite { step, tensor: self.roles.loss.clone(), value: loss });
