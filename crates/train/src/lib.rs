@@ -13,7 +13,6 @@
 pub mod callbacks;
 pub mod distributed;
 pub mod efficientnet;
-pub mod fit_data;
 pub mod layers;
 pub mod losses;
 pub mod meta_graph;
