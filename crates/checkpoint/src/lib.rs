@@ -504,8 +504,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let prefix = dir.join("h");
         std::fs::write(data_path(&prefix, 0, 1), [7u8; 64]).unwrap();
-        let mut rng = table::tests::Rng(0x853c_49e6_748f_ea9b);
-        let mut next = move || rng.next();
+        let mut rng = table::tests::Rng::new(0x853c_49e6_748f_ea9b);
+        let mut next = move || rng.next_u64();
         let pick = |r: u64, v: &[i64]| v[(r % v.len() as u64) as usize];
         let sizes = [0i64, 1, 4, 8, 63, 64, 65, -1, i64::MAX, 1 << 40, i64::MIN];
         let dims = [0i64, 1, 2, 16, -1, 1 << 31, 1 << 62, i64::MAX];

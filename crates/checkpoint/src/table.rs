@@ -300,7 +300,7 @@ pub(crate) mod tests {
     }
 
     /// Deterministic "random" mutations (the crate's fuzz-style tests share it).
-    pub(crate) use ferroflow_tensor::testing::XorShift as Rng;
+    pub(crate) use ferroflow_tensor::rng::Rng;
 
     /// Re-seals every block of `file` whose handle the valid layout `blocks` gives, so
     /// mutations inside blocks get past the CRCs into the parsers.
@@ -337,7 +337,7 @@ pub(crate) mod tests {
                 get_varint(&handle, &mut p, "").unwrap() as usize,
             ));
         }
-        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
         let (mut ok, mut errs) = (0, 0);
         for i in 0..30_000 {
             let mut f = good.clone();
@@ -345,14 +345,14 @@ pub(crate) mod tests {
                 let at = rng.below(f.len());
                 match rng.below(6) {
                     0 => f[at] ^= 1 << rng.below(8),
-                    1 => f[at] = rng.next() as u8,
+                    1 => f[at] = rng.next_u64() as u8,
                     2 => {
                         let end = (at + 1 + rng.below(10)).min(f.len());
                         f[at..end].fill(0xff)
                     }
                     3 => f.truncate(at),
                     4 => {
-                        let junk: Vec<u8> = (0..1 + rng.below(20)).map(|_| rng.next() as u8).collect();
+                        let junk: Vec<u8> = (0..1 + rng.below(20)).map(|_| rng.next_u64() as u8).collect();
                         f.splice(at..at, junk);
                     }
                     _ => f[at] = f[at].wrapping_add(1),
@@ -374,7 +374,7 @@ pub(crate) mod tests {
         }
         assert!(errs > 10_000 && ok > 0, "ok {ok}, errors {errs}");
         for _ in 0..20_000 {
-            let block: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
+            let block: Vec<u8> = (0..rng.below(64)).map(|_| rng.next_u64() as u8).collect();
             let mut budget = 1 << 16;
             let _ = block_entries(&block, "fuzz", &mut budget);
         }

@@ -110,7 +110,7 @@ fn tensor_of(v: &Values, dims: &[usize]) -> Result<Tensor> {
 
 fn decode(serialized: &[u8], which: &str) -> Result<Example> {
     ferroflow_proto::decode::<Example>(serialized, which)
-        .map_err(|e| DataError::msg(format!("could not parse {which} as a tf.train.Example: {e}")))
+        .map_err(|e| DataError::with_context(format!("could not parse {which} as a tf.train.Example"), e))
 }
 
 /// The values of `name` in `ex` checked against `spec` (`None` when missing).

@@ -38,14 +38,14 @@ impl GraphFunction {
         }
         let name = format!("graph {:016x} ({} -> {})", h.finish(), inputs.join(", "), outputs.join(", "));
         let options = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
-        let session = Session::new(graph, options).map_err(|e| DataError::Invalid(format!("map graph: {e}")))?;
-        let plan = session.plan(inputs, outputs, &[]).map_err(|e| DataError::Invalid(format!("map graph: {e}")))?;
+        let session = Session::new(graph, options).map_err(|e| DataError::pipeline("map graph", e))?;
+        let plan = session.plan(inputs, outputs, &[]).map_err(|e| DataError::pipeline("map graph", e))?;
         Ok(GraphFunction { session, plan, name })
     }
 
     /// Runs the graph on one element's components.
     pub fn call(&self, components: Element) -> Result<Element> {
-        self.session.run_plan(&self.plan, &components).map_err(|e| DataError::msg(e.to_string()))
+        Ok(self.session.run_plan(&self.plan, &components)?)
     }
 }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use ferroflow_kernels::{image as kimage, run_op, KernelContext};
 use ferroflow_proto::{attr, AttrValue};
+use ferroflow_tensor::rng::Rng;
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::rng::Rng;
 use crate::{DataError, Dataset, Result, AUTOTUNE};
 
 fn ctx() -> KernelContext<'static> {
@@ -17,7 +17,7 @@ fn ctx() -> KernelContext<'static> {
 
 fn op(name: &str, attrs: &[(&str, AttrValue)], inputs: Vec<Tensor>) -> Result<Tensor> {
     let attrs: BTreeMap<String, AttrValue> = attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    let mut out = run_op(name, &attrs, inputs, &ctx()).map_err(|e| DataError::msg(format!("{name}: {e}")))?;
+    let mut out = run_op(name, &attrs, inputs, &ctx()).map_err(|e| DataError::kernel(name, e))?;
     Ok(out.remove(0))
 }
 
@@ -32,7 +32,7 @@ fn text(t: &Tensor, what: &str) -> Result<String> {
 /// `tf.io.read_file`: the bytes of the file named by a string scalar, as a string scalar.
 pub fn read_file(path: &Tensor) -> Result<Tensor> {
     let p = text(path, "the file name")?;
-    let bytes = kimage::read_file(Path::new(&p)).map_err(|e| DataError::msg(e.to_string()))?;
+    let bytes = kimage::read_file(Path::new(&p))?;
     Ok(Tensor::from_strings(&[], vec![bytes])?)
 }
 
@@ -327,7 +327,7 @@ pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subs
     let load = Arc::new(move |path: Tensor| -> Result<Tensor> {
         let bytes = read_file(&path)?;
         let image = decode_image(&bytes, channels, DType::UInt8)
-            .map_err(|e| DataError::msg(format!("{}: {e}", text(&path, "path").unwrap_or_default())))?;
+            .map_err(|e| DataError::with_context(text(&path, "path").unwrap_or_default(), e))?;
         resize(&image, size)
     });
     let dataset = Dataset::from_tensor_slices((Tensor::from_strings(&[n], names)?, label_t))?

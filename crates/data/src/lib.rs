@@ -46,7 +46,7 @@ mod transform;
 pub use autotune::{Budget, KnobKind, TunedStage, AUTOTUNE};
 pub use batch::PaddedShape;
 pub use dataset::{Cardinality, Dataset, DatasetIter, Element};
-pub use error::{DataError, Result};
+pub use error::{DataError, ElementCause, Result, SharedError};
 pub use graph_fn::GraphFunction;
 pub use source::glob_files;
 pub use structure::Structure;

@@ -111,7 +111,7 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name(format!("ff-data-map-{i}"))
                     .spawn(move || s.work())
-                    .map_err(|e| DataError::Invalid(format!("{}: cannot start a worker thread: {e}", ctx.path)))
+                    .map_err(|e| DataError::pipeline(format!("{}: cannot start a worker thread", ctx.path), e))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Box::new(ParallelMapIter { shared, handles, deterministic: self.deterministic, last_return: None }))
@@ -482,7 +482,7 @@ impl PrefetchIter {
                     return;
                 }
             })
-            .map_err(|e| DataError::Invalid(format!("{stage}: cannot start the prefetch thread: {e}")))?;
+            .map_err(|e| DataError::pipeline(format!("{stage}: cannot start the prefetch thread"), e))?;
         Ok(PrefetchIter { shared, handle: Some(handle), last_return: None })
     }
 }

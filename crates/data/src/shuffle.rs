@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferroflow_tensor::rng::Rng;
+
 use crate::dataset::{invalid, iterate_input, Ctx, Element, ElementIter, FnIter, Node};
-use crate::rng::{epoch_seed, seed_or_random, Rng};
+use crate::rng::{epoch_seed, seed_or_random};
 use crate::structure::Structure;
 use crate::tensors::bytes_of;
 use crate::{DataError, Dataset, Result};

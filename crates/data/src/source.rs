@@ -171,7 +171,7 @@ impl Dataset<Tensor> {
     pub fn list_files(pattern: &str, shuffle: bool, seed: Option<u64>) -> Result<Dataset<Tensor>> {
         let mut files = glob_files(pattern)?;
         if shuffle {
-            let mut rng = crate::rng::Rng::new(crate::rng::seed_or_random(seed));
+            let mut rng = ferroflow_tensor::rng::Rng::new(crate::rng::seed_or_random(seed));
             rng.shuffle(&mut files);
         }
         let names: Vec<Vec<u8>> = files.iter().map(|p| p.to_string_lossy().into_owned().into_bytes()).collect();
@@ -182,10 +182,13 @@ impl Dataset<Tensor> {
 
 /// The files matching `pattern`, sorted; an error when none match.
 pub fn glob_files(pattern: &str) -> Result<Vec<PathBuf>> {
-    let paths = glob::glob(pattern).map_err(|e| DataError::Invalid(format!("bad file pattern '{pattern}': {e}")))?;
+    let paths = glob::glob(pattern).map_err(|e| DataError::pipeline(format!("bad file pattern '{pattern}'"), e))?;
     let mut files = Vec::new();
     for p in paths {
-        let p = p.map_err(|e| DataError::io(e.path(), e.error()))?;
+        let p = p.map_err(|e| {
+            let path = e.path().to_path_buf();
+            DataError::io(&path, std::io::Error::from(e))
+        })?;
         if p.is_file() {
             files.push(p);
         }

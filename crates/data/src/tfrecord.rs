@@ -56,7 +56,7 @@ impl Node for TfRecords {
                 Ok(None) => reader = None,
                 Err(e) => {
                     reader = None;
-                    return Some(Err(DataError::msg(e.to_string())));
+                    return Some(Err(DataError::other(e)));
                 }
             }
         })))

@@ -568,7 +568,7 @@ impl Node for IgnoreErrors {
         Ok(Box::new(FnIter(move || loop {
             match input.next()? {
                 Ok(e) => return Some(Ok(e)),
-                Err(DataError::Invalid(m)) => return Some(Err(DataError::Invalid(m))),
+                Err(e) if !e.is_skippable() => return Some(Err(e)),
                 Err(e) => {
                     let n = ignored.fetch_add(1, Ordering::Relaxed) + 1;
                     if log {

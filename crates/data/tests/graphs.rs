@@ -58,7 +58,12 @@ fn a_tensorflow_graph_is_a_map_function() {
         Dataset::from_tensors(Tensor::from_strings(&[], vec![b"/no/such/rose.jpg".to_vec()]).unwrap())
             .with_budget(quiet())
             .map_graph(f, &MapOptions::default());
-    let e = ds.iter().unwrap().next().unwrap().unwrap_err().to_string();
+    let e = ds.iter().unwrap().next().unwrap().unwrap_err();
+    assert!(
+        matches!(e, ferroflow_data::DataError::Element { cause: ferroflow_data::ElementCause::Graph(_), .. }),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(e.contains("/no/such/rose.jpg") && e.contains("ReadFile"), "{e}");
     // A bad signature is an error when the function is made.
     let e = GraphFunction::new(graph(Err(&fixtures().join("read_decode_resize.pb"))), &["nope:0"], &["out:0"]);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferroflow_data::example::{example_bytes, parse_example, parse_single_example, FeatureSpec, Parsed};
-use ferroflow_data::{Budget, Cardinality, Dataset, MapOptions, TFRecordWriter, AUTOTUNE};
+use ferroflow_data::{Budget, Cardinality, DataError, Dataset, ElementCause, MapOptions, TFRecordWriter, AUTOTUNE};
 use ferroflow_tensor::{DType, Tensor};
 
 fn quiet() -> Budget {
@@ -133,7 +133,7 @@ fn batch_after_a_parallel_map_is_fused_and_equals_the_serial_batches() {
     let ds = range(9)
         .map_parallel(2, |i: Tensor| {
             if i.scalar_value::<i64>()? == 4 {
-                return Err("corrupt image /data/4.jpg".into());
+                return Err(DataError::msg("corrupt image /data/4.jpg"));
             }
             Ok(i)
         })
@@ -149,7 +149,7 @@ fn errors_and_panics_are_element_errors_that_ignore_errors_skips_and_counts() {
     let ds = range(10).map_parallel(2, |i: Tensor| {
         let v = i.scalar_value::<i64>()?;
         if v == 3 {
-            return Err(format!("corrupt image /data/{v}.jpg").into());
+            return Err(DataError::msg(format!("corrupt image /data/{v}.jpg")));
         }
         if v == 7 {
             panic!("boom at {v}");
@@ -158,7 +158,9 @@ fn errors_and_panics_are_element_errors_that_ignore_errors_skips_and_counts() {
     });
     let all: Vec<_> = ds.iter().unwrap().collect();
     assert_eq!(all.len(), 10);
-    let e3 = all[3].as_ref().unwrap_err().to_string();
+    let e3 = all[3].as_ref().unwrap_err();
+    assert!(matches!(e3, DataError::Element { cause: ElementCause::Message(_), .. }), "{e3:?}");
+    let e3 = e3.to_string();
     assert!(e3.contains("ParallelMap") && e3.contains("/data/3.jpg"), "{e3}");
     assert!(all[7].as_ref().unwrap_err().to_string().contains("panicked: boom at 7"));
     let counter = Arc::new(AtomicU64::new(0));
@@ -454,9 +456,14 @@ fn tfrecords_round_trip_and_corruption_names_file_and_offset() {
     bytes[n - 6] ^= 0xff; // inside the last record's data
     std::fs::write(&path, &bytes).unwrap();
     let out: Vec<_> = Dataset::tfrecord(&[&path]).unwrap().iter().unwrap().collect();
-    let err = out.last().unwrap().as_ref().unwrap_err().to_string();
+    let err = out.last().unwrap().as_ref().unwrap_err();
+    assert!(matches!(err, DataError::Element { cause: ElementCause::Other { .. }, .. }), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("a.tfrecord") && err.contains("byte 57"), "{err}");
     let missing = Dataset::tfrecord(&[dir.join("nope.tfrecord")]).unwrap().iter().unwrap().next().unwrap().unwrap_err();
+    let DataError::Io { path, source } = &missing else { panic!("expected an I/O error, got {missing:?}") };
+    assert_eq!(path, &dir.join("nope.tfrecord"));
+    assert_eq!(source.downcast_ref::<std::io::Error>().map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));
     assert!(missing.to_string().contains("nope.tfrecord"), "{missing}");
     let _ = std::fs::remove_dir_all(&dir);
 }

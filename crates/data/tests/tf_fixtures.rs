@@ -69,7 +69,7 @@ fn decode_and_resize_match_tensorflow() {
 /// and 4 channels, down- and up-scaling, one-pixel-wide outputs and several images.
 #[test]
 fn uint8_resize_is_bit_identical_to_float_resize() {
-    let mut rng = ferroflow_tensor::testing::XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut rng = ferroflow_tensor::rng::Rng::new(0x9e37_79b9_7f4a_7c15);
     for (dims, sizes) in [
         ([1usize, 375, 500, 3], vec![[224usize, 224usize], [500, 700], [1, 1]]),
         ([2, 7, 9, 4], vec![[3, 5], [16, 20], [7, 1]]),
@@ -77,7 +77,7 @@ fn uint8_resize_is_bit_identical_to_float_resize() {
         ([3, 4, 3, 3], vec![[2, 2], [9, 5]]),
     ] {
         let n: usize = dims.iter().product();
-        let bytes: Vec<u8> = (0..n).map(|_| (rng.next() >> 24) as u8).collect();
+        let bytes: Vec<u8> = (0..n).map(|_| (rng.next_u64() >> 24) as u8).collect();
         let floats: Vec<f32> = bytes.iter().map(|&b| b as f32).collect();
         let (u, f) = (Tensor::from_vec(&dims, bytes).unwrap(), Tensor::from_vec(&dims, floats).unwrap());
         for size in sizes {

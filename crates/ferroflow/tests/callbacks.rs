@@ -112,10 +112,9 @@ fn checkpoints_and_bad_setups() {
     let mut ckpt = ModelCheckpoint::new(&dir.path().join("ckpt/model"), "val_loss", true);
     let e = model.fit_dataset_with(&ds, &opts, None, None, &mut [&mut ckpt]).unwrap_err().to_string();
     assert!(e.contains("val_loss"), "{e}");
-    let e = TensorBoard::new(std::path::Path::new("/proc/ff-tb"), 1, true, UpdateFreq::Epoch, "")
-        .err()
-        .unwrap()
-        .to_string();
+    let e = TensorBoard::new(std::path::Path::new("/proc/ff-tb"), 1, true, UpdateFreq::Epoch, "").err().unwrap();
+    assert!(matches!(e, ferroflow::train::TrainError::Io { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("/proc/ff-tb") && e.contains("not writable"), "{e}");
     let e = TensorBoard::new(dir.path(), 1, true, UpdateFreq::Epoch, "3,x").err().unwrap().to_string();
     assert!(e.contains("profile_batch"), "{e}");

@@ -405,7 +405,7 @@ fn killed_saves_leave_restorable_checkpoints() {
     let dir = tmp("crash");
     let exe = std::env::current_exe().unwrap();
     let (graph, saver) = crash_model();
-    let mut rng = ferroflow::tensor::testing::XorShift(0x9e37_79b9_7f4a_7c15);
+    let mut rng = ferroflow::tensor::rng::Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut restored_steps = Vec::new();
     for round in 0..40 {
         let mut child = Command::new(&exe)
@@ -415,7 +415,7 @@ fn killed_saves_leave_restorable_checkpoints() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_micros(20_000 + rng.next() % 180_000));
+        std::thread::sleep(std::time::Duration::from_micros(20_000 + rng.next_u64() % 180_000));
         child.kill().unwrap();
         child.wait().unwrap();
         let Some(st) = read_checkpoint_state(&dir).unwrap() else { continue };

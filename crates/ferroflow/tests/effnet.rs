@@ -229,7 +229,7 @@ fn mbconv_block_in_training_mode_matches_tensorflow_with_its_moving_statistics()
 
 /// Random images and labels from a fixed generator.
 fn random_batch(n: usize, hw: usize, classes: usize, seed: u64) -> (Tensor, Tensor) {
-    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
+    let mut r = ferroflow::tensor::rng::Rng::new(seed);
     let mut next = move || r.unit();
     let x: Vec<f32> = (0..n * hw * hw * 3).map(|_| next() as f32).collect();
     let y: Vec<i64> = (0..n).map(|_| (next() * classes as f64) as i64 % classes as i64).collect();

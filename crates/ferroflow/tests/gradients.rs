@@ -20,7 +20,7 @@ struct Case {
 }
 
 fn values(n: usize, seed: u64, (lo, hi): (f64, f64)) -> Vec<f64> {
-    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
+    let mut r = ferroflow::tensor::rng::Rng::new(seed);
     (0..n).map(|_| lo + (hi - lo) * r.unit()).collect()
 }
 

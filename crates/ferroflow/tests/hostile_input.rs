@@ -9,10 +9,10 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf").join(name)).unwrap()
 }
 
-use ferroflow::tensor::testing::XorShift as Rng;
+use ferroflow::tensor::rng::Rng;
 
 fn mutations(original: &[u8], count: usize, seed: u64) -> impl Iterator<Item = Vec<u8>> + '_ {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     (0..count).map(move |i| {
         let mut b = original.to_vec();
         if i % 4 == 0 {
@@ -20,7 +20,7 @@ fn mutations(original: &[u8], count: usize, seed: u64) -> impl Iterator<Item = V
         } else {
             for _ in 0..1 + rng.below(4) {
                 let at = rng.below(b.len());
-                b[at] = rng.next() as u8;
+                b[at] = rng.next_u64() as u8;
             }
         }
         b

@@ -44,7 +44,7 @@ fn every_op_declares_how_gradients_pass() {
 fn values(n: usize, seed: u64) -> Vec<f64> {
     let special =
         [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1e-30, -1e-30, 1e30, -1e30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
-    let mut r = ferroflow::tensor::testing::XorShift::seeded(seed);
+    let mut r = ferroflow::tensor::rng::Rng::new(seed);
     (0..n)
         .map(|i| {
             let u = r.unit();

@@ -215,12 +215,11 @@ fn sequential_models_train_with_every_optimizer() {
     let n = 240;
     let mut xs = Vec::with_capacity(n * 6);
     let mut ys = Vec::with_capacity(n);
-    let mut s = 12345u64;
+    let mut rng = ferroflow::tensor::rng::Rng::new(12345);
     for _ in 0..n {
         let mut row = [0f32; 6];
         for v in &mut row {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
+            *v = rng.unit() as f32 * 2.0 - 1.0;
         }
         let class = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
         xs.extend_from_slice(&row);
@@ -263,15 +262,20 @@ fn bad_input_during_training_names_the_step_and_tensor() {
     let wrong = Tensor::from_vec(&[8, 5], vec![0.5f32; 40]).unwrap();
     let y = Tensor::from_vec(&[8], vec![0i64, 1, 2, 0, 1, 2, 0, 1]).unwrap();
     let opts = FitOptions { epochs: 1, batch_size: 4, verbose: false, ..Default::default() };
-    let e = model.fit(&wrong, &y, &opts, None).unwrap_err().to_string();
+    let e = model.fit(&wrong, &y, &opts, None).unwrap_err();
+    assert!(matches!(e, TrainError::BatchShape { ref when, .. } if when == "step 1"), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("step 1") && e.contains("inputs:0") && e.contains("[4, 5]"), "{e}");
     // Labels out of range for sparse cross-entropy: the step and the loss node are named.
     let bad = Tensor::from_vec(&[8], vec![0i64, 1, 2, 0, 1, 7, 0, 1]).unwrap();
-    let e = model.fit(&x, &bad, &FitOptions { shuffle_seed: 0, ..opts.clone() }, None).unwrap_err().to_string();
+    let e = model.fit(&x, &bad, &FitOptions { shuffle_seed: 0, ..opts.clone() }, None).unwrap_err();
+    assert!(matches!(e, TrainError::Step { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("step ") && e.contains("SparseSoftmaxCrossEntropyWithLogits") && e.contains('7'), "{e}");
     // Mismatched example counts.
     let short = Tensor::from_vec(&[6], vec![0i64; 6]).unwrap();
-    assert!(model.fit(&x, &short, &opts, None).unwrap_err().to_string().contains("first dimensions must match"));
+    let e = model.fit(&x, &short, &opts, None).unwrap_err();
+    assert!(matches!(e, TrainError::Invalid(_)) && e.to_string().contains("first dimensions must match"), "{e}");
 
     // A loss that becomes NaN mid-training: plain gradient descent with a huge rate on MSE.
     let model = Sequential::new(&[4])

@@ -9,10 +9,10 @@ pub mod fs;
 pub mod hash;
 pub mod limit;
 pub mod npy;
+pub mod rng;
 mod shape;
 pub mod shown;
 mod tensor;
-pub mod testing;
 
 pub use dtype::{DType, Element};
 pub use half::{bf16, f16};

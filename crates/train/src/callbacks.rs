@@ -1,8 +1,8 @@
-//! Keras-style callbacks for [`Model::fit_dataset_with`]: a [`Callback`] trait called at the
-//! start and end of training, of each epoch and of each batch with a logs map (`loss`,
-//! `val_loss`, `val_accuracy`, ...), and the callbacks people reach for: [`TensorBoard`]
-//! (scalars, histograms, graph, profile), [`CsvLogger`], [`EarlyStopping`] and
-//! [`ModelCheckpoint`].
+//! Keras-style callbacks for [`Model::fit_with`] and [`Model::fit_dataset_with`]: a
+//! [`Callback`] trait called at the start and end of training, of each epoch and of each batch
+//! with a logs map (`loss`, `val_loss`, `val_accuracy`, ...), and the callbacks people reach
+//! for: [`TensorBoard`] (scalars, histograms, graph, profile), [`CsvLogger`],
+//! [`EarlyStopping`] and [`ModelCheckpoint`].
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use crate::{Result, TrainError};
 /// Metric values by name (`loss`, `val_loss`, `val_accuracy`).
 pub type Logs = BTreeMap<String, f64>;
 
-/// Called by `fit_dataset_with` as training runs. Every method does nothing by default.
+/// Called by the fit loop as training runs. Every method does nothing by default.
 #[allow(unused_variables)]
 pub trait Callback {
     /// Before training: the epochs and, when known, the steps per epoch.
@@ -132,14 +132,10 @@ impl TensorBoard {
 
     fn writer(slot: &mut Option<SummaryWriter>, dir: PathBuf) -> Result<&mut SummaryWriter> {
         if slot.is_none() {
-            *slot = Some(SummaryWriter::create(&dir).map_err(summary_error)?);
+            *slot = Some(SummaryWriter::create(&dir).map_err(TrainError::Summary)?);
         }
         Ok(slot.as_mut().expect("set above"))
     }
-}
-
-fn summary_error(e: ferroflow_summary::SummaryError) -> TrainError {
-    TrainError::Invalid(format!("TensorBoard callback: {e}"))
 }
 
 impl Callback for TensorBoard {
@@ -151,7 +147,7 @@ impl Callback for TensorBoard {
         let graph = self.write_graph.then(|| model.session().graph().to_graph_def());
         let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
         if let Some(g) = graph {
-            w.graph(&g).map_err(summary_error)?;
+            w.graph(&g).map_err(TrainError::Summary)?;
         }
         Ok(())
     }
@@ -170,7 +166,7 @@ impl Callback for TensorBoard {
         if let (UpdateFreq::Batches(n), Some(&loss)) = (self.update_freq, logs.get("loss")) {
             if n > 0 && batch.is_multiple_of(n) {
                 let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
-                w.scalar("batch_loss", loss as f32, batch as i64).map_err(summary_error)?;
+                w.scalar("batch_loss", loss as f32, batch as i64).map_err(TrainError::Summary)?;
             }
         }
         Ok(())
@@ -179,19 +175,19 @@ impl Callback for TensorBoard {
     fn on_epoch_end(&mut self, model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
         let w = Self::writer(&mut self.train, self.log_dir.join("train"))?;
         for (k, v) in logs.iter().filter(|(k, _)| !k.starts_with("val_")) {
-            w.scalar(&format!("epoch_{k}"), *v as f32, epoch as i64).map_err(summary_error)?;
+            w.scalar(&format!("epoch_{k}"), *v as f32, epoch as i64).map_err(TrainError::Summary)?;
         }
         if self.histogram_freq > 0 && epoch.is_multiple_of(self.histogram_freq) {
             for (name, t) in model.trainable_weights()? {
                 let values: Vec<f32> = crate::to_f64(&t)?.into_iter().map(|v| v as f32).collect();
-                w.histogram(&name, &values, epoch as i64).map_err(summary_error)?;
+                w.histogram(&name, &values, epoch as i64).map_err(TrainError::Summary)?;
             }
         }
         let val: Vec<(&String, &f64)> = logs.iter().filter(|(k, _)| k.starts_with("val_")).collect();
         if !val.is_empty() {
             let w = Self::writer(&mut self.validation, self.log_dir.join("validation"))?;
             for (k, v) in val {
-                w.scalar(&format!("epoch_{}", &k[4..]), *v as f32, epoch as i64).map_err(summary_error)?;
+                w.scalar(&format!("epoch_{}", &k[4..]), *v as f32, epoch as i64).map_err(TrainError::Summary)?;
             }
         }
         Ok(())
@@ -202,7 +198,7 @@ impl Callback for TensorBoard {
             p.finish()?;
         }
         for w in [&mut self.train, &mut self.validation].into_iter().flatten() {
-            w.close().map_err(summary_error)?;
+            w.close().map_err(TrainError::Summary)?;
         }
         Ok(())
     }
@@ -226,13 +222,13 @@ impl CsvLogger {
 impl Callback for CsvLogger {
     fn on_train_begin(&mut self, _model: &Model) -> Result<()> {
         let f = std::fs::File::create(&self.path)
-            .map_err(|e| TrainError::Invalid(format!("CSVLogger: {}: {e}", self.path.display())))?;
+            .map_err(|e| TrainError::Io { context: format!("CSVLogger: {}", self.path.display()), source: e })?;
         self.file = Some(std::io::BufWriter::new(f));
         Ok(())
     }
 
     fn on_epoch_end(&mut self, _model: &Model, epoch: usize, logs: &Logs) -> Result<()> {
-        let io = |e: std::io::Error| TrainError::Invalid(format!("CSVLogger: {e}"));
+        let io = |e: std::io::Error| TrainError::Io { context: "CSVLogger".into(), source: e };
         let Some(f) = self.file.as_mut() else { return Ok(()) };
         if self.columns.is_empty() {
             self.columns = logs.keys().cloned().collect();

@@ -179,7 +179,7 @@ impl Broadcast {
         for t in &mut values {
             world
                 .broadcast(t.as_mut_bytes()?, root)
-                .map_err(|e| TrainError::Invalid(format!("broadcast_variables: {e}")))?;
+                .map_err(|source| TrainError::Collective { context: "broadcast_variables".into(), source })?;
         }
         let feeds: Vec<(&str, Tensor)> = self.vars.iter().map(|(_, p)| p.as_str()).zip(values).collect();
         sess.run(&feeds, &[], &[self.assign.as_str()])?;
@@ -197,7 +197,7 @@ pub fn same_graph(sess: &Session) -> Result<()> {
     let mine = Fnv1a::of(&bytes);
     let mut all = vec![0i64; world.size()];
     collective::all_gather(&*world, &[mine as i64], &mut all)
-        .map_err(|e| TrainError::Invalid(format!("comparing the ranks' graphs: {e}")))?;
+        .map_err(|source| TrainError::Collective { context: "comparing the ranks' graphs".into(), source })?;
     if let Some(other) = all.iter().position(|&f| f != all[0]) {
         let shown: Vec<String> = all.iter().enumerate().map(|(r, f)| format!("rank {r}: {:016x}", *f as u64)).collect();
         return Err(TrainError::Invalid(format!(

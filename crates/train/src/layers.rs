@@ -155,13 +155,26 @@ pub fn conv2d(
     let dtype = s.dtype(x);
     let k = b.variable(&s, "kernel", &[kernel[0], kernel[1], channels, filters], dtype, kernel_init, true)?;
     let bias = b.variable(&s, "bias", &[filters], dtype, &Initializer::Zeros, true)?;
-    let mut a = Attrs::new();
-    a.insert("T".into(), attr::dtype(dtype));
-    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
-    a.insert("padding".into(), padding.attr());
-    let y = Output { node: s.add_op("Conv2D", "Conv2D", &[x, k.value], &[], a)?, index: 0 };
+    let y = conv_op(&s, "Conv2D", "Conv2D", x, k.value, strides, padding)?;
     let y = s.bias_add(y, bias.value)?;
     activation.apply(&s, y)
+}
+
+/// Convolution `op` (NHWC) of `x` with `kernel`, named `name` in `s`.
+fn conv_op(
+    s: &Scope,
+    op: &str,
+    name: &str,
+    x: Output,
+    kernel: Output,
+    strides: [usize; 2],
+    padding: Padding,
+) -> Result<Output> {
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(s.dtype(x)));
+    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
+    a.insert("padding".into(), padding.attr());
+    Ok(Output { node: s.add_op(op, name, &[x, kernel], &[], a)?, index: 0 })
 }
 
 /// `tf.layers.max_pooling2d` on NHWC input.
@@ -199,11 +212,7 @@ pub fn conv2d_no_bias(
     let s = b.scope().name_scope(name);
     let dtype = s.dtype(x);
     let k = b.variable(&s, "kernel", &[kernel[0], kernel[1], channels, filters], dtype, kernel_init, true)?;
-    let mut a = Attrs::new();
-    a.insert("T".into(), attr::dtype(dtype));
-    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
-    a.insert("padding".into(), padding.attr());
-    Ok(Output { node: s.add_op("Conv2D", "Conv2D", &[x, k.value], &[], a)?, index: 0 })
+    conv_op(&s, "Conv2D", "Conv2D", x, k.value, strides, padding)
 }
 
 /// Keras's `DepthwiseConv2D` (NHWC, no bias): each input channel convolved with its own
@@ -228,11 +237,7 @@ pub fn depthwise_conv2d(
     let dtype = s.dtype(x);
     let shape = [kernel[0], kernel[1], channels, depth_multiplier];
     let k = b.variable(&s, "depthwise_kernel", &shape, dtype, kernel_init, true)?;
-    let mut a = Attrs::new();
-    a.insert("T".into(), attr::dtype(dtype));
-    a.insert("strides".into(), attr::ints(&[1, strides[0] as i64, strides[1] as i64, 1]));
-    a.insert("padding".into(), padding.attr());
-    Ok(Output { node: s.add_op("DepthwiseConv2dNative", "depthwise", &[x, k.value], &[], a)?, index: 0 })
+    conv_op(&s, "DepthwiseConv2dNative", "depthwise", x, k.value, strides, padding)
 }
 
 /// The collection holding the moving-statistics updates of batch normalization layers

@@ -13,7 +13,6 @@
 pub mod callbacks;
 pub mod distributed;
 pub mod efficientnet;
-pub mod fit_data;
 pub mod layers;
 pub mod losses;
 pub mod meta_graph;
@@ -37,7 +36,8 @@ use ferroflow_tensor::{DType, Shape, Tensor};
 /// TensorFlow's `DEFAULT_GRAPH_SEED`, used when only an op seed is given.
 pub const DEFAULT_GRAPH_SEED: i64 = 87654321;
 
-/// An error while building or training.
+/// An error while building or training. Errors from the crates below keep their type
+/// (`Build`, `Runtime`, `Data`, ...); the message names the step, tensor, file or argument.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     /// Building graph nodes failed.
@@ -46,15 +46,49 @@ pub enum TrainError {
     /// Building gradients failed.
     #[error(transparent)]
     Gradients(#[from] ferroflow_autodiff::GradError),
-    /// Running a step failed.
+    /// Running the graph failed (outside a training step).
     #[error(transparent)]
     Runtime(#[from] ferroflow_runtime::RuntimeError),
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] ferroflow_tensor::TensorError),
-    /// Bad arguments (shapes, names, options).
+    /// The input pipeline failed while training or evaluating.
+    #[error("input pipeline: {0}")]
+    Data(#[from] ferroflow_data::DataError),
+    /// A training step failed to run (a kernel rejected the batch: labels out of range, ...).
+    #[error("step {step}: {source}")]
+    Step {
+        /// The 1-based step.
+        step: u64,
+        /// What the session reported.
+        source: ferroflow_runtime::RuntimeError,
+    },
+    /// A batch whose shape does not fit the model's input.
+    #[error(
+        "{when}: batch for '{input}' has shape {got:?}, expected [?{}]",
+        expected.iter().map(|d| format!(", {d}")).collect::<String>()
+    )]
+    BatchShape {
+        /// Where the batch came from (`step 3`, `evaluate, examples 256..`).
+        when: String,
+        /// The input tensor (`inputs:0`).
+        input: String,
+        /// The batch's shape.
+        got: Vec<usize>,
+        /// The model's input shape without the batch dimension.
+        expected: Vec<usize>,
+    },
+    /// Bad arguments (shapes, names, options) or a model that cannot do what was asked.
     #[error("{0}")]
     Invalid(String),
+    /// A SavedModel signature's function calls could not be inlined to freeze it.
+    #[error("freezing signature '{signature}': {source}")]
+    Freeze {
+        /// The signature.
+        signature: String,
+        /// Why its calls do not inline.
+        source: Box<ferroflow_runtime::FunctionDefError>,
+    },
     /// A training step produced a NaN or infinite value.
     #[error("step {step}: tensor '{tensor}' is not finite ({value}); training stopped")]
     NonFinite {
@@ -71,14 +105,76 @@ pub enum TrainError {
     /// A checkpoint could not be read or written.
     #[error(transparent)]
     Checkpoint(#[from] ferroflow_checkpoint::CheckpointError),
-    /// A data file could not be read.
+    /// A file (MNIST's IDX, a SavedModel, a meta graph, a checkpoint's state) could not be
+    /// read or written, or is not what it should be.
     #[error("{path}: {reason}")]
-    Data {
+    File {
         /// The file.
         path: String,
-        /// What was wrong.
+        /// What was wrong, in full (it quotes `source` when there is one).
         reason: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
     },
+    /// A log file or directory (CSVLogger's, TensorBoard's) could not be written.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being written (`CSVLogger: log.csv`).
+        context: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TensorBoard's summaries could not be written.
+    #[error("TensorBoard callback: {0}")]
+    Summary(#[source] ferroflow_summary::SummaryError),
+    /// Profiling batches failed.
+    #[error("{context}: {source}")]
+    Profile {
+        /// What was profiled (`profile_batch`).
+        context: String,
+        /// The profiler's error.
+        source: ferroflow_profiler::ProfileError,
+    },
+    /// The ranks of data-parallel training could not communicate.
+    #[error("{context}: {source}")]
+    Collective {
+        /// What the ranks were doing (`broadcast_variables`).
+        context: String,
+        /// The communicator's error.
+        source: ferroflow_collective::CollectiveError,
+    },
+}
+
+/// Any error, boxed (the cause of a [`TrainError::File`]).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl TrainError {
+    /// A file that is not what it should be (`path: reason`).
+    pub fn file(path: impl AsRef<std::path::Path>, reason: impl Into<String>) -> TrainError {
+        TrainError::File { path: path.as_ref().display().to_string(), reason: reason.into(), source: None }
+    }
+
+    /// A file that could not be read or written because of `source` (`path: source`).
+    pub fn file_error(
+        path: impl AsRef<std::path::Path>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> TrainError {
+        TrainError::file_caused(path, source.to_string(), source)
+    }
+
+    /// A file that could not be used because of `source`, explained by `reason`.
+    pub fn file_caused(
+        path: impl AsRef<std::path::Path>,
+        reason: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> TrainError {
+        TrainError::File {
+            path: path.as_ref().display().to_string(),
+            reason: reason.into(),
+            source: Some(Box::new(source)),
+        }
+    }
 }
 
 /// Shorthand for results in this crate.

@@ -99,8 +99,7 @@ pub fn write_meta_graph(path: &Path, meta: &MetaGraphDef) -> Result<()> {
 /// `read_meta_graph_file`).
 pub fn read_meta_graph(path: &Path) -> Result<MetaGraphDef> {
     let what = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| TrainError::Data { path: what.clone(), reason: format!("cannot read: {e}") })?;
+    let bytes = std::fs::read(path).map_err(|e| TrainError::file_caused(path, format!("cannot read: {e}"), e))?;
     parse_meta_graph(&bytes, &what)
 }
 
@@ -113,12 +112,9 @@ pub fn parse_meta_graph(bytes: &[u8], what: &str) -> Result<MetaGraphDef> {
         binary => {
             match std::str::from_utf8(bytes).ok().map(|t| ferroflow_proto::parse_text::<MetaGraphDef>(t, &what)) {
                 Some(Ok(m)) if m.graph_def.is_some() => Ok(m),
-                _ => Err(TrainError::Data {
-                    path: what,
-                    reason: match binary {
-                        Err(e) => format!("not a MetaGraphDef (binary or text): {e}"),
-                        Ok(_) => "not a MetaGraphDef: it has no graph_def".into(),
-                    },
+                _ => Err(match binary {
+                    Err(e) => TrainError::file_caused(&what, format!("not a MetaGraphDef (binary or text): {e}"), e),
+                    Ok(_) => TrainError::file(&what, "not a MetaGraphDef: it has no graph_def"),
                 }),
             }
         }

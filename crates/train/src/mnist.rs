@@ -64,14 +64,10 @@ pub fn one_hot(labels: &[u8], classes: usize) -> Result<Tensor> {
     Ok(Tensor::from_vec(&[labels.len(), classes], v)?)
 }
 
-fn data_err(path: &Path, reason: impl Into<String>) -> TrainError {
-    TrainError::Data { path: path.display().to_string(), reason: reason.into() }
-}
-
 /// Opens `path`, or `path.gz` when `path` does not exist.
 fn open(path: &Path) -> Result<(PathBuf, File)> {
     let path = if path.exists() { path.to_path_buf() } else { PathBuf::from(format!("{}.gz", path.display())) };
-    let f = File::open(&path).map_err(|e| data_err(&path, e.to_string()))?;
+    let f = File::open(&path).map_err(|e| TrainError::file_error(&path, e))?;
     Ok((path, f))
 }
 
@@ -81,7 +77,7 @@ fn maybe_gunzip<'a>(r: impl Read + 'a, path: &Path) -> Result<Box<dyn Read + 'a>
     let mut magic = [0u8; 2];
     let mut n = 0;
     while n < 2 {
-        match r.read(&mut magic[n..]).map_err(|e| data_err(path, e.to_string()))? {
+        match r.read(&mut magic[n..]).map_err(|e| TrainError::file_error(path, e))? {
             0 => break,
             k => n += k,
         }
@@ -92,7 +88,8 @@ fn maybe_gunzip<'a>(r: impl Read + 'a, path: &Path) -> Result<Box<dyn Read + 'a>
 
 fn read_u32(r: &mut dyn Read, path: &Path, what: &str) -> Result<u32> {
     let mut b = [0u8; 4];
-    r.read_exact(&mut b).map_err(|e| data_err(path, format!("truncated IDX header ({what}): {e}")))?;
+    r.read_exact(&mut b)
+        .map_err(|e| TrainError::file_caused(path, format!("truncated IDX header ({what}): {e}"), e))?;
     Ok(u32::from_be_bytes(b))
 }
 
@@ -118,14 +115,14 @@ pub fn read_idx_from(r: impl Read, path: &Path) -> Result<(Vec<usize>, Vec<u8>)>
     let mut r = maybe_gunzip(r, path)?;
     let magic = read_u32(&mut r, path, "magic")?;
     if magic >> 16 != 0 || (magic >> 8) & 0xff != 0x08 {
-        return Err(data_err(
+        return Err(TrainError::file(
             path,
             format!("not an IDX file of unsigned bytes: magic {magic:#010x} (expected 0x0000080N)"),
         ));
     }
     let rank = (magic & 0xff) as usize;
     if rank == 0 || rank > 4 {
-        return Err(data_err(path, format!("IDX rank {rank} is not 1..=4")));
+        return Err(TrainError::file(path, format!("IDX rank {rank} is not 1..=4")));
     }
     let mut dims = Vec::with_capacity(rank);
     for i in 0..rank {
@@ -133,14 +130,17 @@ pub fn read_idx_from(r: impl Read, path: &Path) -> Result<(Vec<usize>, Vec<u8>)>
     }
     let total = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d as u64)).filter(|&n| n <= MAX_PAYLOAD);
     let Some(total) = total else {
-        return Err(data_err(path, format!("declared shape {dims:?} is larger than {MAX_PAYLOAD} bytes")));
+        return Err(TrainError::file(path, format!("declared shape {dims:?} is larger than {MAX_PAYLOAD} bytes")));
     };
     ferroflow_tensor::limit::check(total as usize, || format!("IDX data of shape {dims:?}"))
-        .map_err(|e| data_err(path, e.to_string()))?;
+        .map_err(|e| TrainError::file_error(path, e))?;
     let mut data = Vec::new();
-    r.take(total).read_to_end(&mut data).map_err(|e| data_err(path, e.to_string()))?;
+    r.take(total).read_to_end(&mut data).map_err(|e| TrainError::file_error(path, e))?;
     if data.len() as u64 != total {
-        return Err(data_err(path, format!("declares {total} bytes of data ({dims:?}) but holds {}", data.len())));
+        return Err(TrainError::file(
+            path,
+            format!("declares {total} bytes of data ({dims:?}) but holds {}", data.len()),
+        ));
     }
     Ok((dims, data))
 }
@@ -149,15 +149,18 @@ pub fn read_idx_from(r: impl Read, path: &Path) -> Result<(Vec<usize>, Vec<u8>)>
 /// tensor's size is checked against the memory limit first. `path` names the file in errors.
 pub fn images_tensor(dims: &[usize], pixels: &[u8], path: &Path) -> Result<Tensor> {
     let &[n, rows, cols] = dims else {
-        return Err(data_err(path, format!("images must be [n, rows, cols], got {dims:?}")));
+        return Err(TrainError::file(path, format!("images must be [n, rows, cols], got {dims:?}")));
     };
     let per_image = rows.checked_mul(cols).filter(|&p| n.checked_mul(p) == Some(pixels.len()));
     let Some(per_image) = per_image else {
-        return Err(data_err(path, format!("images of shape {dims:?} need a different size than {}", pixels.len())));
+        return Err(TrainError::file(
+            path,
+            format!("images of shape {dims:?} need a different size than {}", pixels.len()),
+        ));
     };
     let bytes = pixels.len().saturating_mul(std::mem::size_of::<f32>());
     ferroflow_tensor::limit::check(bytes, || format!("float tensor for images of shape {dims:?}"))
-        .map_err(|e| data_err(path, e.to_string()))?;
+        .map_err(|e| TrainError::file_error(path, e))?;
     let px: Vec<f32> = pixels.iter().map(|&p| p as f32 / 255.0).collect();
     Ok(Tensor::from_vec(&[n, per_image], px)?)
 }
@@ -169,13 +172,13 @@ pub fn read_split(images: &Path, labels: &Path) -> Result<Split> {
     drop(pixels);
     let (ldims, labels_v) = read_idx(labels)?;
     if ldims.len() != 1 || ldims[0] != idims[0] {
-        return Err(data_err(
+        return Err(TrainError::file(
             labels,
             format!("labels have shape {ldims:?}, expected [{}] to match the images", idims[0]),
         ));
     }
     if let Some((i, l)) = labels_v.iter().enumerate().find(|(_, &l)| l > 9) {
-        return Err(data_err(labels, format!("label {l} at index {i} is not a digit 0..9")));
+        return Err(TrainError::file(labels, format!("label {l} at index {i} is not a digit 0..9")));
     }
     Ok(Split { images: images_t, labels: labels_v })
 }

@@ -49,7 +49,10 @@ impl ProfileBatches {
 
 /// Fails now, naming the directory, when `dir` cannot be created or written.
 pub fn check_writable(dir: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| TrainError::Invalid(format!("log directory {}: not writable: {e}", dir.display()));
+    let fail = |e: std::io::Error| TrainError::Io {
+        context: format!("log directory {}: not writable", dir.display()),
+        source: e,
+    };
     std::fs::create_dir_all(dir).map_err(fail)?;
     let probe = dir.join(format!(".ferroflow-write-check-{}", std::process::id()));
     std::fs::write(&probe, b"").map_err(fail)?;
@@ -84,8 +87,7 @@ impl ProfileWindow {
     /// Before global batch `batch` (1-based).
     pub(crate) fn batch_begin(&mut self, batch: u64) -> Result<()> {
         if !self.running && !self.done && batch >= self.spec.first && batch <= self.spec.last {
-            ferroflow_profiler::start(&Default::default())
-                .map_err(|e| TrainError::Invalid(format!("profile_batch: {e}")))?;
+            ferroflow_profiler::start(&Default::default()).map_err(profile_batch_error)?;
             self.running = true;
         }
         Ok(())
@@ -106,17 +108,21 @@ impl ProfileWindow {
         }
         self.running = false;
         self.done = true;
-        let profile = ferroflow_profiler::stop().map_err(|e| TrainError::Invalid(format!("profile_batch: {e}")))?;
+        let profile = ferroflow_profiler::stop().map_err(profile_batch_error)?;
         let world = ferroflow_collective::world();
         if self.spec.gather && world.size() > 1 {
             self.written = gather_profiles(&profile, &self.spec.log_dir, &*world)?;
             return Ok(());
         }
-        let path = ferroflow_profiler::xspace::write_to_logdir(&profile, &self.spec.log_dir)
-            .map_err(|e| TrainError::Invalid(format!("profile_batch: {e}")))?;
+        let path =
+            ferroflow_profiler::xspace::write_to_logdir(&profile, &self.spec.log_dir).map_err(profile_batch_error)?;
         self.written = Some(path);
         Ok(())
     }
+}
+
+fn profile_batch_error(source: ferroflow_profiler::ProfileError) -> TrainError {
+    TrainError::Profile { context: "profile_batch".into(), source }
 }
 
 /// Every rank's capture, gathered to rank 0 and written there into one run directory as a
@@ -128,23 +134,24 @@ pub fn gather_profiles(
     world: &dyn ferroflow_collective::Communicator,
 ) -> Result<Option<PathBuf>> {
     use ferroflow_profiler::xspace;
-    let fail = |what: String| TrainError::Invalid(format!("profile of {} ranks: {what}", world.size()));
+    let context = || format!("profile of {} ranks", world.size());
+    let collective = |source| TrainError::Collective { context: context(), source };
+    let profiler = |source| TrainError::Profile { context: context(), source };
     let host = format!("{}-rank{}", xspace::host_name(), world.rank());
     let mine = ferroflow_proto::Message::encode_to_vec(&xspace::to_xspace(profile, &host));
-    let all = ferroflow_collective::all_gather_varied(world, &mine).map_err(|e| fail(e.to_string()))?;
+    let all = ferroflow_collective::all_gather_varied(world, &mine).map_err(collective)?;
     let mut start = [profile.start_unix_ns];
-    ferroflow_collective::broadcast(world, &mut start, 0).map_err(|e| fail(e.to_string()))?;
+    ferroflow_collective::broadcast(world, &mut start, 0).map_err(collective)?;
     if world.rank() != 0 {
         return Ok(None);
     }
     let mut hosts = Vec::with_capacity(all.len());
     for (rank, bytes) in all.iter().enumerate() {
-        let space = xspace::decode_xspace(bytes, Path::new(&format!("<rank {rank}'s capture>")))
-            .map_err(|e| fail(e.to_string()))?;
+        let space = xspace::decode_xspace(bytes, Path::new(&format!("<rank {rank}'s capture>"))).map_err(profiler)?;
         let name = space.hostnames.first().cloned().unwrap_or_else(|| format!("rank{rank}"));
         hosts.push((name, space));
     }
-    let written = xspace::write_hosts_to_logdir(start[0], &hosts, log_dir).map_err(|e| fail(e.to_string()))?;
+    let written = xspace::write_hosts_to_logdir(start[0], &hosts, log_dir).map_err(profiler)?;
     Ok(written.into_iter().next())
 }
 
@@ -160,6 +167,7 @@ impl Drop for ProfileWindow {
 #[cfg(test)]
 mod tests {
     use super::ProfileBatches;
+    use crate::TrainError;
 
     #[test]
     fn keras_profile_batch_specs() {
@@ -171,7 +179,9 @@ mod tests {
             let e = ProfileBatches::parse(d.path(), bad).unwrap_err().to_string();
             assert!(e.contains("profile_batch") && e.contains(bad), "{e}");
         }
-        let e = ProfileBatches::parse(std::path::Path::new("/proc/no/such"), "1,2").unwrap_err().to_string();
+        let e = ProfileBatches::parse(std::path::Path::new("/proc/no/such"), "1,2").unwrap_err();
+        assert!(matches!(e, TrainError::Io { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("/proc/no/such") && e.contains("not writable"), "{e}");
     }
 }

@@ -52,10 +52,6 @@ pub struct SavedModel {
     signatures: BTreeMap<String, Signature>,
 }
 
-fn data(dir: &Path, reason: impl Into<String>) -> TrainError {
-    TrainError::Data { path: dir.display().to_string(), reason: reason.into() }
-}
-
 /// `float32[?, 4]`.
 fn spec_text(dtype: DType, shape: &Shape) -> String {
     shape.spec(dtype)
@@ -63,14 +59,15 @@ fn spec_text(dtype: DType, shape: &Shape) -> String {
 
 fn tensor_spec(key: &str, info: &TensorInfo, dir: &Path, sig: &str) -> Result<TensorSpec> {
     let Some(Encoding::Name(tensor)) = &info.encoding else {
-        return Err(data(
+        return Err(TrainError::file(
             dir,
             format!(
                 "signature '{sig}': '{key}' is not a dense tensor (sparse and composite signatures are not supported)"
             ),
         ));
     };
-    let dtype = DType::from_tf(info.dtype).map_err(|e| data(dir, format!("signature '{sig}': '{key}': {e}")))?;
+    let dtype = DType::from_tf(info.dtype)
+        .map_err(|e| TrainError::file_caused(dir, format!("signature '{sig}': '{key}': {e}"), e))?;
     let shape = info.tensor_shape.as_ref().map_or_else(Shape::unknown, ferroflow_proto::convert::shape_from_proto);
     Ok(TensorSpec { key: key.to_string(), tensor: tensor.clone(), dtype, shape })
 }
@@ -120,7 +117,7 @@ fn choose(metas: Vec<MetaGraphDef>, tags: &[&str], dir: &Path) -> Result<MetaGra
         }
         seen.push(format!("[{}]", have.join(", ")));
     }
-    Err(data(dir, format!("no meta graph with the tags [{}]; it has {}", want.join(", "), seen.join(", "))))
+    Err(TrainError::file(dir, format!("no meta graph with the tags [{}]; it has {}", want.join(", "), seen.join(", "))))
 }
 
 impl SavedModel {
@@ -143,7 +140,7 @@ impl SavedModel {
             let missing = ferroflow_runtime::support::missing_ops(graph, save.as_slice());
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
-                return Err(data(
+                return Err(TrainError::file(
                     dir,
                     format!(
                         "the SavedModel uses {} op{} ferroflow cannot run: {}",
@@ -159,7 +156,7 @@ impl SavedModel {
         if let Some(saver) = &imported.saver {
             let variables = dir.join("variables");
             if !variables.join("variables.index").exists() {
-                return Err(data(
+                return Err(TrainError::file(
                     dir,
                     "the meta graph has variables but there is no variables/variables.index (copy the whole SavedModel directory)",
                 ));
@@ -326,27 +323,31 @@ impl SavedModelWriter {
     /// graph has any.
     pub fn save(self, dir: &Path, variables: Option<(&Session, &crate::saver::Saver)>) -> Result<()> {
         if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(data(dir, "the SavedModel directory already exists and is not empty"));
+            return Err(TrainError::file(dir, "the SavedModel directory already exists and is not empty"));
         }
         let mut graph = self.graph;
         for (name, value) in &self.defaults {
-            with_default(&mut graph, name, value).map_err(|e| data(dir, e))?;
+            with_default(&mut graph, name, value).map_err(|reason| TrainError::file(dir, reason))?;
         }
-        let imported = ferroflow_ops::import_graph_def(&graph).map_err(|e| data(dir, e.to_string()))?;
-        let shapes = ferroflow_ops::infer_shapes(&imported).map_err(|e| data(dir, e.to_string()))?;
+        let imported = ferroflow_ops::import_graph_def(&graph).map_err(|e| TrainError::file_error(dir, e))?;
+        let shapes = ferroflow_ops::infer_shapes(&imported).map_err(|e| TrainError::file_error(dir, e))?;
         let info = |sig: &str, key: &str, tensor: &str| -> Result<TensorInfo> {
             let (node, index) = match tensor.rsplit_once(':') {
-                Some((n, i)) => (n, i.parse::<usize>().map_err(|_| data(dir, format!("bad tensor name '{tensor}'")))?),
+                Some((n, i)) => {
+                    (n, i.parse::<usize>().map_err(|_| TrainError::file(dir, format!("bad tensor name '{tensor}'")))?)
+                }
                 None => (tensor, 0),
             };
             let id = imported.find(node).ok_or_else(|| {
-                data(dir, format!("signature '{sig}': '{key}' names tensor '{tensor}', which is not in the graph"))
+                TrainError::file(
+                    dir,
+                    format!("signature '{sig}': '{key}' names tensor '{tensor}', which is not in the graph"),
+                )
             })?;
             let n = imported.node(id);
-            let dtype =
-                *n.types.outputs.get(index).ok_or_else(|| {
-                    data(dir, format!("signature '{sig}': '{key}': node '{node}' has no output {index}"))
-                })?;
+            let dtype = *n.types.outputs.get(index).ok_or_else(|| {
+                TrainError::file(dir, format!("signature '{sig}': '{key}': node '{node}' has no output {index}"))
+            })?;
             Ok(TensorInfo {
                 encoding: Some(Encoding::Name(format!("{node}:{index}"))),
                 dtype: dtype.to_tf(),
@@ -382,7 +383,7 @@ impl SavedModelWriter {
         let base = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "saved_model".into());
         let tmp = dir.with_file_name(format!(".{base}.tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        let io = |e: std::io::Error, what: &Path| data(what, e.to_string());
+        let io = |e: std::io::Error, what: &Path| TrainError::file_error(what, e);
         std::fs::create_dir_all(tmp.join("variables")).map_err(|e| io(e, &tmp))?;
         let written = (|| -> Result<()> {
             if let Some((session, saver)) = variables {
@@ -456,9 +457,10 @@ impl SavedModel {
         let invalid = |m: String| TrainError::Invalid(format!("freezing signature '{name}': {m}"));
         let outputs: Vec<String> = sig.outputs.iter().map(|s| node_of(&s.tensor)).collect();
         let full = prune(self.session.graph().to_graph_def(), &outputs);
-        let mut def = ferroflow_runtime::support::inline_calls(&full).map_err(|e| invalid(e.to_string()))?; // FIXME(typed): a TrainError variant with the source
-                                                                                                            // Variables read through ReadVariableOp (or an Identity of a TF1 variable) become
-                                                                                                            // constants; a handle used any other way cannot be frozen.
+        let mut def = ferroflow_runtime::support::inline_calls(&full)
+            .map_err(|e| TrainError::Freeze { signature: name.to_string(), source: Box::new(e) })?;
+        // Variables read through ReadVariableOp (or an Identity of a TF1 variable) become
+        // constants; a handle used any other way cannot be frozen.
         let index: BTreeMap<String, usize> = def.node.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         let handle_of = |input: &str, def: &ferroflow_proto::GraphDef| -> Option<String> {
             let mut n = &def.node[*index.get(&node_of(input))?];

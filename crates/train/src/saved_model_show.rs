@@ -20,12 +20,11 @@ use crate::{Result, TrainError};
 /// Reads and parses `DIR/saved_model.pb`.
 pub fn read_saved_model(dir: &Path) -> Result<ferroflow_proto::SavedModel> {
     let pb = dir.join("saved_model.pb");
-    let bytes = std::fs::read(&pb).map_err(|e| TrainError::Data {
-        path: dir.display().to_string(),
-        reason: format!("not a SavedModel directory: cannot read saved_model.pb ({e})"),
+    let bytes = std::fs::read(&pb).map_err(|e| {
+        TrainError::file_caused(dir, format!("not a SavedModel directory: cannot read saved_model.pb ({e})"), e)
     })?;
     ferroflow_proto::decode(&bytes, &pb.display().to_string())
-        .map_err(|e| TrainError::Data { path: pb.display().to_string(), reason: format!("not a SavedModel: {e}") })
+        .map_err(|e| TrainError::file_caused(&pb, format!("not a SavedModel: {e}"), e))
 }
 
 /// `saved_model_cli show --all --dir DIR`'s text.

@@ -327,10 +327,7 @@ impl Saver {
         report.unexpected = reader.entries().keys().filter(|k| !wanted.contains(k.as_str())).cloned().collect();
         let at = index_path(prefix).display().to_string();
         if !mismatched.is_empty() {
-            return Err(TrainError::Data {
-                path: at,
-                reason: format!("tensors do not match the graph: {}", mismatched.join("; ")),
-            });
+            return Err(TrainError::file(&at, format!("tensors do not match the graph: {}", mismatched.join("; "))));
         }
         if !report.missing.is_empty() && !opts.allow_partial {
             let mut reason = format!("the checkpoint lacks variables {:?}", report.missing);
@@ -338,7 +335,7 @@ impl Saver {
                 reason += &format!(" and has tensors no variable takes {:?} (renamed variables?)", report.unexpected);
             }
             reason += "; restore with allow_partial to restore the rest";
-            return Err(TrainError::Data { path: at, reason });
+            return Err(TrainError::file(&at, reason));
         }
         let name = prefix.to_str().ok_or_else(|| TrainError::Invalid(format!("{}: not UTF-8", prefix.display())))?;
         if report.missing.is_empty() {
@@ -459,13 +456,13 @@ pub fn read_checkpoint_state(dir: &Path) -> Result<Option<CheckpointState>> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(TrainError::Data { path: path.display().to_string(), reason: e.to_string() }),
+        Err(e) => return Err(TrainError::file_error(&path, e)),
     };
     let what = path.display().to_string();
-    let st: CheckpointState = ferroflow_proto::parse_text(&text, &what)
-        .map_err(|e| TrainError::Data { path: what.clone(), reason: e.to_string() })?;
+    let st: CheckpointState =
+        ferroflow_proto::parse_text(&text, &what).map_err(|e| TrainError::file_error(&path, e))?;
     if st.model_checkpoint_path.is_empty() {
-        return Err(TrainError::Data { path: what, reason: "model_checkpoint_path is empty".into() });
+        return Err(TrainError::file(&path, "model_checkpoint_path is empty"));
     }
     Ok(Some(st))
 }

@@ -142,20 +142,20 @@ pub fn image(h: usize, w: usize, class: usize, seed: u64) -> Vec<u8> {
 
 /// Writes the dataset under `dir` (`dir/<class>/<class>_NNNN.jpg`) and returns the files.
 pub fn generate(dir: &Path, options: &FlowersOptions) -> Result<Vec<PathBuf>, DataError> {
-    let io = |p: &Path, e: &dyn std::fmt::Display| DataError::io(p, e);
     let mut g = Gen(options.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
     let mut files = Vec::new();
     for (class, name) in CLASSES.iter().enumerate() {
         let folder = dir.join(name);
-        std::fs::create_dir_all(&folder).map_err(|e| io(&folder, &e))?;
+        std::fs::create_dir_all(&folder).map_err(|e| DataError::io(&folder, e))?;
         for i in 0..options.per_class {
             let (w, h) =
                 options.size.unwrap_or_else(|| (g.uniform(320.0, 500.0) as usize, g.uniform(240.0, 375.0) as usize));
             let pixels = image(h, w, class, g.next());
             let opts = EncodeOptions { quality: options.quality, ..Default::default() };
-            let jpeg = encode_jpeg(&pixels, h, w, 3, &opts).map_err(|e| io(&folder, &e))?;
+            let jpeg =
+                encode_jpeg(&pixels, h, w, 3, &opts).map_err(|e| DataError::io(&folder, std::io::Error::other(e)))?;
             let path = folder.join(format!("{name}_{i:04}.jpg"));
-            crate::tensor::fs::write_atomic(&path, &jpeg).map_err(|e| io(&path, &e))?;
+            crate::tensor::fs::write_atomic(&path, &jpeg).map_err(|e| DataError::io(&path, e))?;
             files.push(path);
         }
     }

@@ -167,7 +167,7 @@ pub fn run_epochs(
 /// What [`train_efficientnet`] did.
 pub struct EfficientNetRun {
     /// Per-epoch losses and validation, step times and the input pipeline's share.
-    pub history: crate::train::fit_data::PipelineHistory,
+    pub history: crate::train::model::PipelineHistory,
     /// The class names (label `i` is `classes[i]`).
     pub classes: Vec<String>,
     /// Training and validation images.
@@ -247,7 +247,7 @@ pub fn train_profiled_cnn(
     steps: u64,
     logdir: &Path,
     profile_batch: &str,
-) -> Result<crate::train::fit_data::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<crate::train::model::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
     use crate::summary::SummaryWriter;
     use crate::train::callbacks::{TensorBoard, UpdateFreq};
     use crate::train::layers::{Activation, Padding};
