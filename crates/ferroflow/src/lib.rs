@@ -55,59 +55,107 @@ pub mod prelude {
     pub use ferroflow_tensor::{DType, Shape, Tensor};
 }
 
-/// Any ferroflow error.
+/// Any ferroflow error: every library crate's error converts into it (`?` works across
+/// layers), keeping its type for a `match` (the MPI crate's `MpiError`, outside this facade,
+/// is the CLI's).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Tensors, `.npy`/`.npz` files and the allocation limit.
+    #[error(transparent)]
+    Tensor(#[from] ferroflow_tensor::TensorError),
+    /// Decoding or encoding a protocol buffer.
+    #[error(transparent)]
+    Proto(#[from] ferroflow_proto::ProtoError),
+    /// A `TensorProto` that is not a tensor.
+    #[error(transparent)]
+    Convert(#[from] ferroflow_proto::convert::ConvertError),
     /// Reading or writing a graph file.
     #[error(transparent)]
     GraphFile(#[from] ferroflow_graph::io::GraphFileError),
     /// An invalid graph.
     #[error(transparent)]
     Graph(#[from] ferroflow_graph::GraphError),
-    /// Building or running a step.
+    /// A shape function's refusal.
     #[error(transparent)]
-    Runtime(#[from] ferroflow_runtime::RuntimeError),
-    /// Tensors and .npy/.npz files.
+    Shape(#[from] ferroflow_graph::ShapeError),
+    /// Attrs that do not fit an op.
     #[error(transparent)]
-    Tensor(#[from] ferroflow_tensor::TensorError),
-    /// Building a graph with the Scope API.
+    Attr(#[from] ferroflow_graph::AttrError),
+    /// Building a graph through the op surface.
     #[error(transparent)]
     Build(#[from] ferroflow_ops::BuildError),
+    /// Building gradients.
+    #[error(transparent)]
+    Gradient(#[from] ferroflow_ops::GradError),
+    /// A kernel, made or run outside a session.
+    #[error(transparent)]
+    Kernel(#[from] ferroflow_kernels::KernelError),
+    /// Checkpoint bundles.
+    #[error(transparent)]
+    Checkpoint(#[from] ferroflow_checkpoint::CheckpointError),
+    /// JPEG and PNG.
+    #[error(transparent)]
+    Codec(#[from] ferroflow_codec::CodecError),
+    /// The collectives of a process group.
+    #[error(transparent)]
+    Collective(#[from] ferroflow_collective::CollectiveError),
     /// The graph optimizer.
     #[error(transparent)]
     Optimize(#[from] ferroflow_optimize::OptimizeError),
+    /// Building or running a step.
+    #[error(transparent)]
+    Runtime(#[from] ferroflow_runtime::RuntimeError),
+    /// Instantiating or inlining a library function.
+    #[error(transparent)]
+    FunctionDef(#[from] ferroflow_runtime::FunctionDefError),
+    /// Placing nodes on devices.
+    #[error(transparent)]
+    Placement(#[from] ferroflow_runtime::placer::PlacementError),
+    /// A device name.
+    #[error(transparent)]
+    Device(#[from] ferroflow_runtime::device::DeviceError),
+    /// Partitioning a graph across devices.
+    #[error(transparent)]
+    Partition(#[from] ferroflow_runtime::PartitionError),
+    /// Pairing `_Send`s and `_Recv`s.
+    #[error(transparent)]
+    Rendezvous(#[from] ferroflow_runtime::RendezvousError),
     /// Merging partition graphs.
     #[error(transparent)]
     Merge(#[from] ferroflow_runtime::MergeError),
-    /// Decoding a protocol buffer.
-    #[error(transparent)]
-    Proto(#[from] ferroflow_proto::ProtoError),
-    /// Writing TensorBoard event files.
-    #[error(transparent)]
-    Summary(#[from] ferroflow_summary::SummaryError),
     /// Reading or analyzing a profile.
     #[error(transparent)]
     Profile(#[from] ferroflow_profiler::ProfileError),
-    /// Training, checkpoints and TensorBoard callbacks.
+    /// TensorBoard event files.
     #[error(transparent)]
-    Train(#[from] ferroflow_train::TrainError),
+    Summary(#[from] ferroflow_summary::SummaryError),
     /// Input pipelines and datasets.
     #[error(transparent)]
     Data(#[from] ferroflow_data::DataError),
     /// Eager execution, traced functions and AutoGraph.
     #[error(transparent)]
     Function(#[from] ferroflow_function::FunctionError),
+    /// Training, checkpoints and TensorBoard callbacks.
+    #[error(transparent)]
+    Train(#[from] ferroflow_train::TrainError),
     /// A file system operation.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    /// A step of one of the [`workflows`] failed (the workflows return any layer's error).
-    #[error("{step}: {error}")]
+    /// A step of one of the [`workflows`] failed.
+    #[error("{step}: {source}")]
     Workflow {
         /// The workflow and what it was doing, e.g. `mnist_training`.
         step: String,
-        /// What stopped it; its text is part of this error's, so it is not a `source`.
-        error: Box<dyn std::error::Error + Send + Sync>,
+        /// What stopped it.
+        source: Box<Error>,
     },
+}
+
+impl Error {
+    /// This error as the cause of workflow step `step`.
+    pub fn in_step(self, step: impl Into<String>) -> Error {
+        Error::Workflow { step: step.into(), source: Box::new(self) }
+    }
 }
 
 /// Reads a GraphDef file (`.pb` binary, `.pbtxt` text) and imports it, validated.

@@ -44,21 +44,27 @@ fn as_f64(t: &Tensor) -> Option<Vec<f64>> {
     })
 }
 
+/// How a tensor differs from what was expected (dtype, shape, or the first element off by
+/// more than the tolerance).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(pub String);
+
 /// Checks `got` against `want`: same dtype and shape; floats within `atol + rtol * |want|`
 /// (NaN matches NaN, infinities must match exactly); everything else bit-equal. Returns the
 /// largest absolute error seen on success.
-pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, String> {
+pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, Mismatch> {
     if got.dtype() != want.dtype() {
-        return Err(format!("dtype {} != expected {}", got.dtype(), want.dtype()));
+        return Err(Mismatch(format!("dtype {} != expected {}", got.dtype(), want.dtype())));
     }
     if got.dims() != want.dims() {
-        return Err(format!("shape {:?} != expected {:?}", got.dims(), want.dims()));
+        return Err(Mismatch(format!("shape {:?} != expected {:?}", got.dims(), want.dims())));
     }
     let (Some(g), Some(w)) = (as_f64(got), as_f64(want)) else {
         return if got == want {
             Ok(0.0)
         } else {
-            Err(format!("values {} != expected {}", got.preview(8), want.preview(8)))
+            Err(Mismatch(format!("values {} != expected {}", got.preview(8), want.preview(8))))
         };
     };
     let mut max_err = 0f64;
@@ -68,13 +74,15 @@ pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64,
         }
         if b.is_infinite() || a.is_infinite() {
             if a != b {
-                return Err(format!("element {i}: {a} != expected {b}"));
+                return Err(Mismatch(format!("element {i}: {a} != expected {b}")));
             }
             continue;
         }
         let err = (a - b).abs();
         if err.is_nan() || err > atol + rtol * b.abs() {
-            return Err(format!("element {i}: {a} differs from expected {b} by {err:e} (rtol {rtol}, atol {atol})"));
+            return Err(Mismatch(format!(
+                "element {i}: {a} differs from expected {b} by {err:e} (rtol {rtol}, atol {atol})"
+            )));
         }
         max_err = max_err.max(err);
     }

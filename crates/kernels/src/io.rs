@@ -42,7 +42,7 @@ impl OpKernel for SaveV2 {
         let n = inputs.len() - 3;
         let (prefix, names) = names_and_prefix(inputs, n)?;
         let tensors: Vec<(String, Tensor)> = names.into_iter().zip(inputs.drain(3..)).collect();
-        write_bundle(Path::new(&prefix), &tensors).map_err(|e| invalid(e.to_string()))
+        Ok(write_bundle(Path::new(&prefix), &tensors)?)
     }
 }
 

@@ -87,6 +87,9 @@ pub enum KernelError {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    /// A checkpoint could not be read or written.
+    #[error(transparent)]
+    Checkpoint(#[from] ferroflow_checkpoint::CheckpointError),
     /// An image could not be decoded or encoded.
     #[error(transparent)]
     Codec(#[from] ferroflow_codec::CodecError),

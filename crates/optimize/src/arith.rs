@@ -414,8 +414,10 @@ fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(),
         let add: Vec<f32> = (0..c).map(|i| offset[i] - mean[i] * mul[i]).collect();
         let (name, device, x) = (n.name.clone(), n.device.clone(), n.inputs[0]);
         let mut konst = |suffix: &str, v: Vec<f32>, graph: &mut Graph| -> Result<Output, OptimizeError> {
-            let t = Tensor::from_vec(&[c], v)
-                .map_err(|e| OptimizeError::Pass { pass: "arithmetic".into(), reason: e.to_string() })?;
+            let t = Tensor::from_vec(&[c], v).map_err(|e| OptimizeError::Pass {
+                pass: "arithmetic".into(),
+                source: Box::new(OptimizeError::Tensor(e)),
+            })?;
             let nm = graph.unique_name(&format!("{name}/{suffix}"));
             let mut spec =
                 NodeSpec { name: nm.clone(), op: "Const".into(), device: device.clone(), ..Default::default() };

@@ -80,6 +80,10 @@ impl Default for OptimizerOptions {
     }
 }
 
+/// What [`MetaOptimizer::optimize_with_dump`] calls with each pass's graph: `(round, pass,
+/// graph)`; an error stops the optimization.
+pub type DumpFn<'a> = dyn FnMut(usize, &str, &Graph) -> Result<(), Box<dyn std::error::Error + Send + Sync>> + 'a;
+
 /// An optimizer error.
 #[derive(Debug, thiserror::Error)]
 pub enum OptimizeError {
@@ -94,13 +98,22 @@ pub enum OptimizeError {
         source: Box<GraphError>,
     },
     /// A pass failed (only returned with `fail_on_pass_error`).
-    #[error("optimizer pass '{pass}' failed: {reason}")]
+    #[error("optimizer pass '{pass}' failed: {source}")]
     Pass {
         /// The pass.
         pass: String,
         /// What went wrong.
-        reason: String,
+        source: Box<OptimizeError>,
     },
+    /// The caller's dump of a pass's graph failed.
+    #[error("optimizer pass 'dump' failed: {source}")]
+    Dump {
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A tensor a pass builds.
+    #[error(transparent)]
+    Tensor(#[from] ferroflow_tensor::TensorError),
     /// The graph itself is invalid.
     #[error(transparent)]
     Graph(#[from] GraphError),
@@ -209,14 +222,14 @@ impl MetaOptimizer {
         &self,
         graph: &Graph,
         item: &Item,
-        dump: &mut dyn FnMut(usize, &str, &Graph) -> Result<(), String>,
+        dump: &mut DumpFn<'_>,
     ) -> Result<Optimized, OptimizeError> {
         let start = Instant::now();
         let (protected, fed) = resolve_item(graph, item)?;
         let library = util::LibraryFacts::of(graph);
         let original = graph;
         let mut report = Report { nodes_before: graph.len(), ..Default::default() };
-        dump(0, "original", graph).map_err(|reason| OptimizeError::Pass { pass: "dump".into(), reason })?;
+        dump(0, "original", graph).map_err(|source| OptimizeError::Dump { source })?;
         // A failing pass (an error, or a graph that no longer checks out) is switched off and
         // the whole optimization restarts from the original graph without it; its failure
         // stays in the report. (Cheaper than snapshotting the graph before every pass.)
@@ -245,7 +258,7 @@ impl MetaOptimizer {
                     ctx.report.nodes_after = graph.len();
                     if let Err(e) = result {
                         if self.options.fail_on_pass_error {
-                            return Err(OptimizeError::Pass { pass: pass.name().to_string(), reason: e.to_string() });
+                            return Err(OptimizeError::Pass { pass: pass.name().to_string(), source: Box::new(e) });
                         }
                         failed.push(pass.name());
                         report.passes.push(PassReport {
@@ -260,8 +273,7 @@ impl MetaOptimizer {
                         continue 'attempt;
                     }
                     changed |= ctx.report.changed();
-                    dump(round, pass.name(), &graph)
-                        .map_err(|reason| OptimizeError::Pass { pass: "dump".into(), reason })?;
+                    dump(round, pass.name(), &graph).map_err(|source| OptimizeError::Dump { source })?;
                     report.passes.push(ctx.report);
                 }
                 report.rounds = round;

@@ -78,11 +78,14 @@ pub fn run(args: OptimizeArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating --dump-dir {}", dir.display()))?;
     }
     let mut step = 0;
-    let mut dump = |round: usize, pass: &str, graph: &Graph| -> std::result::Result<(), String> {
+    let mut dump = |round: usize,
+                    pass: &str,
+                    graph: &Graph|
+     -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let Some(dir) = dump_dir else { return Ok(()) };
         let file = dir.join(format!("{step:02}_round{round}_{pass}.pbtxt"));
         step += 1;
-        ferroflow::graph::io::write_graph_def(&file, &graph.to_graph_def()).map_err(|e| e.to_string())
+        Ok(ferroflow::graph::io::write_graph_def(&file, &graph.to_graph_def())?)
     };
     let optimized = ferroflow::optimize::MetaOptimizer::new(options).optimize_with_dump(&g, &item, &mut dump)?;
     let report = &optimized.report;

@@ -207,7 +207,7 @@ fn mnist_saved_and_restored(
     say!(w, "training the MNIST MLP for {steps} steps on {} (loss every 500 steps on stderr)", data.display());
     let config = mnist_training::Config::default();
     let r = mnist_training::train_config(&data, steps, 1, SessionOptions::default(), 500, outputs, &config)
-        .map_err(|error| Error::Workflow { step: "mnist_training".into(), error })?;
+        .map_err(|e| e.in_step("mnist_training"))?;
     say!(w, "{}", r.summary(&outputs));
     let ckpt = r.checkpoint.expect("saved");
     say!(
@@ -217,7 +217,7 @@ fn mnist_saved_and_restored(
     );
     say!(w, "   restore into a fresh session, run restored/accuracy:0 fed by names:");
     let acc = mnist_training::evaluate_restored(&ckpt, &data, "restored")
-        .map_err(|error| Error::Workflow { step: "restoring mnist_training".into(), error })?;
+        .map_err(|e| e.in_step("restoring mnist_training"))?;
     say!(w, "restored_accuracy={acc:.4} (trained: {:.4})", r.test_accuracy);
     Ok(r.test_accuracy)
 }
@@ -263,8 +263,8 @@ fn input_pipeline_and_training(
         return Ok(());
     }
     say!(w, "\n-- EfficientNet-B0-style model (width 0.25, depth 0.5, 3 stages, 64x64) trained from image_dataset_from_directory with fit_dataset:");
-    let run = input_pipeline::train_efficientnet(&dir, 64, effnet_epochs, 3, 1)
-        .map_err(|error| Error::Workflow { step: "input_pipeline".into(), error })?;
+    let run =
+        input_pipeline::train_efficientnet(&dir, 64, effnet_epochs, 3, 1).map_err(|e| e.in_step("input_pipeline"))?;
     let h = &run.history;
     for (i, loss) in h.history.loss.iter().enumerate() {
         let (vl, va) = h.history.validation.get(i).copied().unwrap_or((f64::NAN, None));
@@ -295,11 +295,10 @@ fn bottleneck_hunt(w: &mut dyn Write, dir: &Path, logdir: &Path, spec: &str, qui
         let step = || format!("input_pipeline, {run}");
         let options = PipelineOptions { size: 224, parallel, prefetch, budget: quiet.clone(), ..Default::default() };
         let h = input_pipeline::train_profiled_cnn(dir, &options, 12, &logdir.join(run), spec)
-            .map_err(|error| Error::Workflow { step: step(), error })?;
-        let path = h
-            .profile
-            .clone()
-            .ok_or_else(|| Error::Workflow { step: step(), error: "no profile was written".into() })?;
+            .map_err(|e| e.in_step(step()))?;
+        let path = h.profile.clone().ok_or_else(|| {
+            Error::from(crate::train::TrainError::Invalid("no profile was written".into())).in_step(step())
+        })?;
         let r = report::analyze(&crate::profiler::xspace::read_xspace(&path)?)?;
         say!(
             w,

@@ -187,7 +187,7 @@ pub fn train_efficientnet(
     epochs: usize,
     stages: usize,
     seed: u64,
-) -> Result<EfficientNetRun, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<EfficientNetRun, crate::Error> {
     use crate::data::image::{image_dataset_from_directory, DirectoryOptions, Subset};
     use crate::train::efficientnet::{self, EfficientNetConfig};
     use crate::train::model::{FitOptions, Functional, Loss};
@@ -247,7 +247,7 @@ pub fn train_profiled_cnn(
     steps: u64,
     logdir: &Path,
     profile_batch: &str,
-) -> Result<crate::train::model::PipelineHistory, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<crate::train::model::PipelineHistory, crate::Error> {
     use crate::summary::SummaryWriter;
     use crate::train::callbacks::{TensorBoard, UpdateFreq};
     use crate::train::layers::{Activation, Padding};
@@ -263,7 +263,13 @@ pub fn train_profiled_cnn(
         input.text("pipeline", &format!("`{}`", batches.describe()), 0)?;
         if let Some(first) = batches.iter()?.next() {
             let (x, _) = first?;
-            let [_, h, w, c] = x.dims()[..] else { return Err("batches must be [n, h, w, c]".into()) };
+            let [_, h, w, c] = x.dims()[..] else {
+                return Err(crate::data::DataError::Invalid(format!(
+                    "batches must be [n, h, w, c], got {:?}",
+                    x.dims()
+                ))
+                .into());
+            };
             let bytes: Vec<u8> = x.as_slice::<f32>()?[..h * w * c].iter().map(|v| v.clamp(0.0, 255.0) as u8).collect();
             input.image("first_image", &bytes, [h, w, c], 0)?;
         }

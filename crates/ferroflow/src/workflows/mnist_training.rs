@@ -178,7 +178,7 @@ pub fn train(
     options: SessionOptions,
     log_every: u64,
     save: Option<&Path>,
-) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
+) -> std::result::Result<Report, crate::Error> {
     train_logged(data, steps, seed, options, log_every, Outputs { save, ..Outputs::default() })
 }
 
@@ -192,7 +192,7 @@ pub fn train_logged(
     options: SessionOptions,
     log_every: u64,
     outputs: Outputs,
-) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
+) -> std::result::Result<Report, crate::Error> {
     train_config(data, steps, seed, options, log_every, outputs, &Config::default())
 }
 
@@ -208,7 +208,7 @@ pub fn train_config(
     log_every: u64,
     outputs: Outputs,
     config: &Config,
-) -> std::result::Result<Report, Box<dyn std::error::Error + Send + Sync>> {
+) -> std::result::Result<Report, crate::Error> {
     let world = ferroflow_collective::world();
     let (rank, ranks) = if config.distributed { (world.rank(), world.size()) } else { (0, 1) };
     // Rank 0 writes every file; the others profile the same batches and send rank 0 their
@@ -292,14 +292,13 @@ pub fn train_config(
 /// The restore, without the model's code: imports `checkpoint.meta` into a new
 /// graph under `import_scope`, restores `checkpoint` in a fresh session, and runs
 /// `SCOPE/accuracy:0` on the test split of `data` fed by names.
-pub fn evaluate_restored(
-    checkpoint: &Path,
-    data: &Path,
-    import_scope: &str,
-) -> std::result::Result<f32, Box<dyn std::error::Error + Send + Sync>> {
+pub fn evaluate_restored(checkpoint: &Path, data: &Path, import_scope: &str) -> std::result::Result<f32, crate::Error> {
     let m = mnist::load(data)?;
     let imported = import_meta_graph_file(&meta_path(checkpoint), None, import_scope)?;
-    let saver = imported.saver.as_ref().ok_or("the meta graph has no saver")?;
+    let saver = imported
+        .saver
+        .as_ref()
+        .ok_or_else(|| crate::train::TrainError::Invalid("the meta graph has no saver".into()))?;
     let sess = Session::new(imported.graph.clone(), SessionOptions::default())?;
     saver.restore(&sess, checkpoint)?;
     let name = |n: &str| if import_scope.is_empty() { n.to_string() } else { format!("{import_scope}/{n}") };
