@@ -556,17 +556,26 @@ def main():
     if a.no_write:
         return
     path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+    # Sections after the table ("## ..."), written by hand, are kept as they are.
+    notes = []
+    if os.path.exists(path):
+        with open(path) as fh:
+            old = fh.read().splitlines()
+        first = next((i for i, line in enumerate(old) if line.startswith("## ")), None)
+        if first is not None:
+            notes = [""] + old[first:]
+            old_table = old[:first]
+        else:
+            old_table = old
     if a.only and os.path.exists(path):
         # Rows measured now replace their lines; the others stay as they were measured. New rows
         # go at the table's end, and the file ends with the table, as the full run writes it.
-        with open(path) as fh:
-            old = fh.read().splitlines()
         new = {r[0]: table_row(r) for r in results}
-        lines = [new.pop(line.split(" | ")[0][2:], line) if line.startswith("| ") else line for line in old]
+        lines = [new.pop(line.split(" | ")[0][2:], line) if line.startswith("| ") else line for line in old_table]
         at = max(i for i, line in enumerate(lines) if line.startswith("| ")) + 1
         lines[at:] = list(new.values())
         with open(path, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
+            fh.write("\n".join(lines + notes) + "\n")
         print(f"updated {len(results)} row(s) of docs/PERFORMANCE.md")
         return
     lines = [
@@ -584,7 +593,7 @@ def main():
     ]
     lines += [table_row(r) for r in results]
     with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write("\n".join(lines + notes) + "\n")
     print("wrote docs/PERFORMANCE.md")
 
 
