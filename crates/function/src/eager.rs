@@ -339,17 +339,8 @@ impl OpTarget for Eager {
     type Error = FunctionError;
 
     fn apply(&self, call: OpCall<'_, Tensor>) -> Result<Applied<Tensor, ()>, FunctionError> {
-        let mut c = op(call.op);
-        for a in &call.inputs {
-            c = match a {
-                OpArg::One(t) => c.input(t),
-                OpArg::List(ts) => c.inputs(ts),
-            };
-        }
-        for (name, value) in call.attrs {
-            c = c.attr(name, value);
-        }
-        Ok(Applied { outputs: c.run()?, node: () })
+        let OpCall { op, inputs, attrs, .. } = call;
+        Ok(Applied { outputs: run_args(op, &inputs, attrs)?, node: () })
     }
 
     fn constant(&self, value: &Tensor) -> Result<Tensor, FunctionError> {
@@ -363,6 +354,27 @@ impl OpTarget for Eager {
             source: OpError::Usage(format!("has {got} outputs; use run()")),
         }
     }
+}
+
+/// Runs `op` on the arguments of an [`OpCall`]: a [`Call`] built in place (a builder chain
+/// would move it once per input and attr).
+fn run_args<'a>(
+    op: &'a str,
+    inputs: &'a [OpArg<Tensor>],
+    attrs: SmallVec<[(&'static str, AttrValue); 4]>,
+) -> Result<Vec<Tensor>, FunctionError> {
+    let c = Call {
+        op,
+        args: inputs
+            .iter()
+            .map(|a| match a {
+                OpArg::One(t) => Arg::One(t),
+                OpArg::List(ts) => Arg::List(ts),
+            })
+            .collect(),
+        attrs: attrs.into_iter().map(|(name, value)| (name as &str, value)).collect(),
+    };
+    c.run()
 }
 
 impl Input<Eager> for Tensor {

@@ -145,6 +145,22 @@ impl OpTarget for Traced {
     type Error = FunctionError;
 
     fn apply(&self, call: OpCall<'_, Value>) -> Result<Applied<Value, ()>, FunctionError> {
+        if TRACING.with(|t| t.borrow().is_empty()) {
+            // Eager: the tensors move straight to the eager call.
+            let mut inputs = smallvec::SmallVec::new();
+            for a in call.inputs {
+                inputs.push(match a {
+                    Arg::One(Value::Eager(t)) => Arg::One(t),
+                    Arg::List(vs) => {
+                        Arg::List(vs.into_iter().map(|v| eager_tensor(v, call.op)).collect::<Result<_, _>>()?)
+                    }
+                    Arg::One(Value::Symbolic(..)) => return Err(outside_trace(call.op)),
+                });
+            }
+            let outputs =
+                crate::eager::Eager.apply(OpCall { op: call.op, name: call.name, inputs, attrs: call.attrs })?.outputs;
+            return Ok(Applied { outputs: outputs.into_iter().map(Value::Eager).collect(), node: () });
+        }
         let lists: Vec<bool> = call.inputs.iter().map(|a| matches!(a, Arg::List(_))).collect();
         let args: Vec<Vec<&Value>> = call
             .inputs
@@ -164,6 +180,19 @@ impl OpTarget for Traced {
 
     fn output_count_error(&self, op: &str, got: usize) -> FunctionError {
         FunctionError::usage(op, format!("has {got} outputs"))
+    }
+}
+
+/// The error of a symbolic value used where nothing is being traced.
+fn outside_trace(op: &str) -> FunctionError {
+    FunctionError::usage(op, "a symbolic value was used outside the trace that made it")
+}
+
+/// A concrete value's tensor.
+fn eager_tensor(v: Value, op: &str) -> Result<Tensor, FunctionError> {
+    match v {
+        Value::Eager(t) => Ok(t),
+        Value::Symbolic(..) => Err(outside_trace(op)),
     }
 }
 
