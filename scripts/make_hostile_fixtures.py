@@ -10,7 +10,12 @@ hand to ferroflow. Run with the project venv:  .venv/bin/python scripts/make_hos
 - fed_sizes.pbtxt: ops whose output size comes from a fed tensor: `tile` (Tile, multiples
   `multiples:0`), `broadcast` (BroadcastTo, `shape:0`), `pad` (Pad, `paddings:0`), `one_hot`
   (OneHot, `depth:0`), `resize` (ResizeBilinear, `size:0`); `x:0` is a float [2, 2].
+- decode_any.pbtxt: `filename:0` (string) → ReadFile → DecodeJpeg (channels 3) → ExpandDims →
+  ResizeBilinear to 32×32, fetch `resized:0`; image.png (a 40×30 RGB pattern) and
+  decode_any.npz, TensorFlow's `resized` for image.png: TensorFlow 2.21's DecodeJpeg kernel
+  decodes PNG (and GIF, BMP) by signature.
 """
+import numpy as np
 import os
 
 import tensorflow as tf
@@ -84,7 +89,26 @@ def fed_sizes():
     write_text(g, "fed_sizes")
 
 
+def decode_any():
+    y, x = np.mgrid[0:30, 0:40]
+    pixels = np.stack([x * 6, y * 8, (x + y) * 3], axis=-1).astype(np.uint8)
+    png = os.path.join(OUT, "image.png")
+    with open(png, "wb") as f:
+        f.write(tf.io.encode_png(pixels).numpy())
+    g = tf.Graph()
+    with g.as_default():
+        filename = tf.compat.v1.placeholder(tf.string, [], name="filename")
+        image = tf.io.decode_jpeg(tf.io.read_file(filename), channels=3)
+        tf.compat.v1.image.resize_bilinear(tf.expand_dims(image, 0), [32, 32], name="resized")
+        with tf.compat.v1.Session(graph=g) as sess:
+            resized = sess.run("resized:0", {filename: png})
+    assert resized.shape == (1, 32, 32, 3), resized.shape
+    np.savez(os.path.join(OUT, "decode_any.npz"), resized=resized)
+    write_text(g, "decode_any")
+
+
 endless_v1()
 endless_v2()
 count_v1()
 fed_sizes()
+decode_any()

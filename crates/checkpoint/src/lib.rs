@@ -265,15 +265,24 @@ impl BundleReader {
         let rows = table::read(bytes).map_err(|e| corrupt(e.to_string()))?;
         let mut header = None;
         let mut entries = BTreeMap::new();
-        for (k, v) in rows {
+        for (i, (k, v)) in rows.into_iter().enumerate() {
+            let too_large = |e: ferroflow_proto::ProtoError| corrupt(format!("entry {i}: {e}"));
             if k.is_empty() {
+                ferroflow_proto::check_decoded_size::<BundleHeaderProto>(&v, "header").map_err(too_large)?;
                 header = Some(
                     BundleHeaderProto::decode(v.as_slice())
                         .map_err(|e| corrupt(format!("bad header: {}", ferroflow_proto::decode_reason(&e))))?,
                 );
                 continue;
             }
-            let name = String::from_utf8(k).map_err(|_| corrupt("a tensor name is not UTF-8".into()))?;
+            let name = String::from_utf8(k).map_err(|e| {
+                corrupt(format!(
+                    "entry {i}: the tensor name \"{}\" is not UTF-8",
+                    ferroflow_proto::one_line(&e.as_bytes().escape_ascii().to_string(), 80)
+                ))
+            })?;
+            ferroflow_proto::check_decoded_size::<BundleEntryProto>(&v, &format!("tensor '{}'", shown(&name)))
+                .map_err(too_large)?;
             let e = BundleEntryProto::decode(v.as_slice()).map_err(|err| {
                 let reason = ferroflow_proto::decode_reason(&err);
                 corrupt(format!("tensor '{}': bad BundleEntryProto: {reason}", shown(&name)))

@@ -81,5 +81,27 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         msg.push_str(&text);
     }
-    msg.replace('\n', " ")
+    printable(&msg)
+}
+
+/// `text` safe for a terminal on one line: line breaks become spaces and other control
+/// characters (a NUL in a file name, an escape sequence in a graph) are shown escaped.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn error_lines_escape_control_characters() {
+        assert_eq!(super::printable("a\nb\0c\u{1b}[31m"), "a b\\u{0}c\\u{1b}[31m");
+    }
 }

@@ -276,3 +276,274 @@ fn an_npz_bomb_is_refused_before_it_is_inflated() {
     let ran = ferroflow(&args(&["run", &graph, "--fetch", "tile:0", "--inputs", &bomb.display().to_string()]), None);
     fails_cleanly(&ran, &["bomb.npz[x:0.npy]", "resource exhausted"], data as u64);
 }
+
+/// An output path that is a symbolic link, a FIFO or (as root) a device node is written
+/// through, never replaced by a regular file: the link keeps pointing at the file it named,
+/// a reader of the FIFO gets the bytes, the device stays a device.
+#[test]
+fn outputs_write_through_links_fifos_and_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let graph = hostile().join("fed_sizes.pbtxt").display().to_string();
+    let convert = |out: &Path| ferroflow(&args(&["convert", &graph, out.to_str().unwrap()]), None);
+
+    let (real, link) = (dir.path().join("real.pb"), dir.path().join("link.pb"));
+    std::os::unix::fs::symlink("real.pb", &link).unwrap();
+    let ran = convert(&link);
+    assert_eq!(ran.status, 0, "{}", ran.stderr);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    let written = std::fs::read(&real).unwrap();
+    assert!(!written.is_empty());
+
+    let fifo = dir.path().join("fifo.pb");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let ran = convert(&fifo);
+    assert_eq!(ran.status, 0, "{}", ran.stderr);
+    assert_eq!(reader.join().unwrap(), written, "the FIFO's reader gets the graph");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+    // A character device (the null device's numbers), where this user may make one.
+    let node = dir.path().join("null.pb");
+    let c = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; makedev of Linux's null device (1, 3).
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) } == 0 {
+        let ran = convert(&node);
+        assert_eq!(ran.status, 0, "{}", ran.stderr);
+        assert!(std::fs::symlink_metadata(&node).unwrap().file_type().is_char_device());
+    }
+
+    // A directory is refused, naming it.
+    let sub = dir.path().join("sub.pb");
+    std::fs::create_dir(&sub).unwrap();
+    fails_cleanly(&convert(&sub), &["sub.pb", "is a directory"], u64::MAX);
+}
+
+/// Files of a few megabytes whose decoded messages would take gigabytes (each empty repeated
+/// message is two bytes on disk and a whole struct decoded) fail against the memory limit
+/// before the decoder allocates: a GraphDef for `inspect`, `run` and `tensorboard`, an XSpace
+/// for `profile`, a SavedModel of empty meta graphs for `inspect` and `run`.
+#[test]
+fn small_files_cannot_decode_into_gigabytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("nodes.pb");
+    std::fs::write(&graph, b"\x0a\x00".repeat(10_000_000)).unwrap();
+    let xspace = dir.path().join("planes.xplane.pb");
+    std::fs::write(&xspace, b"\x0a\x00".repeat(10_000_000)).unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    std::fs::write(model.join("saved_model.pb"), b"\x12\x00".repeat(2_000_000)).unwrap();
+    let (g, x, m) = (graph.to_str().unwrap(), xspace.to_str().unwrap(), model.to_str().unwrap());
+    let logdir = dir.path().join("logs");
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (args(&["inspect", g]), "nodes.pb", "tensorflow.GraphDef"),
+        (args(&["run", g, "--fetch", "x:0"]), "nodes.pb", "tensorflow.GraphDef"),
+        (args(&["tensorboard", g, "--logdir", logdir.to_str().unwrap()]), "nodes.pb", "tensorflow.GraphDef"),
+        (args(&["profile", x]), "planes.xplane.pb", "tensorflow.profiler.XSpace"),
+        (args(&["inspect", m]), "saved_model.pb", "tensorflow.SavedModel"),
+        (args(&["run", m]), "saved_model.pb", "tensorflow.SavedModel"),
+    ];
+    for (a, file, message) in cases {
+        let ran = ferroflow(&a, None);
+        fails_cleanly(&ran, &[file, message, "memory limit"], 2 << 30);
+    }
+}
+
+/// `profile --chrome` on a capture of 300,000 events streams its JSON: the peak stays a small
+/// multiple of the decoded capture instead of a document tree of 160 times the file's size.
+#[test]
+fn a_large_capture_streams_its_chrome_trace() {
+    use ferroflow::proto::profiler::{x_event, XEvent, XEventMetadata, XLine, XPlane, XSpace};
+    use ferroflow::proto::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let mut plane = XPlane { id: 1, name: "/host:CPU".into(), ..Default::default() };
+    plane.event_metadata.insert(1, XEventMetadata { id: 1, name: "MatMul".into(), ..Default::default() });
+    let events = (0..300_000i64)
+        .map(|i| XEvent {
+            metadata_id: 1,
+            duration_ps: 1_000_000,
+            data: Some(x_event::Data::OffsetPs(i * 2_000_000)),
+            ..Default::default()
+        })
+        .collect();
+    plane.lines.push(XLine { id: 1, name: "worker".into(), timestamp_ns: 1, events, ..Default::default() });
+    let space = XSpace { planes: vec![plane], ..Default::default() };
+    let (capture, out) = (dir.path().join("big.xplane.pb"), dir.path().join("trace.json"));
+    std::fs::write(&capture, space.encode_to_vec()).unwrap();
+    drop(space);
+    let size = std::fs::metadata(&capture).unwrap().len();
+    let ran = ferroflow(&args(&["profile", capture.to_str().unwrap(), "--chrome", out.to_str().unwrap()]), None);
+    assert_eq!(ran.status, 0, "{}", ran.stderr);
+    // Counted in the bytes: a parsed document would make this process large, and a child
+    // forked from a large process starts with its peak.
+    let json = std::fs::read(&out).unwrap();
+    assert!(json.starts_with(b"{\"traceEvents\":[") && json.ends_with(b"],\"displayTimeUnit\":\"ms\"}"));
+    assert_eq!(json.windows(8).filter(|w| w == b"\"ph\":\"X\"").count(), 300_000);
+    assert_eq!(json.windows(8).filter(|w| w == b"\"ph\":\"M\"").count(), 2);
+    assert!(ran.peak < 40 * size + (60 << 20), "peak {} MB for a {} MB capture", ran.peak >> 20, size >> 20);
+}
+
+/// A gray progressive JPEG of `side`×`side` whose last scan is repeated until the file has
+/// `scans` scans (libjpeg only warns about a repeated refinement scan, as it does for the
+/// hostile files this imitates).
+fn many_scan_jpeg(side: usize, scans: usize) -> Vec<u8> {
+    use ferroflow::codec::jpeg::{encode_jpeg, EncodeOptions};
+    let pixels = vec![128u8; side * side];
+    let opts = EncodeOptions { progressive: true, ..Default::default() };
+    let jpeg = encode_jpeg(&pixels, side, side, 1, &opts).unwrap();
+    // Each scan: an SOS marker (ff da) up to the next marker that is not a stuffed byte or
+    // a restart marker; the file ends with EOI (ff d9).
+    let sos: Vec<usize> = jpeg.windows(2).enumerate().filter(|(_, w)| w == &[0xff, 0xda]).map(|(i, _)| i).collect();
+    let last = *sos.last().expect("a progressive file has scans");
+    let end = jpeg.len() - 2;
+    assert_eq!(&jpeg[end..], [0xff, 0xd9]);
+    let scan = &jpeg[last..end];
+    let mut out = jpeg[..end].to_vec();
+    for _ in sos.len()..scans {
+        out.extend_from_slice(scan);
+    }
+    out.extend_from_slice(&[0xff, 0xd9]);
+    out
+}
+
+/// A graph that reads `path` and decodes it with DecodeJpeg (`decode:0`).
+fn decode_graph(dir: &Path, path: &Path) -> String {
+    let text = format!(
+        r#"node {{ name: "file" op: "Const" attr {{ key: "dtype" value {{ type: DT_STRING }} }}
+  attr {{ key: "value" value {{ tensor {{ dtype: DT_STRING tensor_shape {{ }} string_val: "{}" }} }} }} }}
+node {{ name: "read" op: "ReadFile" input: "file" }}
+node {{ name: "decode" op: "DecodeJpeg" input: "read" attr {{ key: "channels" value {{ i: 1 }} }} }}
+node {{ name: "next" op: "ExpandDims" input: "decode" input: "axis" attr {{ key: "T" value {{ type: DT_UINT8 }} }} }}
+node {{ name: "axis" op: "Const" attr {{ key: "dtype" value {{ type: DT_INT32 }} }}
+  attr {{ key: "value" value {{ tensor {{ dtype: DT_INT32 tensor_shape {{ }} int_val: 0 }} }} }} }}
+"#,
+        path.display()
+    );
+    let g = dir.join("decode.pbtxt");
+    std::fs::write(&g, text).unwrap();
+    g.display().to_string()
+}
+
+/// A progressive JPEG of 20,000 scans (a few hundred KB) fails at the scan limit, naming the
+/// decoding node and the count; without the limit, a deadline or Ctrl-C stops it within
+/// milliseconds, blaming DecodeJpeg and not the node after it.
+#[test]
+fn progressive_jpeg_scans_are_limited_and_decodes_stop_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("scans.jpg");
+    std::fs::write(&image, many_scan_jpeg(2048, 20_000)).unwrap();
+    let graph = decode_graph(dir.path(), &image);
+    let ran = ferroflow(&args(&["run", &graph, "--fetch", "next:0"]), None);
+    fails_cleanly(&ran, &["'decode'", "DecodeJpeg", "more than 1000 scans", "scan limit"], u64::MAX);
+    let ran =
+        ferroflow(&args(&["run", &graph, "--fetch", "next:0", "--jpeg-max-scans", "0", "--timeout-ms", "300"]), None);
+    fails_cleanly(&ran, &["decode (DecodeJpeg)", "deadline exceeded"], u64::MAX);
+    assert!(ran.elapsed < Duration::from_secs(3), "stopped after {:?}", ran.elapsed);
+    let ran = ferroflow(
+        &args(&["run", &graph, "--fetch", "next:0", "--jpeg-max-scans", "0"]),
+        Some(Duration::from_millis(500)),
+    );
+    assert_eq!(ran.status, 130, "{}", ran.stderr);
+    assert!(ran.elapsed < Duration::from_secs(3), "stopped after {:?}", ran.elapsed);
+}
+
+/// A FIFO named like an image in a class folder is skipped with a warning naming it (it would
+/// block the reader forever); the other images are read.
+#[test]
+fn a_fifo_in_a_class_folder_is_skipped() {
+    use ferroflow::codec::jpeg::{encode_jpeg, EncodeOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let class = dir.path().join("cats");
+    std::fs::create_dir(&class).unwrap();
+    for i in 0..3 {
+        let pixels = vec![(i * 40) as u8; 16 * 16 * 3];
+        std::fs::write(
+            class.join(format!("{i}.jpg")),
+            encode_jpeg(&pixels, 16, 16, 3, &EncodeOptions::default()).unwrap(),
+        )
+        .unwrap();
+    }
+    let fifo = class.join("x.jpg");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let a = args(&["pipeline", dir.path().to_str().unwrap(), "--size", "8", "--batch", "2", "--epochs", "1"]);
+    let ran = ferroflow(&a, None);
+    assert_eq!(ran.status, 0, "{}", ran.stderr);
+    assert!(ran.stderr.contains("x.jpg") && ran.stderr.contains("not a regular file (a FIFO)"), "{}", ran.stderr);
+    assert!(ran.stdout.contains("3 images in 2 batches"), "{}", ran.stdout);
+}
+
+/// Messages: `run` on a directory without saved_model.pb names the missing file; a
+/// checkpoint entry whose name is not UTF-8 is named by its position and escaped bytes.
+#[test]
+fn messages_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    fails_cleanly(
+        &ferroflow(&args(&["run", dir.path().to_str().unwrap()]), None),
+        &["without saved_model.pb"],
+        u64::MAX,
+    );
+    let prefix = dir.path().join("ckpt");
+    ferroflow::checkpoint::write_bundle(&prefix, &[("w\u{e9}ight".into(), Tensor::scalar(1.0f32))]).unwrap();
+    let index = ferroflow::checkpoint::index_path(&prefix);
+    let table = ferroflow::checkpoint::table::read(&std::fs::read(&index).unwrap()).unwrap();
+    // 'é' is c3 a9 in UTF-8: a lone c3 followed by '!' is not UTF-8.
+    let rows: Vec<(Vec<u8>, Vec<u8>)> =
+        table.into_iter().map(|(k, v)| (if k.is_empty() { k } else { b"w\xc3!ight".to_vec() }, v)).collect();
+    std::fs::write(&index, ferroflow::checkpoint::table::build(&rows).unwrap()).unwrap();
+    let ran = ferroflow(&args(&["inspect-checkpoint", prefix.to_str().unwrap()]), None);
+    fails_cleanly(&ran, &["entry 1", "not UTF-8", "w\\xc3!ight"], u64::MAX);
+}
+
+/// A node with a shape from a constant: `RandomUniform` of `dims` named `name`.
+fn random_node(name: &str, dims: &[i64]) -> String {
+    let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    format!(
+        r#"node {{ name: "{name}_shape" op: "Const" attr {{ key: "dtype" value {{ type: DT_INT64 }} }}
+  attr {{ key: "value" value {{ tensor {{ dtype: DT_INT64 tensor_shape {{ dim {{ size: {} }} }} int64_val: [{}] }} }} }} }}
+node {{ name: "{name}" op: "RandomUniform" input: "{name}_shape" attr {{ key: "T" value {{ type: DT_INT64 }} }}
+  attr {{ key: "dtype" value {{ type: DT_FLOAT }} }} attr {{ key: "seed" value {{ i: 1 }} }} }}
+"#,
+        dims.len(),
+        dims.join(", ")
+    )
+}
+
+/// Products and convolutions that take seconds stop at a deadline or Ctrl-C within a part's
+/// time (the product is cut into parts when the step can stop), naming the node.
+#[test]
+fn long_products_and_convolutions_stop_on_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let matmul = dir.path().join("matmul.pbtxt");
+    std::fs::write(
+        &matmul,
+        random_node("a", &[4096, 4096])
+            + &random_node("b", &[4096, 4096])
+            + r#"node { name: "mm" op: "MatMul" input: "a" input: "b" attr { key: "T" value { type: DT_FLOAT } } }"#,
+    )
+    .unwrap();
+    let conv = dir.path().join("conv.pbtxt");
+    std::fs::write(
+        &conv,
+        random_node("x", &[8, 128, 128, 256])
+            + &random_node("w", &[5, 5, 256, 256])
+            + r#"node { name: "conv" op: "Conv2D" input: "x" input: "w" attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#,
+    )
+    .unwrap();
+    for (graph, fetch, node) in [(&matmul, "mm:0", "mm (MatMul)"), (&conv, "conv:0", "conv (Conv2D)")] {
+        let g = graph.to_str().unwrap();
+        let ran = ferroflow(&args(&["run", g, "--fetch", fetch, "--timeout-ms", "500"]), None);
+        fails_cleanly(&ran, &[node, "deadline exceeded"], u64::MAX);
+        assert!(ran.elapsed < Duration::from_secs(3), "{node}: stopped after {:?}", ran.elapsed);
+        let ran = ferroflow(&args(&["run", g, "--fetch", fetch]), Some(Duration::from_millis(700)));
+        assert_eq!(ran.status, 130, "{node}: {}", ran.stderr);
+        assert!(ran.elapsed < Duration::from_secs(3), "{node}: stopped after {:?}", ran.elapsed);
+    }
+}

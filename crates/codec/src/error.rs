@@ -24,6 +24,9 @@ pub enum CodecError {
     /// The encoder failed.
     #[error("{0}")]
     Encode(String),
+    /// The caller asked the decode to stop (a step's cancellation or deadline).
+    #[error("decoding stopped: cancelled or past its deadline")]
+    Stopped,
     /// The caller's pixel buffer could not be made.
     #[error(transparent)]
     Buffer(Arc<dyn std::error::Error + Send + Sync>),

@@ -47,6 +47,26 @@ impl DctMethod {
     }
 }
 
+/// The most scans a progressive JPEG may have unless the caller says otherwise
+/// ([`set_default_max_scans`]). Real files have about ten (one per coefficient band and
+/// refinement); thousands of tiny scans only make a small file decode for seconds, so
+/// libjpeg-turbo's own tools take a scan limit for the same reason.
+pub const DEFAULT_MAX_SCANS: u32 = 1000;
+
+static MAX_SCANS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(DEFAULT_MAX_SCANS);
+
+/// Sets the scan limit of every later decode that takes the default options (0: no limit).
+pub fn set_default_max_scans(scans: u32) {
+    MAX_SCANS.store(scans, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The scan limit of [`DecodeOptions::default`].
+pub fn default_max_scans() -> u32 {
+    MAX_SCANS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub use crate::Stop;
+
 /// `tf.io.decode_jpeg` attributes, plus a memory bound.
 #[derive(Clone, Debug)]
 pub struct DecodeOptions {
@@ -63,6 +83,10 @@ pub struct DecodeOptions {
     pub dct_method: DctMethod,
     /// Largest decoded image (bytes) accepted; checked from the header, before anything is allocated.
     pub max_bytes: usize,
+    /// Most scans of a progressive file (0: no limit); more is an error naming the count.
+    pub max_scans: u32,
+    /// Whether to stop early, asked as the decode goes.
+    pub stop: Option<Stop>,
 }
 
 impl Default for DecodeOptions {
@@ -75,6 +99,8 @@ impl Default for DecodeOptions {
             acceptable_fraction: 1.0,
             dct_method: DctMethod::IntegerFast,
             max_bytes: 1 << 29,
+            max_scans: default_max_scans(),
+            stop: None,
         }
     }
 }
@@ -112,7 +138,57 @@ pub fn decode_jpeg_into<B: PixelBuffer>(
         return Err(CodecError::Argument(format!("JPEG channels must be 0, 1 or 3, got {}", opts.channels)));
     }
     check_magic(bytes)?;
-    with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe { decode_low(cinfo, opts, make) })
+    with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe {
+        let mut progress = Progress {
+            public: ffi::jpeg_progress_mgr {
+                progress_monitor: Some(progress_monitor),
+                pass_counter: 0,
+                pass_limit: 0,
+                completed_passes: 0,
+                total_passes: 0,
+            },
+            max_scans: opts.max_scans,
+            stop: opts.stop.clone(),
+        };
+        cinfo.common.progress = &mut progress.public;
+        let result = decode_low(cinfo, opts, make);
+        cinfo.common.progress = std::ptr::null_mut();
+        result
+    })
+}
+
+/// libjpeg's progress monitor with what it checks: called for every row read and, in a
+/// progressive file, for every row of every scan as it is absorbed.
+#[repr(C)]
+struct Progress {
+    public: ffi::jpeg_progress_mgr, // must be first: libjpeg sees a `jpeg_progress_mgr*`
+    max_scans: u32,
+    stop: Option<Stop>,
+}
+
+/// `error_exit`'s code for a file over the scan limit (libjpeg's own codes are positive).
+const TOO_MANY_SCANS: c_int = -1;
+/// `error_exit`'s code for a decode stopped by its caller.
+const STOPPED: c_int = -2;
+
+unsafe extern "C-unwind" fn progress_monitor(cinfo: &mut ffi::jpeg_common_struct) {
+    // SAFETY: set by decode_jpeg_into to a Progress that outlives the decode.
+    let progress = &*(cinfo.progress as *const Progress);
+    if cinfo.is_decompressor != 0 && progress.max_scans > 0 {
+        let scans = (*(cinfo as *mut ffi::jpeg_common_struct as *mut ffi::jpeg_decompress_struct)).input_scan_number;
+        if scans > progress.max_scans as c_int {
+            resume_unwind(Box::new(LibjpegError {
+                code: TOO_MANY_SCANS,
+                message: format!(
+                    "progressive JPEG has more than {} scans (the scan limit; scan {scans} reached)",
+                    progress.max_scans
+                ),
+            }));
+        }
+    }
+    if progress.stop.as_ref().is_some_and(|s| (s.0)()) {
+        resume_unwind(Box::new(LibjpegError { code: STOPPED, message: String::new() }));
+    }
 }
 
 /// `tf.io.extract_jpeg_shape`: `[height, width, components]` from the header (CMYK/YCCK files report 4).
@@ -306,6 +382,8 @@ impl LibjpegError {
                 CodecError::Truncated("truncated JPEG: data ends before the image is complete".into())
             }
             ffi::JERR_INPUT_EMPTY => CodecError::NotFormat("empty JPEG input".into()),
+            TOO_MANY_SCANS => CodecError::TooLarge(self.message),
+            STOPPED => CodecError::Stopped,
             _ => CodecError::Invalid(format!("invalid JPEG: {}", self.message)),
         }
     }

@@ -28,6 +28,27 @@ pub enum Format {
 }
 
 /// The format of `bytes` by signature (what `tf.io.decode_image` dispatches on).
+/// Asked while a decode runs (JPEG: every row of every scan; PNG: every row): `true` stops it
+/// with [`CodecError::Stopped`] (a step's cancellation or deadline).
+#[derive(Clone)]
+pub struct Stop(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Stop {
+    /// `Err(Stopped)` once asked to stop.
+    pub fn check(stop: &Option<Stop>) -> Result<(), CodecError> {
+        match stop {
+            Some(s) if (s.0)() => Err(CodecError::Stopped),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stop(..)")
+    }
+}
+
 pub fn sniff(bytes: &[u8]) -> Option<Format> {
     if bytes.starts_with(b"\xff\xd8\xff") {
         Some(Format::Jpeg)

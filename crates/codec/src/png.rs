@@ -30,11 +30,13 @@ pub struct PngDecodeOptions {
     pub dtype: PngDtype,
     /// Largest decoded image (bytes) accepted, checked from the header before allocating.
     pub max_bytes: usize,
+    /// Whether to stop early, asked before every row.
+    pub stop: Option<crate::Stop>,
 }
 
 impl Default for PngDecodeOptions {
     fn default() -> Self {
-        Self { channels: 0, dtype: PngDtype::U8, max_bytes: 1 << 30 }
+        Self { channels: 0, dtype: PngDtype::U8, max_bytes: 1 << 30, stop: None }
     }
 }
 
@@ -81,7 +83,24 @@ pub fn decode_png(bytes: &[u8], opts: &PngDecodeOptions) -> Result<(PngPixels, [
         )));
     }
     let mut raw = vec![0u8; raw_len];
-    reader.next_frame(&mut raw).map_err(png_error)?;
+    // Row by row (as `next_frame` does it), asking `stop` before each.
+    let (color, depth) = reader.output_color_type();
+    let stride = raw_len / h;
+    if reader.info().interlaced {
+        let bits_per_pixel = color.samples() as u8 * depth as u8;
+        loop {
+            crate::Stop::check(&opts.stop)?;
+            let Some(row) = reader.next_interlaced_row().map_err(png_error)? else { break };
+            if let png::InterlaceInfo::Adam7(pass) = row.interlace() {
+                png::expand_interlaced_row(&mut raw, stride, row.data(), pass, bits_per_pixel);
+            }
+        }
+    } else {
+        for row in raw.chunks_exact_mut(stride) {
+            crate::Stop::check(&opts.stop)?;
+            reader.read_row(row).map_err(png_error)?;
+        }
+    }
     reader.finish().map_err(png_error)?;
 
     let raw_row = raw_len / h;

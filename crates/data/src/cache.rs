@@ -152,7 +152,30 @@ fn open_cache(prefix: &Path, want: &str) -> Result<Option<(BundleReader, u64)>> 
         return Ok(None);
     }
     let n = reader.read(COUNT).map_err(io)?.scalar_value::<i64>().map_err(|e| DataError::io(prefix, e))?;
+    verify_once(&reader, prefix)?;
     Ok(Some((reader, n.max(0) as u64)))
+}
+
+/// Reads every element of the cache at `prefix` once per process (and again whenever its data
+/// file changes), checking each one's CRC-32C, so a cache damaged on disk (a flipped byte, a
+/// torn sector) is found before its first element is replayed and is rebuilt, instead of
+/// failing every later pass at the damaged element.
+fn verify_once(reader: &BundleReader, prefix: &Path) -> Result<()> {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+    static VERIFIED: Mutex<BTreeSet<(PathBuf, u64, SystemTime)>> = Mutex::new(BTreeSet::new());
+    let data = ferroflow_checkpoint::data_path(prefix, 0, reader.header().num_shards.max(1));
+    let meta = std::fs::metadata(&data).map_err(|e| DataError::io(&data, e))?;
+    let stamp = (data.clone(), meta.len(), meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
+    if VERIFIED.lock().unwrap_or_else(|p| p.into_inner()).contains(&stamp) {
+        return Ok(());
+    }
+    for name in reader.entries().keys() {
+        reader.read(name).map_err(|e| DataError::io(prefix, e))?;
+    }
+    VERIFIED.lock().unwrap_or_else(|p| p.into_inner()).insert(stamp);
+    Ok(())
 }
 
 fn replay(reader: BundleReader, n: u64, prefix: PathBuf) -> impl ElementIter {

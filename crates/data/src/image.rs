@@ -226,7 +226,39 @@ pub struct ImageDirectory {
 
 const IMAGE_EXTENSIONS: [&str; 5] = ["bmp", "gif", "jpeg", "jpg", "png"];
 
-/// The image files under `dir` (recursively), sorted by path.
+/// Whether `p` names a file to read: a regular file (or a link to one). Anything else a
+/// class folder holds under an image's name — a FIFO, which would block the reader forever,
+/// a socket, a device, a dangling link — is skipped with a warning naming it.
+fn readable_file(p: &Path) -> bool {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => true,
+        Ok(m) => {
+            eprintln!("warning: skipping {}: not a regular file ({})", p.display(), file_kind(&m.file_type()));
+            false
+        }
+        Err(e) => {
+            eprintln!("warning: skipping {}: {e}", p.display());
+            false
+        }
+    }
+}
+
+/// A file type in words.
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a file"
+    }
+}
+
+/// The image files under `dir` (recursively; the extensions Keras lists, any case), sorted
+/// by path; entries that are not regular files are skipped with a warning.
 fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -239,6 +271,7 @@ fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 .extension()
                 .and_then(|x| x.to_str())
                 .is_some_and(|x| IMAGE_EXTENSIONS.contains(&x.to_lowercase().as_str()))
+                && readable_file(&p)
             {
                 out.push(p);
             }
@@ -248,20 +281,31 @@ fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Keras's `image_dataset_from_directory`: each subfolder of `dir` is a class (sorted by name,
-/// labels 0..n−1), its images (sorted) are read, decoded (`decode_image`, `channels`) and
-/// resized (bilinear) to `image_size` as float32, then batched. With `shuffle` the file order
-/// is shuffled with `seed` before the split. Prints Keras's "Found N files belonging to K
-/// classes." line.
-pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subset: Subset) -> Result<ImageDirectory> {
-    let mut class_names: Vec<String> = std::fs::read_dir(dir)
+/// A directory of class folders: the class names (sorted), every image in them (sorted
+/// within each class) and each file's label.
+#[derive(Debug, Clone)]
+pub struct Classes {
+    /// Folder names; label `i` is `names[i]`.
+    pub names: Vec<String>,
+    /// The image files, class by class.
+    pub files: Vec<PathBuf>,
+    /// Each file's label.
+    pub labels: Vec<i32>,
+}
+
+/// The class folders of `dir` and their images, as Keras's `image_dataset_from_directory`
+/// lists them: each subfolder a class (sorted by name, labels 0..n−1), the files under it
+/// (recursively) with the extensions `.bmp .gif .jpeg .jpg .png` in any case, sorted. Entries
+/// that are not regular files are skipped with a warning naming them.
+pub fn list_classes(dir: &Path) -> Result<Classes> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| DataError::io(dir, e))?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    class_names.sort();
-    if class_names.is_empty() {
+    names.sort();
+    if names.is_empty() {
         return Err(DataError::Invalid(format!(
             "{}: no class subdirectories (one folder per class is expected)",
             dir.display()
@@ -269,11 +313,21 @@ pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subs
     }
     let mut files = Vec::new();
     let mut labels = Vec::new();
-    for (i, c) in class_names.iter().enumerate() {
+    for (i, c) in names.iter().enumerate() {
         let f = image_files(&dir.join(c))?;
         labels.extend(std::iter::repeat_n(i as i32, f.len()));
         files.extend(f);
     }
+    Ok(Classes { names, files, labels })
+}
+
+/// Keras's `image_dataset_from_directory`: each subfolder of `dir` is a class (sorted by name,
+/// labels 0..n−1), its images (sorted) are read, decoded (`decode_image`, `channels`) and
+/// resized (bilinear) to `image_size` as float32, then batched. With `shuffle` the file order
+/// is shuffled with `seed` before the split. Prints Keras's "Found N files belonging to K
+/// classes." line.
+pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subset: Subset) -> Result<ImageDirectory> {
+    let Classes { names: class_names, mut files, mut labels } = list_classes(dir)?;
     eprintln!("Found {} files belonging to {} classes.", files.len(), class_names.len());
     if files.is_empty() {
         return Err(DataError::Invalid(format!(

@@ -307,21 +307,24 @@ fn counted_pipeline(calls: &Arc<AtomicUsize>, scale: i64, file: &std::path::Path
         .cache(Some(file))
 }
 
+/// Every `(int64 scalar, string scalar)` element of `ds`.
+fn read_pairs(ds: &Dataset<(Tensor, Tensor)>) -> Vec<(i64, Vec<u8>)> {
+    ds.iter()
+        .unwrap()
+        .map(|e| {
+            let (a, b) = e.unwrap();
+            (a.scalar_value::<i64>().unwrap(), b.as_strings().unwrap()[0].clone())
+        })
+        .collect()
+}
+
 #[test]
 fn file_cache_is_reused_by_the_same_pipeline_and_rebuilt_for_another() {
     let dir = std::env::temp_dir().join(format!("ff_cache_{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let file = dir.join("cache");
     let calls = Arc::new(AtomicUsize::new(0));
-    let read = |ds: &Dataset<(Tensor, Tensor)>| -> Vec<(i64, Vec<u8>)> {
-        ds.iter()
-            .unwrap()
-            .map(|e| {
-                let (a, b) = e.unwrap();
-                (a.scalar_value::<i64>().unwrap(), b.as_strings().unwrap()[0].clone())
-            })
-            .collect()
-    };
+    let read = read_pairs;
     let first = read(&counted_pipeline(&calls, 2, &file));
     assert_eq!(first[5], (10, b"s5".to_vec()));
     assert!(ferroflow_checkpoint::index_path(&file).exists());
@@ -341,6 +344,31 @@ fn file_cache_is_reused_by_the_same_pipeline_and_rebuilt_for_another() {
     let names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A byte flipped inside a cached element is found (the element's CRC-32C) before the
+/// cache is replayed: the pipeline warns, rebuilds the cache from its input and gives the
+/// right elements, and the rebuilt cache is replayed again after that.
+#[test]
+fn a_damaged_file_cache_is_rebuilt() {
+    let dir = std::env::temp_dir().join(format!("ff_damaged_cache_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = dir.join("cache");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let read = read_pairs;
+    let first = read(&counted_pipeline(&calls, 2, &file));
+    assert_eq!(read(&counted_pipeline(&calls, 2, &file)), first);
+    assert_eq!(calls.load(Ordering::Relaxed), 6);
+    let data = ferroflow_checkpoint::data_path(&file, 0, 1);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let at = bytes.windows(2).position(|w| w == b"s3").expect("element 3's string is in the data file");
+    bytes[at + 1] = b'7';
+    std::fs::write(&data, &bytes).unwrap();
+    assert_eq!(read(&counted_pipeline(&calls, 2, &file)), first, "rebuilt from the input");
+    assert_eq!(calls.load(Ordering::Relaxed), 12);
+    assert_eq!(read(&counted_pipeline(&calls, 2, &file)), first, "the rebuilt cache is replayed");
+    assert_eq!(calls.load(Ordering::Relaxed), 12);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

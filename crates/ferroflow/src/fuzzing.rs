@@ -265,7 +265,7 @@ pub fn jpeg(data: &[u8]) {
     ] {
         ok(kernels::image::decode_jpeg(data, &opts));
     }
-    ok(kernels::image::decode_image(data, 0, tensor::DType::Float));
+    ok(kernels::image::decode_image(data, 0, tensor::DType::Float, None));
 }
 
 /// A PNG, decoded as `DecodePng` with every channel count, to uint8 and uint16.
@@ -273,7 +273,7 @@ pub fn png(data: &[u8]) {
     let _limit = tensor::limit::scoped(MEMORY_LIMIT);
     for channels in [0, 1, 3, 4] {
         for dtype in [tensor::DType::UInt8, tensor::DType::UInt16] {
-            ok(kernels::image::decode_png(data, channels, dtype));
+            ok(kernels::image::decode_png(data, channels, dtype, None));
         }
     }
 }

@@ -48,3 +48,22 @@ fn every_image_op_matches_tensorflow_in_a_frozen_graph() {
         }
     }
 }
+
+/// TensorFlow 2.21's `DecodeJpeg` kernel decides the format by the bytes' signature: a frozen
+/// `ReadFile → DecodeJpeg → ResizeBilinear` graph fed a PNG gives TensorFlow's pixels
+/// (`scripts/make_hostile_fixtures.py` → `fixtures/hostile/decode_any.*`).
+#[test]
+fn decode_jpeg_decodes_a_png_as_tensorflow_does() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hostile");
+    let graph = ferroflow::load_graph(&dir.join("decode_any.pbtxt")).unwrap();
+    let want: std::collections::BTreeMap<String, Tensor> =
+        read_npz(&dir.join("decode_any.npz")).unwrap().into_iter().collect();
+    let sess = Session::new(graph, SessionOptions::default()).unwrap();
+    let png =
+        Tensor::from_strings(&[], vec![dir.join("image.png").to_string_lossy().into_owned().into_bytes()]).unwrap();
+    let got = sess.run(&[("filename:0", png)], &["resized:0"], &[]).unwrap().remove(0);
+    let w = &want["resized"];
+    assert_eq!(got.dims(), [1, 32, 32, 3]);
+    let d = got.as_slice::<f32>().unwrap().iter().zip(w.as_slice::<f32>().unwrap()).map(|(a, b)| (a - b).abs());
+    assert!(d.fold(0.0f32, f32::max) <= 1e-4);
+}

@@ -9,6 +9,10 @@ use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, O
 /// Multiply-adds below which a product stays on one thread (threading costs more).
 const PARALLEL_MIN_FLOPS: usize = 1 << 18;
 
+/// The most multiply-adds one part of a product has when its step can be stopped (about
+/// 10–30 ms of one core).
+const STOPPABLE_FLOPS: usize = 1 << 27;
+
 struct MatMul<T> {
     transpose_a: bool,
     transpose_b: bool,
@@ -59,6 +63,10 @@ impl<T: GemmElement + 'static> OpKernel for MatMul<T> {
         let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };
         let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
         product(ctx, (m, n, k), (x, a_rs, a_cs), (y, b_rs, b_cs), out.as_mut_slice::<T>()?);
+        // A product cut short by its step's deadline or cancellation is not an output.
+        if let Some(step) = ctx.step {
+            step.check()?;
+        }
         outputs.push(out);
         Ok(())
     }
@@ -140,7 +148,12 @@ fn product_on<T: GemmElement>(
                 )
             }
         };
-        if let (true, Some(ctx)) = (threads > 1, ctx) {
+        // Under a deadline or cancellation, a large product is cut into parts of at most
+        // STOPPABLE_FLOPS, and parts not yet started are skipped once the step stops (the
+        // kernel then fails with the step's interruption): stopping takes one part's time.
+        let control = ctx.and_then(|c| c.step).filter(|s| s.is_bounded());
+        let stoppable = control.map_or(1, |_| (m * n * k).div_ceil(STOPPABLE_FLOPS));
+        if let (true, Some(ctx)) = (threads > 1 || stoppable > 1, ctx) {
             // Split the output into blocks along its longer side (columns in multiples of 16
             // to keep whole micro-kernel tiles), a few per thread so that the calling thread,
             // which starts at once, takes more of them than a pool thread that wakes late:
@@ -148,9 +161,12 @@ fn product_on<T: GemmElement>(
             // training steps.
             let by_cols = n >= m;
             let len = if by_cols { n } else { m };
-            let parts = threads * 2;
+            let parts = (threads * 2).max(stoppable);
             let step = if by_cols { len.div_ceil(parts).div_ceil(16) * 16 } else { len.div_ceil(parts) };
             ctx.for_each_part(len.div_ceil(step), |b| {
+                if control.is_some_and(|s| s.check().is_err()) {
+                    return;
+                }
                 let (start, size) = (b * step, step.min(len - b * step));
                 if by_cols {
                     block(0, m, start, size)

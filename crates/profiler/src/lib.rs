@@ -78,6 +78,9 @@ pub enum ProfileError {
     /// An XSpace without what the analysis needs.
     #[error("{0}")]
     Invalid(String),
+    /// A file whose decoded form would not fit the memory limit.
+    #[error(transparent)]
+    Proto(#[from] ferroflow_proto::ProtoError),
 }
 
 impl ProfileError {

@@ -302,6 +302,7 @@ pub fn read_xspace(path: &Path) -> Result<XSpace, ProfileError> {
 
 /// Decodes the bytes of an `.xplane.pb`; errors name `path` and where the bytes are damaged.
 pub fn decode_xspace(bytes: &[u8], path: &Path) -> Result<XSpace, ProfileError> {
+    ferroflow_proto::check_decoded_size::<XSpace>(bytes, &path.display().to_string())?;
     XSpace::decode(bytes).map_err(|e| ProfileError::Decode {
         path: path.to_path_buf(),
         len: bytes.len() as u64,

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+pub mod bound;
 pub mod convert;
 pub mod text;
 
@@ -39,6 +40,19 @@ pub enum ProtoError {
         /// ([`decode_reason`]).
         reason: String,
     },
+    /// A message whose decoded form would not fit the memory limit
+    /// ([`ferroflow_tensor::limit`]): a few bytes on disk can stand for large structs.
+    #[error("{what}: decoding this {len}-byte {message}: {source}")]
+    TooLarge {
+        /// What was being read (a file name or a description).
+        what: String,
+        /// The message type expected.
+        message: String,
+        /// Its size on disk.
+        len: usize,
+        /// The limit's refusal (bytes asked for and the limit).
+        source: Box<ferroflow_tensor::TensorError>,
+    },
     /// Text that is not a valid text-format encoding of the message.
     #[error("{what}: not a valid text-format {message}: {reason}")]
     Text {
@@ -55,8 +69,25 @@ pub enum ProtoError {
 pub trait NamedMessage: prost::Message + prost::Name + Default + Sized {}
 impl<T: prost::Message + prost::Name + Default> NamedMessage for T {}
 
-/// Decodes a binary message; `what` names the source in the error.
+/// Checks that decoding `bytes` as an `M` fits the memory limit ([`bound::decoded_bytes`]
+/// against [`ferroflow_tensor::limit`]), before a decoder allocates anything; `what` names
+/// the source in the error. [`decode`] does this; callers decoding with prost themselves
+/// call it first.
+pub fn check_decoded_size<M: NamedMessage>(bytes: &[u8], what: &str) -> Result<(), ProtoError> {
+    let message = M::full_name();
+    let Some(need) = bound::decoded_bytes(&message, bytes) else { return Ok(()) };
+    ferroflow_tensor::limit::check(need, || format!("decoded {message}")).map_err(|source| ProtoError::TooLarge {
+        what: what.to_string(),
+        message,
+        len: bytes.len(),
+        source: Box::new(source),
+    })
+}
+
+/// Decodes a binary message; `what` names the source in the error. Its decoded size is
+/// checked against the memory limit first ([`check_decoded_size`]).
 pub fn decode<M: NamedMessage>(bytes: &[u8], what: &str) -> Result<M, ProtoError> {
+    check_decoded_size::<M>(bytes, what)?;
     M::decode(bytes).map_err(|e| ProtoError::Decode {
         what: what.to_string(),
         message: M::full_name(),

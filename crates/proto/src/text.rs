@@ -11,7 +11,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKe
 
 use crate::{NamedMessage, ProtoError};
 
-fn pool() -> &'static DescriptorPool {
+pub(crate) fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| DescriptorPool::decode(crate::DESCRIPTOR_SET).expect("embedded descriptor set is valid"))
 }

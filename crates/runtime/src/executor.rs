@@ -305,6 +305,12 @@ impl RunState<'_> {
             scratch.trace.record(node.graph_id as usize, start, op_start, &scratch.outputs);
         }
         scratch.inputs.clear();
+        // A kernel that stopped its loops early (a product cut short, see `matmul`) may
+        // return normally; what it made must not reach a fetch.
+        let result = match (result, self.ctx.step.filter(|s| s.is_bounded())) {
+            (Ok(()), Some(step)) => step.check().map_err(Into::into),
+            (r, _) => r,
+        };
         if let Err(e) = result {
             scratch.outputs.clear();
             return Err(self.kernel_error(p, e));

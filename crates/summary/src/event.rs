@@ -155,6 +155,10 @@ impl<R: Read> Iterator for EventReader<R> {
         };
         let i = self.index;
         self.index += 1;
+        let what = format!("{} (record {i})", self.what);
+        if let Err(e) = ferroflow_proto::check_decoded_size::<Event>(&data, &what) {
+            return Some(Err(e.into()));
+        }
         Some(Event::decode(data.as_slice()).map_err(|e| SummaryError::Corrupt {
             file: self.what.clone(),
             offset: at,

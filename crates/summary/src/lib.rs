@@ -55,4 +55,7 @@ pub enum SummaryError {
     /// An image could not be encoded.
     #[error(transparent)]
     Codec(#[from] ferroflow_codec::CodecError),
+    /// A record whose decoded form would not fit the memory limit.
+    #[error(transparent)]
+    Proto(#[from] ferroflow_proto::ProtoError),
 }

@@ -360,11 +360,7 @@ impl Buffer {
     /// ([`crate::limit`]) and the system grants it.
     pub fn try_zeroed(len: usize) -> Result<Buffer, crate::TensorError> {
         crate::limit::check(len, || "buffer".into())?;
-        Self::alloc_len(len).ok_or_else(|| crate::TensorError::ResourceExhausted {
-            what: "buffer the system refused".into(),
-            bytes: len,
-            limit: crate::limit::current(),
-        })
+        Self::alloc_len(len).ok_or_else(|| crate::TensorError::SystemRefused { what: "buffer".into(), bytes: len })
     }
 
     /// A buffer holding a copy of `bytes` (copied once, not zeroed first): the bytes exist
@@ -388,13 +384,8 @@ impl Buffer {
         crate::limit::check(len, || "buffer".into())?;
         // SAFETY: the caller's contract; not `whole`, as its filler may leave bytes unwritten
         // in a buffer that is then only dropped.
-        unsafe { Self::alloc_filling(len, false, |p, _| fill(p)) }.ok_or_else(|| {
-            crate::TensorError::ResourceExhausted {
-                what: "buffer the system refused".into(),
-                bytes: len,
-                limit: crate::limit::current(),
-            }
-        })
+        unsafe { Self::alloc_filling(len, false, |p, _| fill(p)) }
+            .ok_or_else(|| crate::TensorError::SystemRefused { what: "buffer".into(), bytes: len })
     }
 
     /// A buffer holding `parts` one after another (each byte written once, no zero fill),
@@ -416,11 +407,7 @@ impl Buffer {
                 }
             })
         };
-        buf.ok_or_else(|| crate::TensorError::ResourceExhausted {
-            what: "buffer the system refused".into(),
-            bytes: len,
-            limit: crate::limit::current(),
-        })
+        buf.ok_or_else(|| crate::TensorError::SystemRefused { what: "buffer".into(), bytes: len })
     }
 
     /// Length in bytes.

@@ -59,7 +59,16 @@ pub enum TensorError {
     /// A tensor too large to allocate.
     #[error("tensor too large: {0}")]
     TooLarge(String),
-    /// An allocation past the memory limit (or one the system refused).
+    /// An allocation within the memory limit that the system refused (the address-space
+    /// limit, `ulimit -v`, or the machine's memory ran out first).
+    #[error("resource exhausted: the system refused {bytes} bytes for a {what} (within the memory limit: the process's address space or the machine's memory ran out)")]
+    SystemRefused {
+        /// What was being allocated.
+        what: String,
+        /// Bytes asked for.
+        bytes: usize,
+    },
+    /// An allocation past the memory limit.
     #[error("resource exhausted: allocating a {what} ({bytes} bytes) exceeds the memory limit of {limit} bytes")]
     ResourceExhausted {
         /// What was being allocated.

@@ -56,10 +56,9 @@ impl Tensor {
                     .filter(|&b| b <= isize::MAX as usize / 2)
                     .ok_or_else(|| TensorError::TooLarge(format!("{dtype} tensor of shape {dims:?}")))?;
                 crate::limit::check(bytes, || format!("{dtype} tensor of shape {dims:?}"))?;
-                Storage::Bytes(alloc(bytes).ok_or_else(|| TensorError::ResourceExhausted {
-                    what: format!("{dtype} tensor of shape {dims:?} (the system refused)"),
+                Storage::Bytes(alloc(bytes).ok_or_else(|| TensorError::SystemRefused {
+                    what: format!("{dtype} tensor of shape {dims:?}"),
                     bytes,
-                    limit: crate::limit::current(),
                 })?)
             }
             None if dtype == DType::String => {

@@ -26,7 +26,7 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<()> {
-    if args.input.join("saved_model.pb").is_file() {
+    if super::is_saved_model(&args.input)? {
         freeze_saved_model(&args.input, &args.output, &args.signature, &args.tags)
     } else {
         convert(&args.input, &args.output)

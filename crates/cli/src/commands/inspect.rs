@@ -19,7 +19,7 @@ pub struct InspectArgs {
 
 pub fn run(args: InspectArgs) -> Result<()> {
     let path = args.graph.as_path();
-    if path.join("saved_model.pb").is_file() {
+    if super::is_saved_model(path)? {
         let model = ferroflow::train::saved_model_show::read_saved_model(path)?;
         let text = ferroflow::train::saved_model_show::show_all_of(&model);
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());

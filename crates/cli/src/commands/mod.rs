@@ -15,3 +15,18 @@ pub mod pipeline;
 pub mod profile;
 pub mod run;
 pub mod tensorboard;
+
+/// Whether `path` is a SavedModel directory; a directory without `saved_model.pb` is an error
+/// saying so (it is neither a SavedModel nor a graph file).
+pub(crate) fn is_saved_model(path: &std::path::Path) -> anyhow::Result<bool> {
+    if !path.is_dir() {
+        return Ok(false);
+    }
+    if path.join("saved_model.pb").is_file() {
+        return Ok(true);
+    }
+    anyhow::bail!(
+        "{}: a directory without saved_model.pb (expected a SavedModel directory or a graph file)",
+        path.display()
+    )
+}

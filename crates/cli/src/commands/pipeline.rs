@@ -72,6 +72,14 @@ pub struct PipelineArgs {
     /// With --logdir: training steps.
     #[arg(long, default_value_t = 12, requires = "logdir")]
     train_steps: u64,
+    /// The most scans a progressive JPEG may have (0 = no limit): a file with more fails
+    /// (its element fails, naming the file and the count).
+    #[arg(long, value_name = "N", default_value_t = ferroflow::codec::jpeg::DEFAULT_MAX_SCANS)]
+    jpeg_max_scans: u32,
+    /// Skip images that fail to read or decode, naming each on stderr; the count is printed
+    /// last (`ignored_errors=N`).
+    #[arg(long)]
+    ignore_errors: bool,
 }
 
 fn shown(v: Option<i64>) -> String {
@@ -83,6 +91,7 @@ fn shown(v: Option<i64>) -> String {
 }
 
 pub fn run(a: PipelineArgs) -> Result<()> {
+    ferroflow::codec::jpeg::set_default_max_scans(a.jpeg_max_scans);
     if a.size == 0 || a.batch == 0 || a.epochs == 0 {
         bail!("--size, --batch and --epochs must be at least 1");
     }
@@ -101,6 +110,7 @@ pub fn run(a: PipelineArgs) -> Result<()> {
         prefetch: a.prefetch,
         cache: cache.clone(),
         budget,
+        ignore_errors: a.ignore_errors.then(Default::default),
     };
     let (ds, classes) =
         input_pipeline::pipeline(&a.dir, &options).with_context(|| format!("pipeline over {}", a.dir.display()))?;
@@ -158,6 +168,9 @@ pub fn run(a: PipelineArgs) -> Result<()> {
     if let Some(out) = &a.dump {
         npy::write_npz(out, &dumped).with_context(|| format!("writing {}", out.display()))?;
         println!("wrote {} batches to {}", dumped.len() / 2, out.display());
+    }
+    if let Some(counter) = &options.ignore_errors {
+        println!("ignored_errors={}", counter.load(std::sync::atomic::Ordering::Relaxed));
     }
     Ok(())
 }

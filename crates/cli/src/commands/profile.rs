@@ -48,10 +48,7 @@ pub fn run(args: ProfileArgs) -> Result<()> {
         let (space, report) = first.expect("captures is non-empty");
         if let Some(out) = chrome {
             if reports.is_empty() {
-                let json = ferroflow::profiler::chrome::xspace_to_chrome_trace(&space);
-                let text = serde_json::to_vec(&json)?;
-                ferroflow::tensor::fs::write_atomic(out, &text)
-                    .with_context(|| format!("writing {}", out.display()))?;
+                ferroflow::profiler::chrome::write_xspace_chrome_trace_file(&space, out)?;
                 println!("wrote Chrome trace JSON to {} (open it in Perfetto or chrome://tracing)", out.display());
             }
         }

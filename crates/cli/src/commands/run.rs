@@ -88,9 +88,14 @@ pub struct RunArgs {
     /// a resource-exhausted error (0 = 3/4 of physical memory, less under `ulimit -v`).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     memory_limit: usize,
+    /// The most scans a progressive JPEG may have (DecodeJpeg fails naming the count; 0 = no
+    /// limit). Real files have about ten; thousands make a small file decode for seconds.
+    #[arg(long, value_name = "N", default_value_t = ferroflow::codec::jpeg::DEFAULT_MAX_SCANS)]
+    jpeg_max_scans: u32,
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    ferroflow::codec::jpeg::set_default_max_scans(args.jpeg_max_scans);
     let mut opts = SessionOptions {
         inter_op_threads: args.inter_op_threads,
         intra_op_threads: args.intra_op_threads,
@@ -104,7 +109,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     if ferroflow_mpi::launched_size().is_some_and(|n| n > 1) {
         // One task of a cluster started by mpirun.
         cluster::run_cluster(&args, opts, cancel)
-    } else if args.graph.join("saved_model.pb").is_file() {
+    } else if super::is_saved_model(&args.graph)? {
         run_saved_model(&args, opts)
     } else {
         run_graph(&args, opts, cancel)

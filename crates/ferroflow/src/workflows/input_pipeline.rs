@@ -29,6 +29,9 @@ pub struct PipelineOptions {
     pub cache: Option<Option<PathBuf>>,
     /// CPU and RAM for AUTOTUNE.
     pub budget: Budget,
+    /// Skip images that fail to read or decode (`ignore_errors()` after the map, as
+    /// TensorFlow's pipelines apply it), counting them here and naming each on stderr.
+    pub ignore_errors: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for PipelineOptions {
@@ -42,54 +45,24 @@ impl Default for PipelineOptions {
             prefetch: None,
             cache: None,
             budget: Budget::default(),
+            ignore_errors: None,
         }
     }
 }
 
-/// A directory of class folders: the class names (sorted), every JPEG/PNG in them (sorted
-/// within each class) and each file's label.
-#[derive(Debug, Clone)]
-pub struct Classes {
-    /// Folder names; label `i` is `names[i]`.
-    pub names: Vec<String>,
-    /// The image files, class by class.
-    pub files: Vec<PathBuf>,
-    /// Each file's label.
-    pub labels: Vec<i32>,
-}
+pub use crate::data::image::Classes;
 
 /// A batched dataset of `(images, labels)`.
 pub type Batches = Dataset<(Tensor, Tensor)>;
 
-/// The class folders of `dir` (sorted) and every JPEG/PNG under them with its label.
+/// The class folders of `dir` and their images, listed as Keras's
+/// `image_dataset_from_directory` lists them ([`crate::data::image::list_classes`]).
 pub fn list_classes(dir: &Path) -> Result<Classes, DataError> {
-    let mut classes: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| DataError::io(dir, e))?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    classes.sort();
-    let mut files = Vec::new();
-    let mut labels = Vec::new();
-    for (i, c) in classes.iter().enumerate() {
-        let mut f: Vec<PathBuf> = std::fs::read_dir(dir.join(c))
-            .map_err(|e| DataError::io(&dir.join(c), e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension()
-                    .and_then(|x| x.to_str())
-                    .is_some_and(|x| matches!(x.to_lowercase().as_str(), "jpg" | "jpeg" | "png"))
-            })
-            .collect();
-        f.sort();
-        labels.extend(std::iter::repeat_n(i as i32, f.len()));
-        files.extend(f);
+    let classes = crate::data::image::list_classes(dir)?;
+    if classes.files.is_empty() {
+        return Err(DataError::Invalid(format!("{}: no images in the class folders", dir.display())));
     }
-    if files.is_empty() {
-        return Err(DataError::Invalid(format!("{}: no class folders with JPEG or PNG images", dir.display())));
-    }
-    Ok(Classes { names: classes, files, labels })
+    Ok(classes)
 }
 
 /// The pipeline over `dir`'s class folders: batches of `(float32 [n, size, size, 3], int32 [n])`
@@ -114,6 +87,9 @@ pub fn pipeline(dir: &Path, o: &PipelineOptions) -> Result<(Batches, Vec<String>
     let map =
         MapOptions { num_parallel_calls: o.parallel, deterministic: true, name: Some(format!("load_jpeg{size}")) };
     let mut ds = ds.map_with(&map, load);
+    if let Some(counter) = &o.ignore_errors {
+        ds = ds.ignore_errors(counter.clone(), true);
+    }
     if let Some(cache) = &o.cache {
         ds = ds.cache(cache.as_deref());
     }

@@ -9,7 +9,8 @@ use ferroflow_codec::png::{self, PngDecodeOptions, PngDtype, PngPixels};
 use ferroflow_codec::{CodecError, Format};
 use ferroflow_tensor::{DType, Tensor};
 
-use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+use crate::step::Interrupt;
+use crate::{invalid, Inputs, KResult, KernelContext, KernelError, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// The bytes of a scalar string input.
 fn scalar_bytes<'a>(t: &'a Tensor, what: &str) -> KResult<&'a [u8]> {
@@ -79,7 +80,7 @@ fn jpeg_options(d: &NodeDesc) -> KResult<DecodeOptions> {
         try_recover_truncated: d.bool("try_recover_truncated")?,
         acceptable_fraction: d.float("acceptable_fraction")?,
         dct_method: DctMethod::from_tf(&d.string("dct_method")?)?,
-        max_bytes: 0,
+        ..Default::default()
     })
 }
 
@@ -101,20 +102,52 @@ impl jpeg::PixelBuffer for PixelTensor {
     }
 }
 
+/// The decoder's [`jpeg::Stop`] for a running step: its cancellation and deadline, asked
+/// row by row, so a file that decodes for seconds stops within milliseconds.
+fn stop_for(ctx: &KernelContext) -> Option<jpeg::Stop> {
+    let step = ctx.step.filter(|s| s.is_bounded())?.clone();
+    Some(jpeg::Stop(std::sync::Arc::new(move || step.check().is_err())))
+}
+
+/// A decode stopped by its step becomes the step's own interruption (cancelled, or which
+/// deadline); other errors stay the codec's.
+fn interrupted(ctx: &KernelContext, e: KernelError) -> KernelError {
+    match e {
+        KernelError::Codec(CodecError::Stopped) => {
+            KernelError::Interrupted(ctx.step.and_then(|s| s.check().err()).unwrap_or(Interrupt::Cancelled))
+        }
+        e => e,
+    }
+}
+
+/// `DecodeJpeg` as TensorFlow 2.21's kernel runs it: the format is decided by the bytes'
+/// signature, so a PNG given to `DecodeJpeg` decodes (to uint8) as it does there.
 struct DecodeJpeg(DecodeOptions);
 impl OpKernel for DecodeJpeg {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        outputs.push(decode_jpeg(scalar_bytes(&inputs[0], "contents")?, &self.0)?);
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let bytes = scalar_bytes(&inputs[0], "contents")?;
+        let t = match ferroflow_codec::sniff(bytes) {
+            Some(Format::Png) => {
+                decode_png(bytes, self.0.channels, DType::UInt8, stop_for(ctx)).map_err(|e| interrupted(ctx, e))?
+            }
+            _ => {
+                let opts = DecodeOptions { stop: stop_for(ctx), ..self.0.clone() };
+                decode_jpeg(bytes, &opts).map_err(|e| interrupted(ctx, e))?
+            }
+        };
+        outputs.push(t);
         Ok(())
     }
 }
 
-/// Decodes a PNG into a `dtype` (uint8 or uint16) `[height, width, channels]` tensor.
-pub fn decode_png(bytes: &[u8], channels: u8, dtype: DType) -> KResult<Tensor> {
+/// Decodes a PNG into a `dtype` (uint8 or uint16) `[height, width, channels]` tensor,
+/// asking `stop` before each row.
+pub fn decode_png(bytes: &[u8], channels: u8, dtype: DType, stop: Option<jpeg::Stop>) -> KResult<Tensor> {
     let opts = PngDecodeOptions {
         channels,
         dtype: if dtype == DType::UInt16 { PngDtype::U16 } else { PngDtype::U8 },
         max_bytes: ferroflow_tensor::limit::current(),
+        stop,
     };
     let (pixels, shape) = png::decode_png(bytes, &opts)?;
     Ok(match pixels {
@@ -133,24 +166,26 @@ fn channels_attr(d: &NodeDesc, allowed: &[i64]) -> KResult<u8> {
 
 struct DecodePng(u8, DType);
 impl OpKernel for DecodePng {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        outputs.push(decode_png(scalar_bytes(&inputs[0], "contents")?, self.0, self.1)?);
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let bytes = scalar_bytes(&inputs[0], "contents")?;
+        outputs.push(decode_png(bytes, self.0, self.1, stop_for(ctx)).map_err(|e| interrupted(ctx, e))?);
         Ok(())
     }
 }
 
 /// `tf.io.decode_image`: JPEG or PNG by signature, then converted to `dtype` as
-/// `convert_image_dtype` does (uint8 → uint16 ×257, → float32 scaled to [0, 1]).
-pub fn decode_image(bytes: &[u8], channels: u8, dtype: DType) -> KResult<Tensor> {
+/// `convert_image_dtype` does (uint8 → uint16 ×257, → float32 scaled to [0, 1]); `stop` is
+/// asked as the decode goes.
+pub fn decode_image(bytes: &[u8], channels: u8, dtype: DType, stop: Option<jpeg::Stop>) -> KResult<Tensor> {
     let decoded = match ferroflow_codec::sniff(bytes) {
         Some(Format::Jpeg) => {
             if channels == 4 {
                 return Err(invalid("channels=4 is not supported for JPEG images"));
             }
-            decode_jpeg(bytes, &DecodeOptions { channels, ..Default::default() })?
+            decode_jpeg(bytes, &DecodeOptions { channels, stop, ..Default::default() })?
         }
         Some(Format::Png) => {
-            decode_png(bytes, channels, if dtype == DType::UInt8 { DType::UInt8 } else { DType::UInt16 })?
+            decode_png(bytes, channels, if dtype == DType::UInt8 { DType::UInt8 } else { DType::UInt16 }, stop)?
         }
         Some(f) => return Err(invalid(format!("{f:?} images are not supported yet (JPEG and PNG are)"))),
         None => {
@@ -187,8 +222,9 @@ fn convert_image_dtype(t: &Tensor, to: DType) -> KResult<Tensor> {
 
 struct DecodeImage(u8, DType);
 impl OpKernel for DecodeImage {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        outputs.push(decode_image(scalar_bytes(&inputs[0], "contents")?, self.0, self.1)?);
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let bytes = scalar_bytes(&inputs[0], "contents")?;
+        outputs.push(decode_image(bytes, self.0, self.1, stop_for(ctx)).map_err(|e| interrupted(ctx, e))?);
         Ok(())
     }
 }
