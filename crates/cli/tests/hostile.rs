@@ -327,12 +327,15 @@ fn outputs_write_through_links_fifos_and_devices() {
 /// Files of a few megabytes whose decoded messages would take gigabytes (each empty repeated
 /// message is two bytes on disk and a whole struct decoded) fail against the memory limit
 /// before the decoder allocates: a GraphDef for `inspect`, `run` and `tensorboard`, an XSpace
-/// for `profile`, a SavedModel of empty meta graphs for `inspect` and `run`.
+/// for `profile`, a SavedModel of empty meta graphs for `inspect` and `run`; the same for
+/// text format (`node {}` lines).
 #[test]
 fn small_files_cannot_decode_into_gigabytes() {
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("nodes.pb");
     std::fs::write(&graph, b"\x0a\x00".repeat(10_000_000)).unwrap();
+    let text = dir.path().join("nodes.pbtxt");
+    std::fs::write(&text, "node {}\n".repeat(2_500_000)).unwrap();
     let xspace = dir.path().join("planes.xplane.pb");
     std::fs::write(&xspace, b"\x0a\x00".repeat(10_000_000)).unwrap();
     let model = dir.path().join("model");
@@ -342,6 +345,7 @@ fn small_files_cannot_decode_into_gigabytes() {
     let logdir = dir.path().join("logs");
     let cases: Vec<(Vec<String>, &str, &str)> = vec![
         (args(&["inspect", g]), "nodes.pb", "tensorflow.GraphDef"),
+        (args(&["inspect", text.to_str().unwrap()]), "nodes.pbtxt", "tensorflow.GraphDef"),
         (args(&["run", g, "--fetch", "x:0"]), "nodes.pb", "tensorflow.GraphDef"),
         (args(&["tensorboard", g, "--logdir", logdir.to_str().unwrap()]), "nodes.pb", "tensorflow.GraphDef"),
         (args(&["profile", x]), "planes.xplane.pb", "tensorflow.profiler.XSpace"),

@@ -315,5 +315,5 @@ pub fn xspace(data: &[u8]) {
         let _ = report.to_string();
         let _ = profiler::report::compare(&report, &report);
     }
-    let _ = profiler::chrome::xspace_to_chrome_trace(&space).to_string();
+    let _ = profiler::chrome::write_xspace_chrome_trace(&space, &mut std::io::sink());
 }

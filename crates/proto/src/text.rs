@@ -24,10 +24,21 @@ fn descriptor<M: NamedMessage>() -> MessageDescriptor {
 /// decoding stops at the same depth), far beyond any real GraphDef or MetaGraphDef.
 pub const MAX_DEPTH: usize = 100;
 
-/// The line of the first point where `text` nests messages deeper than `limit` (`{`/`<`
-/// outside string literals and comments), if it does.
-fn too_deep(text: &str, limit: usize) -> Option<usize> {
+/// What a pass over text-format `text` finds before it is parsed.
+struct Scan {
+    /// The line of the first point nesting messages deeper than the limit, if any.
+    too_deep: Option<usize>,
+    /// Messages opened (`{`/`<` outside string literals and comments).
+    messages: usize,
+    /// Field values (`:` outside string literals and comments).
+    fields: usize,
+}
+
+/// Scans `text` for its nesting (stopping at the first point deeper than `limit`) and counts
+/// its messages and field values.
+fn scan(text: &str, limit: usize) -> Scan {
     let (mut depth, mut line) = (0usize, 1usize);
+    let mut found = Scan { too_deep: None, messages: 0, fields: 0 };
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
         match c {
@@ -57,16 +68,32 @@ fn too_deep(text: &str, limit: usize) -> Option<usize> {
             }
             '{' | '<' => {
                 depth += 1;
+                found.messages += 1;
                 if depth > limit {
-                    return Some(line);
+                    found.too_deep = Some(line);
+                    return found;
                 }
             }
             '}' | '>' => depth = depth.saturating_sub(1),
+            ':' => found.fields += 1,
             _ => {}
         }
     }
-    None
+    found
 }
+
+/// The line of the first point where `text` nests messages deeper than `limit` (`{`/`<`
+/// outside string literals and comments), if it does.
+#[cfg(test)]
+fn too_deep(text: &str, limit: usize) -> Option<usize> {
+    scan(text, limit).too_deep
+}
+
+/// Bytes the parser may hold per message of text (a dynamic message, its place in a list,
+/// then the generated struct), measured at about 400 for `node {}` lines.
+const TEXT_MESSAGE_BYTES: usize = 1024;
+/// Bytes the parser may hold per field value beyond its text.
+const TEXT_FIELD_BYTES: usize = 64;
 
 /// Parses text format into `M`; `what` names the source in errors. Messages nested deeper
 /// than [`MAX_DEPTH`] are an error (the parser recurses per level).
@@ -76,9 +103,22 @@ pub fn parse<M: NamedMessage>(text: &str, what: &str) -> Result<M, ProtoError> {
         message: M::full_name(),
         reason: crate::one_line(&reason, crate::MAX_REASON_CHARS),
     };
-    if let Some(line) = too_deep(text, MAX_DEPTH) {
+    let found = scan(text, MAX_DEPTH);
+    if let Some(line) = found.too_deep {
         return Err(err(format!("messages nested more than {MAX_DEPTH} levels deep (line {line})")));
     }
+    // A few bytes of text can stand for a whole message: bounded before the parser allocates.
+    let need = (found.messages.saturating_mul(TEXT_MESSAGE_BYTES))
+        .saturating_add(found.fields.saturating_mul(TEXT_FIELD_BYTES))
+        .saturating_add(text.len().saturating_mul(2));
+    ferroflow_tensor::limit::check(need, || format!("parsed text-format {}", M::full_name())).map_err(|source| {
+        ProtoError::TooLarge {
+            what: what.to_string(),
+            message: M::full_name(),
+            len: text.len(),
+            source: Box::new(source),
+        }
+    })?;
     let dynamic = DynamicMessage::parse_text_format(descriptor::<M>(), text).map_err(|e| err(e.to_string()))?;
     let bytes = prost::Message::encode_to_vec(&dynamic);
     M::decode(bytes.as_slice()).map_err(|e| err(crate::decode_reason(&e)))

@@ -145,7 +145,13 @@ pub fn run(a: PipelineArgs) -> Result<()> {
         return Ok(());
     }
     let mut dumped: Vec<(String, Tensor)> = Vec::new();
+    let mut started = None;
     let (epochs, tuned) = input_pipeline::run_epochs(&ds, a.epochs, |epoch, i, x, y| {
+        // Progress as it happens (the figures are printed at the end).
+        if started != Some(epoch) {
+            started = Some(epoch);
+            eprintln!("[pipeline] epoch {} of {}", epoch + 1, a.epochs);
+        }
         if a.dump.is_some() && epoch == 0 && i < a.dump_batches {
             dumped.push((format!("images{i}"), x.clone()));
             dumped.push((format!("labels{i}"), y.clone()));
