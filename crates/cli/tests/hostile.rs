@@ -68,8 +68,17 @@ fn ferroflow(args: &[String], interrupt: Option<Duration>) -> Ran {
     Ran { status, stderr, stdout, peak: usage.ru_maxrss as u64 * 1024, elapsed }
 }
 
-/// Asserts a clean failure: status 1, one line under 300 characters holding every `names`.
+/// Asserts a clean failure: status 1, one line under 300 characters holding every `names`,
+/// and a peak far below the memory the input claims.
 fn fails_cleanly(ran: &Ran, names: &[&str], claimed: u64) {
+    fails_with(ran, names);
+    let line = ran.stderr.trim_end();
+    assert!(ran.peak < 300 << 20, "peak {} MB for an input claiming {claimed} bytes: {line}", ran.peak >> 20);
+    assert!(ran.peak < claimed / 10, "peak {} bytes for an input claiming {claimed}", ran.peak);
+}
+
+/// Asserts a failure as one line: status 1, under 300 characters, holding every `names`.
+fn fails_with(ran: &Ran, names: &[&str]) {
     let line = ran.stderr.trim_end();
     assert_eq!(ran.status, 1, "exit status; stderr: {line}");
     assert!(!line.contains('\n'), "one line: {line}");
@@ -78,8 +87,6 @@ fn fails_cleanly(ran: &Ran, names: &[&str], claimed: u64) {
     for n in names {
         assert!(line.contains(n), "names {n:?}: {line}");
     }
-    assert!(ran.peak < 300 << 20, "peak {} MB for an input claiming {claimed} bytes: {line}", ran.peak >> 20);
-    assert!(ran.peak < claimed / 10, "peak {} bytes for an input claiming {claimed}", ran.peak);
 }
 
 fn npy_file(dir: &Path, name: &str, t: &Tensor) -> String {
@@ -541,10 +548,22 @@ fn long_products_and_convolutions_stop_on_time() {
   attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#,
     )
     .unwrap();
-    for (graph, fetch, node) in [(&matmul, "mm:0", "mm (MatMul)"), (&conv, "conv:0", "conv (Conv2D)")] {
+    // 3×3 stride 1: the Winograd path.
+    let winograd = dir.path().join("winograd.pbtxt");
+    std::fs::write(
+        &winograd,
+        random_node("x", &[8, 128, 128, 256])
+            + &random_node("w", &[3, 3, 256, 256])
+            + r#"node { name: "conv" op: "Conv2D" input: "x" input: "w" attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#,
+    )
+    .unwrap();
+    let cases =
+        [(&matmul, "mm:0", "mm (MatMul)"), (&conv, "conv:0", "conv (Conv2D)"), (&winograd, "conv:0", "conv (Conv2D)")];
+    for (graph, fetch, node) in cases {
         let g = graph.to_str().unwrap();
         let ran = ferroflow(&args(&["run", g, "--fetch", fetch, "--timeout-ms", "500"]), None);
-        fails_cleanly(&ran, &[node, "deadline exceeded"], u64::MAX);
+        fails_with(&ran, &[node, "deadline exceeded"]);
         assert!(ran.elapsed < Duration::from_secs(3), "{node}: stopped after {:?}", ran.elapsed);
         let ran = ferroflow(&args(&["run", g, "--fetch", fetch]), Some(Duration::from_millis(700)));
         assert_eq!(ran.status, 130, "{node}: {}", ran.stderr);
