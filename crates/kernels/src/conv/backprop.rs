@@ -125,7 +125,12 @@ impl<T: Float> OpKernel for DepthwiseBackprop<T> {
         if self.wrt_filter {
             let x = inputs[0].as_slice::<T>()?;
             let mut out = Tensor::zeros(T::DTYPE, &[kh, kw, c, m])?;
+            // Rows not yet started are skipped once the step stops (the executor fails the node).
+            let control = ctx.step.filter(|s| s.is_bounded());
             let tap = |(t, dst): (usize, &mut [T])| {
+                if control.is_some_and(|s| s.check().is_err()) {
+                    return;
+                }
                 let (ky, kx) = (t / kw, t % kw);
                 for b in 0..n {
                     for y in 0..oh {
@@ -155,7 +160,12 @@ impl<T: Float> OpKernel for DepthwiseBackprop<T> {
         } else {
             let f = inputs[1].as_slice::<T>()?;
             let mut out = Tensor::zeros(T::DTYPE, &[n, h, w, c])?;
+            // Rows not yet started are skipped once the step stops (the executor fails the node).
+            let control = ctx.step.filter(|s| s.is_bounded());
             let image = |(b, dx): (usize, &mut [T])| {
+                if control.is_some_and(|s| s.check().is_err()) {
+                    return;
+                }
                 for y in 0..oh {
                     for xo in 0..ow {
                         let go = &gs[((b * oh + y) * ow + xo) * oc..][..oc];

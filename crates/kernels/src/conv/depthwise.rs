@@ -51,7 +51,12 @@ impl<T: Float> OpKernel for Depthwise<T> {
             return Ok(());
         }
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+        // Rows not yet started are skipped once the step stops (the executor fails the node).
+        let control = ctx.step.filter(|s| s.is_bounded());
         let row = |(r, dst): (usize, &mut [T])| {
+            if control.is_some_and(|s| s.check().is_err()) {
+                return;
+            }
             let (b, y) = (r / oh, r % oh);
             for xo in 0..ow {
                 let px = &mut dst[xo * oc..(xo + 1) * oc];
@@ -103,7 +108,12 @@ pub(super) fn depthwise_m1<T: Float>(
         let (b, y) = (r / oh, r % oh);
         (0..kh).filter_map(|ky| Some((((b * h + ah.source(y, ky)?) * w) * c, ky * kw * c))).collect()
     };
+    // Rows not yet started are skipped once the step stops (the executor fails the node).
+    let control = ctx.step.filter(|s| s.is_bounded());
     let row = |scratch: &mut Vec<T>, (r, dst): (usize, &mut [T])| {
+        if control.is_some_and(|s| s.check().is_err()) {
+            return;
+        }
         let rows = rows_of(r);
         // The next row's new input rows and its output, from memory while this row computes:
         // the channel blocks below read and write pixels a block apart, a stride the

@@ -24,7 +24,12 @@ impl<T: Float> OpKernel for Pool<T> {
         let mut out = Tensor::for_overwrite(T::DTYPE, &[n, oh, ow, c])?;
         let x = inputs[0].as_slice::<T>()?;
         let max = self.max;
+        // Rows not yet started are skipped once the step stops (the executor fails the node).
+        let control = ctx.step.filter(|s| s.is_bounded());
         let row = |(r, dst): (usize, &mut [T])| {
+            if control.is_some_and(|s| s.check().is_err()) {
+                return;
+            }
             let (b, y) = (r / oh, r % oh);
             let rows: Vec<usize> = (0..ah.window).filter_map(|ky| ah.source(y, ky)).collect();
             if max {
