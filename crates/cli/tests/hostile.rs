@@ -539,25 +539,17 @@ fn long_products_and_convolutions_stop_on_time() {
             + r#"node { name: "mm" op: "MatMul" input: "a" input: "b" attr { key: "T" value { type: DT_FLOAT } } }"#,
     )
     .unwrap();
-    let conv = dir.path().join("conv.pbtxt");
-    std::fs::write(
-        &conv,
-        random_node("x", &[8, 128, 128, 256])
-            + &random_node("w", &[5, 5, 256, 256])
-            + r#"node { name: "conv" op: "Conv2D" input: "x" input: "w" attr { key: "T" value { type: DT_FLOAT } }
-  attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#,
-    )
-    .unwrap();
-    // 3×3 stride 1: the Winograd path.
-    let winograd = dir.path().join("winograd.pbtxt");
-    std::fs::write(
-        &winograd,
-        random_node("x", &[8, 128, 128, 256])
-            + &random_node("w", &[3, 3, 256, 256])
-            + r#"node { name: "conv" op: "Conv2D" input: "x" input: "w" attr { key: "T" value { type: DT_FLOAT } }
-  attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#,
-    )
-    .unwrap();
+    // A stride-1 SAME convolution of random [8, 128, 128, 256] images by a k×k filter.
+    let conv_graph = |name: &str, k: i64| {
+        let path = dir.path().join(name);
+        let conv = r#"node { name: "conv" op: "Conv2D" input: "x" input: "w" attr { key: "T" value { type: DT_FLOAT } }
+  attr { key: "strides" value { list { i: [1, 1, 1, 1] } } } attr { key: "padding" value { s: "SAME" } } }"#;
+        std::fs::write(&path, random_node("x", &[8, 128, 128, 256]) + &random_node("w", &[k, k, 256, 256]) + conv)
+            .unwrap();
+        path
+    };
+    // 5×5: the GEMM path; 3×3: the Winograd path.
+    let (conv, winograd) = (conv_graph("conv.pbtxt", 5), conv_graph("winograd.pbtxt", 3));
     let cases =
         [(&matmul, "mm:0", "mm (MatMul)"), (&conv, "conv:0", "conv (Conv2D)"), (&winograd, "conv:0", "conv (Conv2D)")];
     for (graph, fetch, node) in cases {

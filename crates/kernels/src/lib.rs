@@ -166,6 +166,14 @@ pub struct KernelContext<'a> {
 }
 
 impl KernelContext<'_> {
+    /// Whether the running step was cancelled or ran past its deadline: loops over blocks or
+    /// rows ask before each one and skip the rest (the executor then fails the node), so a
+    /// long kernel stops within one block's time.
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.step.is_some_and(|s| s.check().is_err())
+    }
+
     /// Runs `f` on the intra-op pool when there is one (so rayon-parallel code inside uses
     /// it), else on the calling thread.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {

@@ -151,8 +151,8 @@ fn product_on<T: GemmElement>(
         // Under a deadline or cancellation, a large product is cut into parts of at most
         // STOPPABLE_FLOPS, and parts not yet started are skipped once the step stops (the
         // kernel then fails with the step's interruption): stopping takes one part's time.
-        let control = ctx.and_then(|c| c.step).filter(|s| s.is_bounded());
-        let stoppable = control.map_or(1, |_| (m * n * k).div_ceil(STOPPABLE_FLOPS));
+        let bounded = ctx.and_then(|c| c.step).is_some_and(|s| s.is_bounded());
+        let stoppable = if bounded { (m * n * k).div_ceil(STOPPABLE_FLOPS) } else { 1 };
         if let (true, Some(ctx)) = (threads > 1 || stoppable > 1, ctx) {
             // Split the output into blocks along its longer side (columns in multiples of 16
             // to keep whole micro-kernel tiles), a few per thread so that the calling thread,
@@ -164,7 +164,7 @@ fn product_on<T: GemmElement>(
             let parts = (threads * 2).max(stoppable);
             let step = if by_cols { len.div_ceil(parts).div_ceil(16) * 16 } else { len.div_ceil(parts) };
             ctx.for_each_part(len.div_ceil(step), |b| {
-                if control.is_some_and(|s| s.check().is_err()) {
+                if ctx.stopped() {
                     return;
                 }
                 let (start, size) = (b * step, step.min(len - b * step));

@@ -37,6 +37,10 @@ struct Type {
 struct Schema {
     types: Vec<Type>,
     index: HashMap<String, usize>,
+    /// The most a byte on disk can cost decoded, in any message: an element (struct or map
+    /// entry) needs at least two bytes (tag and length) and costs at most twice its size; an
+    /// empty repeated string two bytes and two headers; a packed scalar 16 bytes per byte.
+    per_byte: usize,
 }
 
 /// A `Vec`, `String` or map header.
@@ -67,7 +71,7 @@ fn schema() -> &'static Schema {
         let messages: Vec<MessageDescriptor> = pool.all_messages().collect();
         let index: HashMap<String, usize> =
             messages.iter().enumerate().map(|(i, m)| (m.full_name().to_string(), i)).collect();
-        let types = messages
+        let types: Vec<Type> = messages
             .iter()
             .map(|m| Type {
                 size: struct_size(m, 3),
@@ -99,7 +103,8 @@ fn schema() -> &'static Schema {
                     .collect(),
             })
             .collect();
-        Schema { types, index }
+        let per_byte = types.iter().map(|t| t.size + 4 * 8).max().unwrap_or(0).max(HEADER).max(16);
+        Schema { types, index, per_byte }
     })
 }
 
@@ -176,6 +181,14 @@ fn fields_cost(schema: &Schema, ty: usize, bytes: &[u8], depth: usize) -> usize 
     cost
 }
 
+/// An upper bound of [`decoded_bytes`] for any message of `len` bytes, without reading them:
+/// when it fits the limit, the walk can be skipped (most messages, e.g. each Example record).
+pub fn worst_case_bytes(message: &str, len: usize) -> Option<usize> {
+    let schema = schema();
+    let ty = *schema.index.get(message)?;
+    Some(schema.types[ty].size.saturating_add(len.saturating_mul(schema.per_byte)))
+}
+
 /// An upper estimate of the bytes a decoded `message` (a full name, `tensorflow.GraphDef`)
 /// holds when decoded from `bytes`; `None` for a name outside the embedded descriptor set.
 pub fn decoded_bytes(message: &str, bytes: &[u8]) -> Option<usize> {
@@ -200,6 +213,7 @@ mod tests {
         // At least the structs themselves, far more than the 2,000 bytes on disk.
         assert!(n >= 1000 * std::mem::size_of::<NodeDef>(), "{n}");
         assert!(n <= 1000 * 8 * std::mem::size_of::<NodeDef>(), "{n}");
+        assert!(super::worst_case_bytes("tensorflow.GraphDef", bytes.len()).unwrap() >= n);
     }
 
     #[test]
@@ -212,6 +226,7 @@ mod tests {
         let n = decoded_bytes("tensorflow.GraphDef", &bytes).unwrap();
         assert!(n >= 10_000 + 5_000 * 8, "{n}");
         assert!(n < 10 * bytes.len(), "{n} for {} bytes", bytes.len());
+        assert!(super::worst_case_bytes("tensorflow.GraphDef", bytes.len()).unwrap() >= n);
     }
 
     #[test]

@@ -75,6 +75,11 @@ impl<T: prost::Message + prost::Name + Default> NamedMessage for T {}
 /// call it first.
 pub fn check_decoded_size<M: NamedMessage>(bytes: &[u8], what: &str) -> Result<(), ProtoError> {
     let message = M::full_name();
+    // Most messages are small enough that even their worst case fits: no walk needed.
+    let limit = ferroflow_tensor::limit::current();
+    if bound::worst_case_bytes(&message, bytes.len()).is_none_or(|w| w <= limit) {
+        return Ok(());
+    }
     let Some(need) = bound::decoded_bytes(&message, bytes) else { return Ok(()) };
     ferroflow_tensor::limit::check(need, || format!("decoded {message}")).map_err(|source| ProtoError::TooLarge {
         what: what.to_string(),

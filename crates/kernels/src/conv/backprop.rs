@@ -125,10 +125,8 @@ impl<T: Float> OpKernel for DepthwiseBackprop<T> {
         if self.wrt_filter {
             let x = inputs[0].as_slice::<T>()?;
             let mut out = Tensor::zeros(T::DTYPE, &[kh, kw, c, m])?;
-            // Rows not yet started are skipped once the step stops (the executor fails the node).
-            let control = ctx.step.filter(|s| s.is_bounded());
             let tap = |(t, dst): (usize, &mut [T])| {
-                if control.is_some_and(|s| s.check().is_err()) {
+                if ctx.stopped() {
                     return;
                 }
                 let (ky, kx) = (t / kw, t % kw);
@@ -160,10 +158,8 @@ impl<T: Float> OpKernel for DepthwiseBackprop<T> {
         } else {
             let f = inputs[1].as_slice::<T>()?;
             let mut out = Tensor::zeros(T::DTYPE, &[n, h, w, c])?;
-            // Rows not yet started are skipped once the step stops (the executor fails the node).
-            let control = ctx.step.filter(|s| s.is_bounded());
             let image = |(b, dx): (usize, &mut [T])| {
-                if control.is_some_and(|s| s.check().is_err()) {
+                if ctx.stopped() {
                     return;
                 }
                 for y in 0..oh {

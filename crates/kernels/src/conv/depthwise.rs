@@ -51,10 +51,8 @@ impl<T: Float> OpKernel for Depthwise<T> {
             return Ok(());
         }
         let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
-        // Rows not yet started are skipped once the step stops (the executor fails the node).
-        let control = ctx.step.filter(|s| s.is_bounded());
         let row = |(r, dst): (usize, &mut [T])| {
-            if control.is_some_and(|s| s.check().is_err()) {
+            if ctx.stopped() {
                 return;
             }
             let (b, y) = (r / oh, r % oh);
@@ -108,10 +106,8 @@ pub(super) fn depthwise_m1<T: Float>(
         let (b, y) = (r / oh, r % oh);
         (0..kh).filter_map(|ky| Some((((b * h + ah.source(y, ky)?) * w) * c, ky * kw * c))).collect()
     };
-    // Rows not yet started are skipped once the step stops (the executor fails the node).
-    let control = ctx.step.filter(|s| s.is_bounded());
     let row = |scratch: &mut Vec<T>, (r, dst): (usize, &mut [T])| {
-        if control.is_some_and(|s| s.check().is_err()) {
+        if ctx.stopped() {
             return;
         }
         let rows = rows_of(r);

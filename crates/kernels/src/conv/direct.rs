@@ -46,10 +46,8 @@ impl<T: GemmElement + Float> Conv2D<T> {
         let block = block.div_ceil(group) * group;
         // Elements of `o` per block.
         let per_block = block * oc / (ph * pw);
-        // Blocks not yet started are skipped once the step stops (the executor fails the node).
-        let control = ctx.step.filter(|s| s.is_bounded());
         let task = |bufs: &mut (Vec<T>, Vec<T>), (i, dst): (usize, &mut [T])| {
-            if control.is_some_and(|s| s.check().is_err()) {
+            if ctx.stopped() {
                 return;
             }
             let (scratch, stage) = (&mut bufs.0, &mut bufs.1);

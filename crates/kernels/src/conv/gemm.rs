@@ -159,11 +159,8 @@ impl<T: GemmElement + Float> Conv2D<T> {
         }
         crate::check_output(T::DTYPE, &[block, k])?;
         let stream = std::mem::size_of_val(o) >= STREAM_OUTPUT_BYTES && streaming_pays();
-        // Blocks not yet started are skipped once the step is cancelled or past its deadline
-        // (the executor then fails the node): stopping takes one block's time.
-        let control = ctx.step.filter(|s| s.is_bounded());
         let task = |lease: &mut Lease<(Vec<T>, Vec<T>, Vec<T>)>, (i, out_rows): (usize, &mut [T])| {
-            if control.is_some_and(|s| s.check().is_err()) {
+            if ctx.stopped() {
                 return;
             }
             let (r0, m) = (i * block, out_rows.len() / oc);

@@ -311,11 +311,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
             r0 = r1;
         }
         let ow = p.axes[1].output;
-        // Blocks not yet started are skipped once the step stops (the executor fails the node).
-        let control = ctx.step.filter(|s| s.is_bounded());
         let task = |lease: &mut Lease<(Scratch<T>, Vec<T>, Vec<T>)>,
                     (r0, r1, start, dst): (usize, usize, usize, &mut [T])| {
-            if control.is_some_and(|s| s.check().is_err()) {
+            if ctx.stopped() {
                 return;
             }
             let (scratch, epi, stage) = (&mut lease.bufs.0, &mut lease.bufs.1, &mut lease.bufs.2);
