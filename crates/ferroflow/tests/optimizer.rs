@@ -679,6 +679,107 @@ fn depthwise_convolution_and_its_batch_norm_fuse_exactly() {
     }
 }
 
+/// Every shape class of a convolution's epilogue operand, on both sides of the `Mul` and for
+/// `Conv2D` and `DepthwiseConv2dNative`: a scalar, `[1]`, `[C]`, `[1, 1, 1, C]`, a per-image
+/// `[N, 1, 1, C]`, the output's own shape with the batch unknown or 1, lower ranks (`[H, W, C]`,
+/// `[W, C]`, `[H, 1, C]`), an unknown shape, and operands that *grow* the output: the
+/// squeeze-and-excite multiply of MobileNetV3, whose convolution runs on a pooled `[N, 1, 1, C]`
+/// and whose other side is the full `[N, H, W, C]`, and a rank-5 operand. The optimized graph
+/// loads (its shapes infer), the fused node never changes the output's shape, and the results
+/// are bit-identical to the unoptimized graph's.
+#[test]
+fn convolution_epilogues_with_operands_of_every_shape_class_are_exact() {
+    use ferroflow::ops::attrs;
+    use ferroflow::proto::attr;
+    let (h, w, c) = (6usize, 5usize, 4usize);
+    let n = 2usize;
+    let full = vec![None, Some(h), Some(w), Some(c)];
+    // (operand's static shape, its fed shape, whether the convolution runs on the pooled 1x1 input)
+    let cases: Vec<(Option<Vec<Option<usize>>>, Vec<usize>, bool)> = vec![
+        (Some(vec![]), vec![], false),
+        (Some(vec![Some(1)]), vec![1], false),
+        (Some(vec![Some(c)]), vec![c], false),
+        (Some(vec![Some(1), Some(1), Some(1), Some(c)]), vec![1, 1, 1, c], false),
+        (Some(vec![None, Some(1), Some(1), Some(c)]), vec![n, 1, 1, c], false),
+        (Some(full.clone()), vec![n, h, w, c], false),
+        (Some(vec![Some(1), Some(h), Some(w), Some(c)]), vec![1, h, w, c], false),
+        (Some(vec![Some(h), Some(w), Some(c)]), vec![h, w, c], false),
+        (Some(vec![Some(w), Some(c)]), vec![w, c], false),
+        (Some(vec![Some(h), Some(1), Some(c)]), vec![h, 1, c], false),
+        (None, vec![n, h, w, c], false),
+        (Some(full.clone()), vec![n, h, w, c], true),
+        (Some(vec![Some(1), Some(h), Some(w), Some(c)]), vec![1, h, w, c], true),
+        (Some(vec![Some(c)]), vec![c], true),
+        (Some(vec![Some(3), Some(1), Some(1), Some(1), Some(c)]), vec![3, 1, 1, 1, c], false),
+    ];
+    for depthwise in [false, true] {
+        for (k, (operand, fed, pooled)) in cases.iter().enumerate() {
+            for operand_first in [false, true] {
+                let what = format!(
+                    "depthwise {depthwise}, case {k} (operand {operand:?}, pooled {pooled}, first {operand_first})"
+                );
+                let s = Scope::new();
+                let x = s.with_name("x").placeholder(DType::Float, &Shape::new(full.clone())).unwrap();
+                let shape = operand.clone().map_or_else(Shape::unknown, Shape::new);
+                let z = s.with_name("z").placeholder(DType::Float, &shape).unwrap();
+                let input = if *pooled {
+                    let axes = s.constant(&Tensor::from_vec(&[2], vec![1i32, 2]).unwrap()).unwrap();
+                    s.mean_with(x, axes, attrs::Mean::new().keep_dims(true)).unwrap()
+                } else {
+                    x
+                };
+                let y = if depthwise {
+                    let fv: Vec<f32> = (0..9 * c).map(|i| (i % 11) as f32 * 0.2 - 1.0).collect();
+                    let f = s.constant(&Tensor::from_vec(&[3, 3, c, 1], fv).unwrap()).unwrap();
+                    let mut a = ferroflow::graph::Attrs::new();
+                    a.insert("T".into(), attr::dtype(DType::Float));
+                    a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
+                    a.insert("padding".into(), attr::string("SAME"));
+                    Output { node: s.add_op("DepthwiseConv2dNative", "dw", &[input, f], &[], a).unwrap(), index: 0 }
+                } else {
+                    test_conv2d(&s, "conv", input, (1, c, c), 1, 3)
+                };
+                let y = s.add_v2(y, test_vector(&s, c, 0.1, 0.05)).unwrap();
+                let y = if operand_first { s.mul(z, y) } else { s.mul(y, z) }.unwrap();
+                let y = s.unary("Relu", y).unwrap();
+                let g = s.graph();
+                let fetch = g.output_name(y);
+                let it = Item {
+                    feeds: vec!["x:0".into(), "z:0".into()],
+                    fetches: vec![fetch.clone()],
+                    ..Default::default()
+                };
+                let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+                let shapes = ferroflow::ops::infer_shapes(&opt.graph).unwrap_or_else(|e| panic!("{what}: {e}"));
+                for (id, node) in opt.graph.nodes().iter().enumerate() {
+                    if node.op.ends_with("Elementwise") && node.op.starts_with("_FusedConv")
+                        || node.op == "_FusedDepthwiseConv2dElementwise"
+                    {
+                        let conv_out = if *pooled { vec![None, Some(1), Some(1), Some(c)] } else { full.clone() };
+                        assert_eq!(
+                            shapes[id][0].dims(),
+                            Some(&conv_out[..]),
+                            "{what}: {} changes the output's shape: {:?}\n{}",
+                            node.name,
+                            node,
+                            opt.report.details()
+                        );
+                    }
+                }
+                let xv: Vec<f32> = (0..n * h * w * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+                let zv: Vec<f32> = (0..fed.iter().product()).map(|i| ((i * 31) % 17) as f32 * 0.125 - 1.0).collect();
+                let feeds = vec![
+                    ("x:0".to_string(), Tensor::from_vec(&[n, h, w, c], xv).unwrap()),
+                    ("z:0".to_string(), Tensor::from_vec(fed, zv).unwrap()),
+                ];
+                let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+                let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+                assert_bit_identical(&what, &a[0], &b[0]);
+            }
+        }
+    }
+}
+
 /// A ResNet bottleneck's tail: `Conv2D + BiasAdd` (fused first into `_FusedConv2D`), a frozen
 /// BatchNormalization (per-channel `Mul`, `AddV2`), the residual `AddV2` with the shortcut as
 /// its *first* operand, and `Relu` fuse into one `_FusedConv2DElementwise` (the bias, then the

@@ -278,10 +278,10 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         // shape for Conv2D's (the kernel checks the real shapes and broadcasts anything else
         // after the convolution).
         let full_ok = fused_op == "_FusedConv2DElementwise";
-        let fits = e.inputs[1..].iter().all(|&o| {
+        let fits = e.inputs.iter().enumerate().filter(|&(i, _)| i != at).all(|(_, &o)| {
             dims(o).is_some_and(|d| {
                 let trailing: Vec<Option<usize>> = d.iter().copied().skip_while(|&x| x == Some(1)).collect();
-                trailing.is_empty() || trailing == [Some(channels)] || (full_ok && d.len() == out.len())
+                keeps_shape(&d, &out) && (trailing.is_empty() || trailing == [Some(channels)] || full_ok)
             })
         });
         if !fits || ctx.out_of_time() {
@@ -318,6 +318,14 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         fused = true;
     }
     fused
+}
+
+/// Whether an epilogue operand of shape `operand` broadcasts into the convolution's output
+/// `out` without growing it (aligned from the last axis, each of its axes is 1 or the output's),
+/// so the fused node's output is the convolution's: a squeeze-and-excite `Multiply` whose
+/// convolution gives the 1x1 side is left unfused, its other side being the larger one.
+fn keeps_shape(operand: &[Option<usize>], out: &[Option<usize>]) -> bool {
+    operand.len() <= out.len() && operand.iter().rev().zip(out.iter().rev()).all(|(&a, &o)| a == Some(1) || a == o)
 }
 
 /// The fused op a convolution becomes with a `_FusedElementwise` as its epilogue, and the

@@ -297,26 +297,44 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     }
 }
 
-/// `_FusedConv2DElementwise`: [`conv2d`], then its `max_pool` (`[ph, pw]`: VALID windows
-/// at strides of the window), if any.
-pub fn conv2d_pooled(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
-    let mut r = conv2d(c)?;
+/// The output of a convolution with an elementwise epilogue (`_FusedConv2DElementwise`,
+/// `_FusedDepthwiseConv2dElementwise`): the convolution's shape `conv` broadcast with every
+/// operand after `input` and `filter` (an operand may be larger than the convolution's output,
+/// as a squeeze-and-excite multiply whose convolution is the 1x1 side), then its `max_pool`
+/// (`[ph, pw]`: VALID windows at strides of the window), if any.
+pub fn with_epilogue(c: &InferCtx, conv: Vec<Shape>) -> Result<Vec<Shape>, ShapeError> {
+    let mut out = conv[0].clone();
+    for (k, a) in c.inputs.iter().enumerate().skip(2) {
+        out = out.broadcast(a).ok_or_else(|| {
+            format!("epilogue operand {} of shape {a} does not broadcast with the convolution's output {out}", k - 2)
+        })?;
+    }
     let p = c.ints("max_pool");
     if p.is_empty() {
-        return Ok(r);
+        return Ok(vec![out]);
     }
     if p.len() != 2 || p.iter().any(|&v| v < 1) {
         return Err(format!("max_pool must be 2 positive window sizes, got {p:?}").into());
     }
-    if let Some(d) = r[0].dims() {
+    if let Some(d) = out.dims() {
         let mut d = d.to_vec();
         if d.len() == 4 {
             d[1] = d[1].map(|v| v / p[0] as usize);
             d[2] = d[2].map(|v| v / p[1] as usize);
-            r[0] = Shape::new(d);
+            out = Shape::new(d);
         }
     }
-    Ok(r)
+    Ok(vec![out])
+}
+
+/// `_FusedConv2DElementwise`: [`conv2d`] and its epilogue ([`with_epilogue`]).
+pub fn conv2d_elementwise(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    with_epilogue(c, conv2d(c)?)
+}
+
+/// `_FusedDepthwiseConv2dElementwise`: [`depthwise_conv2d`] and its epilogue.
+pub fn depthwise_conv2d_elementwise(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    with_epilogue(c, depthwise_conv2d(c)?)
 }
 
 /// `DepthwiseConv2dNative` (NHWC): input channels times the channel multiplier.

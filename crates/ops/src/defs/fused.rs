@@ -75,7 +75,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("N: int >= 0")
             .attr("program: list(string)")
             .attrs(super::conv::DEPTHWISE_ATTRS)
-            .shape(super::conv::depthwise_conv2d)
+            .shape(super::conv::depthwise_conv2d_elementwise)
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
         // ferroflow's: a convolution whose output goes through an elementwise program block by
@@ -95,7 +95,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("program: list(string)")
             .attr("max_pool: list(int) = []")
             .attrs(super::conv::DEPTHWISE_ATTRS)
-            .shape(super::conv::conv2d_pooled)
+            .shape(super::conv::conv2d_elementwise)
             .gradient_unavailable(AFTER_GRADIENTS)
             .build(),
     ]
