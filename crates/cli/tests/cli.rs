@@ -270,7 +270,22 @@ fn bad_graphs_are_rejected_with_the_node_named() {
     let cases: Vec<(String, &[&str])> = vec![
         (
             format!("{TWO_CONSTS}node {{ name: \"f\" op: \"FancyOp\" input: \"a\" }} node {{ name: \"g\" op: \"OtherOp\" }} node {{ name: \"h\" op: \"FancyOp\" }}"),
-            &["unknown op(s)", "'FancyOp' (nodes 'f', 'h')", "'OtherOp' (node 'g')"],
+            &[
+                "unknown op(s)",
+                "'FancyOp' (nodes 'f', 'h'; not a TensorFlow op either (a custom op?))",
+                "'OtherOp' (node 'g'; not a TensorFlow op either (a custom op?))",
+            ],
+        ),
+        (
+            format!("{TWO_CONSTS}node {{ name: \"s\" op: \"AudioSpectrogram\" input: \"a\" }} node {{ name: \"r\" op: \"Reluu\" input: \"a\" }}"),
+            &[
+                "'AudioSpectrogram' (node 's'; TensorFlow has this op, ferroflow does not yet)",
+                "'Reluu' (node 'r'; not a TensorFlow op either (a custom op?); nearest ferroflow op: 'Relu')",
+            ],
+        ),
+        (
+            format!("{TWO_CONSTS}node {{ name: \"p\" op: \"MaxPool\" input: \"a\" attr {{ key: \"T\" value {{ type: DT_FLOAT }} }} attr {{ key: \"padding\" value {{ s: \"FULL\" }} }} attr {{ key: \"ksize\" value {{ list {{ i: [1, 2, 2, 1] }} }} }} attr {{ key: \"strides\" value {{ list {{ i: [1, 2, 2, 1] }} }} }} }}"),
+            &["node 'p' (MaxPool)", "attr 'padding' is 'FULL', which is not one of {'SAME', 'VALID', 'EXPLICIT'}"],
         ),
         (
             format!("{TWO_CONSTS}node {{ name: \"n\" op: \"Neg\" input: \"ghost\" attr {{ key: \"T\" value {{ type: DT_FLOAT }} }} }}"),
@@ -801,4 +816,43 @@ fn benchmark_prints_latency_and_the_profile() {
     assert!(nodes.lines().any(|l| l.contains("_FusedMatMul [") && l.contains('%')), "{stdout}");
     let e = error_of(&[&args[..], &["--runs", "0"]].concat());
     assert!(e.contains("runs"), "{e}");
+}
+
+/// `inspect --coverage` lists every op type a model uses, its library functions' included
+/// (a `StatelessWhile`'s condition and body), with whether ferroflow runs and differentiates it; an op
+/// ferroflow lacks does not stop the listing (the graph is read, not imported) and says
+/// whether TensorFlow has it. `--json` carries the same facts; a SavedModel's serving graph
+/// is listed without its save and restore nodes.
+#[test]
+fn inspect_coverage_lists_every_op_with_what_ferroflow_does_with_it() {
+    let o = run(&["inspect", "--coverage", fixtures().join("control_flow_v2.pbtxt").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = |op: &str| text.lines().find(|l| l.split_whitespace().next() == Some(op)).map(str::to_string);
+    assert!(row("StatelessWhile").is_some_and(|r| r.contains(" yes ")), "{text}");
+    assert!(row("Less").is_some(), "the loop condition's ops are listed: {text}");
+    let last = text.lines().last().unwrap();
+    assert!(last.contains("op types; ferroflow runs") && last.contains("differentiable ones"), "{last}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let g = write(
+        dir.path(),
+        "g.pbtxt",
+        format!("{TWO_CONSTS}node {{ name: \"s\" op: \"AudioSpectrogram\" input: \"a\" }} node {{ name: \"r\" op: \"Reluu\" input: \"a\" }}").as_bytes(),
+    );
+    let o = run(&["inspect", "--coverage", &g]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("no: TensorFlow has it"), "{text}");
+    assert!(text.contains("no: not a TensorFlow op; nearest ferroflow op 'Relu'"), "{text}");
+    assert!(text.lines().last().unwrap().contains("ferroflow runs 1 of 3 op types"), "{text}");
+
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/saved_model/keras_cnn");
+    let o = run(&["inspect", "--coverage", "--json", model.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ops = v["ops"].as_array().unwrap();
+    assert!(ops.iter().any(|o| o["op"] == "Conv2D" && o["runs"] == true && o["gradient"] == "yes"), "{v}");
+    assert!(!ops.iter().any(|o| o["op"] == "SaveV2"), "the save function is left out: {v}");
+    assert_eq!(v["runs"], v["op_types"], "{v}");
 }

@@ -84,6 +84,39 @@ fn cases() -> Vec<Case> {
             let size = s.constant_from(&[2], &[2i32, 2]).unwrap();
             op_with(s, "Slice", &[x[0], begin, size], &[("Index", AttrValue { value: Some(Value::Type(3)) })])
         }),
+        // x[newaxis, 1:3, -1:-6:-2, ...], then [..., 1] (ellipsis, shrink), then [:, 1:3]
+        // under begin/end masks: every kind of axis StridedSlice's gradient writes back through.
+        c("StridedSlice", vec![vec![3, 5, 2]], (-2.0, 2.0), |s, x| {
+            let v = |a: [i32; 4]| s.constant_from(&[4], &a).unwrap();
+            let i32t = ("Index", AttrValue { value: Some(Value::Type(3)) });
+            let int = |v: i64| AttrValue { value: Some(Value::I(v)) };
+            let y = op_with(
+                s,
+                "StridedSlice",
+                &[x[0], v([0, 1, -1, 0]), v([0, 3, -6, 0]), v([1, 1, -2, 1])],
+                &[i32t.clone(), ("new_axis_mask", int(1)), ("ellipsis_mask", int(8))],
+            );
+            let b = |a: [i32; 2]| s.constant_from(&[2], &a).unwrap();
+            let y = op_with(
+                s,
+                "StridedSlice",
+                &[y, b([0, 1]), b([0, 2]), b([1, 1])],
+                &[i32t.clone(), ("ellipsis_mask", int(1)), ("shrink_axis_mask", int(2))],
+            );
+            let y = op_with(
+                s,
+                "StridedSlice",
+                &[y, b([0, 1]), b([9, 3]), b([1, 1])],
+                &[i32t, ("begin_mask", int(1)), ("end_mask", int(1))],
+            );
+            // StridedSlice infers no shape yet; the loss's Sum needs a known rank.
+            s.reshape(y, &[1, 1, 3]).unwrap()
+        }),
+        c("StridedSliceGrad", vec![vec![2, 2]], (-2.0, 2.0), |s, x| {
+            let v = |a: [i32; 2]| s.constant_from(&[2], &a).unwrap();
+            let i32t = ("Index", AttrValue { value: Some(Value::Type(3)) });
+            op_with(s, "StridedSliceGrad", &[v([3, 5]), v([0, 4]), v([3, 0]), v([2, -3]), x[0]], &[i32t])
+        }),
         c("Select", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             let c =
                 s.constant(&Tensor::from_vec(&[2, 3], vec![true, false, true, false, false, true]).unwrap()).unwrap();

@@ -1,14 +1,52 @@
 use ferroflow_tensor::DType;
 
+/// An op a graph uses that ferroflow does not define: the nodes using it, whether TensorFlow
+/// defines it, and the closest op name ferroflow has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownOp {
+    /// The op type as written.
+    pub op: String,
+    /// The nodes that use it.
+    pub nodes: Vec<String>,
+    /// What the op registry knows of the name.
+    pub hint: UnknownOpHint,
+}
+
+/// What is known of an op name ferroflow does not define ([`crate::OpSignatures::unknown_op_hint`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnknownOpHint {
+    /// `Some(true)` when TensorFlow's op registry has the op (ferroflow lacks it), `Some(false)`
+    /// when TensorFlow does not have it either (a typo, a custom op), `None` when unknown.
+    pub in_tensorflow: Option<bool>,
+    /// The registered op whose name is closest, if one is close.
+    pub nearest: Option<String>,
+}
+
+impl std::fmt::Display for UnknownOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|n| format!("'{n}'")).collect();
+        write!(f, "'{}' (node{} {}", self.op, if nodes.len() > 1 { "s" } else { "" }, nodes.join(", "))?;
+        match self.hint.in_tensorflow {
+            Some(true) => write!(f, "; TensorFlow has this op, ferroflow does not yet")?,
+            Some(false) => write!(f, "; not a TensorFlow op either (a custom op?)")?,
+            None => {}
+        }
+        if let Some(n) = &self.hint.nearest {
+            write!(f, "; nearest ferroflow op: '{n}'")?;
+        }
+        write!(f, ")")
+    }
+}
+
 /// An invalid graph, node or tensor name. Every variant names the node or tensor at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
     /// Two nodes share a name.
     #[error("duplicate node name '{0}'")]
     DuplicateNode(String),
-    /// Ops with no definition: each op with the nodes that use it.
-    #[error("unknown op(s): {}", .0.iter().map(|(op, nodes)| format!("'{op}' (node{} {})", if nodes.len() > 1 { "s" } else { "" }, nodes.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join("; "))]
-    UnknownOps(Vec<(String, Vec<String>)>),
+    /// Ops with no definition: each op with the nodes that use it and what is known of it.
+    #[error("unknown op(s): {}", .0.iter().map(UnknownOp::to_string).collect::<Vec<_>>().join("; "))]
+    UnknownOps(Vec<UnknownOp>),
     /// An input names a node that does not exist.
     #[error("node '{node}': input '{input}' names a node that does not exist")]
     MissingInput {

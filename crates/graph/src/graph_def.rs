@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use ferroflow_proto::{node_def::ExperimentalDebugInfo, GraphDef, NodeDef};
 
 use crate::names::{format_output, parse_output_name};
-use crate::{Graph, GraphError, Node, NodeId, NodeTypes, OpSignatures, Output, GRAPH_DEF_VERSION};
+use crate::{Graph, GraphError, Node, NodeId, NodeTypes, OpSignatures, Output, UnknownOp, GRAPH_DEF_VERSION};
 
 impl Graph {
     /// Imports a GraphDef, resolving every node against `ops`.
@@ -44,7 +44,15 @@ impl Graph {
             }
         }
         if !unknown.is_empty() {
-            return Err(GraphError::UnknownOps(unknown.into_iter().collect()));
+            return Err(GraphError::UnknownOps(
+                unknown
+                    .into_iter()
+                    .map(|(op, nodes)| {
+                        let hint = ops.unknown_op_hint(&op);
+                        UnknownOp { op, nodes, hint }
+                    })
+                    .collect(),
+            ));
         }
 
         let mut graph = Graph {

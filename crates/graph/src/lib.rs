@@ -10,7 +10,7 @@ mod names;
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use error::{AttrError, GraphError, ShapeError};
+pub use error::{AttrError, GraphError, ShapeError, UnknownOp, UnknownOpHint};
 pub use ferroflow_proto as proto;
 use ferroflow_proto::{AttrValue, FullTypeDef, FunctionDefLibrary, VersionDef};
 use ferroflow_tensor::DType;
@@ -45,6 +45,11 @@ pub struct NodeTypes {
 pub trait OpSignatures {
     /// `Ok(None)` if `op` is unknown; an error if the attrs do not fit the op.
     fn resolve(&self, op: &str, attrs: &Attrs) -> Result<Option<NodeTypes>, AttrError>;
+
+    /// What is known of an op `resolve` does not know, for the error that names it.
+    fn unknown_op_hint(&self, _op: &str) -> UnknownOpHint {
+        UnknownOpHint::default()
+    }
 }
 
 /// A node of the graph.
@@ -184,7 +189,13 @@ impl Graph {
         let types = ops
             .resolve(&spec.op, &spec.attrs)
             .map_err(|source| GraphError::BadAttrs { node: spec.name.clone(), op: spec.op.clone(), source })?
-            .ok_or_else(|| GraphError::UnknownOps(vec![(spec.op.clone(), vec![spec.name.clone()])]))?;
+            .ok_or_else(|| {
+                GraphError::UnknownOps(vec![UnknownOp {
+                    op: spec.op.clone(),
+                    nodes: vec![spec.name.clone()],
+                    hint: ops.unknown_op_hint(&spec.op),
+                }])
+            })?;
         let node = Node {
             name: spec.name,
             op: spec.op,

@@ -153,13 +153,32 @@ struct StridedSlice {
     shrink_axis_mask: i64,
 }
 
-impl OpKernel for StridedSlice {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let x = &inputs[0];
-        let n = inputs[1].len();
-        let (sb, se, ss) =
-            (vector(&inputs[1], "begin", n)?, vector(&inputs[2], "end", n)?, vector(&inputs[3], "strides", n)?);
-        let rank = x.rank();
+/// The elements a `StridedSlice` takes from an input of shape `in_dims`: the dense slice's
+/// `dims`, its first element's flat `offset` and each axis' flat `steps` (for [`strided`]),
+/// and the output's shape (new axes added, shrunk axes removed).
+struct StridedView {
+    dims: Vec<usize>,
+    offset: isize,
+    steps: Vec<isize>,
+    final_dims: Vec<usize>,
+}
+
+impl StridedSlice {
+    /// The slice spec's masks from a `StridedSlice` or `StridedSliceGrad` node.
+    fn of(d: &NodeDesc) -> KResult<StridedSlice> {
+        Ok(StridedSlice {
+            begin_mask: d.int("begin_mask")?,
+            end_mask: d.int("end_mask")?,
+            ellipsis_mask: d.int("ellipsis_mask")?,
+            new_axis_mask: d.int("new_axis_mask")?,
+            shrink_axis_mask: d.int("shrink_axis_mask")?,
+        })
+    }
+
+    fn view(&self, in_dims: &[usize], begin: &Tensor, end: &Tensor, strides: &Tensor) -> KResult<StridedView> {
+        let n = begin.len();
+        let (sb, se, ss) = (vector(begin, "begin", n)?, vector(end, "end", n)?, vector(strides, "strides", n)?);
+        let rank = in_dims.len();
         let bit = |m: i64, i: usize| i < 63 && (m >> i) & 1 == 1;
         // Expand the sparse spec (with its ellipsis and new axes) to one entry per input dim.
         let mut ellipsis = self.ellipsis_mask;
@@ -208,12 +227,12 @@ impl OpKernel for StridedSlice {
                 full += 1;
             }
         }
-        let st = strides_of(x.dims());
+        let st = strides_of(in_dims);
         let mut offset = 0isize;
         let mut dims = Vec::with_capacity(rank);
         let mut steps = Vec::with_capacity(rank);
         for (a, &(b, e, s, bm, em, shrink)) in dense.iter().enumerate() {
-            let d = x.dims()[a] as i64;
+            let d = in_dims[a] as i64;
             if s == 0 {
                 return Err(invalid("strides[i] must be non-zero"));
             }
@@ -260,7 +279,6 @@ impl OpKernel for StridedSlice {
             dims.push(size as usize);
             steps.push(stride as isize * st[a] as isize);
         }
-        let values = gather_elements(x, &dims, None, strided(&dims, offset, &steps))?;
         let final_dims: Vec<usize> = finals
             .iter()
             .filter_map(|f| match *f {
@@ -269,7 +287,51 @@ impl OpKernel for StridedSlice {
                 Final::Shrink => None,
             })
             .collect();
-        outputs.push(values.reshaped(&final_dims)?);
+        Ok(StridedView { dims, offset, steps, final_dims })
+    }
+}
+
+impl OpKernel for StridedSlice {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let v = self.view(x.dims(), &inputs[1], &inputs[2], &inputs[3])?;
+        let values = gather_elements(x, &v.dims, None, strided(&v.dims, v.offset, &v.steps))?;
+        outputs.push(values.reshaped(&v.final_dims)?);
+        Ok(())
+    }
+}
+
+/// `StridedSliceGrad(shape, begin, end, strides, dy)`: zeros of `shape` with `dy` written
+/// where `StridedSlice` of the same spec reads (the slice's elements are distinct, so each
+/// position is written once).
+struct StridedSliceGrad {
+    spec: StridedSlice,
+    node: String,
+}
+
+impl OpKernel for StridedSliceGrad {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let shape = crate::random::shape_input(&inputs[0], &self.node)?;
+        let v = self.spec.view(&shape, &inputs[1], &inputs[2], &inputs[3])?;
+        let dy = &inputs[4];
+        if dy.dims() != v.final_dims.as_slice() {
+            return Err(invalid(format!(
+                "dy has shape {:?}, but the slice of shape {shape:?} has shape {:?}",
+                dy.dims(),
+                v.final_dims
+            )));
+        }
+        let size = dy.dtype().size().ok_or_else(|| invalid(format!("{} gradients are not supported", dy.dtype())))?;
+        check_output(dy.dtype(), &shape)?;
+        let src = dy.as_bytes()?;
+        outputs.push(Tensor::from_fill(dy.dtype(), &shape, |out| {
+            out.fill(0);
+            for (k, at) in strided(&v.dims, v.offset, &v.steps).enumerate() {
+                if let Some(at) = at {
+                    out[at * size..(at + 1) * size].copy_from_slice(&src[k * size..(k + 1) * size]);
+                }
+            }
+        })?);
         Ok(())
     }
 }
@@ -795,14 +857,9 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     const NUM: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64];
     r.register("Transpose", "", &[], |_| Ok(Box::new(Transpose)));
     r.register("Slice", "", &[], |_| Ok(Box::new(Slice)));
-    r.register("StridedSlice", "", &[], |d| {
-        Ok(Box::new(StridedSlice {
-            begin_mask: d.int("begin_mask")?,
-            end_mask: d.int("end_mask")?,
-            ellipsis_mask: d.int("ellipsis_mask")?,
-            new_axis_mask: d.int("new_axis_mask")?,
-            shrink_axis_mask: d.int("shrink_axis_mask")?,
-        }))
+    r.register("StridedSlice", "", &[], |d| Ok(Box::new(StridedSlice::of(d)?)));
+    r.register("StridedSliceGrad", "", &[], |d| {
+        Ok(Box::new(StridedSliceGrad { spec: StridedSlice::of(d)?, node: d.name.to_string() }))
     });
     r.register("Tile", "", &[], |_| Ok(Box::new(Tile)));
     r.register("Pad", "", &[], |_| Ok(Box::new(Pad(PadMode::Constant))));

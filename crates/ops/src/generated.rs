@@ -1901,6 +1901,24 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "StridedSlice", applied)
     }
 
+    /// `StridedSliceGrad`(`shape: Index`, `begin: Index`, `end: Index`, `strides: Index`, `dy: T`) → (`output: T`); attrs `T: type`, `Index: {int32, int64}`, `begin_mask: int`, `end_mask: int`, `ellipsis_mask: int`, `new_axis_mask: int`, `shrink_axis_mask: int`.
+    fn strided_slice_grad(&self, shape: impl Input<Self>, begin: impl Input<Self>, end: impl Input<Self>, strides: impl Input<Self>, dy: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.strided_slice_grad_with(shape, begin, end, strides, dy, attrs::StridedSliceGrad::new())
+    }
+
+    /// [`RawOps::strided_slice_grad`] with attrs set (those not set take the op's defaults).
+    fn strided_slice_grad_with(&self, shape: impl Input<Self>, begin: impl Input<Self>, end: impl Input<Self>, strides: impl Input<Self>, dy: impl Input<Self>, options: attrs::StridedSliceGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("StridedSliceGrad", "StridedSliceGrad");
+        call.inputs.push(Arg::One(shape.into_input(self)?));
+        call.inputs.push(Arg::One(begin.into_input(self)?));
+        call.inputs.push(Arg::One(end.into_input(self)?));
+        call.inputs.push(Arg::One(strides.into_input(self)?));
+        call.inputs.push(Arg::One(dy.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "StridedSliceGrad", applied)
+    }
+
     /// `Sub`(`x: T`, `y: T`) → (`z: T`); attrs `T: type`.
     fn sub(&self, x: impl Input<Self>, y: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("Sub", "sub");
@@ -3636,6 +3654,47 @@ pub mod attrs {
     pub struct StridedSlice(pub(crate) Vec<(&'static str, AttrValue)>);
 
     impl StridedSlice {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `begin_mask` (default `0`).
+        pub fn begin_mask(mut self, v: i64) -> Self {
+            self.0.push(("begin_mask", attr::int(v)));
+            self
+        }
+
+        /// Sets `end_mask` (default `0`).
+        pub fn end_mask(mut self, v: i64) -> Self {
+            self.0.push(("end_mask", attr::int(v)));
+            self
+        }
+
+        /// Sets `ellipsis_mask` (default `0`).
+        pub fn ellipsis_mask(mut self, v: i64) -> Self {
+            self.0.push(("ellipsis_mask", attr::int(v)));
+            self
+        }
+
+        /// Sets `new_axis_mask` (default `0`).
+        pub fn new_axis_mask(mut self, v: i64) -> Self {
+            self.0.push(("new_axis_mask", attr::int(v)));
+            self
+        }
+
+        /// Sets `shrink_axis_mask` (default `0`).
+        pub fn shrink_axis_mask(mut self, v: i64) -> Self {
+            self.0.push(("shrink_axis_mask", attr::int(v)));
+            self
+        }
+    }
+
+    /// The attrs of `StridedSliceGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct StridedSliceGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl StridedSliceGrad {
         /// No attrs set.
         pub fn new() -> Self {
             Self::default()

@@ -20,7 +20,9 @@ pub use facts::{
     UnaryFn,
 };
 pub use gradient::{GradCtx, GradError, GradFn};
-pub use registry::{op, ArgDTypes, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry};
+pub use registry::{
+    op, tensorflow_has_op, tensorflow_op_names, ArgDTypes, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry,
+};
 pub use scope::{BuildError, Scope};
 pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn};
 pub use surface::{attrs, Applied, Arg, Input, OpCall, OpTarget, Ops, RawOps};
@@ -87,5 +89,9 @@ impl OpSignatures for LibraryOps<'_> {
             Some(f) => function_types(f, attrs).map(Some),
             None => Ok(None),
         }
+    }
+
+    fn unknown_op_hint(&self, op: &str) -> ferroflow_graph::UnknownOpHint {
+        OpRegistry::global().unknown_op_hint(op)
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use ferroflow_graph::{AttrError, Attrs, NodeTypes, OpSignatures};
+use ferroflow_graph::{AttrError, Attrs, NodeTypes, OpSignatures, UnknownOpHint};
 use ferroflow_proto::{attr, attr_value, AttrValue, TensorShapeProto};
 use ferroflow_tensor::DType;
 
@@ -459,6 +459,17 @@ impl OpDef {
 
     /// The node's input and output dtypes given its attrs.
     pub fn resolve_types(&self, attrs: &Attrs) -> Result<NodeTypes, AttrError> {
+        for a in self.attrs.iter().filter(|a| !a.allowed_strings.is_empty()) {
+            if let Some(attr_value::Value::S(v)) = attrs.get(&a.name).and_then(|v| v.value.as_ref()) {
+                let v = String::from_utf8_lossy(v);
+                if !a.allowed_strings.iter().any(|x| *x == v) {
+                    let allowed: Vec<String> = a.allowed_strings.iter().map(|x| format!("'{x}'")).collect();
+                    return Err(
+                        format!("attr '{}' is '{v}', which is not one of {{{}}}", a.name, allowed.join(", ")).into()
+                    );
+                }
+            }
+        }
         let mut t = NodeTypes::default();
         for a in &self.inputs {
             self.arg_types(attrs, &a.ty, &mut t.inputs)?;
@@ -541,5 +552,56 @@ impl OpSignatures for OpRegistry {
             Some(def) => def.resolve_types(attrs).map(Some),
             None => Ok(None),
         }
+    }
+
+    fn unknown_op_hint(&self, op: &str) -> UnknownOpHint {
+        UnknownOpHint { in_tensorflow: Some(tensorflow_has_op(op)), nearest: self.nearest(op).map(str::to_string) }
+    }
+}
+
+/// TensorFlow's op names, one per line, sorted: those of `fixtures/tf/op_defs.pb` (TensorFlow
+/// 2.21's registry; `tests/tf_op_defs.rs` keeps the list in step with it).
+const TF_OP_NAMES: &str = include_str!("tf_op_names.txt");
+
+/// Whether TensorFlow's op registry defines `op`.
+pub fn tensorflow_has_op(op: &str) -> bool {
+    tensorflow_op_names().binary_search(&op).is_ok()
+}
+
+/// TensorFlow's op names, sorted.
+pub fn tensorflow_op_names() -> &'static [&'static str] {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| TF_OP_NAMES.lines().filter(|l| !l.is_empty()).collect())
+}
+
+/// Edit distance between `a` and `b`, ignoring ASCII case.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<u8>, Vec<u8>) =
+        (a.bytes().map(|c| c.to_ascii_lowercase()).collect(), b.bytes().map(|c| c.to_ascii_lowercase()).collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+impl OpRegistry {
+    /// The registered op whose name is closest to `op` (edit distance, ignoring case), when it
+    /// is within a third of the name's length (at least 2): `Erfc` → `Erf`.
+    pub fn nearest(&self, op: &str) -> Option<&str> {
+        let limit = (op.len() / 3).max(2);
+        self.ops
+            .keys()
+            .filter(|k| !k.starts_with('_') || op.starts_with('_'))
+            .map(|k| (edit_distance(op, k), k.as_str()))
+            .filter(|&(d, _)| d <= limit)
+            .min()
+            .map(|(_, k)| k)
     }
 }

@@ -88,3 +88,20 @@ fn the_registry_agrees_with_tensorflow_s_op_defs() {
     assert!(compared > 150, "only {compared} ops compared");
     assert!(problems.is_empty(), "{} differences from TensorFlow:\n{}", problems.len(), problems.join("\n"));
 }
+
+/// `src/tf_op_names.txt` (what an unknown-op error says TensorFlow has) lists exactly the ops
+/// of `op_defs.pb`, sorted; a difference rewrites it (run the test again).
+#[test]
+fn the_tensorflow_op_name_list_matches_op_defs() {
+    let mut names: Vec<String> = tf_ops().op.into_iter().map(|o| o.name).collect();
+    names.sort();
+    let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tf_op_names.txt");
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        std::fs::write(&path, &text).unwrap();
+        panic!("{} was out of date and has been rewritten; run the test again", path.display());
+    }
+    assert!(ferroflow_ops::tensorflow_has_op("Erfc") && !ferroflow_ops::tensorflow_has_op("NotAnOp"));
+    assert_eq!(OpRegistry::global().nearest("Relux"), Some("Relu"));
+    assert_eq!(OpRegistry::global().nearest("NotAnOpAtAll"), None);
+}

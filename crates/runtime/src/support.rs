@@ -54,6 +54,32 @@ pub fn can_run(op: &str) -> bool {
 /// the library functions they reach (called as ops, or named by a function attr such as a
 /// `While`'s body), sorted by op name.
 pub fn missing_ops(def: &GraphDef, skip: &[&str]) -> Vec<MissingOp> {
+    op_uses(def, skip)
+        .into_iter()
+        .filter(|u| !u.runs)
+        .map(|u| MissingOp { op: u.op, defined: u.defined, places: u.places, uses: u.uses })
+        .collect()
+}
+
+/// One op type a graph uses: how often, where first, and whether ferroflow runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpUse {
+    /// The op type.
+    pub op: String,
+    /// How many nodes use it, in the graph and the library functions it reaches.
+    pub uses: usize,
+    /// Up to three places: `node 'x'` or `function 'f', node 'y'`.
+    pub places: Vec<String>,
+    /// Whether the registry defines it.
+    pub defined: bool,
+    /// Whether ferroflow runs it ([`can_run`]).
+    pub runs: bool,
+}
+
+/// Every op type among the nodes of `def` (except those named in `skip`) and the library
+/// functions they reach, sorted by op name; function calls by name count as the function's
+/// ops, not as an op of their own.
+pub fn op_uses(def: &GraphDef, skip: &[&str]) -> Vec<OpUse> {
     let mut w = Walk {
         library: def
             .library
@@ -80,7 +106,7 @@ pub fn missing_ops(def: &GraphDef, skip: &[&str]) -> Vec<MissingOp> {
 
 struct Walk<'a> {
     library: BTreeMap<&'a str, &'a FunctionDef>,
-    found: BTreeMap<String, MissingOp>,
+    found: BTreeMap<String, OpUse>,
     queue: Vec<&'a str>,
 }
 
@@ -92,12 +118,13 @@ impl<'a> Walk<'a> {
     fn visit(&mut self, n: &'a NodeDef, function: Option<&str>) {
         if let Some(f) = self.function(&n.op) {
             self.queue.push(f);
-        } else if !can_run(&n.op) {
-            let m = self.found.entry(n.op.clone()).or_insert_with(|| MissingOp {
+        } else {
+            let m = self.found.entry(n.op.clone()).or_insert_with(|| OpUse {
                 op: n.op.clone(),
-                defined: OpRegistry::global().get(&n.op).is_some(),
-                places: Vec::new(),
                 uses: 0,
+                places: Vec::new(),
+                defined: OpRegistry::global().get(&n.op).is_some(),
+                runs: can_run(&n.op),
             });
             m.uses += 1;
             if m.places.len() < 3 {

@@ -10,15 +10,28 @@ use crate::load;
 /// List a graph's nodes with their ops, inputs, dtypes and inferred shapes; for a SavedModel
 /// directory, what TensorFlow's `saved_model_cli show --all` prints (tag sets, signatures
 /// with their inputs' and outputs' dtypes, shapes and tensor names, the ops, the concrete
-/// functions) and the ops ferroflow cannot run, if any.
+/// functions) and the ops ferroflow cannot run, if any. With --coverage, every op type the
+/// model uses (its functions included) and whether ferroflow runs and differentiates it.
 #[derive(Args)]
 pub struct InspectArgs {
     /// The graph file, or a SavedModel directory.
     graph: PathBuf,
+    /// List every op type the model uses (graph and library functions) with its node count,
+    /// whether ferroflow runs it (for one it lacks: whether TensorFlow has it and the nearest
+    /// op ferroflow has) and whether ferroflow differentiates it; then a summary line.
+    #[arg(long)]
+    coverage: bool,
+    /// With --coverage: print JSON (`{"model", "nodes", "ops": [{"op", "uses", "runs",
+    /// "in_tensorflow", "nearest", "gradient"}], ...}`).
+    #[arg(long, requires = "coverage")]
+    json: bool,
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {
     let path = args.graph.as_path();
+    if args.coverage {
+        return coverage(path, args.json);
+    }
     if super::is_saved_model(path)? {
         let model = ferroflow::train::saved_model_show::read_saved_model(path)?;
         let text = ferroflow::train::saved_model_show::show_all_of(&model);
@@ -54,5 +67,94 @@ pub fn run(args: InspectArgs) -> Result<()> {
         let outs: Vec<String> = n.types.outputs.iter().zip(&shapes[id]).map(|(t, s)| format!("{t}{s}")).collect();
         out!("  {} = {}({}) -> {}", n.name, n.op, inputs.join(", "), outs.join(", "));
     }
+    Ok(())
+}
+
+/// `inspect --coverage`: the op types of a graph file or of a SavedModel's serving meta graph
+/// (its save and restore nodes left out), each with its count and whether ferroflow runs and
+/// differentiates it.
+fn coverage(path: &std::path::Path, json: bool) -> Result<()> {
+    use ferroflow::ops::facts::Gradient;
+    use ferroflow::ops::OpRegistry;
+    let def = if super::is_saved_model(path)? {
+        let model = ferroflow::train::saved_model_show::read_saved_model(path)?;
+        let meta = model
+            .meta_graphs
+            .iter()
+            .find(|m| m.meta_info_def.as_ref().is_some_and(|i| i.tags.iter().any(|t| t == "serve")))
+            .or_else(|| model.meta_graphs.first())
+            .ok_or_else(|| anyhow::anyhow!("{}: the SavedModel has no meta graph", path.display()))?;
+        let save = ferroflow::train::saved_model::save_node(meta);
+        let mut def = meta.graph_def.clone().unwrap_or_default();
+        def.node.retain(|n| save != Some(n.name.as_str()));
+        def
+    } else {
+        // Read, not imported: importing rejects the unknown ops this lists.
+        ferroflow::graph::io::read_graph_def(path)?
+    };
+    let uses = ferroflow::runtime::support::op_uses(&def, &[]);
+    let reg = OpRegistry::global();
+    let nodes: usize = uses.iter().map(|u| u.uses).sum();
+    let gradient = |op: &str| -> &'static str {
+        match reg.get(op).and_then(|d| d.facts.gradient) {
+            Some(Gradient::Function(_)) => "yes",
+            Some(Gradient::NotDifferentiable(_)) => "not differentiable",
+            Some(Gradient::Unavailable(_)) => "not implemented",
+            None if reg.get(op).is_some() => "undeclared",
+            None => "-",
+        }
+    };
+    let runs = uses.iter().filter(|u| u.runs).count();
+    let differentiable: Vec<&str> =
+        uses.iter().map(|u| gradient(&u.op)).filter(|g| *g != "not differentiable").collect();
+    let differentiates = differentiable.iter().filter(|g| **g == "yes").count();
+    if json {
+        let ops: Vec<serde_json::Value> = uses
+            .iter()
+            .map(|u| {
+                serde_json::json!({
+                    "op": u.op,
+                    "uses": u.uses,
+                    "runs": u.runs,
+                    "in_tensorflow": ferroflow::ops::tensorflow_has_op(&u.op),
+                    "nearest": if u.defined { None } else { reg.nearest(&u.op) },
+                    "gradient": gradient(&u.op),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "model": path.display().to_string(),
+            "nodes": nodes,
+            "op_types": uses.len(),
+            "runs": runs,
+            "differentiable": differentiable.len(),
+            "differentiates": differentiates,
+            "ops": ops,
+        });
+        out!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    out!("{:<40} {:>6}  {:<58} gradient", "op", "nodes", "runs");
+    for u in &uses {
+        let run = if u.runs {
+            "yes".to_string()
+        } else if u.defined {
+            "no: defined, but no CPU kernel".to_string()
+        } else {
+            let tf = if ferroflow::ops::tensorflow_has_op(&u.op) { "TensorFlow has it" } else { "not a TensorFlow op" };
+            match reg.nearest(&u.op) {
+                Some(n) => format!("no: {tf}; nearest ferroflow op '{n}'"),
+                None => format!("no: {tf}"),
+            }
+        };
+        out!("{:<40} {:>6}  {:<58} {}", u.op, u.uses, run, gradient(&u.op));
+    }
+    out!(
+        "{}: {nodes} nodes, {} op types; ferroflow runs {runs} of {} op types and differentiates {differentiates} of the {} differentiable ones",
+        path.display(),
+        uses.len(),
+        uses.len(),
+        differentiable.len()
+    );
     Ok(())
 }

@@ -60,7 +60,24 @@ pub fn defs() -> Vec<OpDef> {
             .attr("ellipsis_mask: int = 0")
             .attr("new_axis_mask: int = 0")
             .attr("shrink_axis_mask: int = 0")
-            .gradient_unavailable("TensorFlow differentiates it with StridedSliceGrad, which ferroflow does not have yet")
+            .gradient(strided_slice_grad)
+            .build(),
+        op("StridedSliceGrad")
+            .input("shape: Index")
+            .input("begin: Index")
+            .input("end: Index")
+            .input("strides: Index")
+            .input("dy: T")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Index: {int32, int64}")
+            .attr("begin_mask: int = 0")
+            .attr("end_mask: int = 0")
+            .attr("ellipsis_mask: int = 0")
+            .attr("new_axis_mask: int = 0")
+            .attr("shrink_axis_mask: int = 0")
+            .shape(s::shape_of_input0_value)
+            .gradient(strided_slice_grad_grad)
             .build(),
         op("Tile")
             .input("input: T")
@@ -384,6 +401,30 @@ fn slice_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let after = s.sub(s.sub(shape_as(ctx, x, int)?, shape_as(ctx, ctx.output(0), int)?)?, begin)?;
     let paddings = s.pack_with(&[begin, after], attrs::Pack::new().axis(1))?;
     Ok(vec![Some(build(s, "Pad", &[g, paddings], &[("Tpaddings", attr::dtype(int))])?), None, None])
+}
+
+/// The attrs a `StridedSlice` and its `StridedSliceGrad` share.
+const STRIDED_SLICE_MASKS: &[&str] =
+    &["T", "Index", "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"];
+
+/// `StridedSlice`: TensorFlow's `StridedSliceGrad(shape(x), begin, end, strides, g)` (the
+/// gradient written back where the slice read, zeros elsewhere); none to the spec.
+fn strided_slice_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None, None]) };
+    let s = &ctx.scope;
+    let (x, begin, end, strides) = (ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3));
+    let shape = shape_as(ctx, x, s.dtype(begin))?;
+    let a = ctx.attrs_of(STRIDED_SLICE_MASKS);
+    Ok(vec![Some(build(s, "StridedSliceGrad", &[shape, begin, end, strides, g], &a)?), None, None, None])
+}
+
+/// `StridedSliceGrad` is linear in `dy`: its gradient is `StridedSlice(g, begin, end, strides)`.
+fn strided_slice_grad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 5]) };
+    let s = &ctx.scope;
+    let a = ctx.attrs_of(STRIDED_SLICE_MASKS);
+    let dy = build(s, "StridedSlice", &[g, ctx.input(1), ctx.input(2), ctx.input(3)], &a)?;
+    Ok(vec![None, None, None, None, Some(dy)])
 }
 
 /// `Pad`, `PadV2`: the gradient sliced back to the input (from each dimension's padding
