@@ -444,7 +444,8 @@ fn check(case: &Case) {
 
 #[test]
 fn every_registered_gradient_passes_a_finite_difference_check() {
-    let cases = cases();
+    let mut cases = cases();
+    cases.extend(attention_cases());
     for c in &cases {
         check(c);
     }
@@ -586,4 +587,25 @@ fn gradient_of_a_variable_read_flows_to_its_handle() {
     for (a, b) in got[0].as_slice::<f64>().unwrap().iter().zip(&want) {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
+}
+
+/// The ops the Keras attention models and activations brought (issue 43): `Erfc` (exact GELU)
+/// and `MatrixBandPart` (causal masks; the full band, the lower triangle and a narrow band of
+/// a batch of non-square matrices, int32 and int64 limits).
+fn attention_cases() -> Vec<Case> {
+    let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    fn band(s: &Scope, x: Output, lower: i64, upper: i64, wide: bool) -> Output {
+        let (l, u, t) = if wide {
+            (s.scalar(lower).unwrap(), s.scalar(upper).unwrap(), DType::Int64)
+        } else {
+            (s.scalar(lower as i32).unwrap(), s.scalar(upper as i32).unwrap(), DType::Int32)
+        };
+        op_with(s, "MatrixBandPart", &[x, l, u], &[("Tindex", attr::dtype(t))])
+    }
+    vec![
+        c("Erfc", vec![vec![2, 3]], (-2.0, 2.0), |s, x| s.unary("Erfc", x[0]).unwrap()),
+        c("MatrixBandPart", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| band(s, x[0], -1, 0, true)),
+        c("MatrixBandPart", vec![vec![2, 4, 3]], (-2.0, 2.0), |s, x| band(s, x[0], 1, 1, false)),
+        c("MatrixBandPart", vec![vec![3, 3]], (-2.0, 2.0), |s, x| band(s, x[0], -1, -1, false)),
+    ]
 }

@@ -1,6 +1,6 @@
 //! Sources, identities and shape-manipulating kernels: `Const`, `Placeholder*`, `Identity*`,
 //! `NoOp`, `BiasAdd`, `Reshape`, `Shape`, `ExpandDims`, `Squeeze`, `Fill`, `ZerosLike`,
-//! `OnesLike`, `Pack`, `ConcatV2`.
+//! `OnesLike`, `Pack`, `ConcatV2`, `MatrixBandPart`.
 use ferroflow_tensor::{bf16, f16, DType, Tensor};
 
 use crate::numeric::Num;
@@ -288,6 +288,61 @@ impl OpKernel for Fill {
     }
 }
 
+/// `MatrixBandPart`: keeps each innermost matrix's band (`num_lower` diagonals below the main
+/// one, `num_upper` above; negative keeps the whole triangle) and zeroes the rest. Any
+/// fixed-size dtype: each row's band is one contiguous run of bytes.
+struct MatrixBandPart;
+impl OpKernel for MatrixBandPart {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let dims = x.dims();
+        if dims.len() < 2 {
+            return Err(invalid(format!("input must be at least rank 2, got shape {dims:?}")));
+        }
+        let (m, n) = (dims[dims.len() - 2], dims[dims.len() - 1]);
+        let mut limits = [0i64; 2];
+        for (i, (name, size, what)) in [("num_lower", m, "rows"), ("num_upper", n, "columns")].into_iter().enumerate() {
+            let t = &inputs[i + 1];
+            let v = axis_values(t).map_err(|_| invalid(format!("{name} must be int32 or int64, got {}", t.dtype())))?;
+            if t.rank() != 0 || v.len() != 1 {
+                return Err(invalid(format!("{name} must be scalar, got shape {:?}", t.dims())));
+            }
+            if v[0] > size as i64 {
+                return Err(invalid(format!(
+                    "{name} must be negative or less or equal to number of {what} ({size}) got: {}",
+                    v[0]
+                )));
+            }
+            limits[i] = v[0];
+        }
+        let [lower, upper] = limits;
+        let dtype = x.dtype();
+        let size = dtype.size().ok_or_else(|| invalid(format!("MatrixBandPart is not defined for {dtype} tensors")))?;
+        let src = x.as_bytes()?;
+        let row = n * size;
+        let band = |r: usize| {
+            let lo = if lower < 0 { 0 } else { r.saturating_sub(lower as usize) };
+            let hi = if upper < 0 { n } else { (r + upper as usize + 1).min(n) };
+            (lo.min(n), hi)
+        };
+        let out = Tensor::from_fill(dtype, dims, |out| {
+            if row == 0 {
+                return;
+            }
+            for (i, (o, s)) in out.chunks_exact_mut(row).zip(src.chunks_exact(row)).enumerate() {
+                let (lo, hi) = band(i % m);
+                o[..lo * size].fill(0);
+                if lo < hi {
+                    o[lo * size..hi * size].copy_from_slice(&s[lo * size..hi * size]);
+                }
+                o[hi.max(lo) * size..].fill(0);
+            }
+        })?;
+        outputs.push(out);
+        Ok(())
+    }
+}
+
 struct ZerosLike;
 impl OpKernel for ZerosLike {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
@@ -472,4 +527,5 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("OnesLike", "", &[], |_| Ok(Box::new(OnesLike)));
     r.register("Pack", "", &[], |d| Ok(Box::new(Pack(d.int("axis")?))));
     r.register("ConcatV2", "", &[], |_| Ok(Box::new(Concat)));
+    r.register("MatrixBandPart", "", &[], |_| Ok(Box::new(MatrixBandPart)));
 }

@@ -172,6 +172,9 @@ fn softsign<T: Float>(x: T) -> T {
 fn erf<T: Float>(x: T) -> T {
     x.erf()
 }
+fn erfc<T: Float>(x: T) -> T {
+    x.erfc()
+}
 fn floor<T: Float>(x: T) -> T {
     x.floor()
 }
@@ -327,7 +330,7 @@ scalar_fns! {
     unary float {
         Sqrt => sqrt, Rsqrt => rsqrt, Exp => exp, Log => log, Tanh => tanh, Sigmoid => sigmoid,
         Relu6 => relu6, Elu => elu, Selu => selu, Softplus => softplus, Softsign => softsign, Erf => erf,
-        Floor => floor, Ceil => ceil, Round => round, Reciprocal => reciprocal, Log1p => log1p,
+        Erfc => erfc,        Floor => floor, Ceil => ceil, Round => round, Reciprocal => reciprocal, Log1p => log1p,
         Expm1 => expm1, Sin => sin, Cos => cos,
     }
     binary numeric {

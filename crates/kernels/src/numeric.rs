@@ -81,23 +81,31 @@ macro_rules! float_num {
             fn from_f64(v: f64) -> Self { v as $t }
             fn to_f64(self) -> f64 { self as f64 }
             fn erf(self) -> Self { <$t as Erf>::erf(self) }
+            fn erfc(self) -> Self { <$t as Erf>::erfc(self) }
         }
     )*};
 }
 float_num!(f32, f64);
 
-/// libm's error function per float type (what [`Float::erf`] calls).
+/// libm's error functions per float type (what [`Float::erf`] and [`Float::erfc`] call).
 trait Erf {
     fn erf(self) -> Self;
+    fn erfc(self) -> Self;
 }
 impl Erf for f32 {
     fn erf(self) -> Self {
         libm::erff(self)
     }
+    fn erfc(self) -> Self {
+        libm::erfcf(self)
+    }
 }
 impl Erf for f64 {
     fn erf(self) -> Self {
         libm::erf(self)
+    }
+    fn erfc(self) -> Self {
+        libm::erfc(self)
     }
 }
 
@@ -131,6 +139,8 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn rem(self, o: Self) -> Self;
     /// The error function (libm's, accurate to an ulp or two).
     fn erf(self) -> Self;
+    /// The complementary error function 1 - erf(x) (libm's, accurate far into the tail).
+    fn erfc(self) -> Self;
     /// From an f64 constant.
     fn from_f64(v: f64) -> Self;
     /// As an f64 (exact).

@@ -633,6 +633,14 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "Erf", applied)
     }
 
+    /// `Erfc`(`x: T`) → (`y: T`); attrs `T: type`.
+    fn erfc(&self, x: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("Erfc", "Erfc");
+        call.inputs.push(Arg::One(x.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "Erfc", applied)
+    }
+
     /// `Exit`(`data: T`) → (`output: T`); attrs `T: type`.
     fn exit(&self, data: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("Exit", "Exit");
@@ -967,6 +975,16 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "MatMul", applied)
+    }
+
+    /// `MatrixBandPart`(`input: T`, `num_lower: Tindex`, `num_upper: Tindex`) → (`band: T`); attrs `T: type`, `Tindex: {int32, int64}`.
+    fn matrix_band_part(&self, input: impl Input<Self>, num_lower: impl Input<Self>, num_upper: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("MatrixBandPart", "MatrixBandPart");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.inputs.push(Arg::One(num_lower.into_input(self)?));
+        call.inputs.push(Arg::One(num_upper.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "MatrixBandPart", applied)
     }
 
     /// `Max`(`input: T`, `reduction_indices: Tidx`) → (`output: T`); attrs `keep_dims: bool`, `T: type`, `Tidx: {int32, int64}`.

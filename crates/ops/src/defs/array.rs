@@ -197,6 +197,16 @@ pub fn defs() -> Vec<OpDef> {
             .shape(concat)
             .gradient(concat_grad)
             .build(),
+        op("MatrixBandPart")
+            .input("input: T")
+            .input("num_lower: Tindex")
+            .input("num_upper: Tindex")
+            .output("band: T")
+            .attr("T: type")
+            .attr("Tindex: {int32, int64} = DT_INT64")
+            .shape(matrix_band_part)
+            .gradient(matrix_band_part_grad)
+            .build(),
     ]
 }
 
@@ -271,6 +281,20 @@ fn expand_dims(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     Ok(vec![Shape::new(out)])
 }
 
+/// `MatrixBandPart`: the input's shape; the input must be at least a matrix and the band
+/// limits scalars.
+fn matrix_band_part(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    if c.inputs[0].rank().is_some_and(|r| r < 2) {
+        return Err(format!("input must be at least rank 2, got shape {}", c.inputs[0]).into());
+    }
+    for (i, name) in [(1, "num_lower"), (2, "num_upper")] {
+        if c.inputs[i].rank().is_some_and(|r| r != 0) {
+            return Err(format!("{name} must be a scalar, got shape {}", c.inputs[i]).into());
+        }
+    }
+    Ok(vec![c.inputs[0].clone()])
+}
+
 /// `Squeeze`: removes the listed size-1 axes, or every size-1 axis.
 fn squeeze(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(dims) = c.inputs[0].dims() else {
@@ -303,7 +327,12 @@ fn fill(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     if held.rank().is_some() {
         return Ok(vec![held]);
     }
-    Ok(vec![Shape::new(vec![None; c.inputs[0].dims().and_then(|d| d[0]).unwrap_or(0)])])
+    // The output's rank is the length of `dims` when that is known (unknown, not a scalar, when
+    // it is not: Keras' causal mask fills from a `Pack` of values whose shapes are unknown).
+    Ok(vec![match c.inputs[0].dims().and_then(|d| d.first().copied().flatten()) {
+        Some(rank) => Shape::new(vec![None; rank]),
+        None => Shape::unknown(),
+    }])
 }
 
 /// `Pack`: N equal shapes stacked along `axis`.
@@ -388,6 +417,15 @@ fn fill_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let rank = ctx.shape(ctx.output(0)).rank().ok_or_else(|| ctx.unsupported("the output's rank must be known"))?;
     let axes: Vec<i32> = (0..rank as i32).collect();
     Ok(vec![None, Some(ctx.scope.reduce("Sum", g, &axes, false)?)])
+}
+
+/// `MatrixBandPart`: the same band of the gradient (TensorFlow's `_MatrixBandPartGrad`); the
+/// band limits are integers.
+fn matrix_band_part_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let (lower, upper) = (ctx.input(1), ctx.input(2));
+    let tindex = attr::dtype(ctx.scope.dtype(lower));
+    Ok(vec![Some(build(&ctx.scope, "MatrixBandPart", &[g, lower, upper], &[("Tindex", tindex)])?), None, None])
 }
 
 /// `Pack`: the gradient unstacked along the same axis.

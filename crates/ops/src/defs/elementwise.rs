@@ -31,6 +31,7 @@ pub enum UnaryFn {
     Softplus,
     Softsign,
     Erf,
+    Erfc,
     Sign,
     Floor,
     Ceil,
@@ -105,6 +106,7 @@ pub fn defs() -> Vec<OpDef> {
         activation("Softplus", U::Softplus).gradient(softplus_grad).build(),
         activation("Softsign", U::Softsign).gradient(softsign_grad).build(),
         unary("Erf", U::Erf).gradient(erf_grad).build(),
+        unary("Erfc", U::Erfc).gradient(erfc_grad).build(),
         unary("Sign", U::Sign).gradient(sign_grad).build(),
         unary("Floor", U::Floor).not_differentiable(PIECEWISE_CONSTANT).build(),
         unary("Ceil", U::Ceil).not_differentiable(PIECEWISE_CONSTANT).build(),
@@ -244,6 +246,15 @@ fn erf_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         let (s, x) = (&c.scope, c.input(0));
         let bell = s.unary("Exp", s.unary("Neg", s.unary("Square", x)?)?)?;
         s.mul(g, s.mul(scalar_like(s, x, std::f64::consts::FRAC_2_SQRT_PI)?, bell)?)
+    })
+}
+
+/// `-g · 2/√π · exp(-x²)` (TensorFlow's `_ErfcGrad`).
+fn erfc_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    map_g0(ctx, gs, |c, g| {
+        let (s, x) = (&c.scope, c.input(0));
+        let bell = s.unary("Exp", s.unary("Neg", s.unary("Square", x)?)?)?;
+        s.mul(g, s.mul(scalar_like(s, x, -std::f64::consts::FRAC_2_SQRT_PI)?, bell)?)
     })
 }
 
