@@ -17,10 +17,16 @@ and, for the LSTM, exported with `model.export(dir)` (the serving signature):
 
   fixtures/recurrent/<name>_saved/    SavedModel; output_0 in the .npz as y0
 
-Run:  .venv/bin/python scripts/make_recurrent_fixtures.py
+The list ops Keras's loops do not use (EmptyTensorList, PushBack, PopBack, Length,
+ElementShape) are in one small graph of their own:
+
+  fixtures/recurrent/list_ops.pb, list_ops.npz
+
+Run:  .venv/bin/python scripts/make_recurrent_fixtures.py [--list-ops-only]
 """
 import os
 import shutil
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
@@ -84,8 +90,44 @@ def freeze(model, x, name, lower):
     return [y.numpy() for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
 
 
+def list_ops():
+    """A list grown by PushBack from an empty one, popped, measured and stacked."""
+    f32 = tf.float32
+
+    @tf.function(input_signature=[tf.TensorSpec([None, FEATURES], f32, name="x")])
+    def f(x):
+        shape = tf.constant([FEATURES], tf.int32)
+        raw = tf.raw_ops
+        lst = raw.EmptyTensorList(element_shape=shape, max_num_elements=-1, element_dtype=f32)
+        lst = raw.TensorListPushBack(input_handle=lst, tensor=x[0])
+        lst = raw.TensorListPushBack(input_handle=lst, tensor=x[1] * 2.0)
+        lst = raw.TensorListPushBack(input_handle=lst, tensor=x[0] + x[1])
+        lst, last = raw.TensorListPopBack(input_handle=lst, element_shape=shape, element_dtype=f32)
+        n = raw.TensorListLength(input_handle=lst)
+        es = raw.TensorListElementShape(input_handle=lst, shape_type=tf.int32)
+        st = raw.TensorListStack(input_handle=lst, element_shape=shape, element_dtype=f32)
+        return st, last, n, es
+
+    frozen = convert_variables_to_constants_v2(f.get_concrete_function())
+    gd = frozen.graph.as_graph_def()
+    outs = [t.name.split(":")[0] for t in frozen.outputs]
+    for n in gd.node:
+        if n.name in outs:
+            n.name = f"y{outs.index(n.name)}"
+    assert {"EmptyTensorList", "TensorListPopBack", "TensorListElementShape"} <= {n.op for n in gd.node}
+    with open(os.path.join(OUT, "list_ops.pb"), "wb") as fh:
+        fh.write(gd.SerializeToString(deterministic=True))
+    x = np.random.default_rng(43).uniform(-1, 1, (2, FEATURES)).astype(np.float32)
+    ys = [y.numpy() for y in f(tf.constant(x))]
+    np.savez(os.path.join(OUT, "list_ops.npz"), x=x, **{f"y{i}": y for i, y in enumerate(ys)})
+    print("list_ops", [y.shape for y in ys])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    list_ops()
+    if "--list-ops-only" in sys.argv:
+        return
     rng = np.random.default_rng(43)
     for name, model, saved in models():
         tf.keras.utils.set_random_seed(43)
