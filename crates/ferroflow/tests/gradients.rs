@@ -446,6 +446,7 @@ fn check(case: &Case) {
 fn every_registered_gradient_passes_a_finite_difference_check() {
     let mut cases = cases();
     cases.extend(attention_cases());
+    cases.extend(list_cases());
     for c in &cases {
         check(c);
     }
@@ -607,5 +608,79 @@ fn attention_cases() -> Vec<Case> {
         c("MatrixBandPart", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| band(s, x[0], -1, 0, true)),
         c("MatrixBandPart", vec![vec![2, 4, 3]], (-2.0, 2.0), |s, x| band(s, x[0], 1, 1, false)),
         c("MatrixBandPart", vec![vec![3, 3]], (-2.0, 2.0), |s, x| band(s, x[0], -1, -1, false)),
+    ]
+}
+
+// TensorList gradients (TensorFlow's list_ops.py): each case ends in a dense tensor, so the
+// lists' gradients run through the list ops' own.
+
+/// `op(inputs)` with `element_dtype` double (and int32 `shape_type` where the op has it).
+fn list_op(s: &Scope, op: &str, inputs: &[Output]) -> Output {
+    let mut a = Attrs::new();
+    a.insert("element_dtype".into(), t64());
+    if matches!(op, "TensorListFromTensor" | "TensorListReserve" | "EmptyTensorList") {
+        a.insert("shape_type".into(), attr::dtype(DType::Int32));
+    }
+    Output { node: s.add_op(op, op, inputs, &[], a).unwrap(), index: 0 }
+}
+
+/// A list of `x`'s rows (each of shape `[2]`).
+fn rows(s: &Scope, x: Output) -> Output {
+    let shape = s.constant_from(&[1], &[2i32]).unwrap();
+    list_op(s, "TensorListFromTensor", &[x, shape])
+}
+
+fn stack(s: &Scope, list: Output) -> Output {
+    let shape = s.constant_from(&[1], &[2i32]).unwrap();
+    list_op(s, "TensorListStack", &[list, shape])
+}
+
+fn list_cases() -> Vec<Case> {
+    let c = |op, shapes: Vec<Vec<usize>>, build| Case { op, shapes, range: (-2.0, 2.0), build };
+    vec![
+        c("TensorListFromTensor", vec![vec![3, 2]], |s, x| {
+            let l = rows(s, x[0]);
+            stack(s, l)
+        }),
+        c("TensorListStack", vec![vec![3, 2]], |s, x| {
+            let l = rows(s, x[0]);
+            s.unary("Square", stack(s, l)).unwrap()
+        }),
+        // Only row 1 is read: the others' gradients are the unset entries, read as zeros.
+        c("TensorListGetItem", vec![vec![3, 2]], |s, x| {
+            let i = s.scalar(1i32).unwrap();
+            let shape = s.constant_from(&[1], &[2i32]).unwrap();
+            let l = rows(s, x[0]);
+            list_op(s, "TensorListGetItem", &[l, i, shape])
+        }),
+        // Rows 0 and 2 read: the list gets two gradients, summed by AddN of lists.
+        c("TensorListGetItem", vec![vec![3, 2]], |s, x| {
+            let shape = s.constant_from(&[1], &[2i32]).unwrap();
+            let l = rows(s, x[0]);
+            let (i, j) = (s.scalar(0i32).unwrap(), s.scalar(2i32).unwrap());
+            let a = list_op(s, "TensorListGetItem", &[l, i, shape]);
+            let b = list_op(s, "TensorListGetItem", &[l, j, shape]);
+            s.mul(a, b).unwrap()
+        }),
+        c("TensorListSetItem", vec![vec![3, 2], vec![2]], |s, x| {
+            let i = s.scalar(2i32).unwrap();
+            let l = rows(s, x[0]);
+            let set = list_op(s, "TensorListSetItem", &[l, i, x[1]]);
+            stack(s, set)
+        }),
+        c("TensorListPushBack", vec![vec![3, 2], vec![2]], |s, x| {
+            let l = rows(s, x[0]);
+            let pushed = list_op(s, "TensorListPushBack", &[l, x[1]]);
+            stack(s, pushed)
+        }),
+        // The popped row squared and pushed back: gradients reach both the list and the item.
+        c("TensorListPopBack", vec![vec![3, 2]], |s, x| {
+            let shape = s.constant_from(&[1], &[2i32]).unwrap();
+            let l = rows(s, x[0]);
+            let popped = list_op(s, "TensorListPopBack", &[l, shape]);
+            let item = s.unary("Square", Output { node: popped.node, index: 1 }).unwrap();
+            let pushed = list_op(s, "TensorListPushBack", &[popped, item]);
+            stack(s, pushed)
+        }),
     ]
 }

@@ -16,7 +16,6 @@ use ferroflow::tensor::npy;
 
 /// (model, the ops it lacks) — remove an entry once its ops land.
 const PENDING: &[(&str, &[&str])] = &[
-    ("bidirectional", TENSOR_LIST),
     ("combined_nms", &["CombinedNonMaxSuppression"]),
     ("conv1d_dilated_causal", &["BatchToSpaceND", "SpaceToBatchND"]),
     ("conv2d_dilated", &["BatchToSpaceND", "SpaceToBatchND"]),
@@ -24,12 +23,7 @@ const PENDING: &[(&str, &[&str])] = &[
     ("conv3d_transpose", &["Conv3DBackpropInputV2"]),
     ("crop_and_resize", &["CropAndResize"]),
     ("depthwise_dilated", &["BatchToSpaceND", "SpaceToBatchND"]),
-    ("embedding_mask_lstm", TENSOR_LIST),
     ("gather_scatter_nd", &["ScatterNd", "TensorScatterAdd"]),
-    ("gru", TENSOR_LIST),
-    ("gru_reset_before", TENSOR_LIST),
-    ("lstm", TENSOR_LIST),
-    ("lstm_stacked", TENSOR_LIST),
     ("nms_plain", &["NonMaxSuppressionV3"]),
     ("nms_soft", &["NonMaxSuppressionV5"]),
     ("nms_v5", &["NonMaxSuppressionV5"]),
@@ -38,12 +32,7 @@ const PENDING: &[(&str, &[&str])] = &[
     ("resizing_bicubic", &["ResizeBicubic"]),
     ("resizing_lanczos3", &["ScaleAndTranslate"]),
     ("resizing_lanczos5", &["ScaleAndTranslate"]),
-    ("simple_rnn", TENSOR_LIST),
 ];
-
-/// The ops Keras' recurrent layers export (a `While` loop over TensorLists).
-const TENSOR_LIST: &[&str] =
-    &["TensorListFromTensor", "TensorListGetItem", "TensorListReserve", "TensorListSetItem", "TensorListStack"];
 
 /// (model, a part of the error it fails with) — models that load but do not run yet for a
 /// reason other than a missing op; remove an entry once fixed.

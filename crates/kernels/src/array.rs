@@ -377,7 +377,7 @@ impl OpKernel for OnesLike {
 }
 
 /// Interleaves blocks: for each of `outer` rows, copies `blocks[i]` elements from part `i`.
-fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
+pub(crate) fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
     let dtype = parts[0].dtype();
     if dtype == DType::String {
         let mut out = Vec::new();

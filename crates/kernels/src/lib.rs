@@ -28,6 +28,7 @@ pub mod image;
 mod indexing;
 mod io;
 mod isa;
+mod list;
 mod logging;
 mod loss;
 mod math;
@@ -320,6 +321,7 @@ impl KernelRegistry {
             image::register(&mut r);
             indexing::register(&mut r);
             io::register(&mut r);
+            list::register(&mut r);
             optional::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);

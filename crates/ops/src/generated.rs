@@ -567,6 +567,16 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "Elu", applied)
     }
 
+    /// `EmptyTensorList`(`element_shape: shape_type`, `max_num_elements: int32`) → (`handle: variant`); attrs `element_dtype: type`, `shape_type: {int32, int64}`.
+    fn empty_tensor_list(&self, element_shape: impl Input<Self>, max_num_elements: impl Input<Self>, element_dtype: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("EmptyTensorList", "EmptyTensorList");
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        call.inputs.push(Arg::One(max_num_elements.into_input(self)?));
+        call.attrs.push(("element_dtype", attr::dtype(element_dtype)));
+        let applied = self.apply(call)?;
+        single(self, "EmptyTensorList", applied)
+    }
+
     /// `EncodeJpeg`(`image: uint8`) → (`contents: string`); attrs `format: string`, `quality: int`, `progressive: bool`, `optimize_size: bool`, `chroma_downsampling: bool`, `density_unit: string`, `x_density: int`, `y_density: int`, `xmp_metadata: string`.
     fn encode_jpeg(&self, image: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.encode_jpeg_with(image, attrs::EncodeJpeg::new())
@@ -1985,6 +1995,104 @@ pub trait RawOps: OpTarget + Sized {
         call.inputs.push(Arg::One(dy.into_input(self)?));
         let applied = self.apply(call)?;
         single(self, "TanhGrad", applied)
+    }
+
+    /// `TensorListElementShape`(`input_handle: variant`) → (`element_shape: shape_type`); attrs `shape_type: {int32, int64}`.
+    fn tensor_list_element_shape(&self, input_handle: impl Input<Self>, shape_type: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListElementShape", "TensorListElementShape");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.attrs.push(("shape_type", attr::dtype(shape_type)));
+        let applied = self.apply(call)?;
+        single(self, "TensorListElementShape", applied)
+    }
+
+    /// `TensorListFromTensor`(`tensor: element_dtype`, `element_shape: shape_type`) → (`output_handle: variant`); attrs `element_dtype: type`, `shape_type: {int32, int64}`.
+    fn tensor_list_from_tensor(&self, tensor: impl Input<Self>, element_shape: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListFromTensor", "TensorListFromTensor");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "TensorListFromTensor", applied)
+    }
+
+    /// `TensorListGetItem`(`input_handle: variant`, `index: int32`, `element_shape: Tshape`) → (`item: element_dtype`); attrs `element_dtype: type`, `Tshape: {int32, int64}`.
+    fn tensor_list_get_item(&self, input_handle: impl Input<Self>, index: impl Input<Self>, element_shape: impl Input<Self>, element_dtype: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListGetItem", "TensorListGetItem");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.inputs.push(Arg::One(index.into_input(self)?));
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        call.attrs.push(("element_dtype", attr::dtype(element_dtype)));
+        let applied = self.apply(call)?;
+        single(self, "TensorListGetItem", applied)
+    }
+
+    /// `TensorListLength`(`input_handle: variant`) → (`length: int32`).
+    fn tensor_list_length(&self, input_handle: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListLength", "TensorListLength");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "TensorListLength", applied)
+    }
+
+    /// `TensorListPopBack`(`input_handle: variant`, `element_shape: int32`) → (`output_handle: variant`, `tensor: element_dtype`); attrs `element_dtype: type`.
+    fn tensor_list_pop_back(&self, input_handle: impl Input<Self>, element_shape: impl Input<Self>, element_dtype: ferroflow_tensor::DType) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("TensorListPopBack", "TensorListPopBack");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        call.attrs.push(("element_dtype", attr::dtype(element_dtype)));
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
+    /// `TensorListPushBack`(`input_handle: variant`, `tensor: element_dtype`) → (`output_handle: variant`); attrs `element_dtype: type`.
+    fn tensor_list_push_back(&self, input_handle: impl Input<Self>, tensor: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListPushBack", "TensorListPushBack");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "TensorListPushBack", applied)
+    }
+
+    /// `TensorListReserve`(`element_shape: shape_type`, `num_elements: int32`) → (`handle: variant`); attrs `element_dtype: type`, `shape_type: {int32, int64}`.
+    fn tensor_list_reserve(&self, element_shape: impl Input<Self>, num_elements: impl Input<Self>, element_dtype: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListReserve", "TensorListReserve");
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        call.inputs.push(Arg::One(num_elements.into_input(self)?));
+        call.attrs.push(("element_dtype", attr::dtype(element_dtype)));
+        let applied = self.apply(call)?;
+        single(self, "TensorListReserve", applied)
+    }
+
+    /// `TensorListSetItem`(`input_handle: variant`, `index: int32`, `item: element_dtype`) → (`output_handle: variant`); attrs `element_dtype: type`, `resize_if_index_out_of_bounds: bool`.
+    fn tensor_list_set_item(&self, input_handle: impl Input<Self>, index: impl Input<Self>, item: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_list_set_item_with(input_handle, index, item, attrs::TensorListSetItem::new())
+    }
+
+    /// [`RawOps::tensor_list_set_item`] with attrs set (those not set take the op's defaults).
+    fn tensor_list_set_item_with(&self, input_handle: impl Input<Self>, index: impl Input<Self>, item: impl Input<Self>, options: attrs::TensorListSetItem) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListSetItem", "TensorListSetItem");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.inputs.push(Arg::One(index.into_input(self)?));
+        call.inputs.push(Arg::One(item.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorListSetItem", applied)
+    }
+
+    /// `TensorListStack`(`input_handle: variant`, `element_shape: int32`) → (`tensor: element_dtype`); attrs `element_dtype: type`, `num_elements: int`.
+    fn tensor_list_stack(&self, input_handle: impl Input<Self>, element_shape: impl Input<Self>, element_dtype: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_list_stack_with(input_handle, element_shape, element_dtype, attrs::TensorListStack::new())
+    }
+
+    /// [`RawOps::tensor_list_stack`] with attrs set (those not set take the op's defaults).
+    fn tensor_list_stack_with(&self, input_handle: impl Input<Self>, element_shape: impl Input<Self>, element_dtype: ferroflow_tensor::DType, options: attrs::TensorListStack) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorListStack", "TensorListStack");
+        call.inputs.push(Arg::One(input_handle.into_input(self)?));
+        call.inputs.push(Arg::One(element_shape.into_input(self)?));
+        call.attrs.push(("element_dtype", attr::dtype(element_dtype)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorListStack", applied)
     }
 
     /// `Tile`(`input: T`, `multiples: Tmultiples`) → (`output: T`); attrs `T: type`, `Tmultiples: {int32, int64}`.
@@ -3762,6 +3870,40 @@ pub mod attrs {
         /// Sets `keep_dims` (default `false`).
         pub fn keep_dims(mut self, v: bool) -> Self {
             self.0.push(("keep_dims", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorListSetItem` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorListSetItem(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorListSetItem {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `resize_if_index_out_of_bounds` (default `false`).
+        pub fn resize_if_index_out_of_bounds(mut self, v: bool) -> Self {
+            self.0.push(("resize_if_index_out_of_bounds", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorListStack` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorListStack(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorListStack {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `num_elements` (default `-1`).
+        pub fn num_elements(mut self, v: i64) -> Self {
+            self.0.push(("num_elements", attr::int(v)));
             self
         }
     }

@@ -119,6 +119,10 @@ impl Pass for ConstantFolding {
             if ctx.library.has_side_effects(&n.op) {
                 continue;
             }
+            // A variant (a TensorList, an Optional) has no `Const` form.
+            if n.types.outputs.contains(&DType::Variant) {
+                continue;
+            }
             // Values that depend only on a statically known shape (Shape, Size, Rank,
             // ZerosLike, OnesLike).
             if let Some(v) = static_value(graph, id, shapes.as_ref(), ctx, &kctx) {

@@ -259,13 +259,18 @@ impl Interpreter<'_> {
                     );
                     let f = self.frame(c, &name);
                     let token = if dead { Token::Dead } else { inputs[0].clone() };
+                    // An Enter's control edges, like its output, lie inside the frame (TF2's
+                    // lowered loops hang their body's and cond's input NoOps on them).
                     if constant {
                         self.frames[f].constants.push((p, token.clone()));
                         for it in 0..=self.frames[f].iterations {
                             self.emit(p, Some(0), (f, it), token.clone())?;
+                            self.emit(p, None, (f, it), signal_of(&token))?;
                         }
                     } else {
+                        let signal = signal_of(&token);
                         self.emit(p, Some(0), (f, 0), token)?;
+                        self.emit(p, None, (f, 0), signal)?;
                     }
                 }
                 Some(ControlFlow::Exit) => {
@@ -297,7 +302,9 @@ impl Interpreter<'_> {
                         if next > self.frames[f].iterations {
                             self.frames[f].iterations = next;
                             for (q, tok) in self.frames[f].constants.clone() {
+                                let signal = signal_of(&tok);
                                 self.emit(q, Some(0), (f, next), tok)?;
+                                self.emit(q, None, (f, next), signal)?;
                             }
                         }
                         self.emit(p, Some(0), (f, next), inputs[0].clone())?;
@@ -450,4 +457,12 @@ pub(crate) fn execute(
             }
         })
         .collect()
+}
+
+/// The control signal that goes with a value: dead with it, else live.
+fn signal_of(token: &Token) -> Token {
+    match token {
+        Token::Dead => Token::Dead,
+        Token::Live(_) => Token::Live(Tensor::scalar(0i32)),
+    }
 }

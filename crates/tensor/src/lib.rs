@@ -8,6 +8,7 @@ mod dtype;
 pub mod fs;
 pub mod hash;
 pub mod limit;
+mod list;
 pub mod npy;
 pub mod rng;
 mod shape;
@@ -16,6 +17,7 @@ mod tensor;
 
 pub use dtype::{DType, Element};
 pub use half::{bf16, f16};
+pub use list::{merge_shapes, TensorList};
 pub use shape::{broadcast_dims, Shape};
 pub use tensor::{Dims, Tensor};
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::buffer::Buffer;
-use crate::{DType, Element, TensorError};
+use crate::{DType, Element, TensorError, TensorList};
 
 /// Concrete dimensions of a tensor (row-major, outermost first).
 pub type Dims = SmallVec<[usize; 4]>;
@@ -17,6 +17,8 @@ enum Storage {
     /// `variant` elements; the kind ferroflow has is TensorFlow's `Optional` (a list of
     /// tensors, or none), which TF2's `cond` uses to hand intermediates to its gradient.
     Optionals(Arc<Vec<Option<Vec<Tensor>>>>),
+    /// A scalar `variant` holding a TensorList (TF2 loops' inputs and outputs).
+    List(Arc<TensorList>),
 }
 
 /// A dense, row-major tensor. Cloning is cheap: the buffer is reference-counted and shared.
@@ -235,6 +237,28 @@ impl Tensor {
         }
     }
 
+    /// A scalar `variant` tensor holding a TensorList.
+    pub fn list(list: TensorList) -> Tensor {
+        Tensor { dtype: DType::Variant, dims: Dims::new(), storage: Storage::List(Arc::new(list)) }
+    }
+
+    /// The TensorList held by a scalar `variant` tensor.
+    pub fn as_list(&self) -> Result<&TensorList, TensorError> {
+        match &self.storage {
+            Storage::List(l) => Ok(l),
+            _ => Err(TensorError::WrongDType { expected: DType::Variant, got: self.dtype }),
+        }
+    }
+
+    /// The TensorList held by a scalar `variant` tensor, taken without a copy when no other
+    /// tensor shares it (a loop's last reader updates its list in place).
+    pub fn into_list(self) -> Result<TensorList, TensorError> {
+        match self.storage {
+            Storage::List(l) => Ok(Arc::try_unwrap(l).unwrap_or_else(|l| (*l).clone())),
+            _ => Err(TensorError::WrongDType { expected: DType::Variant, got: self.dtype }),
+        }
+    }
+
     /// A scalar `resource` tensor: a handle naming a resource (a variable, a random
     /// generator's state) in a session's resource manager.
     pub fn resource_handle(key: &str) -> Tensor {
@@ -299,7 +323,7 @@ impl Tensor {
     pub fn as_bytes(&self) -> Result<&[u8], TensorError> {
         match &self.storage {
             Storage::Bytes(b) => Ok(b.as_slice()),
-            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
+            Storage::Strings(_) | Storage::Optionals(_) | Storage::List(_) => Err(TensorError::NotDense(self.dtype)),
         }
     }
 
@@ -309,7 +333,7 @@ impl Tensor {
     pub fn as_mut_bytes(&mut self) -> Result<&mut [u8], TensorError> {
         match &mut self.storage {
             Storage::Bytes(b) => Ok(b.make_mut()),
-            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
+            Storage::Strings(_) | Storage::Optionals(_) | Storage::List(_) => Err(TensorError::NotDense(self.dtype)),
         }
     }
 
@@ -317,7 +341,7 @@ impl Tensor {
     pub fn as_strings(&self) -> Result<&[Vec<u8>], TensorError> {
         match &self.storage {
             Storage::Strings(s) => Ok(s),
-            Storage::Bytes(_) | Storage::Optionals(_) => {
+            Storage::Bytes(_) | Storage::Optionals(_) | Storage::List(_) => {
                 Err(TensorError::WrongDType { expected: DType::String, got: self.dtype })
             }
         }
@@ -345,7 +369,7 @@ impl Tensor {
                 // SAFETY: as in as_slice; make_mut gave exclusive access.
                 Ok(unsafe { std::slice::from_raw_parts_mut(b.make_mut().as_mut_ptr() as *mut T, len) })
             }
-            Storage::Strings(_) | Storage::Optionals(_) => Err(TensorError::NotDense(self.dtype)),
+            Storage::Strings(_) | Storage::Optionals(_) | Storage::List(_) => Err(TensorError::NotDense(self.dtype)),
         }
     }
 
@@ -361,7 +385,7 @@ impl Tensor {
                 // SAFETY: as in as_slice; get_mut proved exclusive access.
                 Some(unsafe { std::slice::from_raw_parts_mut(b.get_mut()?.as_mut_ptr() as *mut T, len) })
             }
-            Storage::Strings(_) | Storage::Optionals(_) => None,
+            Storage::Strings(_) | Storage::Optionals(_) | Storage::List(_) => None,
         }
     }
 
@@ -402,10 +426,11 @@ impl Tensor {
                     self.as_strings().unwrap_or(&[]).iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
                 join(&v, max)
             }
-            DType::Variant => match self.as_optional() {
-                Ok(Some(v)) => format!("Optional({} tensors)", v.len()),
-                Ok(None) => "Optional(none)".into(),
-                Err(_) => "variant".into(),
+            DType::Variant => match (self.as_optional(), self.as_list()) {
+                (Ok(Some(v)), _) => format!("Optional({} tensors)", v.len()),
+                (Ok(None), _) => "Optional(none)".into(),
+                (_, Ok(l)) => format!("TensorList({} {} elements)", l.elements.len(), l.element_dtype),
+                _ => "variant".into(),
             },
             _ => format!("<{} bytes>", self.as_bytes().map(|b| b.len()).unwrap_or(0)),
         };
@@ -422,6 +447,7 @@ impl PartialEq for Tensor {
                 (Storage::Bytes(a), Storage::Bytes(b)) => a.as_slice() == b.as_slice(),
                 (Storage::Strings(a), Storage::Strings(b)) => a == b,
                 (Storage::Optionals(a), Storage::Optionals(b)) => a == b,
+                (Storage::List(a), Storage::List(b)) => a == b,
                 _ => false,
             }
     }

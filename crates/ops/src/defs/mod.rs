@@ -20,6 +20,7 @@ pub mod grad;
 pub mod image;
 pub mod indexing;
 pub mod io;
+pub mod list;
 pub mod logging;
 pub mod loss;
 pub mod math;
@@ -37,7 +38,7 @@ type Family = (&'static str, fn() -> Vec<OpDef>);
 
 /// All op definitions, each tagged with its family.
 pub(crate) fn all() -> Vec<OpDef> {
-    let families: [Family; 26] = [
+    let families: [Family; 27] = [
         ("array", array::defs),
         ("cast", cast::defs),
         ("collective", collective::defs),
@@ -57,6 +58,7 @@ pub(crate) fn all() -> Vec<OpDef> {
         ("loss", loss::defs),
         ("math", math::defs),
         ("matmul", matmul::defs),
+        ("list", list::defs),
         ("optional", optional::defs),
         ("random", random::defs),
         ("reduce", reduce::defs),
