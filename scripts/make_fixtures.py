@@ -702,6 +702,22 @@ def grad_ops():
     save("grad_ops", f, specs, feeds)
 
 
+def slice_grad_band():
+    """Ops issue 43 added: StridedSliceGrad (raw, with every mask kind, and as tf.gradients
+    writes it for x[1:3, ::-2] and x[..., 1]), Erfc, MatrixBandPart (lower, upper, band)."""
+    @tf.function
+    def f(x, dy, m):
+        raw = tf.raw_ops.StridedSliceGrad(shape=[3, 5, 2], begin=[0, 1, -1, 0], end=[0, 3, -6, 0],
+                                          strides=[1, 1, -2, 1], dy=dy, new_axis_mask=1, ellipsis_mask=8)
+        y = tf.reduce_sum(x[1:3, ::-2] * 2.0) + tf.reduce_sum(x[..., 1] ** 2)
+        (g,) = tf.gradients(y, [x])
+        return (raw, g, tf.math.erfc(x), tf.linalg.band_part(m, -1, 0), tf.linalg.band_part(m, 0, -1),
+                tf.linalg.band_part(m, 1, 2))
+    specs = [tf.TensorSpec([3, 5, 2], tf.float32, name="x"), tf.TensorSpec([1, 2, 3, 2], tf.float32, name="dy"),
+             tf.TensorSpec([2, 4, 5], tf.float32, name="m")]
+    save("slice_grad_band", f, specs, [f32(3, 5, 2), f32(1, 2, 3, 2), f32(2, 4, 5)])
+
+
 def conv_grad_ops():
     """The gradient kernels of convolutions and pools on fed inputs: Conv2DBackpropInput and
     Conv2DBackpropFilter (SAME stride 2, VALID with dilation-free 1x2 strides), MaxPoolGrad
@@ -959,6 +975,7 @@ def main():
     seed_000()
     edge_cases()
     collectives()
+    slice_grad_band()
     tf_op_defs()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write("# name rtol atol ops...  (written by scripts/make_fixtures.py with TensorFlow "
