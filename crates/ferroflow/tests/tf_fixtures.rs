@@ -174,6 +174,18 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
             covered.extend(ferroflow::load_graph(&path).unwrap().nodes().iter().map(|n| n.op.clone()));
         }
     }
+    // Keras' spatial layers and TensorFlow's 3-D gradients (tests/spatial.rs runs them),
+    // with the functions a frozen grouped convolution calls.
+    for e in std::fs::read_dir(fixtures_dir().join("../spatial")).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "pb") {
+            let def = ferroflow::graph::io::read_graph_def(&path).unwrap();
+            covered.extend(def.node.iter().map(|n| n.op.clone()));
+            for func in def.library.iter().flat_map(|l| &l.function) {
+                covered.extend(func.node_def.iter().map(|n| n.op.clone()));
+            }
+        }
+    }
     // ferroflow's own fused op: no TensorFlow counterpart; tests/optimizer.rs checks it is
     // bit-identical to the unfused kernels it replaces.
     covered.insert("_FusedElementwise".into());
