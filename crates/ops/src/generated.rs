@@ -1831,6 +1831,20 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "Shape", applied)
     }
 
+    /// `ShapeN`(`input: N * T`) → (`output: N * out_type`); attrs `N: int`, `T: type`, `out_type: {int32, int64}`.
+    fn shape_n(&self, input: &[Self::Tensor]) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.shape_n_with(input, attrs::ShapeN::new())
+    }
+
+    /// [`RawOps::shape_n`] with attrs set (those not set take the op's defaults).
+    fn shape_n_with(&self, input: &[Self::Tensor], options: attrs::ShapeN) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ShapeN", "ShapeN");
+        call.inputs.push(Arg::List(input.to_vec()));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
     /// `Sigmoid`(`x: T`) → (`y: T`); attrs `T: type`.
     fn sigmoid(&self, x: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("Sigmoid", "Sigmoid");
@@ -3907,6 +3921,23 @@ pub mod attrs {
     pub struct Shape(pub(crate) Vec<(&'static str, AttrValue)>);
 
     impl Shape {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `out_type` (default `int32`).
+        pub fn out_type(mut self, v: ferroflow_tensor::DType) -> Self {
+            self.0.push(("out_type", attr::dtype(v)));
+            self
+        }
+    }
+
+    /// The attrs of `ShapeN` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ShapeN(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ShapeN {
         /// No attrs set.
         pub fn new() -> Self {
             Self::default()
