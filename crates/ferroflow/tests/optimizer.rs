@@ -695,7 +695,8 @@ fn convolution_epilogues_with_operands_of_every_shape_class_are_exact() {
     let n = 2usize;
     let full = vec![None, Some(h), Some(w), Some(c)];
     // (operand's static shape, its fed shape, whether the convolution runs on the pooled 1x1 input)
-    let cases: Vec<(Option<Vec<Option<usize>>>, Vec<usize>, bool)> = vec![
+    type ShapeCase = (Option<Vec<Option<usize>>>, Vec<usize>, bool);
+    let cases: Vec<ShapeCase> = vec![
         (Some(vec![]), vec![], false),
         (Some(vec![Some(1)]), vec![1], false),
         (Some(vec![Some(c)]), vec![c], false),

@@ -45,7 +45,7 @@ impl OpKernel for SpaceBatch {
             batch = xd[0];
             for i in 0..m {
                 let padded = xd[1 + i] + pads[2 * i] + pads[2 * i + 1];
-                if padded % block[i] != 0 {
+                if !padded.is_multiple_of(block[i]) {
                     return Err(invalid(format!(
                         "padded dimension {} of size {padded} is not divisible by block {}",
                         1 + i,
@@ -55,7 +55,7 @@ impl OpKernel for SpaceBatch {
                 grid[i] = padded / block[i];
             }
         } else {
-            if xd[0] % prod != 0 {
+            if !xd[0].is_multiple_of(prod) {
                 return Err(invalid(format!("batch {} is not divisible by the blocks' product {prod}", xd[0])));
             }
             batch = xd[0] / prod;
