@@ -447,6 +447,7 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     let mut cases = cases();
     cases.extend(attention_cases());
     cases.extend(list_cases());
+    cases.extend(spatial_cases());
     for c in &cases {
         check(c);
     }
@@ -681,6 +682,64 @@ fn list_cases() -> Vec<Case> {
             let item = s.unary("Square", Output { node: popped.node, index: 1 }).unwrap();
             let pushed = list_op(s, "TensorListPushBack", &[popped, item]);
             stack(s, pushed)
+        }),
+    ]
+}
+
+/// `strides` (and `ksize`, for a pool) and `padding` of a 3-D window op (NDHWC).
+fn window3d(strides: [i64; 3], ksize: Option<[i64; 3]>, padding: &str) -> Vec<(&'static str, AttrValue)> {
+    let mut a =
+        vec![("strides", attr::ints(&[1, strides[0], strides[1], strides[2], 1])), ("padding", attr::string(padding))];
+    if let Some(k) = ksize {
+        a.push(("ksize", attr::ints(&[1, k[0], k[1], k[2], 1])));
+    }
+    a
+}
+
+/// `SpaceToBatchND` or `BatchToSpaceND` with blocks `[2, 2]` and the paddings or crops `p`.
+fn space_batch(s: &Scope, op: &str, x: Output, p: [i32; 4]) -> Output {
+    let block = s.constant_from(&[2], &[2i32, 2]).unwrap();
+    let p = s.constant_from(&[2, 2], &p).unwrap();
+    let third = if op == "SpaceToBatchND" { "Tpaddings" } else { "Tcrops" };
+    let a = [("Tblock_shape", attr::dtype(DType::Int32)), (third, attr::dtype(DType::Int32))];
+    op_with(s, op, &[x, block, p], &a)
+}
+
+/// The spatial ops' cases: space-to-batch and back, and the 3-D convolutions and pools.
+fn spatial_cases() -> Vec<Case> {
+    let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    vec![
+        c("SpaceToBatchND", vec![vec![2, 5, 4, 3]], (-2.0, 2.0), |s, x| {
+            space_batch(s, "SpaceToBatchND", x[0], [1, 0, 0, 2])
+        }),
+        c("BatchToSpaceND", vec![vec![8, 3, 2, 3]], (-2.0, 2.0), |s, x| {
+            space_batch(s, "BatchToSpaceND", x[0], [1, 0, 0, 1])
+        }),
+        c("Conv3D", vec![vec![2, 4, 5, 4, 2], vec![2, 3, 2, 2, 3]], (-1.0, 1.0), |s, x| {
+            op_with(s, "Conv3D", x, &window3d([1, 2, 1], None, "SAME"))
+        }),
+        c("Conv3D", vec![vec![1, 5, 4, 6, 2], vec![2, 2, 3, 2, 2]], (-1.0, 1.0), |s, x| {
+            let mut a = window3d([1, 1, 2], None, "VALID");
+            a.push(("dilations", attr::ints(&[1, 2, 1, 1, 1])));
+            op_with(s, "Conv3D", x, &a)
+        }),
+        c("Conv3DBackpropInputV2", vec![vec![2, 3, 2, 2, 3], vec![2, 4, 3, 4, 3]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[5], &[2i32, 4, 5, 4, 2]).unwrap();
+            op_with(s, "Conv3DBackpropInputV2", &[sizes, x[0], x[1]], &window3d([1, 2, 1], None, "SAME"))
+        }),
+        c("Conv3DBackpropFilterV2", vec![vec![2, 4, 5, 4, 2], vec![2, 4, 3, 4, 3]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[5], &[2i32, 3, 2, 2, 3]).unwrap();
+            op_with(s, "Conv3DBackpropFilterV2", &[x[0], sizes, x[1]], &window3d([1, 2, 1], None, "SAME"))
+        }),
+        c("MaxPool3D", vec![vec![2, 4, 4, 3, 2]], (-2.0, 2.0), |s, x| {
+            op_with(s, "MaxPool3D", x, &window3d([2, 1, 1], Some([2, 2, 2]), "SAME"))
+        }),
+        c("AvgPool3D", vec![vec![2, 4, 5, 3, 2]], (-2.0, 2.0), |s, x| {
+            op_with(s, "AvgPool3D", x, &window3d([1, 2, 1], Some([2, 3, 2]), "SAME"))
+        }),
+        c("AvgPool3DGrad", vec![vec![2, 4, 3, 3, 2]], (-1.0, 1.0), |s, x| {
+            let sizes = s.constant_from(&[5], &[2i32, 4, 5, 3, 2]).unwrap();
+            op_with(s, "AvgPool3DGrad", &[sizes, x[0]], &window3d([1, 2, 1], Some([2, 3, 2]), "SAME"))
         }),
     ]
 }

@@ -17,30 +17,16 @@ use ferroflow::tensor::npy;
 /// (model, the ops it lacks) — remove an entry once its ops land.
 const PENDING: &[(&str, &[&str])] = &[
     ("combined_nms", &["CombinedNonMaxSuppression"]),
-    ("conv1d_dilated_causal", &["BatchToSpaceND", "SpaceToBatchND"]),
-    ("conv2d_dilated", &["BatchToSpaceND", "SpaceToBatchND"]),
-    ("conv3d", &["Conv3D"]),
-    ("conv3d_transpose", &["Conv3DBackpropInputV2"]),
     ("crop_and_resize", &["CropAndResize"]),
-    ("depthwise_dilated", &["BatchToSpaceND", "SpaceToBatchND"]),
     ("gather_scatter_nd", &["ScatterNd", "TensorScatterAdd"]),
     ("nms_plain", &["NonMaxSuppressionV3"]),
     ("nms_soft", &["NonMaxSuppressionV5"]),
     ("nms_v5", &["NonMaxSuppressionV5"]),
-    ("pooling_3d", &["AvgPool3D", "MaxPool3D"]),
-    ("resizing_area", &["ResizeArea"]),
-    ("resizing_bicubic", &["ResizeBicubic"]),
-    ("resizing_lanczos3", &["ScaleAndTranslate"]),
-    ("resizing_lanczos5", &["ScaleAndTranslate"]),
 ];
 
 /// (model, a part of the error it fails with) — models that load but do not run yet for a
 /// reason other than a missing op; remove an entry once fixed.
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    // Keras 3's DepthwiseConv2D in ConvNeXt is a Conv2D with groups = channels.
-    ("app_convnexttiny", "grouped convolutions are not supported"),
-    ("conv2d_groups", "grouped convolutions are not supported"),
-];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 const TOLERANCE: f64 = 1e-4;
 

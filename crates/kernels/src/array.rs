@@ -194,21 +194,36 @@ impl OpKernel for Size {
 }
 
 struct ShapeOp(DType);
+
+/// The shape `d` as a vector of `dtype` (int32 or int64).
+fn shape_vector(dtype: DType, d: &[usize]) -> KResult<Tensor> {
+    Ok(match dtype {
+        DType::Int64 => Tensor::from_vec(&[d.len()], d.iter().map(|&x| x as i64).collect())?,
+        _ => {
+            let v: Vec<i32> = d
+                .iter()
+                .map(|&x| i32::try_from(x))
+                .collect::<Result<_, _>>()
+                .map_err(|_| invalid(format!("shape {d:?} does not fit int32; use out_type=int64")))?;
+            Tensor::from_vec(&[d.len()], v)?
+        }
+    })
+}
+
+/// `ShapeN`: each input's shape.
+struct ShapeN(DType);
+impl OpKernel for ShapeN {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        for x in inputs.iter() {
+            outputs.push(shape_vector(self.0, x.dims())?);
+        }
+        Ok(())
+    }
+}
+
 impl OpKernel for ShapeOp {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let d = inputs[0].dims();
-        let t = match self.0 {
-            DType::Int64 => Tensor::from_vec(&[d.len()], d.iter().map(|&x| x as i64).collect())?,
-            _ => {
-                let v: Vec<i32> = d
-                    .iter()
-                    .map(|&x| i32::try_from(x))
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| invalid(format!("shape {d:?} does not fit int32; use out_type=int64")))?;
-                Tensor::from_vec(&[d.len()], v)?
-            }
-        };
-        outputs.push(t);
+        outputs.push(shape_vector(self.0, inputs[0].dims())?);
         Ok(())
     }
 }
@@ -520,6 +535,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Rank", "", &[], |_| Ok(Box::new(Rank)));
     r.register("Size", "", &[], |d| Ok(Box::new(Size(d.dtype("out_type")?))));
     r.register("Shape", "", &[], |d| Ok(Box::new(ShapeOp(d.dtype("out_type")?))));
+    r.register("ShapeN", "", &[], |d| Ok(Box::new(ShapeN(d.dtype("out_type")?))));
     r.register("ExpandDims", "", &[], |_| Ok(Box::new(ExpandDims)));
     r.register("Squeeze", "", &[], |d| Ok(Box::new(Squeeze(d.ints("squeeze_dims")))));
     r.register("Fill", "", &[], |_| Ok(Box::new(Fill)));

@@ -1,12 +1,14 @@
 //! Kernels that move elements without arithmetic: `Transpose`, `Slice`, `StridedSlice`,
 //! `Tile`, `Pad`, `PadV2`, `MirrorPad`, `Unpack`, `Split`, `SplitV`, `GatherV2`, `GatherNd`,
-//! `OneHot`, `Where`; plus `Range`, `Cumsum`, `TopKV2`. All of them work on
-//! any dtype (element bytes, or strings) unless they compute with the values.
+//! `OneHot`, `Where`, `SpaceToBatchND`, `BatchToSpaceND` ([`space_batch`]); plus `Range`,
+//! `Cumsum`, `TopKV2`. All of them work on any dtype (element bytes, or strings) unless they compute with the values.
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::numeric::Num;
 use crate::reduce::{axis_values, norm_axis};
 use crate::{check_output, invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
+
+mod space_batch;
 
 /// A tensor of `dims` whose element `i` is element `pick(i)` of `src`, or `fill` (a
 /// one-element tensor of the same dtype) where `pick` gives `None`.
@@ -855,6 +857,7 @@ fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 
 pub(crate) fn register(r: &mut KernelRegistry) {
     const NUM: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64];
+    space_batch::register(r);
     r.register("Transpose", "", &[], |_| Ok(Box::new(Transpose)));
     r.register("Slice", "", &[], |_| Ok(Box::new(Slice)));
     r.register("StridedSlice", "", &[], |d| Ok(Box::new(StridedSlice::of(d)?)));

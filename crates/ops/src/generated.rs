@@ -176,6 +176,41 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "AvgPool", applied)
     }
 
+    /// `AvgPool3D`(`input: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `data_format: string`, `T: {half, bfloat16, float, double}`.
+    fn avg_pool3d(&self, input: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.avg_pool3d_with(input, ksize, strides, padding, attrs::AvgPool3D::new())
+    }
+
+    /// [`RawOps::avg_pool3d`] with attrs set (those not set take the op's defaults).
+    fn avg_pool3d_with(&self, input: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str, options: attrs::AvgPool3D) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("AvgPool3D", "AvgPool3D");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.attrs.push(("ksize", attr::ints(ksize)));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "AvgPool3D", applied)
+    }
+
+    /// `AvgPool3DGrad`(`orig_input_shape: int32`, `grad: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `data_format: string`, `T: {half, bfloat16, float, double}`.
+    fn avg_pool3d_grad(&self, orig_input_shape: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.avg_pool3d_grad_with(orig_input_shape, grad, ksize, strides, padding, attrs::AvgPool3DGrad::new())
+    }
+
+    /// [`RawOps::avg_pool3d_grad`] with attrs set (those not set take the op's defaults).
+    fn avg_pool3d_grad_with(&self, orig_input_shape: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str, options: attrs::AvgPool3DGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("AvgPool3DGrad", "AvgPool3DGrad");
+        call.inputs.push(Arg::One(orig_input_shape.into_input(self)?));
+        call.inputs.push(Arg::One(grad.into_input(self)?));
+        call.attrs.push(("ksize", attr::ints(ksize)));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "AvgPool3DGrad", applied)
+    }
+
     /// `AvgPoolGrad`(`orig_input_shape: int32`, `grad: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `data_format: string`, `T: {half, bfloat16, float, double}`.
     fn avg_pool_grad(&self, orig_input_shape: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
         self.avg_pool_grad_with(orig_input_shape, grad, ksize, strides, padding, attrs::AvgPoolGrad::new())
@@ -207,6 +242,16 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "BatchMatMulV2", applied)
+    }
+
+    /// `BatchToSpaceND`(`input: T`, `block_shape: Tblock_shape`, `crops: Tcrops`) → (`output: T`); attrs `T: type`, `Tblock_shape: {int32, int64}`, `Tcrops: {int32, int64}`.
+    fn batch_to_space_nd(&self, input: impl Input<Self>, block_shape: impl Input<Self>, crops: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("BatchToSpaceND", "BatchToSpaceND");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.inputs.push(Arg::One(block_shape.into_input(self)?));
+        call.inputs.push(Arg::One(crops.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "BatchToSpaceND", applied)
     }
 
     /// `BiasAdd`(`value: T`, `bias: T`) → (`output: T`); attrs `T: type`, `data_format: string`.
@@ -421,6 +466,59 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "Conv2DBackpropInput", applied)
+    }
+
+    /// `Conv3D`(`input: T`, `filter: T`) → (`output: T`); attrs `T: {half, bfloat16, float, double}`, `strides: list(int)`, `padding: string`, `data_format: string`, `dilations: list(int)`.
+    fn conv3d(&self, input: impl Input<Self>, filter: impl Input<Self>, strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.conv3d_with(input, filter, strides, padding, attrs::Conv3D::new())
+    }
+
+    /// [`RawOps::conv3d`] with attrs set (those not set take the op's defaults).
+    fn conv3d_with(&self, input: impl Input<Self>, filter: impl Input<Self>, strides: &[i64], padding: &str, options: attrs::Conv3D) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("Conv3D", "Conv3D");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.inputs.push(Arg::One(filter.into_input(self)?));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "Conv3D", applied)
+    }
+
+    /// `Conv3DBackpropFilterV2`(`input: T`, `filter_sizes: int32`, `out_backprop: T`) → (`output: T`); attrs `T: {half, bfloat16, float, double}`, `strides: list(int)`, `padding: string`, `data_format: string`, `dilations: list(int)`.
+    fn conv3d_backprop_filter_v2(&self, input: impl Input<Self>, filter_sizes: impl Input<Self>, out_backprop: impl Input<Self>, strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.conv3d_backprop_filter_v2_with(input, filter_sizes, out_backprop, strides, padding, attrs::Conv3DBackpropFilterV2::new())
+    }
+
+    /// [`RawOps::conv3d_backprop_filter_v2`] with attrs set (those not set take the op's defaults).
+    fn conv3d_backprop_filter_v2_with(&self, input: impl Input<Self>, filter_sizes: impl Input<Self>, out_backprop: impl Input<Self>, strides: &[i64], padding: &str, options: attrs::Conv3DBackpropFilterV2) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("Conv3DBackpropFilterV2", "Conv3DBackpropFilterV2");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.inputs.push(Arg::One(filter_sizes.into_input(self)?));
+        call.inputs.push(Arg::One(out_backprop.into_input(self)?));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "Conv3DBackpropFilterV2", applied)
+    }
+
+    /// `Conv3DBackpropInputV2`(`input_sizes: Tshape`, `filter: T`, `out_backprop: T`) → (`output: T`); attrs `T: {half, bfloat16, float, double}`, `strides: list(int)`, `padding: string`, `data_format: string`, `dilations: list(int)`, `Tshape: {int32, int64}`.
+    fn conv3d_backprop_input_v2(&self, input_sizes: impl Input<Self>, filter: impl Input<Self>, out_backprop: impl Input<Self>, strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.conv3d_backprop_input_v2_with(input_sizes, filter, out_backprop, strides, padding, attrs::Conv3DBackpropInputV2::new())
+    }
+
+    /// [`RawOps::conv3d_backprop_input_v2`] with attrs set (those not set take the op's defaults).
+    fn conv3d_backprop_input_v2_with(&self, input_sizes: impl Input<Self>, filter: impl Input<Self>, out_backprop: impl Input<Self>, strides: &[i64], padding: &str, options: attrs::Conv3DBackpropInputV2) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("Conv3DBackpropInputV2", "Conv3DBackpropInputV2");
+        call.inputs.push(Arg::One(input_sizes.into_input(self)?));
+        call.inputs.push(Arg::One(filter.into_input(self)?));
+        call.inputs.push(Arg::One(out_backprop.into_input(self)?));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "Conv3DBackpropInputV2", applied)
     }
 
     /// `Cos`(`x: T`) → (`y: T`); attrs `T: type`.
@@ -1029,6 +1127,42 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "MaxPool", applied)
     }
 
+    /// `MaxPool3D`(`input: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `data_format: string`, `T: {half, bfloat16, float, double}`.
+    fn max_pool3d(&self, input: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.max_pool3d_with(input, ksize, strides, padding, attrs::MaxPool3D::new())
+    }
+
+    /// [`RawOps::max_pool3d`] with attrs set (those not set take the op's defaults).
+    fn max_pool3d_with(&self, input: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str, options: attrs::MaxPool3D) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("MaxPool3D", "MaxPool3D");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.attrs.push(("ksize", attr::ints(ksize)));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "MaxPool3D", applied)
+    }
+
+    /// `MaxPool3DGrad`(`orig_input: TInput`, `orig_output: TInput`, `grad: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `data_format: string`, `T: {half, bfloat16, float, double}`, `TInput: {half, bfloat16, float, double}`.
+    fn max_pool3d_grad(&self, orig_input: impl Input<Self>, orig_output: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
+        self.max_pool3d_grad_with(orig_input, orig_output, grad, ksize, strides, padding, attrs::MaxPool3DGrad::new())
+    }
+
+    /// [`RawOps::max_pool3d_grad`] with attrs set (those not set take the op's defaults).
+    fn max_pool3d_grad_with(&self, orig_input: impl Input<Self>, orig_output: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str, options: attrs::MaxPool3DGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("MaxPool3DGrad", "MaxPool3DGrad");
+        call.inputs.push(Arg::One(orig_input.into_input(self)?));
+        call.inputs.push(Arg::One(orig_output.into_input(self)?));
+        call.inputs.push(Arg::One(grad.into_input(self)?));
+        call.attrs.push(("ksize", attr::ints(ksize)));
+        call.attrs.push(("strides", attr::ints(strides)));
+        call.attrs.push(("padding", attr::string(padding)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "MaxPool3DGrad", applied)
+    }
+
     /// `MaxPoolGrad`(`orig_input: T`, `orig_output: T`, `grad: T`) → (`output: T`); attrs `ksize: list(int)`, `strides: list(int)`, `padding: string`, `explicit_paddings: list(int)`, `data_format: string`, `T: {half, bfloat16, float, double, int32, int64}`.
     fn max_pool_grad(&self, orig_input: impl Input<Self>, orig_output: impl Input<Self>, grad: impl Input<Self>, ksize: &[i64], strides: &[i64], padding: &str) -> Result<Self::Tensor, Self::Error> {
         self.max_pool_grad_with(orig_input, orig_output, grad, ksize, strides, padding, attrs::MaxPoolGrad::new())
@@ -1446,6 +1580,36 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "Reshape", applied)
     }
 
+    /// `ResizeArea`(`images: T`, `size: int32`) → (`resized_images: float`); attrs `T: {int8, uint8, int16, uint16, int32, int64, half, float, double, bfloat16}`, `align_corners: bool`.
+    fn resize_area(&self, images: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.resize_area_with(images, size, attrs::ResizeArea::new())
+    }
+
+    /// [`RawOps::resize_area`] with attrs set (those not set take the op's defaults).
+    fn resize_area_with(&self, images: impl Input<Self>, size: impl Input<Self>, options: attrs::ResizeArea) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ResizeArea", "ResizeArea");
+        call.inputs.push(Arg::One(images.into_input(self)?));
+        call.inputs.push(Arg::One(size.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ResizeArea", applied)
+    }
+
+    /// `ResizeBicubic`(`images: T`, `size: int32`) → (`resized_images: float`); attrs `T: {int8, uint8, int16, uint16, int32, int64, half, float, double, bfloat16}`, `align_corners: bool`, `half_pixel_centers: bool`.
+    fn resize_bicubic(&self, images: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.resize_bicubic_with(images, size, attrs::ResizeBicubic::new())
+    }
+
+    /// [`RawOps::resize_bicubic`] with attrs set (those not set take the op's defaults).
+    fn resize_bicubic_with(&self, images: impl Input<Self>, size: impl Input<Self>, options: attrs::ResizeBicubic) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ResizeBicubic", "ResizeBicubic");
+        call.inputs.push(Arg::One(images.into_input(self)?));
+        call.inputs.push(Arg::One(size.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ResizeBicubic", applied)
+    }
+
     /// `ResizeBilinear`(`images: T`, `size: int32`) → (`resized_images: float`); attrs `T: type`, `align_corners: bool`, `half_pixel_centers: bool`.
     fn resize_bilinear(&self, images: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.resize_bilinear_with(images, size, attrs::ResizeBilinear::new())
@@ -1636,6 +1800,23 @@ pub trait RawOps: OpTarget + Sized {
         Ok(applied.node)
     }
 
+    /// `ScaleAndTranslate`(`images: T`, `size: int32`, `scale: float`, `translation: float`) → (`resized_images: float`); attrs `T: {int8, uint8, int16, uint16, int32, int64, bfloat16, half, float, double}`, `kernel_type: string`, `antialias: bool`.
+    fn scale_and_translate(&self, images: impl Input<Self>, size: impl Input<Self>, scale: impl Input<Self>, translation: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.scale_and_translate_with(images, size, scale, translation, attrs::ScaleAndTranslate::new())
+    }
+
+    /// [`RawOps::scale_and_translate`] with attrs set (those not set take the op's defaults).
+    fn scale_and_translate_with(&self, images: impl Input<Self>, size: impl Input<Self>, scale: impl Input<Self>, translation: impl Input<Self>, options: attrs::ScaleAndTranslate) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ScaleAndTranslate", "ScaleAndTranslate");
+        call.inputs.push(Arg::One(images.into_input(self)?));
+        call.inputs.push(Arg::One(size.into_input(self)?));
+        call.inputs.push(Arg::One(scale.into_input(self)?));
+        call.inputs.push(Arg::One(translation.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ScaleAndTranslate", applied)
+    }
+
     /// `Select`(`condition: bool`, `t: T`, `e: T`) → (`output: T`); attrs `T: type`.
     fn select(&self, condition: impl Input<Self>, t: impl Input<Self>, e: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("Select", "Select");
@@ -1676,6 +1857,20 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "Shape", applied)
+    }
+
+    /// `ShapeN`(`input: N * T`) → (`output: N * out_type`); attrs `N: int`, `T: type`, `out_type: {int32, int64}`.
+    fn shape_n(&self, input: &[Self::Tensor]) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.shape_n_with(input, attrs::ShapeN::new())
+    }
+
+    /// [`RawOps::shape_n`] with attrs set (those not set take the op's defaults).
+    fn shape_n_with(&self, input: &[Self::Tensor], options: attrs::ShapeN) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ShapeN", "ShapeN");
+        call.inputs.push(Arg::List(input.to_vec()));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
     }
 
     /// `Sigmoid`(`x: T`) → (`y: T`); attrs `T: type`.
@@ -1783,6 +1978,16 @@ pub trait RawOps: OpTarget + Sized {
         call.inputs.push(Arg::One(features.into_input(self)?));
         let applied = self.apply(call)?;
         single(self, "SoftsignGrad", applied)
+    }
+
+    /// `SpaceToBatchND`(`input: T`, `block_shape: Tblock_shape`, `paddings: Tpaddings`) → (`output: T`); attrs `T: type`, `Tblock_shape: {int32, int64}`, `Tpaddings: {int32, int64}`.
+    fn space_to_batch_nd(&self, input: impl Input<Self>, block_shape: impl Input<Self>, paddings: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("SpaceToBatchND", "SpaceToBatchND");
+        call.inputs.push(Arg::One(input.into_input(self)?));
+        call.inputs.push(Arg::One(block_shape.into_input(self)?));
+        call.inputs.push(Arg::One(paddings.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "SpaceToBatchND", applied)
     }
 
     /// `SparseSoftmaxCrossEntropyWithLogits`(`features: T`, `labels: Tlabels`) → (`loss: T`, `backprop: T`); attrs `T: {half, bfloat16, float, double}`, `Tlabels: {int32, int64}`.
@@ -2376,6 +2581,40 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `AvgPool3D` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct AvgPool3D(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl AvgPool3D {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `AvgPool3DGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct AvgPool3DGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl AvgPool3DGrad {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+    }
+
     /// The attrs of `AvgPoolGrad` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct AvgPoolGrad(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -2688,6 +2927,75 @@ pub mod attrs {
         }
 
         /// Sets `dilations` (default `[1, 1, 1, 1]`).
+        pub fn dilations(mut self, v: &[i64]) -> Self {
+            self.0.push(("dilations", attr::ints(v)));
+            self
+        }
+    }
+
+    /// The attrs of `Conv3D` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct Conv3D(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl Conv3D {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+
+        /// Sets `dilations` (default `[1, 1, 1, 1, 1]`).
+        pub fn dilations(mut self, v: &[i64]) -> Self {
+            self.0.push(("dilations", attr::ints(v)));
+            self
+        }
+    }
+
+    /// The attrs of `Conv3DBackpropFilterV2` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct Conv3DBackpropFilterV2(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl Conv3DBackpropFilterV2 {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+
+        /// Sets `dilations` (default `[1, 1, 1, 1, 1]`).
+        pub fn dilations(mut self, v: &[i64]) -> Self {
+            self.0.push(("dilations", attr::ints(v)));
+            self
+        }
+    }
+
+    /// The attrs of `Conv3DBackpropInputV2` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct Conv3DBackpropInputV2(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl Conv3DBackpropInputV2 {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+
+        /// Sets `dilations` (default `[1, 1, 1, 1, 1]`).
         pub fn dilations(mut self, v: &[i64]) -> Self {
             self.0.push(("dilations", attr::ints(v)));
             self
@@ -3249,6 +3557,40 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `MaxPool3D` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct MaxPool3D(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl MaxPool3D {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `MaxPool3DGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct MaxPool3DGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl MaxPool3DGrad {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `data_format` (default `"NDHWC"`).
+        pub fn data_format(mut self, v: &str) -> Self {
+            self.0.push(("data_format", attr::string(v)));
+            self
+        }
+    }
+
     /// The attrs of `MaxPoolGrad` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct MaxPoolGrad(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -3483,6 +3825,46 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ResizeArea` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ResizeArea(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ResizeArea {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `align_corners` (default `false`).
+        pub fn align_corners(mut self, v: bool) -> Self {
+            self.0.push(("align_corners", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `ResizeBicubic` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ResizeBicubic(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ResizeBicubic {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `align_corners` (default `false`).
+        pub fn align_corners(mut self, v: bool) -> Self {
+            self.0.push(("align_corners", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `half_pixel_centers` (default `false`).
+        pub fn half_pixel_centers(mut self, v: bool) -> Self {
+            self.0.push(("half_pixel_centers", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `ResizeBilinear` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct ResizeBilinear(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -3655,11 +4037,51 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ScaleAndTranslate` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ScaleAndTranslate(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ScaleAndTranslate {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `kernel_type` (default `"lanczos3"`).
+        pub fn kernel_type(mut self, v: &str) -> Self {
+            self.0.push(("kernel_type", attr::string(v)));
+            self
+        }
+
+        /// Sets `antialias` (default `true`).
+        pub fn antialias(mut self, v: bool) -> Self {
+            self.0.push(("antialias", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `Shape` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct Shape(pub(crate) Vec<(&'static str, AttrValue)>);
 
     impl Shape {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `out_type` (default `int32`).
+        pub fn out_type(mut self, v: ferroflow_tensor::DType) -> Self {
+            self.0.push(("out_type", attr::dtype(v)));
+            self
+        }
+    }
+
+    /// The attrs of `ShapeN` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ShapeN(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ShapeN {
         /// No attrs set.
         pub fn new() -> Self {
             Self::default()

@@ -5,10 +5,11 @@
 //! ([`direct`], with the implicit GEMM of `implicit` on AVX-512), Winograd ([`winograd`]),
 //! `DepthwiseConv2dNative` ([`depthwise`]), `MaxPool` / `AvgPool` ([`pool`]), the gradients
 //! ([`backprop`]), the convolutions with a fused epilogue ([`fused`]),
-//! `FusedBatchNormV3` / `FusedBatchNormGradV3` ([`batch_norm`]), and the scratch buffers the
-//! algorithms share ([`scratch`]).
+//! `FusedBatchNormV3` / `FusedBatchNormGradV3` ([`batch_norm`]), the 3-D convolutions and
+//! pools ([`conv3d`]), and the scratch buffers the algorithms share ([`scratch`]).
 mod backprop;
 mod batch_norm;
+mod conv3d;
 mod depthwise;
 mod direct;
 mod fused;
@@ -239,9 +240,16 @@ impl<T: GemmElement + Float> Conv2D<T> {
         let [n, h, w, c] = nhwc(&inputs[0], "input")?;
         let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
         if fc != c {
-            return Err(invalid(format!(
-                "input depth {c} does not match filter depth {fc} (grouped convolutions are not supported)"
-            )));
+            if fc == 0 || c == 0 || c % fc != 0 || oc % (c / fc) != 0 {
+                return Err(invalid(format!(
+                    "input depth {c} must be a multiple of filter depth {fc}, and the output depth {oc} of their ratio (the groups)"
+                )));
+            }
+            // A pooled grouped convolution is pooled whole by the caller.
+            return match pool {
+                Some(_) => Ok(None),
+                None => self.run_grouped(ctx, inputs, epilogue).map(Some),
+            };
         }
         let [ah, aw] = self.window.axes(h, w, kh, kw)?;
         let rows = n * ah.output * aw.output;
@@ -308,6 +316,47 @@ impl<T: GemmElement + Float> Conv2D<T> {
     }
 }
 
+impl<T: GemmElement + Float> Conv2D<T> {
+    /// A grouped convolution (TensorFlow's `Conv2D` whose input depth is a multiple `g` of the
+    /// filter's): each group of input channels convolved by its slice of the filter's output
+    /// channels, as an ungrouped convolution of its own, written to its slice of the output;
+    /// then the epilogue on the whole output.
+    fn run_grouped(&self, ctx: &KernelContext, inputs: &Inputs, epilogue: Option<BlockFn<T>>) -> KResult<Tensor> {
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
+        let groups = c / fc;
+        let og = oc / groups;
+        let (x, f) = (inputs[0].as_slice::<T>()?, inputs[1].as_slice::<T>()?);
+        let mut out: Option<Tensor> = None;
+        for g in 0..groups {
+            let xg: Vec<T> = x.chunks(c).flat_map(|px| &px[g * fc..(g + 1) * fc]).copied().collect();
+            let fg: Vec<T> = f.chunks(oc).flat_map(|row| &row[g * og..(g + 1) * og]).copied().collect();
+            let group = vec![Tensor::from_vec(&[n, h, w, fc], xg)?, Tensor::from_vec(&[kh, kw, fc, og], fg)?];
+            let conv = Conv2D::<T> {
+                window: self.window.clone(),
+                winograd_filter: Default::default(),
+                packed_filter: Default::default(),
+            };
+            let y = conv.run(ctx, &group, None)?;
+            let all = match &mut out {
+                Some(o) => o,
+                None => out.insert(Tensor::zeros(T::DTYPE, &[y.dims()[0], y.dims()[1], y.dims()[2], oc])?),
+            };
+            let dst = all.as_mut_slice::<T>()?;
+            for (d, s) in dst.chunks_mut(oc).zip(y.as_slice::<T>()?.chunks(og.max(1))) {
+                d[g * og..(g + 1) * og].copy_from_slice(s);
+            }
+        }
+        let mut out = out.ok_or_else(|| invalid("a grouped convolution needs at least one group"))?;
+        if let Some(e) = epilogue {
+            let o = out.as_mut_slice::<T>()?;
+            let mut scratch = Vec::new();
+            e(0, o, &mut scratch);
+        }
+        Ok(out)
+    }
+}
+
 impl<T: GemmElement + Float> OpKernel for Conv2D<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         outputs.push(self.run(ctx, inputs, None)?);
@@ -327,5 +376,6 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     pool::register(r);
     backprop::register(r);
     batch_norm::register(r);
+    conv3d::register(r);
     fused::register(r);
 }

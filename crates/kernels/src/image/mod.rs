@@ -1,8 +1,10 @@
-//! Image kernels: resizing (`resize`), files and image codecs (`codec`; its decoders are
+//! Image kernels: resizing (`resize`: bilinear and nearest; `sampled`: bicubic, area and
+//! `ScaleAndTranslate`), files and image codecs (`codec`; its decoders are
 //! public for the data pipeline and the fuzz targets), and the augmentation ops
 //! `AdjustContrastv2` and `ReverseV2` (flips).
 mod codec;
 mod resize;
+mod sampled;
 
 use ferroflow_tensor::{DType, Tensor};
 
@@ -98,6 +100,7 @@ impl OpKernel for Reverse {
 pub(crate) fn register(r: &mut KernelRegistry) {
     codec::register(r);
     resize::register(r);
+    sampled::register(r);
     r.register("AdjustContrastv2", "T", &[DType::Float], |_| Ok(Box::new(AdjustContrast)));
     r.register("ReverseV2", "", &[], |_| Ok(Box::new(Reverse)));
 }

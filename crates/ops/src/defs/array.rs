@@ -122,6 +122,15 @@ pub fn defs() -> Vec<OpDef> {
             .shape_only()
             .not_differentiable(SHAPE_ONLY)
             .build(),
+        op("ShapeN")
+            .input("input: N * T")
+            .output("output: N * out_type")
+            .attr("N: int >= 1")
+            .attr("T: type")
+            .attr("out_type: {int32, int64} = DT_INT32")
+            .shape(|c| Ok(c.inputs.iter().map(|i| Shape::new(vec![i.rank()])).collect()))
+            .not_differentiable(SHAPE_ONLY)
+            .build(),
         op("Reshape")
             .input("tensor: T")
             .input("shape: Tshape")

@@ -1,4 +1,5 @@
-//! Convolutions, pools, their backprops, and `FusedBatchNormV3` with its gradient (NHWC).
+//! Convolutions (2-D and 3-D), pools, their backprops, and `FusedBatchNormV3` with its
+//! gradient (NHWC, NDHWC).
 use ferroflow_graph::{Output, ShapeError};
 use ferroflow_tensor::Shape;
 
@@ -28,6 +29,27 @@ pub(crate) const DEPTHWISE_ATTRS: &[&str] = &[
     "data_format: {'NHWC', 'NCHW'} = 'NHWC'",
     "dilations: list(int) = [1, 1, 1, 1]",
 ];
+
+/// The attrs `Conv3D` and its backprop ops share.
+const CONV3D_ATTRS: &[&str] = &[
+    "T: {half, bfloat16, float, double}",
+    "strides: list(int) >= 5",
+    "padding: {'SAME', 'VALID'}",
+    "data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'",
+    "dilations: list(int) = [1, 1, 1, 1, 1]",
+];
+
+const CONV3D_ATTR_NAMES: &[&str] = &["T", "strides", "padding", "data_format", "dilations"];
+
+/// The attrs the 3-D pools and their gradients share (after `T`).
+const POOL3D_ATTRS: &[&str] = &[
+    "ksize: list(int) >= 5",
+    "strides: list(int) >= 5",
+    "padding: {'SAME', 'VALID'}",
+    "data_format: {'NDHWC', 'NCDHW'} = 'NDHWC'",
+];
+
+const POOL3D_ATTR_NAMES: &[&str] = &["T", "ksize", "strides", "padding", "data_format"];
 
 const DEPTHWISE_ATTR_NAMES: &[&str] = &["T", "strides", "padding", "explicit_paddings", "data_format", "dilations"];
 
@@ -165,6 +187,7 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(avg_pool_grad_grad)
             .build(),
     );
+    v.extend(defs_3d());
     v.push(
         op("FusedBatchNormV3")
             .input("x: T")
@@ -216,6 +239,192 @@ pub fn defs() -> Vec<OpDef> {
             .build(),
     );
     v
+}
+
+/// `Conv3D`, `MaxPool3D`, `AvgPool3D` (NDHWC) and their gradients.
+fn defs_3d() -> Vec<OpDef> {
+    vec![
+        op("Conv3D")
+            .contraction()
+            .input("input: T")
+            .input("filter: T")
+            .output("output: T")
+            .attrs(CONV3D_ATTRS)
+            .shape(conv3d)
+            .grows()
+            .gradient(conv3d_grad)
+            .build(),
+        op("Conv3DBackpropInputV2")
+            .contraction()
+            .input("input_sizes: Tshape")
+            .input("filter: T")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attrs(CONV3D_ATTRS)
+            .attr("Tshape: {int32, int64} = DT_INT32")
+            .shape(s::shape_of_input0_value)
+            .grows()
+            .gradient(conv3d_backprop_input_grad)
+            .build(),
+        op("Conv3DBackpropFilterV2")
+            .contraction()
+            .input("input: T")
+            .input("filter_sizes: int32")
+            .input("out_backprop: T")
+            .output("output: T")
+            .attrs(CONV3D_ATTRS)
+            .shape(|c| Ok(vec![c.shape_value(1)]))
+            .gradient(conv3d_backprop_filter_grad)
+            .build(),
+        op("MaxPool3D")
+            .input("input: T")
+            .output("output: T")
+            .attrs(POOL3D_ATTRS)
+            // TensorFlow's `T` has no double; ferroflow's kernel does (for finite-difference
+            // checks), and every TensorFlow graph validates against the wider list.
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(pool3d)
+            .gradient(max_pool3d_grad)
+            .build(),
+        op("AvgPool3D")
+            .input("input: T")
+            .output("output: T")
+            .attrs(POOL3D_ATTRS)
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(pool3d)
+            .gradient(avg_pool3d_grad)
+            .build(),
+        op("MaxPool3DGrad")
+            .input("orig_input: TInput")
+            .input("orig_output: TInput")
+            .input("grad: T")
+            .output("output: T")
+            .attrs(POOL3D_ATTRS)
+            .attr("T: {half, bfloat16, float, double} = DT_FLOAT")
+            .attr("TInput: {half, bfloat16, float, double} = DT_FLOAT")
+            .shape(s::unchanged)
+            .gradient_unavailable(
+                "TensorFlow differentiates it with MaxPool3DGradGrad, which ferroflow does not have yet",
+            )
+            .build(),
+        op("AvgPool3DGrad")
+            .input("orig_input_shape: int32")
+            .input("grad: T")
+            .output("output: T")
+            .attrs(POOL3D_ATTRS)
+            .attr("T: {half, bfloat16, float, double}")
+            .shape(s::shape_of_input0_value)
+            .gradient(avg_pool3d_grad_grad)
+            .build(),
+    ]
+}
+
+/// The output of a 3-D window op on NDHWC `x` with window `k` (`[kd, kh, kw]`), `channels`
+/// out.
+fn spatial3d(
+    c: &InferCtx,
+    k: [Option<usize>; 3],
+    channels: Option<usize>,
+    dilated: bool,
+) -> Result<Vec<Shape>, ShapeError> {
+    let Some(x) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    if x.len() != 5 {
+        return Err(format!("input must be 5-dimensional, got shape {}", c.inputs[0]).into());
+    }
+    if c.string("data_format") == "NCDHW" {
+        return Ok(vec![Shape::new(vec![None; 5])]);
+    }
+    let strides = c.ints("strides");
+    if strides.len() != 5 {
+        return Err(format!("strides must have 5 elements, got {strides:?}").into());
+    }
+    let dil = if dilated { c.ints("dilations") } else { vec![] };
+    let padding = c.string("padding");
+    let mut out = vec![x[0], None, None, None, channels];
+    for i in 0..3 {
+        let (Some(inp), Some(k)) = (x[1 + i], k[i]) else { continue };
+        let d = dil.get(1 + i).copied().unwrap_or(1).max(1) as usize;
+        out[1 + i] = Some(conv_output_size(inp, k, strides[1 + i].max(0) as usize, d, &padding, (0, 0))?);
+    }
+    Ok(vec![Shape::new(out)])
+}
+
+/// `Conv3D` (NDHWC): output channels are the filter's last dimension.
+fn conv3d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    match c.inputs[1].dims() {
+        Some(f) if f.len() == 5 => spatial3d(c, [f[0], f[1], f[2]], f[4], true),
+        Some(f) => Err(format!("filter must be 5-dimensional, got {}", Shape::new(f.to_vec())).into()),
+        None => spatial3d(c, [None; 3], None, true),
+    }
+}
+
+/// `MaxPool3D`, `AvgPool3D` (NDHWC).
+fn pool3d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let k = c.ints("ksize");
+    if k.len() != 5 {
+        return Err(format!("ksize must have 5 elements, got {k:?}").into());
+    }
+    let ch = c.inputs[0].dims().and_then(|d| d.get(4).copied().flatten());
+    let w = |i: usize| Some(k[i].max(0) as usize);
+    spatial3d(c, [w(1), w(2), w(3)], ch, false)
+}
+
+/// `Conv3D`: TensorFlow's `Conv3DBackpropInputV2` and `Conv3DBackpropFilterV2`.
+fn conv3d_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, f) = (ctx.input(0), ctx.input(1));
+    let a = ctx.attrs_of(CONV3D_ATTR_NAMES);
+    let dx = build(s, "Conv3DBackpropInputV2", &[s.unary("Shape", x)?, f, g], &a)?;
+    let df = build(s, "Conv3DBackpropFilterV2", &[x, s.unary("Shape", f)?, g], &a)?;
+    Ok(vec![Some(dx), Some(df)])
+}
+
+/// `Conv3DBackpropInputV2(sizes, f, dy)` is linear in `f` and `dy`:
+/// `Conv3DBackpropFilterV2(g, shape(f), dy)` and `Conv3D(g, f)`.
+fn conv3d_backprop_input_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (f, dy) = (ctx.input(1), ctx.input(2));
+    let a = ctx.attrs_of(CONV3D_ATTR_NAMES);
+    let df = build(s, "Conv3DBackpropFilterV2", &[g, s.unary("Shape", f)?, dy], &a)?;
+    let ddy = build(s, "Conv3D", &[g, f], &a)?;
+    Ok(vec![None, Some(df), Some(ddy)])
+}
+
+/// `Conv3DBackpropFilterV2(x, sizes, dy)`: `Conv3DBackpropInputV2(shape(x), g, dy)` and
+/// `Conv3D(x, g)`.
+fn conv3d_backprop_filter_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, dy) = (ctx.input(0), ctx.input(2));
+    let a = ctx.attrs_of(CONV3D_ATTR_NAMES);
+    let dx = build(s, "Conv3DBackpropInputV2", &[s.unary("Shape", x)?, g, dy], &a)?;
+    let ddy = build(s, "Conv3D", &[x, g], &a)?;
+    Ok(vec![Some(dx), None, Some(ddy)])
+}
+
+/// `MaxPool3D`: `MaxPool3DGrad`.
+fn max_pool3d_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let mut a = ctx.attrs_of(POOL3D_ATTR_NAMES);
+    a.extend(ctx.attrs_of(&["T"]).into_iter().map(|(_, v)| ("TInput".to_string(), v)));
+    Ok(vec![Some(build(&ctx.scope, "MaxPool3DGrad", &[ctx.input(0), ctx.output(0), g], &a)?)])
+}
+
+/// `AvgPool3D`: `AvgPool3DGrad`.
+fn avg_pool3d_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None]) };
+    let s = &ctx.scope;
+    let a = ctx.attrs_of(POOL3D_ATTR_NAMES);
+    Ok(vec![Some(build(s, "AvgPool3DGrad", &[s.unary("Shape", ctx.input(0))?, g], &a)?)])
+}
+
+/// `AvgPool3DGrad` is linear in its gradient input: the average pool of `g`.
+fn avg_pool3d_grad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let a = ctx.attrs_of(POOL3D_ATTR_NAMES);
+    Ok(vec![None, Some(build(&ctx.scope, "AvgPool3D", &[g], &a)?)])
 }
 
 /// Output size of one spatial dimension of a convolution or pool, TensorFlow's rule.

@@ -1,6 +1,7 @@
-//! Image ops: resizes (NHWC), file reading and writing, JPEG/PNG decoding and encoding,
-//! contrast, and `ReverseV2` (flips).
-use ferroflow_graph::ShapeError;
+//! Image ops: resizes (NHWC: bilinear, nearest, bicubic, area, `ScaleAndTranslate`'s
+//! kernels), file reading and writing, JPEG/PNG decoding and encoding, contrast, and
+//! `ReverseV2` (flips).
+use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape};
 
@@ -42,8 +43,51 @@ fn resizes() -> Vec<OpDef> {
             .gradient_unavailable(no_gradient)
             .build()
     })
+    .chain([
+        op("ResizeBicubic")
+            .input("images: T")
+            .input("size: int32")
+            .output("resized_images: float")
+            .attr(RESIZE_TYPES)
+            .attr("align_corners: bool = false")
+            .attr("half_pixel_centers: bool = false")
+            .shape(resize)
+            .grows()
+            .gradient_unavailable(
+                "TensorFlow differentiates it with ResizeBicubicGrad, which ferroflow does not have yet",
+            )
+            .build(),
+        op("ResizeArea")
+            .input("images: T")
+            .input("size: int32")
+            .output("resized_images: float")
+            .attr(RESIZE_TYPES)
+            .attr("align_corners: bool = false")
+            .shape(resize)
+            .grows()
+            .gradient_unavailable("TensorFlow registers no gradient for ResizeArea")
+            .build(),
+        op("ScaleAndTranslate")
+            .input("images: T")
+            .input("size: int32")
+            .input("scale: float")
+            .input("translation: float")
+            .output("resized_images: float")
+            .attr("T: {int8, uint8, int16, uint16, int32, int64, bfloat16, half, float, double}")
+            .attr("kernel_type: string = 'lanczos3'")
+            .attr("antialias: bool = true")
+            .shape(resize)
+            .grows()
+            .gradient_unavailable(
+                "TensorFlow differentiates it with ScaleAndTranslateGrad, which ferroflow does not have yet",
+            )
+            .build(),
+    ])
     .collect()
 }
+
+/// The image types `ResizeBicubic` and `ResizeArea` take.
+const RESIZE_TYPES: &str = "T: {int8, uint8, int16, uint16, int32, int64, half, float, double, bfloat16}";
 
 /// `[batch, size[0], size[1], channels]`.
 fn resize(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
@@ -199,7 +243,7 @@ fn image_to_scalar(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 }
 
 /// Reversing the gradient along the same axes.
-fn reverse_grad(ctx: &GradCtx, gs: &[Option<ferroflow_graph::Output>]) -> GradResult {
+fn reverse_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
     let axis = ctx.input(1);
     let tidx = ctx.scope.dtype(axis);

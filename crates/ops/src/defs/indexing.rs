@@ -1,5 +1,5 @@
-//! Moving data by index: transposes, slices, tiles, pads, unstacking and splits, gathers,
-//! one-hot, `Where`, `Range`, `Cumsum`, `TopKV2`.
+//! Moving data by index: transposes, slices, tiles, pads, space-to-batch and back,
+//! unstacking and splits, gathers, one-hot, `Where`, `Range`, `Cumsum`, `TopKV2`.
 use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
@@ -91,6 +91,29 @@ pub fn defs() -> Vec<OpDef> {
             .build(),
         pad_op("Pad").gradient(pad_grad).build(),
         pad_op("PadV2").input("constant_values: T").gradient(pad_grad).build(),
+        op("SpaceToBatchND")
+            .input("input: T")
+            .input("block_shape: Tblock_shape")
+            .input("paddings: Tpaddings")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tblock_shape"))
+            .attr(&index_attr("Tpaddings"))
+            .shape(|c| space_batch(c, true))
+            .grows()
+            .gradient(space_to_batch_grad)
+            .build(),
+        op("BatchToSpaceND")
+            .input("input: T")
+            .input("block_shape: Tblock_shape")
+            .input("crops: Tcrops")
+            .output("output: T")
+            .attr("T: type")
+            .attr(&index_attr("Tblock_shape"))
+            .attr(&index_attr("Tcrops"))
+            .shape(|c| space_batch(c, false))
+            .gradient(batch_to_space_grad)
+            .build(),
         pad_op("MirrorPad")
             .attr("mode: {'REFLECT', 'SYMMETRIC'}")
             .gradient_unavailable("TensorFlow differentiates it with MirrorPadGrad, which ferroflow does not have yet")
@@ -425,6 +448,70 @@ fn strided_slice_grad_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let a = ctx.attrs_of(STRIDED_SLICE_MASKS);
     let dy = build(s, "StridedSlice", &[g, ctx.input(1), ctx.input(2), ctx.input(3)], &a)?;
     Ok(vec![None, None, None, None, Some(dy)])
+}
+
+/// `SpaceToBatchND` (`to_batch`) and `BatchToSpaceND`: the batch times (or divided by) the
+/// blocks' product; each blocked dimension padded then divided by its block (or multiplied,
+/// then cropped); the other dimensions unchanged.
+fn space_batch(c: &InferCtx, to_batch: bool) -> Result<Vec<Shape>, ShapeError> {
+    let Some(dims) = c.inputs[0].dims() else { return Ok(vec![Shape::unknown()]) };
+    let (Some(block), Some(pads)) = (c.const_ints(1), c.const_ints(2)) else {
+        return Ok(vec![Shape::new(vec![None; dims.len()])]);
+    };
+    let m = block.len();
+    if m + 1 > dims.len() || pads.len() != 2 * m || block.iter().any(|&b| b < 1) || pads.iter().any(|&p| p < 0) {
+        return Err(format!(
+            "block_shape {block:?} must be positive and paddings/crops {pads:?} a non-negative [{m}, 2] matrix for an input of rank {}",
+            dims.len()
+        )
+        .into());
+    }
+    let prod: i64 = block.iter().product();
+    let mut out = dims.to_vec();
+    out[0] = match dims[0] {
+        Some(b) if to_batch => Some(b * prod as usize),
+        Some(b) if b as i64 % prod == 0 => Some(b / prod as usize),
+        Some(b) => return Err(format!("batch {b} is not divisible by the blocks' product {prod}").into()),
+        None => None,
+    };
+    for i in 0..m {
+        let Some(d) = dims[1 + i] else { continue };
+        let (d, b, total) = (d as i64, block[i], pads[2 * i] + pads[2 * i + 1]);
+        out[1 + i] = Some(if to_batch {
+            if (d + total) % b != 0 {
+                return Err(
+                    format!("padded dimension {} of size {} is not divisible by block {b}", 1 + i, d + total).into()
+                );
+            }
+            ((d + total) / b) as usize
+        } else {
+            if total > d * b {
+                return Err(format!("crops {total} exceed dimension {} of size {}", 1 + i, d * b).into());
+            }
+            (d * b - total) as usize
+        });
+    }
+    Ok(vec![Shape::new(out)])
+}
+
+/// `SpaceToBatchND`: TensorFlow's `BatchToSpaceND(g, block_shape, paddings)`.
+fn space_to_batch_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 3]) };
+    let a = [
+        ("Tblock_shape", attr::dtype(ctx.scope.dtype(ctx.input(1)))),
+        ("Tcrops", attr::dtype(ctx.scope.dtype(ctx.input(2)))),
+    ];
+    Ok(vec![Some(build(&ctx.scope, "BatchToSpaceND", &[g, ctx.input(1), ctx.input(2)], &a)?), None, None])
+}
+
+/// `BatchToSpaceND`: TensorFlow's `SpaceToBatchND(g, block_shape, crops)`.
+fn batch_to_space_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 3]) };
+    let a = [
+        ("Tblock_shape", attr::dtype(ctx.scope.dtype(ctx.input(1)))),
+        ("Tpaddings", attr::dtype(ctx.scope.dtype(ctx.input(2)))),
+    ];
+    Ok(vec![Some(build(&ctx.scope, "SpaceToBatchND", &[g, ctx.input(1), ctx.input(2)], &a)?), None, None])
 }
 
 /// `Pad`, `PadV2`: the gradient sliced back to the input (from each dimension's padding

@@ -1,0 +1,140 @@
+//! The 3-D convolution kernels (`Conv3D` and its two gradients, as a video or volume model's
+//! layers call them), the 3-D pools, and the weighted resizes (`ResizeBicubic`,
+//! `ScaleAndTranslate` with Lanczos 3), each on one thread and on two
+//! (`cargo bench -p ferroflow-kernels --bench spatial -- <filter>`).
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferroflow_graph::Attrs;
+use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
+use ferroflow_ops::OpRegistry;
+use ferroflow_proto::attr_value::{ListValue, Value};
+use ferroflow_proto::AttrValue;
+use ferroflow_tensor::{DType, Tensor};
+
+fn attrs(pairs: Vec<(&str, Value)>) -> Attrs {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), AttrValue { value: Some(v) })).collect()
+}
+
+fn ints(v: &[i64]) -> Value {
+    Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() }))
+}
+
+/// Deterministic values in [-1, 1).
+fn tensor(dims: &[usize], seed: u32) -> Tensor {
+    let n = dims.iter().product();
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(dims, v).unwrap()
+}
+
+/// One kernel call: the op, its attrs, its inputs, and the work it does (elements of
+/// throughput: multiply-adds for the convolutions, output values otherwise).
+struct Case {
+    name: &'static str,
+    op: &'static str,
+    attrs: Attrs,
+    inputs: Vec<Tensor>,
+    work: u64,
+}
+
+fn window3d(op: &str, strides: [i64; 3], ksize: Option<[i64; 3]>) -> Attrs {
+    let mut a = vec![
+        ("T", Value::Type(DType::Float.to_tf())),
+        ("strides", ints(&[1, strides[0], strides[1], strides[2], 1])),
+        ("padding", Value::S(b"SAME".to_vec())),
+        ("data_format", Value::S(b"NDHWC".to_vec())),
+    ];
+    match ksize {
+        Some(k) => a.push(("ksize", ints(&[1, k[0], k[1], k[2], 1]))),
+        None => a.push(("dilations", ints(&[1; 5]))),
+    }
+    if op == "Conv3DBackpropInputV2" {
+        a.push(("Tshape", Value::Type(DType::Int32.to_tf())));
+    }
+    attrs(a)
+}
+
+fn i32s(v: &[i32]) -> Tensor {
+    Tensor::from_vec(&[v.len()], v.to_vec()).unwrap()
+}
+
+/// A 3×3×3 SAME convolution of `[n, d, hw, hw, c]` to `oc` channels, as `op` computes it.
+fn conv3d(name: &'static str, op: &'static str, [n, d, hw, c, oc]: [usize; 5]) -> Case {
+    let (x, f, dy) = ([n, d, hw, hw, c], [3, 3, 3, c, oc], [n, d, hw, hw, oc]);
+    let inputs = match op {
+        "Conv3D" => vec![tensor(&x, 1), tensor(&f, 2)],
+        "Conv3DBackpropInputV2" => vec![i32s(&x.map(|v| v as i32)), tensor(&f, 2), tensor(&dy, 3)],
+        _ => vec![tensor(&x, 1), i32s(&f.map(|v| v as i32)), tensor(&dy, 3)],
+    };
+    let work = (n * d * hw * hw * oc * 27 * c) as u64;
+    Case { name, op, attrs: window3d(op, [1, 1, 1], None), inputs, work }
+}
+
+fn resize(name: &'static str, op: &'static str, [n, hw, c, out]: [usize; 4]) -> Case {
+    let mut a = vec![("T", Value::Type(DType::Float.to_tf()))];
+    let mut inputs = vec![tensor(&[n, hw, hw, c], 1), i32s(&[out as i32, out as i32])];
+    if op == "ScaleAndTranslate" {
+        a.push(("kernel_type", Value::S(b"lanczos3".to_vec())));
+        a.push(("antialias", Value::B(true)));
+        let s = out as f32 / hw as f32;
+        inputs.push(Tensor::from_vec(&[2], vec![s, s]).unwrap());
+        inputs.push(Tensor::from_vec(&[2], vec![0f32, 0.0]).unwrap());
+    } else {
+        a.push(("align_corners", Value::B(false)));
+        a.push(("half_pixel_centers", Value::B(true)));
+    }
+    Case { name, op, attrs: attrs(a), inputs, work: (n * out * out * c) as u64 }
+}
+
+fn bench(cr: &mut Criterion) {
+    let shape = [2, 8, 28, 32, 32];
+    let cases = [
+        conv3d("conv3d_3x3x3_8x28x28_32to32_batch2", "Conv3D", shape),
+        conv3d("conv3d_backprop_input_3x3x3_8x28x28_32to32_batch2", "Conv3DBackpropInputV2", shape),
+        conv3d("conv3d_backprop_filter_3x3x3_8x28x28_32to32_batch2", "Conv3DBackpropFilterV2", shape),
+        Case {
+            name: "max_pool3d_2x2x2_s2_16x56x56x32",
+            op: "MaxPool3D",
+            attrs: window3d("MaxPool3D", [2, 2, 2], Some([2, 2, 2])),
+            inputs: vec![tensor(&[1, 16, 56, 56, 32], 1)],
+            work: (8 * 28 * 28 * 32) as u64,
+        },
+        resize("resize_bicubic_112_to_224x3_batch8", "ResizeBicubic", [8, 112, 3, 224]),
+        resize("scale_and_translate_lanczos3_224_to_112x3_batch8", "ScaleAndTranslate", [8, 224, 3, 112]),
+    ];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let mut group = cr.benchmark_group("spatial");
+    for case in &cases {
+        group.throughput(Throughput::Elements(case.work));
+        for (threads, ctx) in [
+            (1, KernelContext { intra_op: None, resources: None, step: None }),
+            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
+        ] {
+            let def = OpRegistry::global().get(case.op).unwrap();
+            let types = def.resolve_types(&case.attrs).unwrap();
+            let desc = NodeDesc { name: case.name, def, attrs: &case.attrs, types: &types };
+            let kernel = KernelRegistry::global().create(&desc).unwrap();
+            group.bench_function(format!("{}/threads_{threads}", case.name), |b| {
+                b.iter(|| {
+                    let mut outputs = Vec::new();
+                    kernel.compute(&ctx, &mut case.inputs.clone(), &mut outputs).unwrap();
+                    outputs
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
