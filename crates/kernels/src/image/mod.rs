@@ -1,7 +1,10 @@
 //! Image kernels: resizing (`resize`), files and image codecs (`codec`; its decoders are
 //! public for the data pipeline and the fuzz targets), and the augmentation ops
-//! `AdjustContrastv2` and `ReverseV2` (flips).
+//! `AdjustContrastv2` and `ReverseV2` (flips); detection post-processing: non-max
+//! suppression (`nms`) and `CropAndResize` (`crop`).
 mod codec;
+mod crop;
+mod nms;
 mod resize;
 
 use ferroflow_tensor::{DType, Tensor};
@@ -98,6 +101,8 @@ impl OpKernel for Reverse {
 pub(crate) fn register(r: &mut KernelRegistry) {
     codec::register(r);
     resize::register(r);
+    crop::register(r);
+    nms::register(r);
     r.register("AdjustContrastv2", "T", &[DType::Float], |_| Ok(Box::new(AdjustContrast)));
     r.register("ReverseV2", "", &[], |_| Ok(Box::new(Reverse)));
 }
