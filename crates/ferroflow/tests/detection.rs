@@ -1,6 +1,6 @@
 //! Detection post-processing and indexing ops against TensorFlow
 //! (`scripts/make_detection_fixtures.py` → `fixtures/detection/`): non-max suppression V3, V4,
-//! V5 (soft-NMS), the padded (tiled) form TensorFlow writes in ordinary ops, combined NMS,
+//! V5 (soft-NMS), combined NMS,
 //! CropAndResize, TopKV2, Where, GatherNd (batch_dims, int64 indices), ScatterNd,
 //! TensorScatter*, and SSD/RetinaNet-style post-processing end to end — each frozen graph run
 //! with 1 and 2 intra-op threads, optimizer on and off. Selections (indices, kept boxes and
@@ -50,7 +50,6 @@ fn every_fixture_is_tested() {
     let tested = [
         "nms_v3",
         "nms_v4_v5",
-        "nms_padded",
         "combined_nms",
         "crop_and_resize",
         "topk_where_gather",
@@ -71,11 +70,6 @@ fn non_max_suppression_v3_selects_tensorflows_boxes() {
 #[test]
 fn non_max_suppression_v4_v5_and_soft_nms_match_tensorflow() {
     fixture("nms_v4_v5");
-}
-
-#[test]
-fn non_max_suppression_padded_runs_tensorflows_tiled_loop() {
-    fixture("nms_padded");
 }
 
 #[test]

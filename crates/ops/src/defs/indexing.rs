@@ -151,6 +151,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("Tparams: type")
             .attr("Tindices: {int16, int32, int64}")
             .attr("bad_indices_policy: string = ''")
+            .shape(gather_nd_shape)
             .grows()
             .gradient(gather_nd_grad)
             .build(),
@@ -356,6 +357,24 @@ fn range(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = ((limit - start) / delta).abs().ceil();
     let consistent = delta != 0.0 && (limit - start == 0.0 || (limit > start) == (delta > 0.0));
     Ok(vec![Shape::new(vec![(consistent && n.is_finite()).then(|| n.min(usize::MAX as f64) as usize)])])
+}
+
+/// `GatherNd`: `indices.shape[:-1] + params.shape[indices.shape[-1]:]` (unknown rank until
+/// the indices' rank, their last dimension and the params' rank are known).
+fn gather_nd_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let (Some(p), Some(i)) = (c.inputs[0].dims(), c.inputs[1].dims()) else { return Ok(vec![Shape::unknown()]) };
+    let Some((&Some(depth), outer)) = i.split_last() else {
+        if i.is_empty() {
+            return Err("indices must be at least a vector".to_string().into());
+        }
+        return Ok(vec![Shape::unknown()]);
+    };
+    if depth > p.len() {
+        return Err(format!("the last dimension of indices ({depth}) exceeds the params' rank ({})", p.len()).into());
+    }
+    let mut dims = outer.to_vec();
+    dims.extend_from_slice(&p[depth..]);
+    Ok(vec![Shape::new(dims)])
 }
 
 /// `ScatterNd`: the shape its constant `shape` input says.
@@ -564,7 +583,8 @@ fn tile_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
 
 /// `GatherNd(params, indices)` with `T` from the params and `Tindices` from the indices.
 fn gather_nd(s: &crate::Scope, params: Output, indices: Output) -> Result<Output, crate::BuildError> {
-    build(s, "GatherNd", &[params, indices], &[("Tindices", attr::dtype(s.dtype(indices)))])
+    let attrs = [("Tparams", attr::dtype(s.dtype(params))), ("Tindices", attr::dtype(s.dtype(indices)))];
+    build(s, "GatherNd", &[params, indices], &attrs)
 }
 
 /// `ScatterNd(indices, updates, shape)`.
