@@ -448,6 +448,7 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     cases.extend(attention_cases());
     cases.extend(list_cases());
     cases.extend(spatial_cases());
+    cases.extend(detection_cases());
     for c in &cases {
         check(c);
     }
@@ -740,6 +741,62 @@ fn spatial_cases() -> Vec<Case> {
         c("AvgPool3DGrad", vec![vec![2, 4, 3, 3, 2]], (-1.0, 1.0), |s, x| {
             let sizes = s.constant_from(&[5], &[2i32, 4, 5, 3, 2]).unwrap();
             op_with(s, "AvgPool3DGrad", &[sizes, x[0]], &window3d([1, 2, 1], Some([2, 3, 2]), "SAME"))
+        }),
+    ]
+}
+
+// Detection post-processing and indexing (scripts/make_detection_fixtures.py): the scatters
+// and GatherNd, with constant indices (repeated ones sum) of both index types.
+
+/// A constant index tensor of `dims` (int32, or int64 with `wide`).
+fn index_const(s: &Scope, dims: &[usize], v: &[i64], wide: bool) -> Output {
+    if wide {
+        s.constant_from(dims, v).unwrap()
+    } else {
+        s.constant_from(dims, &v.iter().map(|&i| i as i32).collect::<Vec<_>>()).unwrap()
+    }
+}
+
+fn tindices(wide: bool) -> AttrValue {
+    attr::dtype(if wide { DType::Int64 } else { DType::Int32 })
+}
+
+/// `op(tensor = x[0], indices, updates = x[1])`.
+fn tensor_scatter(s: &Scope, op: &str, x: &[Output], idims: &[usize], idx: &[i64], wide: bool) -> Output {
+    let i = index_const(s, idims, idx, wide);
+    op_with(s, op, &[x[0], i, x[1]], &[("Tindices", tindices(wide))])
+}
+
+fn detection_cases() -> Vec<Case> {
+    let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    vec![
+        c("GatherNd", vec![vec![3, 4]], (-2.0, 2.0), |s, x| {
+            let i = index_const(s, &[3, 2], &[1, 2, 0, 0, 1, 2], false);
+            op_with(s, "GatherNd", &[x[0], i], &[("Tparams", t64()), ("Tindices", tindices(false))])
+        }),
+        c("GatherNd", vec![vec![3, 2, 2]], (-2.0, 2.0), |s, x| {
+            let i = index_const(s, &[2, 2, 1], &[2, 0, 2, 1], true);
+            op_with(s, "GatherNd", &[x[0], i], &[("Tparams", t64()), ("Tindices", tindices(true))])
+        }),
+        c("ScatterNd", vec![vec![3, 4]], (-2.0, 2.0), |s, x| {
+            let i = index_const(s, &[3, 1], &[1, 3, 1], false);
+            let shape = index_const(s, &[2], &[5, 4], false);
+            op_with(s, "ScatterNd", &[i, x[0], shape], &[("Tindices", tindices(false))])
+        }),
+        c("TensorScatterUpdate", vec![vec![4, 3], vec![2, 3]], (-2.0, 2.0), |s, x| {
+            tensor_scatter(s, "TensorScatterUpdate", x, &[2, 1], &[1, 3], false)
+        }),
+        c("TensorScatterAdd", vec![vec![4, 3], vec![3, 3]], (-2.0, 2.0), |s, x| {
+            tensor_scatter(s, "TensorScatterAdd", x, &[3, 1], &[2, 0, 2], true)
+        }),
+        c("TensorScatterSub", vec![vec![4, 3], vec![3]], (-2.0, 2.0), |s, x| {
+            tensor_scatter(s, "TensorScatterSub", x, &[3, 2], &[0, 1, 3, 2, 0, 1], false)
+        }),
+        c("TensorScatterMax", vec![vec![3, 3], vec![3]], (-2.0, 2.0), |s, x| {
+            tensor_scatter(s, "TensorScatterMax", x, &[3, 2], &[0, 1, 2, 2, 1, 0], false)
+        }),
+        c("TensorScatterMin", vec![vec![3, 3], vec![3]], (-2.0, 2.0), |s, x| {
+            tensor_scatter(s, "TensorScatterMin", x, &[3, 2], &[0, 1, 2, 2, 1, 0], true)
         }),
     ]
 }

@@ -178,7 +178,10 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
     // and the list ops graph (tests/recurrent.rs runs them against TF's outputs); Keras'
     // spatial layers and TensorFlow's 3-D gradients (tests/spatial.rs runs them), with the
     // functions a frozen grouped convolution calls.
-    for e in ["../recurrent", "../spatial"].iter().flat_map(|d| std::fs::read_dir(fixtures_dir().join(d)).unwrap()) {
+    for e in ["../recurrent", "../spatial", "../detection"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(fixtures_dir().join(d)).unwrap())
+    {
         let path = e.unwrap().path();
         if path.extension().is_some_and(|x| x == "pb") {
             let def = ferroflow::graph::io::read_graph_def(&path).unwrap();

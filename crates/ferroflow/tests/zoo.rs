@@ -15,14 +15,7 @@ use ferroflow::prelude::*;
 use ferroflow::tensor::npy;
 
 /// (model, the ops it lacks) — remove an entry once its ops land.
-const PENDING: &[(&str, &[&str])] = &[
-    ("combined_nms", &["CombinedNonMaxSuppression"]),
-    ("crop_and_resize", &["CropAndResize"]),
-    ("gather_scatter_nd", &["ScatterNd", "TensorScatterAdd"]),
-    ("nms_plain", &["NonMaxSuppressionV3"]),
-    ("nms_soft", &["NonMaxSuppressionV5"]),
-    ("nms_v5", &["NonMaxSuppressionV5"]),
-];
+const PENDING: &[(&str, &[&str])] = &[];
 
 /// (model, a part of the error it fails with) — models that load but do not run yet for a
 /// reason other than a missing op; remove an entry once fixed.

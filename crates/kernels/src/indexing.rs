@@ -1,7 +1,8 @@
 //! Kernels that move elements without arithmetic: `Transpose`, `Slice`, `StridedSlice`,
 //! `Tile`, `Pad`, `PadV2`, `MirrorPad`, `Unpack`, `Split`, `SplitV`, `GatherV2`, `GatherNd`,
 //! `OneHot`, `Where`, `SpaceToBatchND`, `BatchToSpaceND` ([`space_batch`]); plus `Range`,
-//! `Cumsum`, `TopKV2`. All of them work on any dtype (element bytes, or strings) unless they compute with the values.
+//! `Cumsum`, `TopKV2`, and the scatters `ScatterNd`, `TensorScatterUpdate/Add/Sub/Max/Min`. All
+//! of them work on any dtype (element bytes, or strings) unless they compute with the values.
 use ferroflow_tensor::{DType, Tensor};
 
 use crate::numeric::Num;
@@ -887,4 +888,170 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("Range", "Tidx", &[DType::Int32, DType::Int64, DType::Float, DType::Double], |_| Ok(Box::new(Range)));
     r.register("Cumsum", "T", NUM, k_cumsum);
     r.register("TopKV2", "T", NUM, k_topk);
+    register_scatter(r);
+}
+
+/// Where each slice of a scatter goes: the flat offset in the output of each index row
+/// (`indices[..., :depth]` into `shape`) and the number of elements a slice holds; checks
+/// that `updates` is `indices.shape[:-1] + shape[depth:]`, as TensorFlow's scatter kernels do.
+fn scatter_offsets(indices: &Tensor, updates_dims: &[usize], shape: &[usize]) -> KResult<(Vec<usize>, usize)> {
+    let idx = axis_values(indices)?;
+    let id = indices.dims();
+    let depth = *id.last().ok_or_else(|| invalid("indices must be at least a vector"))?;
+    if depth > shape.len() {
+        return Err(invalid(format!(
+            "the last dimension of indices ({depth}) must not exceed the output's rank ({})",
+            shape.len()
+        )));
+    }
+    let outer = &id[..id.len() - 1];
+    let mut want = outer.to_vec();
+    want.extend_from_slice(&shape[depth..]);
+    if updates_dims != want.as_slice() {
+        return Err(invalid(format!(
+            "updates must have shape indices.shape[:-1] + shape[{depth}:] = {want:?}, got {updates_dims:?}"
+        )));
+    }
+    let st = strides_of(shape);
+    let slice: usize = shape[depth..].iter().product();
+    let rows: usize = outer.iter().product();
+    let mut offsets = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let row = &idx[r * depth..(r + 1) * depth];
+        let mut off = 0;
+        for (a, &v) in row.iter().enumerate() {
+            if v < 0 || v as usize >= shape[a] {
+                return Err(invalid(format!("indices[{r}] = {row:?} does not index into shape {shape:?}")));
+            }
+            off += v as usize * st[a];
+        }
+        offsets.push(off);
+    }
+    Ok((offsets, slice))
+}
+
+/// How a scatter combines an update with the element it lands on.
+#[derive(Clone, Copy, PartialEq)]
+enum Combine {
+    Update,
+    Add,
+    Sub,
+    Max,
+    Min,
+}
+
+impl Combine {
+    #[inline]
+    fn apply<T: Num>(self, out: &mut [T], upd: &[T]) {
+        match self {
+            Combine::Update => out.copy_from_slice(upd),
+            Combine::Add => out.iter_mut().zip(upd).for_each(|(o, &u)| *o = o.add_w(u)),
+            Combine::Sub => out.iter_mut().zip(upd).for_each(|(o, &u)| *o = o.sub_w(u)),
+            // std::max / std::min as Eigen's cwiseMax / cwiseMin apply them.
+            Combine::Max => out.iter_mut().zip(upd).for_each(|(o, &u)| *o = if *o < u { u } else { *o }),
+            Combine::Min => out.iter_mut().zip(upd).for_each(|(o, &u)| *o = if u < *o { u } else { *o }),
+        }
+    }
+}
+
+/// `out` with each update slice combined into its place, in index order (so a repeated
+/// index sums, or keeps its last update, as TensorFlow's CPU kernels do).
+fn scatter_into<T: Num>(out: &mut [T], upd: &[T], offsets: &[usize], slice: usize, how: Combine) {
+    if slice == 0 {
+        return;
+    }
+    for (u, &off) in upd.chunks_exact(slice).zip(offsets) {
+        how.apply(&mut out[off..off + slice], u);
+    }
+}
+
+/// `ScatterNd(indices, updates, shape)`: zeros of `shape` with the updates summed in.
+struct ScatterNd<T>(std::marker::PhantomData<T>);
+impl<T: Num> OpKernel for ScatterNd<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let shape = axis_values(&inputs[2])?;
+        if inputs[2].rank() != 1 {
+            return Err(invalid(format!("shape must be a vector, got shape {:?}", inputs[2].dims())));
+        }
+        let shape = shape
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| invalid(format!("shape {shape:?} has a negative dimension"))))
+            .collect::<KResult<Vec<_>>>()?;
+        if shape.is_empty() {
+            return Err(invalid("shape must have at least one dimension"));
+        }
+        let (offsets, slice) = scatter_offsets(&inputs[0], inputs[1].dims(), &shape)?;
+        check_output(T::DTYPE, &shape)?;
+        let mut out = vec![T::ZERO; shape.iter().product()];
+        scatter_into(&mut out, inputs[1].as_slice::<T>()?, &offsets, slice, Combine::Add);
+        outputs.push(Tensor::from_vec(&shape, out)?);
+        Ok(())
+    }
+}
+
+/// `TensorScatterUpdate/Add/Sub/Max/Min(tensor, indices, updates)`.
+struct TensorScatter<T> {
+    how: Combine,
+    _t: std::marker::PhantomData<T>,
+}
+impl<T: Num> OpKernel for TensorScatter<T> {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let shape = inputs[0].dims().to_vec();
+        if shape.is_empty() {
+            return Err(invalid("tensor must have at least one dimension"));
+        }
+        let (offsets, slice) = scatter_offsets(&inputs[1], inputs[2].dims(), &shape)?;
+        let updates = inputs.swap_remove(2);
+        let mut t = inputs.swap_remove(0);
+        scatter_into(t.as_mut_slice::<T>()?, updates.as_slice::<T>()?, &offsets, slice, self.how);
+        outputs.push(t);
+        Ok(())
+    }
+}
+
+/// `TensorScatterUpdate` on any dtype with fixed-size elements: update slices copied as bytes.
+struct TensorScatterBytes;
+impl OpKernel for TensorScatterBytes {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let shape = inputs[0].dims().to_vec();
+        if shape.is_empty() {
+            return Err(invalid("tensor must have at least one dimension"));
+        }
+        let (offsets, slice) = scatter_offsets(&inputs[1], inputs[2].dims(), &shape)?;
+        let dt = inputs[0].dtype();
+        let size = dt.size().ok_or_else(|| invalid(format!("TensorScatterUpdate of {dt} tensors is not supported")))?;
+        let updates = inputs.swap_remove(2);
+        let mut t = inputs.swap_remove(0);
+        let upd = updates.as_bytes()?;
+        let out = t.as_mut_bytes()?;
+        if slice > 0 {
+            for (u, &off) in upd.chunks_exact(slice * size).zip(&offsets) {
+                out[off * size..(off + slice) * size].copy_from_slice(u);
+            }
+        }
+        outputs.push(t);
+        Ok(())
+    }
+}
+
+fn k_tensor_scatter(d: &NodeDesc, how: Combine) -> KResult<Box<dyn OpKernel>> {
+    let t = d.dtype("T")?;
+    if how == Combine::Update && !matches!(t, DType::Float | DType::Double | DType::Int32 | DType::Int64) {
+        return Ok(Box::new(TensorScatterBytes));
+    }
+    dispatch!(t, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+        |T| Ok(Box::new(TensorScatter::<T> { how, _t: Default::default() }) as Box<dyn OpKernel>))
+}
+
+pub(crate) fn register_scatter(r: &mut KernelRegistry) {
+    const NUM: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64];
+    r.register("ScatterNd", "T", NUM, |d| {
+        dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
+            |T| Ok(Box::new(ScatterNd::<T>(Default::default())) as Box<dyn OpKernel>))
+    });
+    r.register("TensorScatterUpdate", "", &[], |d| k_tensor_scatter(d, Combine::Update));
+    r.register("TensorScatterAdd", "T", NUM, |d| k_tensor_scatter(d, Combine::Add));
+    r.register("TensorScatterSub", "T", NUM, |d| k_tensor_scatter(d, Combine::Sub));
+    r.register("TensorScatterMax", "T", NUM, |d| k_tensor_scatter(d, Combine::Max));
+    r.register("TensorScatterMin", "T", NUM, |d| k_tensor_scatter(d, Combine::Min));
 }

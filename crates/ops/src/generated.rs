@@ -397,6 +397,25 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "CollectiveReduceV2", applied)
     }
 
+    /// `CombinedNonMaxSuppression`(`boxes: float`, `scores: float`, `max_output_size_per_class: int32`, `max_total_size: int32`, `iou_threshold: float`, `score_threshold: float`) → (`nmsed_boxes: float`, `nmsed_scores: float`, `nmsed_classes: float`, `valid_detections: int32`); attrs `pad_per_class: bool`, `clip_boxes: bool`.
+    fn combined_non_max_suppression(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size_per_class: impl Input<Self>, max_total_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.combined_non_max_suppression_with(boxes, scores, max_output_size_per_class, max_total_size, iou_threshold, score_threshold, attrs::CombinedNonMaxSuppression::new())
+    }
+
+    /// [`RawOps::combined_non_max_suppression`] with attrs set (those not set take the op's defaults).
+    fn combined_non_max_suppression_with(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size_per_class: impl Input<Self>, max_total_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>, options: attrs::CombinedNonMaxSuppression) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("CombinedNonMaxSuppression", "CombinedNonMaxSuppression");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size_per_class.into_input(self)?));
+        call.inputs.push(Arg::One(max_total_size.into_input(self)?));
+        call.inputs.push(Arg::One(iou_threshold.into_input(self)?));
+        call.inputs.push(Arg::One(score_threshold.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
     /// `ConcatV2`(`values: N * T`, `axis: Tidx`) → (`output: T`); attrs `N: int`, `T: type`, `Tidx: {int32, int64}`.
     fn concat_v2(&self, values: &[Self::Tensor], axis: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("ConcatV2", "concat");
@@ -527,6 +546,23 @@ pub trait RawOps: OpTarget + Sized {
         call.inputs.push(Arg::One(x.into_input(self)?));
         let applied = self.apply(call)?;
         single(self, "Cos", applied)
+    }
+
+    /// `CropAndResize`(`image: T`, `boxes: float`, `box_ind: int32`, `crop_size: int32`) → (`crops: float`); attrs `T: {uint8, uint16, int8, int16, int32, int64, half, float, double}`, `method: string`, `extrapolation_value: float`.
+    fn crop_and_resize(&self, image: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>, crop_size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.crop_and_resize_with(image, boxes, box_ind, crop_size, attrs::CropAndResize::new())
+    }
+
+    /// [`RawOps::crop_and_resize`] with attrs set (those not set take the op's defaults).
+    fn crop_and_resize_with(&self, image: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>, crop_size: impl Input<Self>, options: attrs::CropAndResize) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("CropAndResize", "CropAndResize");
+        call.inputs.push(Arg::One(image.into_input(self)?));
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(box_ind.into_input(self)?));
+        call.inputs.push(Arg::One(crop_size.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "CropAndResize", applied)
     }
 
     /// `Cumsum`(`x: T`, `axis: Tidx`) → (`out: T`); attrs `exclusive: bool`, `reverse: bool`, `T: type`, `Tidx: {int32, int64}`.
@@ -1280,6 +1316,82 @@ pub trait RawOps: OpTarget + Sized {
         Ok(applied.node)
     }
 
+    /// `NonMaxSuppression`(`boxes: float`, `scores: float`, `max_output_size: int32`) → (`selected_indices: int32`); attrs `iou_threshold: float`.
+    fn non_max_suppression(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.non_max_suppression_with(boxes, scores, max_output_size, attrs::NonMaxSuppression::new())
+    }
+
+    /// [`RawOps::non_max_suppression`] with attrs set (those not set take the op's defaults).
+    fn non_max_suppression_with(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, options: attrs::NonMaxSuppression) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("NonMaxSuppression", "NonMaxSuppression");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "NonMaxSuppression", applied)
+    }
+
+    /// `NonMaxSuppressionV2`(`boxes: T`, `scores: T`, `max_output_size: int32`, `iou_threshold: T_threshold`) → (`selected_indices: int32`); attrs `T: {half, float}`, `T_threshold: {half, float}`.
+    fn non_max_suppression_v2(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("NonMaxSuppressionV2", "NonMaxSuppressionV2");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size.into_input(self)?));
+        call.inputs.push(Arg::One(iou_threshold.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "NonMaxSuppressionV2", applied)
+    }
+
+    /// `NonMaxSuppressionV3`(`boxes: T`, `scores: T`, `max_output_size: int32`, `iou_threshold: T_threshold`, `score_threshold: T_threshold`) → (`selected_indices: int32`); attrs `T: {half, float}`, `T_threshold: {half, float}`.
+    fn non_max_suppression_v3(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("NonMaxSuppressionV3", "NonMaxSuppressionV3");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size.into_input(self)?));
+        call.inputs.push(Arg::One(iou_threshold.into_input(self)?));
+        call.inputs.push(Arg::One(score_threshold.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "NonMaxSuppressionV3", applied)
+    }
+
+    /// `NonMaxSuppressionV4`(`boxes: T`, `scores: T`, `max_output_size: int32`, `iou_threshold: T_threshold`, `score_threshold: T_threshold`) → (`selected_indices: int32`, `valid_outputs: int32`); attrs `T: {half, float}`, `T_threshold: {half, float}`, `pad_to_max_output_size: bool`.
+    fn non_max_suppression_v4(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.non_max_suppression_v4_with(boxes, scores, max_output_size, iou_threshold, score_threshold, attrs::NonMaxSuppressionV4::new())
+    }
+
+    /// [`RawOps::non_max_suppression_v4`] with attrs set (those not set take the op's defaults).
+    fn non_max_suppression_v4_with(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>, options: attrs::NonMaxSuppressionV4) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("NonMaxSuppressionV4", "NonMaxSuppressionV4");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size.into_input(self)?));
+        call.inputs.push(Arg::One(iou_threshold.into_input(self)?));
+        call.inputs.push(Arg::One(score_threshold.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
+    /// `NonMaxSuppressionV5`(`boxes: T`, `scores: T`, `max_output_size: int32`, `iou_threshold: T`, `score_threshold: T`, `soft_nms_sigma: T`) → (`selected_indices: int32`, `selected_scores: T`, `valid_outputs: int32`); attrs `T: {half, float}`, `pad_to_max_output_size: bool`.
+    fn non_max_suppression_v5(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>, soft_nms_sigma: impl Input<Self>) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.non_max_suppression_v5_with(boxes, scores, max_output_size, iou_threshold, score_threshold, soft_nms_sigma, attrs::NonMaxSuppressionV5::new())
+    }
+
+    /// [`RawOps::non_max_suppression_v5`] with attrs set (those not set take the op's defaults).
+    fn non_max_suppression_v5_with(&self, boxes: impl Input<Self>, scores: impl Input<Self>, max_output_size: impl Input<Self>, iou_threshold: impl Input<Self>, score_threshold: impl Input<Self>, soft_nms_sigma: impl Input<Self>, options: attrs::NonMaxSuppressionV5) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("NonMaxSuppressionV5", "NonMaxSuppressionV5");
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(scores.into_input(self)?));
+        call.inputs.push(Arg::One(max_output_size.into_input(self)?));
+        call.inputs.push(Arg::One(iou_threshold.into_input(self)?));
+        call.inputs.push(Arg::One(score_threshold.into_input(self)?));
+        call.inputs.push(Arg::One(soft_nms_sigma.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
     /// `NotEqual`(`x: T`, `y: T`) → (`z: bool`); attrs `T: type`, `incompatible_shape_error: bool`.
     fn not_equal(&self, x: impl Input<Self>, y: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.not_equal_with(x, y, attrs::NotEqual::new())
@@ -1817,6 +1929,22 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "ScaleAndTranslate", applied)
     }
 
+    /// `ScatterNd`(`indices: Tindices`, `updates: T`, `shape: Tindices`) → (`output: T`); attrs `T: type`, `Tindices: {int16, int32, int64}`, `bad_indices_policy: string`.
+    fn scatter_nd(&self, indices: impl Input<Self>, updates: impl Input<Self>, shape: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.scatter_nd_with(indices, updates, shape, attrs::ScatterNd::new())
+    }
+
+    /// [`RawOps::scatter_nd`] with attrs set (those not set take the op's defaults).
+    fn scatter_nd_with(&self, indices: impl Input<Self>, updates: impl Input<Self>, shape: impl Input<Self>, options: attrs::ScatterNd) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ScatterNd", "ScatterNd");
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.inputs.push(Arg::One(shape.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ScatterNd", applied)
+    }
+
     /// `Select`(`condition: bool`, `t: T`, `e: T`) → (`output: T`); attrs `T: type`.
     fn select(&self, condition: impl Input<Self>, t: impl Input<Self>, e: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("Select", "Select");
@@ -2298,6 +2426,86 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "TensorListStack", applied)
+    }
+
+    /// `TensorScatterAdd`(`tensor: T`, `indices: Tindices`, `updates: T`) → (`output: T`); attrs `T: type`, `Tindices: {int32, int64}`, `bad_indices_policy: string`.
+    fn tensor_scatter_add(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_scatter_add_with(tensor, indices, updates, attrs::TensorScatterAdd::new())
+    }
+
+    /// [`RawOps::tensor_scatter_add`] with attrs set (those not set take the op's defaults).
+    fn tensor_scatter_add_with(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>, options: attrs::TensorScatterAdd) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorScatterAdd", "TensorScatterAdd");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorScatterAdd", applied)
+    }
+
+    /// `TensorScatterMax`(`tensor: T`, `indices: Tindices`, `updates: T`) → (`output: T`); attrs `T: type`, `Tindices: {int32, int64}`, `bad_indices_policy: string`.
+    fn tensor_scatter_max(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_scatter_max_with(tensor, indices, updates, attrs::TensorScatterMax::new())
+    }
+
+    /// [`RawOps::tensor_scatter_max`] with attrs set (those not set take the op's defaults).
+    fn tensor_scatter_max_with(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>, options: attrs::TensorScatterMax) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorScatterMax", "TensorScatterMax");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorScatterMax", applied)
+    }
+
+    /// `TensorScatterMin`(`tensor: T`, `indices: Tindices`, `updates: T`) → (`output: T`); attrs `T: type`, `Tindices: {int32, int64}`, `bad_indices_policy: string`.
+    fn tensor_scatter_min(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_scatter_min_with(tensor, indices, updates, attrs::TensorScatterMin::new())
+    }
+
+    /// [`RawOps::tensor_scatter_min`] with attrs set (those not set take the op's defaults).
+    fn tensor_scatter_min_with(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>, options: attrs::TensorScatterMin) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorScatterMin", "TensorScatterMin");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorScatterMin", applied)
+    }
+
+    /// `TensorScatterSub`(`tensor: T`, `indices: Tindices`, `updates: T`) → (`output: T`); attrs `T: type`, `Tindices: {int32, int64}`, `bad_indices_policy: string`.
+    fn tensor_scatter_sub(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_scatter_sub_with(tensor, indices, updates, attrs::TensorScatterSub::new())
+    }
+
+    /// [`RawOps::tensor_scatter_sub`] with attrs set (those not set take the op's defaults).
+    fn tensor_scatter_sub_with(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>, options: attrs::TensorScatterSub) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorScatterSub", "TensorScatterSub");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorScatterSub", applied)
+    }
+
+    /// `TensorScatterUpdate`(`tensor: T`, `indices: Tindices`, `updates: T`) → (`output: T`); attrs `T: type`, `Tindices: {int16, int32, int64, uint16}`, `bad_indices_policy: string`.
+    fn tensor_scatter_update(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_scatter_update_with(tensor, indices, updates, attrs::TensorScatterUpdate::new())
+    }
+
+    /// [`RawOps::tensor_scatter_update`] with attrs set (those not set take the op's defaults).
+    fn tensor_scatter_update_with(&self, tensor: impl Input<Self>, indices: impl Input<Self>, updates: impl Input<Self>, options: attrs::TensorScatterUpdate) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("TensorScatterUpdate", "TensorScatterUpdate");
+        call.inputs.push(Arg::One(tensor.into_input(self)?));
+        call.inputs.push(Arg::One(indices.into_input(self)?));
+        call.inputs.push(Arg::One(updates.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "TensorScatterUpdate", applied)
     }
 
     /// `Tile`(`input: T`, `multiples: Tmultiples`) → (`output: T`); attrs `T: type`, `Tmultiples: {int32, int64}`.
@@ -2828,6 +3036,29 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `CombinedNonMaxSuppression` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct CombinedNonMaxSuppression(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl CombinedNonMaxSuppression {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `pad_per_class` (default `false`).
+        pub fn pad_per_class(mut self, v: bool) -> Self {
+            self.0.push(("pad_per_class", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `clip_boxes` (default `true`).
+        pub fn clip_boxes(mut self, v: bool) -> Self {
+            self.0.push(("clip_boxes", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `Conv2D` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct Conv2D(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -2998,6 +3229,29 @@ pub mod attrs {
         /// Sets `dilations` (default `[1, 1, 1, 1, 1]`).
         pub fn dilations(mut self, v: &[i64]) -> Self {
             self.0.push(("dilations", attr::ints(v)));
+            self
+        }
+    }
+
+    /// The attrs of `CropAndResize` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct CropAndResize(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl CropAndResize {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `method` (default `"bilinear"`).
+        pub fn method(mut self, v: &str) -> Self {
+            self.0.push(("method", attr::string(v)));
+            self
+        }
+
+        /// Sets `extrapolation_value` (default `0`).
+        pub fn extrapolation_value(mut self, v: f32) -> Self {
+            self.0.push(("extrapolation_value", attr::float(v)));
             self
         }
     }
@@ -3648,6 +3902,57 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `NonMaxSuppression` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct NonMaxSuppression(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl NonMaxSuppression {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `iou_threshold` (default `0.5`).
+        pub fn iou_threshold(mut self, v: f32) -> Self {
+            self.0.push(("iou_threshold", attr::float(v)));
+            self
+        }
+    }
+
+    /// The attrs of `NonMaxSuppressionV4` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct NonMaxSuppressionV4(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl NonMaxSuppressionV4 {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `pad_to_max_output_size` (default `false`).
+        pub fn pad_to_max_output_size(mut self, v: bool) -> Self {
+            self.0.push(("pad_to_max_output_size", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `NonMaxSuppressionV5` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct NonMaxSuppressionV5(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl NonMaxSuppressionV5 {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `pad_to_max_output_size` (default `false`).
+        pub fn pad_to_max_output_size(mut self, v: bool) -> Self {
+            self.0.push(("pad_to_max_output_size", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `NotEqual` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct NotEqual(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -4060,6 +4365,23 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ScatterNd` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ScatterNd(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ScatterNd {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
+            self
+        }
+    }
+
     /// The attrs of `Shape` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct Shape(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -4326,6 +4648,91 @@ pub mod attrs {
         /// Sets `num_elements` (default `-1`).
         pub fn num_elements(mut self, v: i64) -> Self {
             self.0.push(("num_elements", attr::int(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorScatterAdd` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorScatterAdd(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorScatterAdd {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorScatterMax` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorScatterMax(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorScatterMax {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorScatterMin` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorScatterMin(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorScatterMin {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorScatterSub` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorScatterSub(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorScatterSub {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `TensorScatterUpdate` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct TensorScatterUpdate(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl TensorScatterUpdate {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `bad_indices_policy` (default `""`).
+        pub fn bad_indices_policy(mut self, v: &str) -> Self {
+            self.0.push(("bad_indices_policy", attr::string(v)));
             self
         }
     }

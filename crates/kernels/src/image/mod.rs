@@ -1,8 +1,11 @@
 //! Image kernels: resizing (`resize`: bilinear and nearest; `sampled`: bicubic, area and
 //! `ScaleAndTranslate`), files and image codecs (`codec`; its decoders are
 //! public for the data pipeline and the fuzz targets), and the augmentation ops
-//! `AdjustContrastv2` and `ReverseV2` (flips).
+//! `AdjustContrastv2` and `ReverseV2` (flips); detection post-processing: non-max
+//! suppression (`nms`) and `CropAndResize` (`crop`).
 mod codec;
+mod crop;
+mod nms;
 mod resize;
 mod sampled;
 
@@ -101,6 +104,8 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     codec::register(r);
     resize::register(r);
     sampled::register(r);
+    crop::register(r);
+    nms::register(r);
     r.register("AdjustContrastv2", "T", &[DType::Float], |_| Ok(Box::new(AdjustContrast)));
     r.register("ReverseV2", "", &[], |_| Ok(Box::new(Reverse)));
 }

@@ -13,6 +13,7 @@ use crate::shape_inference::{self as s, InferCtx};
 pub fn defs() -> Vec<OpDef> {
     let mut defs = resizes();
     defs.extend(codecs());
+    defs.extend(detection());
     defs
 }
 
@@ -88,6 +89,165 @@ fn resizes() -> Vec<OpDef> {
 
 /// The image types `ResizeBicubic` and `ResizeArea` take.
 const RESIZE_TYPES: &str = "T: {int8, uint8, int16, uint16, int32, int64, half, float, double, bfloat16}";
+/// Non-max suppression and `CropAndResize`: the post-processing of object detectors.
+fn detection() -> Vec<OpDef> {
+    const SELECTION: &str = "its outputs select boxes by index (TensorFlow registers no gradient)";
+    let nms = |name: &str| {
+        op(name)
+            .input("boxes: T")
+            .input("scores: T")
+            .input("max_output_size: int32")
+            .attr("T: {half, float} = DT_FLOAT")
+    };
+    vec![
+        op("NonMaxSuppression")
+            .input("boxes: float")
+            .input("scores: float")
+            .input("max_output_size: int32")
+            .output("selected_indices: int32")
+            .attr("iou_threshold: float = 0.5")
+            .shape(nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        nms("NonMaxSuppressionV2")
+            .input("iou_threshold: T_threshold")
+            .output("selected_indices: int32")
+            .attr("T_threshold: {half, float} = DT_FLOAT")
+            .shape(nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        nms("NonMaxSuppressionV3")
+            .input("iou_threshold: T_threshold")
+            .input("score_threshold: T_threshold")
+            .output("selected_indices: int32")
+            .attr("T_threshold: {half, float} = DT_FLOAT")
+            .shape(nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        nms("NonMaxSuppressionV4")
+            .input("iou_threshold: T_threshold")
+            .input("score_threshold: T_threshold")
+            .output("selected_indices: int32")
+            .output("valid_outputs: int32")
+            .attr("T_threshold: {half, float} = DT_FLOAT")
+            .attr("pad_to_max_output_size: bool = false")
+            .shape(nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        nms("NonMaxSuppressionV5")
+            .input("iou_threshold: T")
+            .input("score_threshold: T")
+            .input("soft_nms_sigma: T")
+            .output("selected_indices: int32")
+            .output("selected_scores: T")
+            .output("valid_outputs: int32")
+            .attr("pad_to_max_output_size: bool = false")
+            .shape(nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        op("CombinedNonMaxSuppression")
+            .input("boxes: float")
+            .input("scores: float")
+            .input("max_output_size_per_class: int32")
+            .input("max_total_size: int32")
+            .input("iou_threshold: float")
+            .input("score_threshold: float")
+            .output("nmsed_boxes: float")
+            .output("nmsed_scores: float")
+            .output("nmsed_classes: float")
+            .output("valid_detections: int32")
+            .attr("pad_per_class: bool = false")
+            .attr("clip_boxes: bool = true")
+            .shape(combined_nms_shape)
+            .not_differentiable(SELECTION)
+            .build(),
+        op("CropAndResize")
+            .input("image: T")
+            .input("boxes: float")
+            .input("box_ind: int32")
+            .input("crop_size: int32")
+            .output("crops: float")
+            .attr("T: {uint8, uint16, int8, int16, int32, int64, half, float, double}")
+            .attr("method: {'bilinear', 'nearest'} = 'bilinear'")
+            .attr("extrapolation_value: float = 0")
+            .shape(crop_and_resize_shape)
+            .grows()
+            .gradient_unavailable("TensorFlow differentiates it with CropAndResizeGradImage and CropAndResizeGradBoxes, which ferroflow does not have yet")
+            .build(),
+    ]
+}
+
+/// The NMS ops: a vector of selected indices (of `max_output_size` when padded to it), then
+/// the selected scores (V5) and the scalar count of valid outputs (V4, V5).
+fn nms_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    match c.inputs[0].dims() {
+        Some(d) if d.len() != 2 || d[1].is_some_and(|n| n != 4) => {
+            return Err(format!("boxes must be [num_boxes, 4], got {:?}", c.inputs[0].dims()).into())
+        }
+        _ => {}
+    }
+    if c.inputs[1].rank().is_some_and(|r| r != 1) {
+        return Err(format!("scores must be a vector, got {:?}", c.inputs[1].dims()).into());
+    }
+    let padded = c.bool("pad_to_max_output_size");
+    let max = c.const_ints(2).and_then(|v| v.first().copied()).and_then(|m| usize::try_from(m).ok());
+    let n = if padded { max } else { None };
+    let mut out = vec![Shape::new(vec![n])];
+    if c.num_outputs == 3 {
+        out.push(Shape::new(vec![n]));
+    }
+    if c.num_outputs >= 2 {
+        out.push(Shape::new(vec![]));
+    }
+    Ok(out)
+}
+
+/// `CombinedNonMaxSuppression`: `[batch, per_batch, 4]`, `[batch, per_batch]` twice and
+/// `[batch]`, where `per_batch` is `max_total_size` (capped by `max_output_size_per_class *
+/// num_classes` with `pad_per_class`).
+fn combined_nms_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    if c.inputs[0].rank().is_some_and(|r| r != 4) {
+        return Err(format!("boxes must be [batch, num_boxes, q, 4], got {:?}", c.inputs[0].dims()).into());
+    }
+    if c.inputs[1].rank().is_some_and(|r| r != 3) {
+        return Err(format!("scores must be [batch, num_boxes, num_classes], got {:?}", c.inputs[1].dims()).into());
+    }
+    let batch = c.inputs[0].dims().and_then(|d| d[0]).or_else(|| c.inputs[1].dims().and_then(|d| d[0]));
+    let scalar = |i| c.const_ints(i).and_then(|v| v.first().copied()).and_then(|m| usize::try_from(m).ok());
+    let total = scalar(3);
+    let per_batch = if c.bool("pad_per_class") {
+        let classes = c.inputs[1].dims().and_then(|d| d[2]);
+        match (total, scalar(2), classes) {
+            (Some(t), Some(p), Some(k)) => Some(t.min(p.saturating_mul(k))),
+            _ => None,
+        }
+    } else {
+        total
+    };
+    Ok(vec![
+        Shape::new(vec![batch, per_batch, Some(4)]),
+        Shape::new(vec![batch, per_batch]),
+        Shape::new(vec![batch, per_batch]),
+        Shape::new(vec![batch]),
+    ])
+}
+
+/// `CropAndResize`: `[num_boxes, crop_height, crop_width, depth]`.
+fn crop_and_resize_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let size = c.shape_value(3);
+    let (h, w) = match size.dims() {
+        Some([h, w]) => (*h, *w),
+        Some(d) => return Err(format!("crop_size must hold 2 elements, got {}", d.len()).into()),
+        None => (None, None),
+    };
+    let depth = match c.inputs[0].dims() {
+        Some([_, _, _, d]) => *d,
+        Some(d) => return Err(format!("image must be 4-dimensional, got rank {}", d.len()).into()),
+        None => None,
+    };
+    let n = c.inputs[1].dims().and_then(|d| d.first().copied().flatten());
+    Ok(vec![Shape::new(vec![n, h, w, depth])])
+}
 
 /// `[batch, size[0], size[1], channels]`.
 fn resize(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {

@@ -25,6 +25,20 @@ fn pad_op(name: &str) -> OpBuilder {
         .grows()
 }
 
+/// `TensorScatterUpdate` and its arithmetic forms: `tensor` with slices at `indices`
+/// combined with `updates`.
+fn tensor_scatter(name: &str, index_types: &str) -> OpBuilder {
+    op(name)
+        .input("tensor: T")
+        .input("indices: Tindices")
+        .input("updates: T")
+        .output("output: T")
+        .attr("T: type")
+        .attr(&format!("Tindices: {index_types}"))
+        .attr("bad_indices_policy: string = ''")
+        .shape(s::unchanged)
+}
+
 /// The indexing ops.
 pub fn defs() -> Vec<OpDef> {
     vec![
@@ -177,9 +191,27 @@ pub fn defs() -> Vec<OpDef> {
             .attr("Tparams: type")
             .attr("Tindices: {int16, int32, int64}")
             .attr("bad_indices_policy: string = ''")
+            .shape(gather_nd_shape)
             .grows()
-            .gradient_unavailable("TensorFlow differentiates it with ScatterNd, which ferroflow does not have yet")
+            .gradient(gather_nd_grad)
             .build(),
+        op("ScatterNd")
+            .input("indices: Tindices")
+            .input("updates: T")
+            .input("shape: Tindices")
+            .output("output: T")
+            .attr("T: type")
+            .attr("Tindices: {int16, int32, int64}")
+            .attr("bad_indices_policy: string = ''")
+            .shape(scatter_nd)
+            .grows()
+            .gradient(scatter_nd_grad)
+            .build(),
+        tensor_scatter("TensorScatterUpdate", "{int16, int32, int64, uint16}").gradient(tensor_scatter_update_grad).build(),
+        tensor_scatter("TensorScatterAdd", "{int32, int64}").gradient(tensor_scatter_add_grad).build(),
+        tensor_scatter("TensorScatterSub", "{int32, int64}").gradient(tensor_scatter_add_grad).build(),
+        tensor_scatter("TensorScatterMax", "{int32, int64}").gradient(tensor_scatter_min_max_grad).build(),
+        tensor_scatter("TensorScatterMin", "{int32, int64}").gradient(tensor_scatter_min_max_grad).build(),
         op("OneHot")
             .input("indices: TI")
             .input("depth: int32")
@@ -365,6 +397,29 @@ fn range(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let n = ((limit - start) / delta).abs().ceil();
     let consistent = delta != 0.0 && (limit - start == 0.0 || (limit > start) == (delta > 0.0));
     Ok(vec![Shape::new(vec![(consistent && n.is_finite()).then(|| n.min(usize::MAX as f64) as usize)])])
+}
+
+/// `GatherNd`: `indices.shape[:-1] + params.shape[indices.shape[-1]:]` (unknown rank until
+/// the indices' rank, their last dimension and the params' rank are known).
+fn gather_nd_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let (Some(p), Some(i)) = (c.inputs[0].dims(), c.inputs[1].dims()) else { return Ok(vec![Shape::unknown()]) };
+    let Some((&Some(depth), outer)) = i.split_last() else {
+        if i.is_empty() {
+            return Err("indices must be at least a vector".to_string().into());
+        }
+        return Ok(vec![Shape::unknown()]);
+    };
+    if depth > p.len() {
+        return Err(format!("the last dimension of indices ({depth}) exceeds the params' rank ({})", p.len()).into());
+    }
+    let mut dims = outer.to_vec();
+    dims.extend_from_slice(&p[depth..]);
+    Ok(vec![Shape::new(dims)])
+}
+
+/// `ScatterNd`: the shape its constant `shape` input says.
+fn scatter_nd(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    Ok(vec![c.shape_value(2)])
 }
 
 /// `OneHot`: the indices' shape with `depth` inserted at `axis`.
@@ -652,4 +707,82 @@ fn tile_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let summed =
         build(s, "Sum", &[tiles, axes], &[("keep_dims", attr::boolean(false)), ("Tidx", attr::dtype(DType::Int32))])?;
     Ok(vec![Some(summed), None])
+}
+
+/// `GatherNd(params, indices)` with `T` from the params and `Tindices` from the indices.
+fn gather_nd(s: &crate::Scope, params: Output, indices: Output) -> Result<Output, crate::BuildError> {
+    let attrs = [("Tparams", attr::dtype(s.dtype(params))), ("Tindices", attr::dtype(s.dtype(indices)))];
+    build(s, "GatherNd", &[params, indices], &attrs)
+}
+
+/// `ScatterNd(indices, updates, shape)`.
+fn scatter_nd_op(
+    s: &crate::Scope,
+    indices: Output,
+    updates: Output,
+    shape: Output,
+) -> Result<Output, crate::BuildError> {
+    build(
+        s,
+        "ScatterNd",
+        &[indices, updates, shape],
+        &[("T", attr::dtype(s.dtype(updates))), ("Tindices", attr::dtype(s.dtype(indices)))],
+    )
+}
+
+/// `GatherNd`: the gradient scattered back to the gathered slices (summed where an index
+/// repeats), TensorFlow's `ScatterNd(indices, grad, shape(params))`.
+fn gather_nd_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (params, indices) = (ctx.input(0), ctx.input(1));
+    let shape = shape_as(ctx, params, s.dtype(indices))?;
+    Ok(vec![Some(scatter_nd_op(s, indices, g, shape)?), None])
+}
+
+/// `ScatterNd`: the updates' gradient is the output gradient gathered at the indices.
+fn scatter_nd_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    Ok(vec![None, Some(gather_nd(&ctx.scope, g, ctx.input(0))?), None])
+}
+
+/// `TensorScatterUpdate`: the tensor's gradient with the overwritten slices zeroed; the
+/// updates' gradient gathered from those slices.
+fn tensor_scatter_update_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (indices, updates) = (ctx.input(1), ctx.input(2));
+    let zeros = s.zeros_like(updates)?;
+    let attrs = [("Tindices", attr::dtype(s.dtype(indices)))];
+    let tensor_grad = build(s, "TensorScatterUpdate", &[g, indices, zeros], &attrs)?;
+    Ok(vec![Some(tensor_grad), None, Some(gather_nd(s, g, indices)?)])
+}
+
+/// `TensorScatterAdd`, `TensorScatterSub`: the gradient passes to the tensor; the updates get
+/// it gathered at the indices (negated for `Sub`).
+fn tensor_scatter_add_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let mut ug = gather_nd(s, g, ctx.input(1))?;
+    if ctx.node.op == "TensorScatterSub" {
+        ug = s.neg(ug)?;
+    }
+    Ok(vec![Some(g), None, Some(ug)])
+}
+
+/// `TensorScatterMax`, `TensorScatterMin`: TensorFlow's split of the gradient between every
+/// element equal to the result (the tensor's and the updates'), evenly where several tie.
+fn tensor_scatter_min_max_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let s = &ctx.scope;
+    let (x, indices, y, out) = (ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0));
+    let dt = s.dtype(g);
+    let x_ind = s.cast(s.equal(x, out)?, dt)?;
+    let y_out = gather_nd(s, out, indices)?;
+    let y_ind = s.cast(s.equal(y, y_out)?, dt)?;
+    let ys = scatter_nd_op(s, indices, y_ind, shape_as(ctx, x, s.dtype(indices))?)?;
+    let ind = s.add_v2(x_ind, ys)?;
+    let xg = s.real_div(s.mul(g, x_ind)?, ind)?;
+    let yg = s.mul(gather_nd(s, s.real_div(g, ind)?, indices)?, y_ind)?;
+    Ok(vec![Some(xg), None, Some(yg)])
 }

@@ -1,0 +1,161 @@
+//! Detection post-processing and indexing ops against TensorFlow
+//! (`scripts/make_detection_fixtures.py` → `fixtures/detection/`): non-max suppression V3, V4,
+//! V5 (soft-NMS), combined NMS,
+//! CropAndResize, TopKV2, Where, GatherNd (batch_dims, int64 indices), ScatterNd,
+//! TensorScatter*, and SSD/RetinaNet-style post-processing end to end — each frozen graph run
+//! with 1 and 2 intra-op threads, optimizer on and off. Selections (indices, kept boxes and
+//! scores) are bit-identical; computed floats within the manifest's tolerances.
+use std::path::{Path, PathBuf};
+
+use ferroflow::graph::Attrs;
+use ferroflow::prelude::*;
+use ferroflow::proto::attr;
+use ferroflow::tensor::npy;
+use ferroflow::testing::{compare, read_manifest};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/detection")
+}
+
+fn run(name: &str, rtol: f64, atol: f64) {
+    let d = dir();
+    let graph = ferroflow::load_graph(&d.join(format!("{name}.pb"))).unwrap();
+    let inputs = npy::read_npz(&d.join(format!("{name}.inputs.npz"))).unwrap();
+    let expected = npy::read_npz(&d.join(format!("{name}.expected.npz"))).unwrap();
+    let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+    for (threads, optimize) in [(1, true), (2, true), (1, false), (2, false)] {
+        let mut opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        opts.optimizer.enabled = optimize;
+        let sess = Session::new(graph.clone(), opts).unwrap();
+        let got = sess.run(&feeds, &fetches, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut worst = 0f64;
+        for ((out, want), got) in expected.iter().zip(&got) {
+            let d = compare(got, want, rtol, atol)
+                .unwrap_or_else(|e| panic!("{name} {out} (threads {threads}, optimizer {optimize}): {e}"));
+            worst = worst.max(d);
+        }
+        eprintln!("{name}: threads {threads}, optimizer {optimize}: {} outputs, max |diff| {worst:e}", got.len());
+    }
+}
+
+fn fixture(name: &str) {
+    let fx = read_manifest(&dir().join("MANIFEST")).unwrap();
+    let f = fx.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("{name} is not in the MANIFEST"));
+    run(&f.name, f.rtol, f.atol);
+}
+
+#[test]
+fn every_fixture_is_tested() {
+    let tested = [
+        "nms_v3",
+        "nms_v4_v5",
+        "combined_nms",
+        "crop_and_resize",
+        "topk_where_gather",
+        "scatter",
+        "ssd_postprocess",
+        "retinanet_postprocess",
+    ];
+    for f in read_manifest(&dir().join("MANIFEST")).unwrap() {
+        assert!(tested.contains(&f.name.as_str()), "{} has no test", f.name);
+    }
+}
+
+#[test]
+fn non_max_suppression_v3_selects_tensorflows_boxes() {
+    fixture("nms_v3");
+}
+
+#[test]
+fn non_max_suppression_v4_v5_and_soft_nms_match_tensorflow() {
+    fixture("nms_v4_v5");
+}
+
+#[test]
+fn combined_non_max_suppression_matches_tensorflow_with_ties() {
+    fixture("combined_nms");
+}
+
+#[test]
+fn crop_and_resize_matches_tensorflow() {
+    fixture("crop_and_resize");
+}
+
+#[test]
+fn top_k_where_and_gather_nd_match_tensorflow() {
+    fixture("topk_where_gather");
+}
+
+#[test]
+fn scatter_nd_and_tensor_scatters_match_tensorflow() {
+    fixture("scatter");
+}
+
+#[test]
+fn ssd_post_processing_matches_tensorflow_end_to_end() {
+    fixture("ssd_postprocess");
+}
+
+#[test]
+fn retinanet_post_processing_matches_tensorflow_end_to_end() {
+    fixture("retinanet_postprocess");
+}
+
+/// A graph `NonMaxSuppressionV5` node named "nms" over fed boxes and scores with constant
+/// thresholds; runs it and returns the error text.
+fn nms_error(boxes: Tensor, max_output: i32, iou: f32, sigma: f32) -> String {
+    let s = Scope::new();
+    let b = s.with_name("boxes").placeholder(DType::Float, &Shape::unknown()).unwrap();
+    let sc = s.with_name("scores").placeholder(DType::Float, &Shape::unknown()).unwrap();
+    let m = s.scalar(max_output).unwrap();
+    let (i, t, g) = (s.scalar(iou).unwrap(), s.scalar(0.1f32).unwrap(), s.scalar(sigma).unwrap());
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    s.add_op("NonMaxSuppressionV5", "nms", &[b, sc, m, i, t, g], &[], a).unwrap();
+    let n = boxes.dims().first().copied().unwrap_or(1);
+    let scores = Tensor::from_vec(&[n], vec![0.5f32; n]).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let err = sess.run(&[("boxes:0", boxes), ("scores:0", scores)], &["nms:0"], &[]).unwrap_err();
+    err.to_string()
+}
+
+#[test]
+fn bad_nms_inputs_are_errors_naming_the_node() {
+    let boxes = || Tensor::from_vec(&[2, 4], vec![0f32, 0.0, 1.0, 1.0, 0.1, 0.1, 0.9, 0.9]).unwrap();
+    for (err, want) in [
+        (nms_error(boxes(), -1, 0.5, 0.0), "max_output_size must be non-negative"),
+        (nms_error(boxes(), 3, 1.5, 0.0), "iou_threshold must be in [0, 1]"),
+        (nms_error(boxes(), 3, -0.1, 0.0), "iou_threshold must be in [0, 1]"),
+        (nms_error(boxes(), 3, 0.5, -1.0), "soft_nms_sigma must be >= 0"),
+        (nms_error(Tensor::from_vec(&[2, 2, 2], vec![0f32; 8]).unwrap(), 3, 0.5, 0.0), "boxes must be [num_boxes, 4]"),
+    ] {
+        assert!(err.contains("nms") && err.contains(want), "{err:?} should name node 'nms' and say {want:?}");
+    }
+}
+
+#[test]
+fn bad_scatter_and_crop_inputs_are_errors_naming_the_node() {
+    let s = Scope::new();
+    let idx = s.with_name("idx").placeholder(DType::Int32, &Shape::unknown()).unwrap();
+    let upd = s.constant_from(&[2], &[1f32, 2.0]).unwrap();
+    let shape = s.constant_from(&[1], &[4i32]).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    a.insert("Tindices".into(), attr::dtype(DType::Int32));
+    s.add_op("ScatterNd", "scatter", &[idx, upd, shape], &[], a).unwrap();
+    let img = s.constant_from(&[1, 2, 2, 1], &[1f32, 2.0, 3.0, 4.0]).unwrap();
+    let boxes = s.constant_from(&[1, 4], &[0f32, 0.0, 1.0, 1.0]).unwrap();
+    let ind = s.with_name("ind").placeholder(DType::Int32, &Shape::unknown()).unwrap();
+    let size = s.constant_from(&[2], &[2i32, 2]).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    s.add_op("CropAndResize", "crop", &[img, boxes, ind, size], &[], a).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let bad_index = Tensor::from_vec(&[2, 1], vec![1i32, 4]).unwrap();
+    let err = sess.run(&[("idx:0", bad_index)], &["scatter:0"], &[]).unwrap_err().to_string();
+    assert!(err.contains("scatter") && err.contains("does not index into shape"), "{err}");
+    let err = sess.run(&[("ind:0", Tensor::from_vec(&[1], vec![3i32]).unwrap())], &["crop:0"], &[]).unwrap_err();
+    let err = err.to_string();
+    assert!(err.contains("crop") && err.contains("box_index has values outside [0, 1)"), "{err}");
+}

@@ -1,0 +1,134 @@
+//! Detection post-processing kernels: `NonMaxSuppressionV3` and soft-NMS `NonMaxSuppressionV5`
+//! on 10,000 candidate boxes (clustered, so suppression does real work), SSD-sized
+//! `CombinedNonMaxSuppression` (batch 8, 1,917 anchors, 90 classes), and `CropAndResize` of
+//! 100 boxes from a 2×64×64×256 feature map to 14×14 (Mask R-CNN's ROI crop), each on one
+//! thread and on two (`cargo bench -p ferroflow-kernels --bench detection -- <filter>`).
+use criterion::{criterion_group, criterion_main, Criterion};
+use ferroflow_graph::Attrs;
+use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
+use ferroflow_ops::OpRegistry;
+use ferroflow_proto::attr;
+use ferroflow_tensor::{DType, Tensor};
+
+/// Deterministic values in [0, 1).
+fn uniform(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 100_000) as f32 / 100_000.0
+        })
+        .collect()
+}
+
+/// `n` boxes `[y1, x1, y2, x2]` around 200 cluster centres, as a detector's raw candidates.
+fn boxes(n: usize, seed: u32) -> Vec<f32> {
+    let (c, j) = (uniform(400, seed), uniform(4 * n, seed + 1));
+    (0..n)
+        .flat_map(|i| {
+            let k = i % 200;
+            let (cy, cx) = (c[2 * k], c[2 * k + 1]);
+            let (h, w) = (0.05 + 0.1 * j[4 * i], 0.05 + 0.1 * j[4 * i + 1]);
+            let (dy, dx) = (0.02 * (j[4 * i + 2] - 0.5), 0.02 * (j[4 * i + 3] - 0.5));
+            [cy + dy - h / 2.0, cx + dx - w / 2.0, cy + dy + h / 2.0, cx + dx + w / 2.0]
+        })
+        .collect()
+}
+
+fn scalar<T: ferroflow_tensor::Element>(v: T) -> Tensor {
+    Tensor::from_vec(&[], vec![v]).unwrap()
+}
+
+struct Case {
+    name: &'static str,
+    op: &'static str,
+    attrs: Attrs,
+    inputs: Vec<Tensor>,
+}
+
+fn bench(cr: &mut Criterion) {
+    let n = 10_000;
+    let nms_in = |extra: Vec<Tensor>| {
+        let mut v = vec![
+            Tensor::from_vec(&[n, 4], boxes(n, 1)).unwrap(),
+            Tensor::from_vec(&[n], uniform(n, 7)).unwrap(),
+            scalar(100i32),
+            scalar(0.5f32),
+            scalar(0.05f32),
+        ];
+        v.extend(extra);
+        v
+    };
+    let float = |extra: Vec<(&str, ferroflow_proto::AttrValue)>| {
+        let mut a: Attrs = [("T".to_string(), attr::dtype(DType::Float))].into_iter().collect();
+        a.extend(extra.into_iter().map(|(k, v)| (k.to_string(), v)));
+        a
+    };
+    let (batch, anchors, classes) = (8, 1917, 90);
+    let cases = vec![
+        Case { name: "nms_v3_10k", op: "NonMaxSuppressionV3", attrs: float(vec![]), inputs: nms_in(vec![]) },
+        Case {
+            name: "soft_nms_v5_10k",
+            op: "NonMaxSuppressionV5",
+            attrs: float(vec![("pad_to_max_output_size", attr::boolean(false))]),
+            inputs: nms_in(vec![scalar(0.5f32)]),
+        },
+        Case {
+            name: "combined_nms_ssd_8x1917x90",
+            op: "CombinedNonMaxSuppression",
+            attrs: [("pad_per_class", attr::boolean(false)), ("clip_boxes", attr::boolean(true))]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            inputs: vec![
+                Tensor::from_vec(&[batch, anchors, 1, 4], boxes(batch * anchors, 3)).unwrap(),
+                Tensor::from_vec(&[batch, anchors, classes], uniform(batch * anchors * classes, 5)).unwrap(),
+                scalar(100i32),
+                scalar(100i32),
+                scalar(0.6f32),
+                scalar(0.3f32),
+            ],
+        },
+        Case {
+            name: "crop_and_resize_100x14x14x256",
+            op: "CropAndResize",
+            attrs: float(vec![("method", attr::string("bilinear")), ("extrapolation_value", attr::float(0.0))]),
+            inputs: vec![
+                Tensor::from_vec(&[2, 64, 64, 256], uniform(2 * 64 * 64 * 256, 9)).unwrap(),
+                Tensor::from_vec(&[100, 4], boxes(100, 11)).unwrap(),
+                Tensor::from_vec(&[100], (0..100).map(|i| i % 2).collect::<Vec<i32>>()).unwrap(),
+                Tensor::from_vec(&[2], vec![14i32, 14]).unwrap(),
+            ],
+        },
+    ];
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let mut group = cr.benchmark_group("detection");
+    for case in &cases {
+        for (threads, ctx) in [
+            (1, KernelContext { intra_op: None, resources: None, step: None }),
+            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
+        ] {
+            let def = OpRegistry::global().get(case.op).unwrap();
+            let types = def.resolve_types(&case.attrs).unwrap();
+            let desc = NodeDesc { name: case.name, def, attrs: &case.attrs, types: &types };
+            let kernel = KernelRegistry::global().create(&desc).unwrap();
+            group.bench_function(format!("{}/threads_{threads}", case.name), |b| {
+                b.iter(|| {
+                    let mut outputs = Vec::new();
+                    kernel.compute(&ctx, &mut case.inputs.clone(), &mut outputs).unwrap();
+                    outputs
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
