@@ -31,6 +31,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2  # noqa: E402
 
+from make_model_fixtures import randomize_batch_norm  # noqa: E402  (scripts/ is on sys.path)
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "fixtures", "attention")
 K = tf.keras
@@ -38,16 +40,6 @@ L = K.layers
 VOCAB, SEQ, WIDTH, HEADS = 24, 6, 16, 2
 
 
-def randomize_batch_norm(model, rng):
-    for layer in model.layers:
-        if isinstance(layer, L.BatchNormalization):
-            c = layer.gamma.shape[0]
-            layer.set_weights([
-                rng.uniform(0.5, 1.5, c).astype(np.float32),
-                rng.uniform(-0.2, 0.2, c).astype(np.float32),
-                rng.uniform(-0.2, 0.2, c).astype(np.float32),
-                rng.uniform(0.5, 1.5, c).astype(np.float32),
-            ])
 
 
 def freeze(name, model, x, outputs):
