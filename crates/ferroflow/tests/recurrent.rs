@@ -127,3 +127,22 @@ fn reading_past_a_list_s_end_is_an_error_naming_the_node() {
     let e = sess.run(&[("x:0", x)], &["item:0"], &[]).unwrap_err().to_string();
     assert!(e.contains("'item'") && e.contains("element 7 in a list with 2 elements"), "{e}");
 }
+
+/// A list reserved (or resized by an index) past the memory limit is refused before anything
+/// is allocated, naming the node.
+#[test]
+fn a_huge_list_reserve_is_refused_before_allocating() {
+    let s = Scope::new();
+    let shape = s.constant_from(&[1], &[-1i32]).unwrap();
+    let n = s.with_name("n").placeholder(DType::Int32, &Shape::scalar()).unwrap();
+    let mut a = Attrs::new();
+    a.insert("element_dtype".into(), attr::dtype(DType::Float));
+    a.insert("shape_type".into(), attr::dtype(DType::Int32));
+    let list = s.add_op("TensorListReserve", "reserve", &[shape, n], &[], a).unwrap();
+    s.add_op("TensorListLength", "length", &[Output { node: list, index: 0 }], &[], Attrs::new()).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let e = sess.run(&[("n:0", Tensor::scalar(i32::MAX))], &["length:0"], &[]).unwrap_err().to_string();
+    assert!(e.contains("'reserve'") && e.contains("tensor list of 2147483647 elements"), "{e}");
+    let ok = sess.run(&[("n:0", Tensor::scalar(3i32))], &["length:0"], &[]).unwrap();
+    assert_eq!(ok[0].as_slice::<i32>().unwrap(), &[3]);
+}

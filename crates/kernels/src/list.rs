@@ -92,6 +92,7 @@ impl OpKernel for New {
         } else {
             0
         };
+        check_slots(node, len)?;
         outputs.push(Tensor::list(TensorList {
             element_dtype: self.dtype,
             element_shape: shape,
@@ -183,12 +184,21 @@ impl OpKernel for SetItem {
             invalid(format!("node '{node}': trying to modify element {i} in a list with {len} elements"))
         })?;
         if at >= len {
+            check_slots(node, at + 1)?;
             l.elements.resize(at + 1, None);
         }
         l.elements[at] = Some(item);
         outputs.push(Tensor::list(l));
         Ok(())
     }
+}
+
+/// Charges a list of `len` slots (each an empty or held element) against the memory limit
+/// before it is allocated: `num_elements` and a resizing index come from the graph's data.
+fn check_slots(node: &str, len: usize) -> KResult<()> {
+    let bytes = len.checked_mul(std::mem::size_of::<Option<Tensor>>()).unwrap_or(usize::MAX);
+    ferroflow_tensor::limit::check(bytes, || format!("node '{node}': a tensor list of {len} elements"))?;
+    Ok(())
 }
 
 struct Stack {
