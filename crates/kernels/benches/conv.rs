@@ -5,48 +5,16 @@
 //! pointwise 1×1 expand and project convolutions, ResNet50's 3×3 and its 7×7 stem, each on
 //! one thread and on two. `scripts/compare_tf.py` times whole models against TensorFlow;
 //! these isolate one kernel (`cargo bench -p ferroflow-kernels --bench conv -- <filter>`).
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+mod common;
+
+use common::{attrs, bench_cases, ints, tensor, Case};
+use criterion::{criterion_group, criterion_main, Criterion};
 use ferroflow_graph::Attrs;
-use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
-use ferroflow_ops::OpRegistry;
 use ferroflow_proto::attr_value::{ListValue, Value};
-use ferroflow_proto::AttrValue;
-use ferroflow_tensor::{DType, Tensor};
-
-fn attrs(pairs: Vec<(&str, Value)>) -> Attrs {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), AttrValue { value: Some(v) })).collect()
-}
-
-fn ints(v: &[i64]) -> Value {
-    Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() }))
-}
+use ferroflow_tensor::DType;
 
 fn strings(v: &[&str]) -> Value {
     Value::List(Box::new(ListValue { s: v.iter().map(|s| s.as_bytes().to_vec()).collect(), ..Default::default() }))
-}
-
-/// Deterministic values in [-1, 1).
-fn tensor(dims: &[usize], seed: u32) -> Tensor {
-    let n = dims.iter().product();
-    let mut s = seed.wrapping_mul(2654435761).max(1);
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(dims, v).unwrap()
-}
-
-/// One layer: the op, its attrs, its inputs, and the multiply-adds it does (for GFLOP/s).
-struct Layer {
-    name: &'static str,
-    op: &'static str,
-    attrs: Attrs,
-    inputs: Vec<Tensor>,
-    macs: u64,
 }
 
 fn conv_attrs(stride: i64, padding: &str, program: Option<&[&str]>) -> Attrs {
@@ -73,18 +41,18 @@ const BN_RELU: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "Relu r1"];
 /// ResNet's block output: batch norm, the shortcut added (`a3`, the output's shape), Relu.
 const BN_ADD_RELU: &[&str] = &["Mul a0 a1", "AddV2 r0 a2", "AddV2 r1 a3", "Relu r2"];
 
-fn depthwise(name: &'static str, [n, hw, c, stride]: [usize; 4], fused: bool) -> Layer {
+fn depthwise(name: &'static str, [n, hw, c, stride]: [usize; 4], fused: bool) -> Case {
     let o = hw / stride;
     let mut inputs = vec![tensor(&[n, hw, hw, c], 1), tensor(&[3, 3, c, 1], 2)];
     if fused {
         inputs.extend([tensor(&[c], 3), tensor(&[c], 4)]);
     }
-    Layer {
+    Case {
         name,
         op: if fused { "_FusedDepthwiseConv2dElementwise" } else { "DepthwiseConv2dNative" },
         attrs: conv_attrs(stride as i64, "SAME", fused.then_some(BN_RELU6)),
         inputs,
-        macs: (n * o * o * c * 9) as u64,
+        work: (n * o * o * c * 9) as u64,
     }
 }
 
@@ -93,9 +61,9 @@ fn conv(
     [n, hw, c, k, oc, stride]: [usize; 6],
     padding: &str,
     program: &'static [&'static str],
-) -> Layer {
+) -> Case {
     let o = if padding == "SAME" { hw.div_ceil(stride) } else { (hw - k) / stride + 1 };
-    Layer {
+    Case {
         name,
         op: "_FusedConv2DElementwise",
         attrs: conv_attrs(stride as i64, padding, Some(program)),
@@ -106,7 +74,7 @@ fn conv(
             }
             v
         },
-        macs: (n * o * o * oc * k * k * c) as u64,
+        work: (n * o * o * oc * k * k * c) as u64,
     }
 }
 
@@ -137,30 +105,7 @@ fn bench(cr: &mut Criterion) {
         conv("pointwise_7x7_2048to512_bn_relu", [1, 7, 2048, 1, 512, 1], "SAME", BN_RELU),
         conv("conv_7x7_s2_230x230_3to64_bn_relu", [1, 230, 3, 7, 64, 2], "VALID", BN_RELU),
     ];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let mut group = cr.benchmark_group("conv");
-    for layer in &layers {
-        group.throughput(Throughput::Elements(layer.macs));
-        for (threads, ctx) in [
-            (1, KernelContext { intra_op: None, resources: None, step: None }),
-            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
-        ] {
-            // One kernel per layer, as the executor keeps one per node: what it derives from
-            // its filter once (Winograd's transform, the packed filter) is not timed.
-            let def = OpRegistry::global().get(layer.op).unwrap();
-            let types = def.resolve_types(&layer.attrs).unwrap();
-            let desc = NodeDesc { name: layer.name, def, attrs: &layer.attrs, types: &types };
-            let kernel = KernelRegistry::global().create(&desc).unwrap();
-            group.bench_function(format!("{}/threads_{threads}", layer.name), |b| {
-                b.iter(|| {
-                    let mut outputs = Vec::new();
-                    kernel.compute(&ctx, &mut layer.inputs.clone(), &mut outputs).unwrap();
-                    outputs
-                })
-            });
-        }
-    }
-    group.finish();
+    bench_cases(cr, "conv", &layers);
 }
 
 criterion_group! {

@@ -3,10 +3,11 @@
 //! `CombinedNonMaxSuppression` (batch 8, 1,917 anchors, 90 classes), and `CropAndResize` of
 //! 100 boxes from a 2×64×64×256 feature map to 14×14 (Mask R-CNN's ROI crop), each on one
 //! thread and on two (`cargo bench -p ferroflow-kernels --bench detection -- <filter>`).
+mod common;
+
+use common::{bench_cases, Case};
 use criterion::{criterion_group, criterion_main, Criterion};
 use ferroflow_graph::Attrs;
-use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
-use ferroflow_ops::OpRegistry;
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Tensor};
 
@@ -41,13 +42,6 @@ fn scalar<T: ferroflow_tensor::Element>(v: T) -> Tensor {
     Tensor::from_vec(&[], vec![v]).unwrap()
 }
 
-struct Case {
-    name: &'static str,
-    op: &'static str,
-    attrs: Attrs,
-    inputs: Vec<Tensor>,
-}
-
 fn bench(cr: &mut Criterion) {
     let n = 10_000;
     let nms_in = |extra: Vec<Tensor>| {
@@ -68,16 +62,18 @@ fn bench(cr: &mut Criterion) {
     };
     let (batch, anchors, classes) = (8, 1917, 90);
     let cases = vec![
-        Case { name: "nms_v3_10k", op: "NonMaxSuppressionV3", attrs: float(vec![]), inputs: nms_in(vec![]) },
+        Case { name: "nms_v3_10k", op: "NonMaxSuppressionV3", attrs: float(vec![]), inputs: nms_in(vec![]), work: 0 },
         Case {
             name: "soft_nms_v5_10k",
             op: "NonMaxSuppressionV5",
+            work: 0,
             attrs: float(vec![("pad_to_max_output_size", attr::boolean(false))]),
             inputs: nms_in(vec![scalar(0.5f32)]),
         },
         Case {
             name: "combined_nms_ssd_8x1917x90",
             op: "CombinedNonMaxSuppression",
+            work: 0,
             attrs: [("pad_per_class", attr::boolean(false)), ("clip_boxes", attr::boolean(true))]
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
@@ -94,6 +90,7 @@ fn bench(cr: &mut Criterion) {
         Case {
             name: "crop_and_resize_100x14x14x256",
             op: "CropAndResize",
+            work: 0,
             attrs: float(vec![("method", attr::string("bilinear")), ("extrapolation_value", attr::float(0.0))]),
             inputs: vec![
                 Tensor::from_vec(&[2, 64, 64, 256], uniform(2 * 64 * 64 * 256, 9)).unwrap(),
@@ -103,27 +100,7 @@ fn bench(cr: &mut Criterion) {
             ],
         },
     ];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let mut group = cr.benchmark_group("detection");
-    for case in &cases {
-        for (threads, ctx) in [
-            (1, KernelContext { intra_op: None, resources: None, step: None }),
-            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
-        ] {
-            let def = OpRegistry::global().get(case.op).unwrap();
-            let types = def.resolve_types(&case.attrs).unwrap();
-            let desc = NodeDesc { name: case.name, def, attrs: &case.attrs, types: &types };
-            let kernel = KernelRegistry::global().create(&desc).unwrap();
-            group.bench_function(format!("{}/threads_{threads}", case.name), |b| {
-                b.iter(|| {
-                    let mut outputs = Vec::new();
-                    kernel.compute(&ctx, &mut case.inputs.clone(), &mut outputs).unwrap();
-                    outputs
-                })
-            });
-        }
-    }
-    group.finish();
+    bench_cases(cr, "detection", &cases);
 }
 
 criterion_group! {

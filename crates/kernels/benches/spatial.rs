@@ -2,46 +2,13 @@
 //! layers call them), the 3-D pools, and the weighted resizes (`ResizeBicubic`,
 //! `ScaleAndTranslate` with Lanczos 3), each on one thread and on two
 //! (`cargo bench -p ferroflow-kernels --bench spatial -- <filter>`).
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+mod common;
+
+use common::{attrs, bench_cases, ints, tensor, Case};
+use criterion::{criterion_group, criterion_main, Criterion};
 use ferroflow_graph::Attrs;
-use ferroflow_kernels::{KernelContext, KernelRegistry, NodeDesc};
-use ferroflow_ops::OpRegistry;
-use ferroflow_proto::attr_value::{ListValue, Value};
-use ferroflow_proto::AttrValue;
+use ferroflow_proto::attr_value::Value;
 use ferroflow_tensor::{DType, Tensor};
-
-fn attrs(pairs: Vec<(&str, Value)>) -> Attrs {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), AttrValue { value: Some(v) })).collect()
-}
-
-fn ints(v: &[i64]) -> Value {
-    Value::List(Box::new(ListValue { i: v.to_vec(), ..Default::default() }))
-}
-
-/// Deterministic values in [-1, 1).
-fn tensor(dims: &[usize], seed: u32) -> Tensor {
-    let n = dims.iter().product();
-    let mut s = seed.wrapping_mul(2654435761).max(1);
-    let v: Vec<f32> = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(dims, v).unwrap()
-}
-
-/// One kernel call: the op, its attrs, its inputs, and the work it does (elements of
-/// throughput: multiply-adds for the convolutions, output values otherwise).
-struct Case {
-    name: &'static str,
-    op: &'static str,
-    attrs: Attrs,
-    inputs: Vec<Tensor>,
-    work: u64,
-}
 
 fn window3d(op: &str, strides: [i64; 3], ksize: Option<[i64; 3]>) -> Attrs {
     let mut a = vec![
@@ -108,28 +75,7 @@ fn bench(cr: &mut Criterion) {
         resize("resize_bicubic_112_to_224x3_batch8", "ResizeBicubic", [8, 112, 3, 224]),
         resize("scale_and_translate_lanczos3_224_to_112x3_batch8", "ScaleAndTranslate", [8, 224, 3, 112]),
     ];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let mut group = cr.benchmark_group("spatial");
-    for case in &cases {
-        group.throughput(Throughput::Elements(case.work));
-        for (threads, ctx) in [
-            (1, KernelContext { intra_op: None, resources: None, step: None }),
-            (2, KernelContext { intra_op: Some(&pool), resources: None, step: None }),
-        ] {
-            let def = OpRegistry::global().get(case.op).unwrap();
-            let types = def.resolve_types(&case.attrs).unwrap();
-            let desc = NodeDesc { name: case.name, def, attrs: &case.attrs, types: &types };
-            let kernel = KernelRegistry::global().create(&desc).unwrap();
-            group.bench_function(format!("{}/threads_{threads}", case.name), |b| {
-                b.iter(|| {
-                    let mut outputs = Vec::new();
-                    kernel.compute(&ctx, &mut case.inputs.clone(), &mut outputs).unwrap();
-                    outputs
-                })
-            });
-        }
-    }
-    group.finish();
+    bench_cases(cr, "spatial", &cases);
 }
 
 criterion_group! {

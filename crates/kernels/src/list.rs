@@ -196,7 +196,7 @@ impl OpKernel for SetItem {
 /// Charges a list of `len` slots (each an empty or held element) against the memory limit
 /// before it is allocated: `num_elements` and a resizing index come from the graph's data.
 fn check_slots(node: &str, len: usize) -> KResult<()> {
-    let bytes = len.checked_mul(std::mem::size_of::<Option<Tensor>>()).unwrap_or(usize::MAX);
+    let bytes = len.saturating_mul(std::mem::size_of::<Option<Tensor>>());
     ferroflow_tensor::limit::check(bytes, || format!("node '{node}': a tensor list of {len} elements"))?;
     Ok(())
 }
