@@ -6,6 +6,8 @@
 //! `y` depends on. New nodes live under the name scope `gradients/<node>_grad/`.
 #![warn(missing_docs)]
 
+mod functional;
+
 use std::collections::{HashMap, HashSet};
 
 use ferroflow_graph::{Graph, NodeId, Output};
@@ -104,21 +106,48 @@ pub fn gradients(
         };
         let f = match OpRegistry::global().facts(&node.op).and_then(|f| f.gradient) {
             Some(Gradient::Function(f)) => f,
+            Some(Gradient::ThroughFunctions) => {
+                let kind = OpRegistry::global()
+                    .facts(&node.op)
+                    .and_then(|f| f.call())
+                    .ok_or_else(|| no_gradient(Some("the op calls no function")))?;
+                let in_grads = functional::call_gradient(
+                    &gscope.name_scope(&format!("{}_grad", node.name)),
+                    &graph,
+                    id,
+                    kind,
+                    &out_grads,
+                )?;
+                push_grads(&mut grads, node, in_grads, &between, &x_set);
+                continue;
+            }
             Some(Gradient::NotDifferentiable(_)) => continue,
             Some(Gradient::Unavailable(reason)) => return Err(no_gradient(Some(reason))),
             None => return Err(no_gradient(None)),
         };
         let ctx = GradCtx { scope: gscope.name_scope(&format!("{}_grad", node.name)), node, id, shapes: &shapes };
         let in_grads = f(&ctx, &out_grads)?;
-        for (o, g) in node.inputs.iter().zip(in_grads) {
-            if let Some(g) = g {
-                if between.contains(&o.node) || x_set.contains(o) {
-                    grads.entry(*o).or_default().push(g);
-                }
+        push_grads(&mut grads, node, in_grads, &between, &x_set);
+    }
+    xs.iter().map(|x| aggregate(&gscope, &graph.node(x.node).name, grads.get(x))).collect()
+}
+
+/// Records the gradients a node's gradient function gave its inputs (those on a path from
+/// an x, or xs themselves).
+fn push_grads(
+    grads: &mut HashMap<Output, Vec<Output>>,
+    node: &ferroflow_graph::Node,
+    in_grads: Vec<Option<Output>>,
+    between: &HashSet<NodeId>,
+    x_set: &HashSet<Output>,
+) {
+    for (o, g) in node.inputs.iter().zip(in_grads) {
+        if let Some(g) = g {
+            if between.contains(&o.node) || x_set.contains(o) {
+                grads.entry(*o).or_default().push(g);
             }
         }
     }
-    xs.iter().map(|x| aggregate(&gscope, &graph.node(x.node).name, grads.get(x))).collect()
 }
 
 /// The sum of the gradients a tensor received (`AddN` for several).

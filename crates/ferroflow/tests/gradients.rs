@@ -310,6 +310,7 @@ fn cases() -> Vec<Case> {
         }),
         c("Xlogy", vec![m23.clone(), vec![3]], (0.5, 2.0), |s, x| op_with(s, "Xlogy", x, &[])),
         c("Xdivy", vec![vec![3], m23.clone()], (0.5, 2.0), |s, x| op_with(s, "Xdivy", x, &[])),
+        c("DivNoNan", vec![vec![3], m23.clone()], (0.5, 2.0), |s, x| op_with(s, "DivNoNan", x, &[])),
         // cond (Switch/Merge): each branch uses one input, so the other input's gradient is
         // the zeros guarded by its switch; both predicates.
         c("Switch", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| cond(s, x, true)),
@@ -610,6 +611,18 @@ fn attention_cases() -> Vec<Case> {
         c("MatrixBandPart", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| band(s, x[0], -1, 0, true)),
         c("MatrixBandPart", vec![vec![2, 4, 3]], (-2.0, 2.0), |s, x| band(s, x[0], 1, 1, false)),
         c("MatrixBandPart", vec![vec![3, 3]], (-2.0, 2.0), |s, x| band(s, x[0], -1, -1, false)),
+        // MultiHeadAttention's projections and scores, a matrix product, a summed-away label.
+        c("Einsum", vec![vec![2, 3, 4], vec![4, 2, 3]], (-1.0, 1.0), |s, x| s.einsum(x, "abc,cde->abde").unwrap()),
+        c("Einsum", vec![vec![2, 3, 2, 2], vec![2, 4, 2, 2]], (-1.0, 1.0), |s, x| {
+            s.einsum(x, "aecd,abcd->acbe").unwrap()
+        }),
+        c("Einsum", vec![vec![3, 4], vec![4, 2]], (-1.0, 1.0), |s, x| s.einsum(x, "ij,jk->ik").unwrap()),
+        c("Einsum", vec![vec![3, 4, 2]], (-1.0, 1.0), |s, x| s.einsum(x, "ijk->ki").unwrap()),
+        // Operands broadcast along the batch dimensions (summed back in the gradient).
+        c("BatchMatMulV2", vec![vec![2, 3, 4], vec![4, 2]], (-1.0, 1.0), |s, x| op_with(s, "BatchMatMulV2", x, &[])),
+        c("BatchMatMulV2", vec![vec![2, 1, 3, 4], vec![3, 4, 2]], (-1.0, 1.0), |s, x| {
+            op_with(s, "BatchMatMulV2", x, &[])
+        }),
     ]
 }
 
@@ -769,7 +782,15 @@ fn tensor_scatter(s: &Scope, op: &str, x: &[Output], idims: &[usize], idx: &[i64
 
 fn detection_cases() -> Vec<Case> {
     let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    fn top_k(s: &Scope, x: Output, k: i32, index: DType) -> Output {
+        let k = s.scalar(k).unwrap();
+        op_with(s, "TopKV2", &[x, k], &[("index_type", attr::dtype(index)), ("Tk", attr::dtype(DType::Int32))])
+    }
     vec![
+        // Rows of a batch, the k largest values (distinct, so the selection is stable under
+        // the finite-difference steps), int32 and int64 indices.
+        c("TopKV2", vec![vec![2, 3, 5]], (-2.0, 2.0), |s, x| top_k(s, x[0], 2, DType::Int32)),
+        c("TopKV2", vec![vec![6]], (-2.0, 2.0), |s, x| top_k(s, x[0], 6, DType::Int64)),
         c("GatherNd", vec![vec![3, 4]], (-2.0, 2.0), |s, x| {
             let i = index_const(s, &[3, 2], &[1, 2, 0, 0, 1, 2], false);
             op_with(s, "GatherNd", &[x[0], i], &[("Tparams", t64()), ("Tindices", tindices(false))])

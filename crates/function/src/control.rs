@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferroflow_graph::{Attrs, Graph, Output};
-use ferroflow_ops::{OpRegistry, Scope};
+use ferroflow_ops::Scope;
 use ferroflow_proto::attr;
 use ferroflow_tensor::{DType, Shape, Tensor};
 
@@ -181,62 +181,17 @@ impl Traced {
     }
 }
 
-/// A graph whose nodes `arg0..argN` are placeholders as a `FunctionDef` returning `outputs`:
-/// body references in TensorFlow's `node:output_arg:index` form.
+/// A graph whose nodes `arg0..argN` are placeholders as a `FunctionDef` returning `outputs`.
 fn function_def(
     name: &str,
     g: &Graph,
     args: usize,
     outputs: &[Output],
 ) -> Result<ferroflow_proto::FunctionDef, OpError> {
-    use ferroflow_proto::{op_def::ArgDef, FunctionDef, NodeDef, OpDef};
-    let arg_index = |n: &ferroflow_graph::Node| {
-        n.name.strip_prefix("arg").and_then(|i| i.parse::<usize>().ok()).filter(|&i| i < args && n.op == "Placeholder")
-    };
-    let reference = |o: Output| -> Result<String, OpError> {
-        let n = g.node(o.node);
-        if let Some(i) = arg_index(n) {
-            return Ok(format!("arg{i}"));
-        }
-        let def = OpRegistry::global().get(&n.op).ok_or(OpError::UnknownOp)?;
-        let ranges = def.output_ranges(&n.attrs)?;
-        let (arg, r) = ranges
-            .iter()
-            .find(|(_, r)| r.contains(&o.index))
-            .ok_or_else(|| OpError::Signature("an output out of range".into()))?;
-        Ok(format!("{}:{arg}:{}", n.name, o.index - r.start))
-    };
-    let mut nodes = Vec::new();
-    for n in g.nodes().iter().filter(|n| arg_index(n).is_none()) {
-        let mut input: Vec<String> = n.inputs.iter().map(|o| reference(*o)).collect::<Result<_, _>>()?;
-        input.extend(n.control_inputs.iter().map(|c| format!("^{}", g.node(*c).name)));
-        nodes.push(NodeDef {
-            name: n.name.clone(),
-            op: n.op.clone(),
-            input,
-            attr: n.attrs.clone(),
-            ..Default::default()
-        });
-    }
-    let arg_def = |name: String, d: DType| ArgDef { name, r#type: d.to_tf(), ..Default::default() };
-    let input_arg = (0..args)
-        .map(|i| {
-            let n = g.find(&format!("arg{i}")).ok_or_else(|| OpError::Signature("a missing argument".into()))?;
-            Ok(arg_def(format!("arg{i}"), g.node(n).types.outputs[0]))
-        })
-        .collect::<Result<Vec<_>, OpError>>()?;
-    let output_arg = outputs.iter().enumerate().map(|(i, o)| arg_def(format!("out{i}"), g.output_type(*o))).collect();
-    let ret = outputs
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Ok((format!("out{i}"), reference(*o)?)))
-        .collect::<Result<_, OpError>>()?;
-    Ok(FunctionDef {
-        signature: Some(OpDef { name: name.to_string(), input_arg, output_arg, ..Default::default() }),
-        node_def: nodes,
-        ret,
-        ..Default::default()
-    })
+    let args = (0..args)
+        .map(|i| g.find(&format!("arg{i}")).ok_or_else(|| OpError::Signature("a missing argument".into())))
+        .collect::<Result<Vec<_>, _>>()?;
+    ferroflow_ops::functions::function_def(name, g, &args, outputs).map_err(|e| OpError::Signature(e.to_string()))
 }
 
 /// The defined slots' positions, and a function that spreads values for them back into a

@@ -316,6 +316,41 @@ impl Graph {
         Ok(new_id)
     }
 
+    /// Makes every node except `to` and the nodes `to` depends on read output `i` of `to`
+    /// where it read output `i` of `from` (for `i < outputs`), and depend on `to` where it
+    /// depended on `from`: `to` replaces `from` for its consumers (a node rewritten with more
+    /// outputs). Returns how many edges moved.
+    pub fn reroute(&mut self, from: NodeId, to: NodeId, outputs: usize) -> usize {
+        // `to`'s ancestors keep their edges (moving them would make a cycle).
+        let mut upstream = vec![false; self.nodes.len()];
+        let mut stack = vec![to];
+        while let Some(id) = stack.pop() {
+            if !std::mem::replace(&mut upstream[id], true) {
+                let n = &self.nodes[id];
+                stack.extend(n.inputs.iter().map(|o| o.node).chain(n.control_inputs.iter().copied()));
+            }
+        }
+        let mut moved = 0;
+        for (id, n) in self.nodes.iter_mut().enumerate() {
+            if upstream[id] {
+                continue;
+            }
+            for o in &mut n.inputs {
+                if o.node == from && o.index < outputs {
+                    o.node = to;
+                    moved += 1;
+                }
+            }
+            for c in &mut n.control_inputs {
+                if *c == from {
+                    *c = to;
+                    moved += 1;
+                }
+            }
+        }
+        moved
+    }
+
     /// For each node, the nodes that consume its outputs or depend on it by control edge.
     pub fn consumers(&self) -> Vec<Vec<NodeId>> {
         let mut out = vec![Vec::new(); self.nodes.len()];

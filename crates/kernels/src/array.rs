@@ -358,9 +358,20 @@ impl OpKernel for MatrixBandPart {
     }
 }
 
+/// Zeros of the input's shape; for a `TensorList` (a gradient's zero), a list as long with
+/// every element unset (read as zeros).
 struct ZerosLike;
 impl OpKernel for ZerosLike {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        if inputs[0].dtype() == DType::Variant && inputs[0].rank() == 0 {
+            let l = inputs[0].as_list().map_err(|e| invalid(format!("ZerosLike of a variant: {e}")))?;
+            outputs.push(Tensor::list(ferroflow_tensor::TensorList {
+                element_dtype: l.element_dtype,
+                element_shape: l.element_shape.clone(),
+                elements: vec![None; l.elements.len()],
+            }));
+            return Ok(());
+        }
         outputs.push(Tensor::zeros(inputs[0].dtype(), inputs[0].dims())?);
         Ok(())
     }

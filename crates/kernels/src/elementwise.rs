@@ -244,6 +244,14 @@ fn xdivy<T: Float>(x: T, y: T) -> T {
         x / y
     }
 }
+/// TensorFlow's div_no_nan: 0 where `y` is 0, else `x / y`.
+fn div_no_nan<T: Float>(x: T, y: T) -> T {
+    if y == T::ZERO {
+        T::ZERO
+    } else {
+        x / y
+    }
+}
 /// TensorFlow's xlogy: `x` itself where it is ±0, else `x * log(y)`.
 fn xlogy<T: Float>(x: T, y: T) -> T {
     if x == T::ZERO {
@@ -337,7 +345,7 @@ scalar_fns! {
         Add => add, Sub => sub, Mul => mul, Maximum => maximum, Minimum => minimum,
         SquaredDifference => squared_difference,
     }
-    binary float { RealDiv => div, Xlogy => xlogy, Xdivy => xdivy }
+    binary float { RealDiv => div, Xlogy => xlogy, Xdivy => xdivy, DivNoNan => div_no_nan }
 }
 /// Strides of `dims` laid out in `out`'s (right-aligned) index space; 0 on broadcast axes.
 pub(crate) fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {

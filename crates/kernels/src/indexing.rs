@@ -810,7 +810,10 @@ impl<T: Num> OpKernel for Cumsum<T> {
     }
 }
 
-struct TopK<T>(std::marker::PhantomData<T>);
+struct TopK<T> {
+    index: DType,
+    _t: std::marker::PhantomData<T>,
+}
 impl<T: Num> OpKernel for TopK<T> {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
@@ -820,24 +823,40 @@ impl<T: Num> OpKernel for TopK<T> {
         if k < 0 || k as usize > n {
             return Err(invalid(format!("input must have at least k={k} columns, has {n}")));
         }
+        if self.index == DType::Int16 && n > i16::MAX as usize {
+            return Err(invalid(format!("int16 indices cannot index {n} columns")));
+        }
         let k = k as usize;
         let rows = x.len().checked_div(n).unwrap_or(0);
         let src = x.as_slice::<T>()?;
         let (mut vals, mut idx) = (Vec::with_capacity(rows * k), Vec::with_capacity(rows * k));
+        let mut order: Vec<usize> = Vec::with_capacity(n);
         for r in 0..rows {
             let row = &src[r * n..(r + 1) * n];
-            let mut order: Vec<usize> = (0..n).collect();
-            // Larger first; ties keep the lower index first (a stable sort), as TensorFlow does.
-            order.sort_by(|&a, &b| row[b].partial_cmp(&row[a]).unwrap_or(std::cmp::Ordering::Equal));
+            // Larger first; ties keep the lower index first, as TensorFlow does: a total order,
+            // so selecting the k first (O(n)) and sorting only them gives the full sort's.
+            let before = |&a: &usize, &b: &usize| {
+                row[b].partial_cmp(&row[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+            };
+            order.clear();
+            order.extend(0..n);
+            if k > 0 && k < n {
+                order.select_nth_unstable_by(k - 1, before);
+            }
+            order[..k].sort_unstable_by(before);
             for &i in &order[..k] {
                 vals.push(row[i]);
-                idx.push(i as i32);
+                idx.push(i as i64);
             }
         }
         let mut dims = x.dims().to_vec();
         *dims.last_mut().expect("rank >= 1") = k;
         outputs.push(Tensor::from_vec(&dims, vals)?);
-        outputs.push(Tensor::from_vec(&dims, idx)?);
+        outputs.push(match self.index {
+            DType::Int64 => Tensor::from_vec(&dims, idx)?,
+            DType::Int16 => Tensor::from_vec(&dims, idx.into_iter().map(|i| i as i16).collect())?,
+            _ => Tensor::from_vec(&dims, idx.into_iter().map(|i| i as i32).collect())?,
+        });
         Ok(())
     }
 }
@@ -849,11 +868,12 @@ fn k_cumsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
 }
 
 fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    if d.dtype("index_type")? != DType::Int32 {
-        return Err(invalid("TopKV2 supports index_type int32"));
+    let index = d.dtype("index_type").unwrap_or(DType::Int32);
+    if !matches!(index, DType::Int16 | DType::Int32 | DType::Int64) {
+        return Err(invalid(format!("TopKV2's index_type must be int16, int32 or int64, got {index}")));
     }
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(TopK::<T>(Default::default())) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(TopK::<T> { index, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
 pub(crate) fn register(r: &mut KernelRegistry) {

@@ -132,6 +132,9 @@ pub enum Gradient {
     /// No gradient flows through the op (TensorFlow's `NotDifferentiable`): its inputs get no
     /// gradient from it. The reason says why.
     NotDifferentiable(&'static str),
+    /// Autodiff differentiates the op through the functions it calls (`While`, `If`,
+    /// `PartitionedCall`), building their gradients as library functions.
+    ThroughFunctions,
     /// TensorFlow differentiates the op but ferroflow has no gradient function for it yet:
     /// `gradients` through it fails, naming the node and this reason.
     Unavailable(&'static str),

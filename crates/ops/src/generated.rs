@@ -675,6 +675,15 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "DepthwiseConv2dNativeBackpropInput", applied)
     }
 
+    /// `DivNoNan`(`x: T`, `y: T`) → (`z: T`); attrs `T: type`.
+    fn div_no_nan(&self, x: impl Input<Self>, y: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("DivNoNan", "DivNoNan");
+        call.inputs.push(Arg::One(x.into_input(self)?));
+        call.inputs.push(Arg::One(y.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "DivNoNan", applied)
+    }
+
     /// `DynamicStitch`(`indices: N * int32`, `data: N * T`) → (`merged: T`); attrs `N: int`, `T: type`.
     fn dynamic_stitch(&self, indices: &[Self::Tensor], data: &[Self::Tensor]) -> Result<Self::Tensor, Self::Error> {
         let mut call = OpCall::new("DynamicStitch", "DynamicStitch");

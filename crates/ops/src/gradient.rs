@@ -178,10 +178,14 @@ pub fn reduce_like(ctx: &GradCtx, g: Output, x: Output, other: Output) -> Result
         a.insert("T".into(), attr::dtype(DType::Int32));
         a
     })?;
-    let axes = Output { node: args, index: 0 };
+    Ok(sum_to_shape(s, g, Output { node: args, index: 0 }, shape_x)?)
+}
+
+/// `g` summed over `axes` (int32) and reshaped to `shape` (int32): a broadcast undone.
+pub fn sum_to_shape(s: &Scope, g: Output, axes: Output, shape: Output) -> Result<Output, BuildError> {
     let summed =
         build(s, "Sum", &[g, axes], &[("keep_dims", attr::boolean(false)), ("Tidx", attr::dtype(DType::Int32))])?;
-    Ok(build(s, "Reshape", &[summed, shape_x], &[("Tshape", attr::dtype(DType::Int32))])?)
+    build(s, "Reshape", &[summed, shape], &[("Tshape", attr::dtype(DType::Int32))])
 }
 
 /// The gradients of a broadcasting binary op's inputs, given those of its (broadcast) output.

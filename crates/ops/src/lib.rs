@@ -6,6 +6,7 @@
 
 pub mod defs;
 pub mod facts;
+pub mod functions;
 pub mod gradient;
 pub mod ref_vars;
 #[rustfmt::skip]

@@ -245,6 +245,12 @@ impl OpBuilder {
         self.def.facts.gradient = Some(Gradient::Unavailable(reason));
         self
     }
+    /// Declares that autodiff differentiates the op through the functions it calls (`While`,
+    /// `If`, `PartitionedCall`): each function's gradient becomes a library function.
+    pub fn gradient_through_functions(mut self) -> Self {
+        self.def.facts.gradient = Some(Gradient::ThroughFunctions);
+        self
+    }
     /// Declares a TensorFlow 1 ref-variable op that is this op with `refs` leading ref inputs.
     pub fn ref_form(mut self, op: &'static str, refs: usize) -> Self {
         self.def.facts.ref_forms.push(RefForm { op, refs });

@@ -151,6 +151,18 @@ impl Scope {
         g.library.function.push(f);
     }
 
+    /// Makes node `to` replace node `from` for `from`'s consumers, its first `outputs` outputs
+    /// standing for `from`'s (see [`Graph::reroute`]). Returns how many edges moved.
+    pub fn reroute(&self, from: NodeId, to: NodeId, outputs: usize) -> usize {
+        self.graph.borrow_mut().reroute(from, to, outputs)
+    }
+
+    /// The names of the functions in this scope's graph's library.
+    pub fn function_names(&self) -> Vec<String> {
+        let g = self.graph.borrow();
+        g.library.function.iter().filter_map(|f| f.signature.as_ref().map(|s| s.name.clone())).collect()
+    }
+
     /// The dtype of an output in this scope's graph.
     pub fn dtype(&self, o: Output) -> DType {
         self.graph.borrow().output_type(o)

@@ -59,6 +59,9 @@ fn static_value(
     let n = graph.node(id);
     let reg = OpRegistry::global();
     let def = reg.get(&n.op).filter(|d| d.facts.shape_only)?;
+    if n.types.inputs.first() == Some(&ferroflow_tensor::DType::Variant) {
+        return None; // a list's zeros depend on its length, not its (scalar) shape
+    }
     let src = n.inputs[0];
     let producer = graph.node(src.node);
     if (producer.op == "Const" && !ctx.is_fed(graph, src.node)) || reg.is_control_flow(&producer.op) {

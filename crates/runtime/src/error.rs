@@ -1,9 +1,9 @@
 use std::path::PathBuf;
 
 use ferroflow_graph::io::GraphFileError;
-use ferroflow_graph::AttrError;
 use ferroflow_graph::GraphError;
 use ferroflow_kernels::KernelError;
+pub use ferroflow_ops::functions::FunctionDefError;
 use ferroflow_optimize::OptimizeError;
 use ferroflow_tensor::{DType, Shape};
 
@@ -261,56 +261,5 @@ pub enum RendezvousError {
         recv: String,
         /// The tensor name it waits for.
         tensor: String,
-    },
-}
-
-/// Why a library function cannot be instantiated (or inlined) for a call.
-#[derive(Debug, thiserror::Error)]
-pub enum FunctionDefError {
-    /// The call names a function the library does not have.
-    #[error("the graph's library has no function '{0}'")]
-    NoSuchFunction(String),
-    /// An attr that should name a function does not.
-    #[error("attr '{0}' must name a function")]
-    NotAFunction(String),
-    /// The function calls itself.
-    #[error("function '{name}' calls itself (call chain: {chain} -> {name}); recursion is not supported")]
-    Recursion {
-        /// The function.
-        name: String,
-        /// The calls that led to it, outermost first.
-        chain: String,
-    },
-    /// Calls nest deeper than the limit.
-    #[error("function '{name}' is nested {limit} calls deep (from '{outer}'); the limit is {limit}")]
-    TooDeep {
-        /// The function.
-        name: String,
-        /// The outermost function of the chain.
-        outer: String,
-        /// The limit.
-        limit: usize,
-    },
-    /// The function's arguments have no concrete types for this call.
-    #[error(transparent)]
-    Types(#[from] AttrError),
-    /// The body does not fit together: a reference, a call attr, a result.
-    #[error("{0}")]
-    Body(String),
-    /// The error in function `name`.
-    #[error("function '{name}': {source}")]
-    In {
-        /// The function.
-        name: String,
-        /// What is wrong in it.
-        source: Box<FunctionDefError>,
-    },
-    /// The body, as a graph, is invalid.
-    #[error("function '{name}': {source}")]
-    Graph {
-        /// The function.
-        name: String,
-        /// Why.
-        source: GraphError,
     },
 }

@@ -97,7 +97,7 @@ fn coverage(path: &std::path::Path, json: bool) -> Result<()> {
     let nodes: usize = uses.iter().map(|u| u.uses).sum();
     let gradient = |op: &str| -> &'static str {
         match reg.get(op).and_then(|d| d.facts.gradient) {
-            Some(Gradient::Function(_)) => "yes",
+            Some(Gradient::Function(_) | Gradient::ThroughFunctions) => "yes",
             Some(Gradient::NotDifferentiable(_)) => "not differentiable",
             Some(Gradient::Unavailable(_)) => "not implemented",
             None if reg.get(op).is_some() => "undeclared",

@@ -147,7 +147,7 @@ fn kernels_text(d: &OpDef) -> String {
 
 fn gradient_word(d: &OpDef) -> &'static str {
     match d.facts.gradient {
-        Some(Gradient::Function(_)) => "yes",
+        Some(Gradient::Function(_) | Gradient::ThroughFunctions) => "yes",
         Some(Gradient::NotDifferentiable(_)) => "not differentiable",
         Some(Gradient::Unavailable(_)) => "not implemented",
         None => "undeclared",
@@ -157,6 +157,7 @@ fn gradient_word(d: &OpDef) -> &'static str {
 fn gradient_text(d: &OpDef) -> String {
     match d.facts.gradient {
         Some(Gradient::Function(_)) => "yes".into(),
+        Some(Gradient::ThroughFunctions) => "yes, through the functions it calls".into(),
         Some(Gradient::NotDifferentiable(r)) => format!("none flows: not differentiable ({r})"),
         Some(Gradient::Unavailable(r)) => format!("not implemented: {r}"),
         None => "undeclared".into(),
@@ -282,7 +283,7 @@ fn op_json(d: &OpDef) -> Json {
         _ => vec![],
     };
     let (gradient, reason) = match d.facts.gradient {
-        Some(Gradient::Function(_)) => ("yes", None),
+        Some(Gradient::Function(_) | Gradient::ThroughFunctions) => ("yes", None),
         Some(Gradient::NotDifferentiable(r)) => ("not_differentiable", Some(r)),
         Some(Gradient::Unavailable(r)) => ("not_implemented", Some(r)),
         None => ("undeclared", None),

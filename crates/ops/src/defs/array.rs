@@ -7,7 +7,7 @@ use ferroflow_tensor::{DType, Shape, Tensor};
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, norm_axis, InferCtx, Known};
-use crate::Ops;
+use crate::{Ops, RawOps};
 
 /// Constants up to this many elements are read as values during inference (shapes, axes);
 /// big ones are never materialised there.
@@ -453,22 +453,42 @@ fn concat_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         .const_ints(ctx.input(n))
         .and_then(|v| v.first().copied())
         .ok_or_else(|| ctx.unsupported("the axis must be a constant"))?;
-    let rank = ctx.shape(ctx.input(0)).rank().ok_or_else(|| ctx.unsupported("the inputs' rank must be known"))? as i64;
-    let axis = if axis < 0 { axis + rank } else { axis };
-    let mut sizes = Vec::with_capacity(n);
-    for i in 0..n {
-        let d = ctx.shape(ctx.input(i)).dims().and_then(|d| d.get(axis as usize).copied().flatten());
-        sizes.push(d.ok_or_else(|| ctx.unsupported("sizes along the concat axis must be known"))? as i64);
-    }
     let s = &ctx.scope;
-    let sizes = s.constant_from(&[n], &sizes)?;
-    let ax = s.scalar(axis as i32)?;
-    let split = build(
-        s,
-        "SplitV",
-        &[g, sizes, ax],
-        &[("num_split", attr::int(n as i64)), ("Tlen", attr::dtype(DType::Int64))],
-    )?;
+    let rank = ctx.shape(ctx.input(0)).rank();
+    let static_sizes = rank.and_then(|rank| {
+        let axis = if axis < 0 { axis + rank as i64 } else { axis };
+        let sizes: Option<Vec<i64>> = (0..n)
+            .map(|i| {
+                ctx.shape(ctx.input(i)).dims().and_then(|d| d.get(axis as usize).copied().flatten()).map(|d| d as i64)
+            })
+            .collect();
+        sizes.map(|v| (axis, v))
+    });
+    let split = match static_sizes {
+        Some((axis, sizes)) => {
+            let sizes = s.constant_from(&[n], &sizes)?;
+            let ax = s.scalar(axis as i32)?;
+            build(
+                s,
+                "SplitV",
+                &[g, sizes, ax],
+                &[("num_split", attr::int(n as i64)), ("Tlen", attr::dtype(DType::Int64))],
+            )?
+        }
+        None => {
+            // Shapes known only at run time: the sizes along the axis read from each input's
+            // shape (the axis taken modulo the rank, as ConcatV2 does).
+            let rank = s.unary("Rank", ctx.input(0))?;
+            let ax = s.scalar(axis as i32)?;
+            let ax = s.floor_mod(ax, rank)?;
+            let zero = s.scalar(0i32)?;
+            let sizes = (0..n)
+                .map(|i| s.gather_v2(s.unary("Shape", ctx.input(i))?, ax, zero))
+                .collect::<Result<Vec<_>, _>>()?;
+            let sizes = s.pack(&sizes)?;
+            s.split_v(g, sizes, ax, n as i64)?[0]
+        }
+    };
     let mut out: Vec<Option<Output>> = (0..n).map(|i| Some(Output { node: split.node, index: i })).collect();
     out.push(None);
     Ok(out)

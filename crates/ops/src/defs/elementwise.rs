@@ -57,6 +57,7 @@ pub enum BinaryFn {
     SquaredDifference,
     Xlogy,
     Xdivy,
+    DivNoNan,
 }
 
 fn unary(name: &str, f: UnaryFn) -> crate::registry::OpBuilder {
@@ -140,6 +141,7 @@ pub fn defs() -> Vec<OpDef> {
         binary_op("SquaredDifference", B::SquaredDifference).commutative().gradient(squared_difference_grad).build(),
         binary_op("Xlogy", B::Xlogy).gradient(xlogy_grad).build(),
         binary_op("Xdivy", B::Xdivy).gradient(xdivy_grad).build(),
+        binary_op("DivNoNan", B::DivNoNan).gradient(div_no_nan_grad).build(),
     ]
 }
 
@@ -370,6 +372,18 @@ fn xdivy_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let partial_x = build(s, "Xdivy", &[nonzero(ctx, x)?, y], NO_ATTRS)?;
     let partial_y = build(s, "Xdivy", &[s.unary("Neg", x)?, s.unary("Square", y)?], NO_ATTRS)?;
     binary(ctx, s.mul(partial_x, g)?, s.mul(partial_y, g)?)
+}
+
+/// `x/y` (0 where `y` is 0): `DivNoNan(g, y)` to `x` and `g·DivNoNan(DivNoNan(−x, y), y)` to
+/// `y` (TensorFlow's `_DivNoNanGrad`).
+fn div_no_nan_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, y) = (ctx.input(0), ctx.input(1));
+    let gx = build(s, "DivNoNan", &[g, y], NO_ATTRS)?;
+    let over_y = build(s, "DivNoNan", &[s.unary("Neg", x)?, y], NO_ATTRS)?;
+    let gy = s.mul(g, build(s, "DivNoNan", &[over_y, y], NO_ATTRS)?)?;
+    binary(ctx, gx, gy)
 }
 
 /// 1 where `x` is not 0, else 0, in `x`'s dtype.

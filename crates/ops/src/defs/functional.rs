@@ -5,9 +5,6 @@
 use crate::facts::CallKind;
 use crate::registry::{op, OpDef};
 
-const FUNCTION_GRADIENTS: &str =
-    "TensorFlow differentiates function calls through their functions' gradients, which ferroflow's autodiff does not build yet";
-
 /// The function-calling ops.
 pub fn defs() -> Vec<OpDef> {
     let mut v = Vec::new();
@@ -24,7 +21,7 @@ pub fn defs() -> Vec<OpDef> {
                 .attr("else_branch: func")
                 .attr("output_shapes: list(shape) = []")
                 .call(CallKind::If)
-                .gradient_unavailable(FUNCTION_GRADIENTS)
+                .gradient_through_functions()
                 .build(),
         );
     }
@@ -39,7 +36,7 @@ pub fn defs() -> Vec<OpDef> {
                 .attr("output_shapes: list(shape) = []")
                 .attr("parallel_iterations: int = 10")
                 .call(CallKind::While)
-                .gradient_unavailable(FUNCTION_GRADIENTS)
+                .gradient_through_functions()
                 .build(),
         );
     }
@@ -54,7 +51,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("config_proto: string = ''")
             .attr("executor_type: string = ''")
             .call(CallKind::Call)
-            .gradient_unavailable(FUNCTION_GRADIENTS);
+            .gradient_through_functions();
         v.push(if stateful { b.stateful() } else { b }.build());
     }
     v

@@ -251,9 +251,53 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: type")
             .attr(&index_attr("Tk"))
             .attr("index_type: {int16, int32, int64} = DT_INT32")
-            .gradient_unavailable("TensorFlow differentiates it with ScatterNd, which ferroflow does not have yet")
+            .shape(top_k_shape)
+            .gradient(top_k_grad)
             .build(),
     ]
+}
+
+/// `TopKV2`'s values and indices: the input's shape with the last dimension `k` (unknown
+/// unless `k` is constant).
+fn top_k_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let out = match c.inputs[0].dims() {
+        Some(d) if !d.is_empty() => {
+            let k = c.const_ints(1).and_then(|k| k.first().copied()).and_then(|k| usize::try_from(k).ok());
+            let mut d = d.to_vec();
+            *d.last_mut().expect("non-empty") = k;
+            Shape::new(d)
+        }
+        _ => Shape::unknown(),
+    };
+    Ok(vec![out.clone(), out])
+}
+
+/// `TopKV2`: the values' gradient scattered back to the positions the indices name along the
+/// last axis, zeros elsewhere (TensorFlow's `_TopKGrad`: one `ScatterNd` over the flattened
+/// input, each row's indices offset by the row's start).
+fn top_k_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, indices) = (ctx.input(0), ctx.output(1));
+    let indices = if s.dtype(indices) == DType::Int32 { indices } else { s.cast(indices, DType::Int32)? };
+    let last = |t: Output| -> Result<Output, crate::BuildError> {
+        let shape = s.unary("Shape", t)?;
+        let one = s.scalar(1i32)?;
+        let at = s.sub(s.size(shape)?, one)?;
+        let zero = s.scalar(0i32)?;
+        s.gather_v2(shape, at, zero)
+    };
+    let (n, k) = (last(x)?, last(indices)?);
+    let minus_one = s.scalar(-1i32)?;
+    let rows_k = s.pack(&[minus_one, k])?;
+    let ind2d = s.reshape(indices, rows_k)?;
+    let rows = s.gather_v2(s.unary("Shape", ind2d)?, s.scalar(0i32)?, s.scalar(0i32)?)?;
+    let starts = s.range(s.scalar(0i32)?, s.mul(rows, n)?, n)?;
+    let flat = s.add_v2(ind2d, s.expand_dims(starts, minus_one)?)?;
+    let flat = s.expand_dims(s.reshape(flat, s.constant_from(&[1], &[-1i32])?)?, minus_one)?;
+    let total = s.reshape(s.size(x)?, s.constant_from(&[1], &[1i32])?)?;
+    let scattered = s.scatter_nd(flat, s.reshape(g, s.constant_from(&[1], &[-1i32])?)?, total)?;
+    Ok(vec![Some(s.reshape(scattered, s.unary("Shape", x)?)?), None])
 }
 
 /// `Transpose` with a constant permutation.

@@ -3,7 +3,7 @@ use ferroflow_graph::{Output, ShapeError};
 use ferroflow_proto::attr;
 use ferroflow_tensor::Shape;
 
-use crate::gradient::{build, g0, GradCtx, GradResult};
+use crate::gradient::{build, g0, sum_to_shape, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::InferCtx;
 use crate::Ops;
@@ -121,7 +121,9 @@ fn matmul_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     Ok(vec![Some(ga), Some(gb)])
 }
 
-/// `BatchMatMulV2` whose operands have the same (static) batch dimensions.
+/// `BatchMatMulV2`: the products of the gradient with the operands, summed over the batch
+/// dimensions an operand was broadcast along (TensorFlow's `_BatchMatMulV2`), which is read
+/// at run time unless both operands' batch dimensions are statically known and equal.
 fn batch_matmul_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
     let (x, y) = (ctx.input(0), ctx.input(1));
@@ -129,18 +131,34 @@ fn batch_matmul_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         let d = ctx.shape(o).as_known()?;
         Some(d[..d.len().checked_sub(2)?].to_vec())
     };
-    match (batch(x), batch(y)) {
-        (Some(bx), Some(by)) if bx == by => {}
-        _ => {
-            return Err(
-                ctx.unsupported("only operands with equal, statically known batch dimensions are differentiable yet")
-            )
-        }
-    }
+    let same = matches!((batch(x), batch(y)), (Some(bx), Some(by)) if bx == by);
     let s = &ctx.scope;
     let mm = |p, q, tp: bool, tq: bool| {
         build(s, "BatchMatMulV2", &[p, q], &[("adj_x", attr::boolean(tp)), ("adj_y", attr::boolean(tq))])
     };
     let (gx, gy) = product_grads(g, x, y, ctx.attr_bool("adj_x"), ctx.attr_bool("adj_y"), mm)?;
+    if same {
+        return Ok(vec![Some(gx), Some(gy)]);
+    }
+    let (sx, sy) = (s.unary("Shape", x)?, s.unary("Shape", y)?);
+    let begin = s.constant_from(&[1], &[0i32])?;
+    let end = s.constant_from(&[1], &[-2i32])?;
+    let step = s.constant_from(&[1], &[1i32])?;
+    let batch_dims = |shape| {
+        build(
+            s,
+            "StridedSlice",
+            &[shape, begin, end, step],
+            &[("Index", attr::dtype(ferroflow_tensor::DType::Int32)), ("begin_mask", attr::int(1))],
+        )
+    };
+    let args =
+        s.add_op("BroadcastGradientArgs", "BroadcastGradientArgs", &[batch_dims(sx)?, batch_dims(sy)?], &[], {
+            let mut a = ferroflow_graph::Attrs::new();
+            a.insert("T".into(), attr::dtype(ferroflow_tensor::DType::Int32));
+            a
+        })?;
+    let gx = sum_to_shape(s, gx, Output { node: args, index: 0 }, sx)?;
+    let gy = sum_to_shape(s, gy, Output { node: args, index: 1 }, sy)?;
     Ok(vec![Some(gx), Some(gy)])
 }
