@@ -98,8 +98,14 @@ def nms():
 
     save("nms_v4_v5", g, {"boxes": b, "scores": s}, rtol=0, atol=0)
 
-    # Not written yet: tf.image.non_max_suppression_padded (TensorFlow 2's tiled algorithm in
-    # ordinary ops) needs GatherV2 with batch_dims != 0, which ferroflow's GatherV2 lacks.
+    def padded(boxes, scores):
+        # TensorFlow 2 writes non_max_suppression_padded as its tiled algorithm in ordinary ops
+        # (a while loop, GatherV2 with batch_dims), not as NonMaxSuppressionV4.
+        return [*tf.image.non_max_suppression_padded(boxes[None], scores[None], 12, iou_threshold=0.45,
+                                                     score_threshold=0.3, pad_to_max_output_size=True,
+                                                     tile_size=16)]
+
+    save("nms_padded", padded, {"boxes": b, "scores": s}, rtol=0, atol=0)
 
 
 def combined():

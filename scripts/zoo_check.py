@@ -24,7 +24,7 @@ directories may be given (`--zoo target/zoo fixtures/zoo`: a name in both is che
 the first).
 
 Run:  .venv/bin/python scripts/zoo_check.py [--zoo target/zoo] [--bin target/release/ferroflow]
-          [--only NAME...] [--timeout S] [--quick] [--no-coverage]
+          [--only NAME...] [--timeout S] [--quick] [--no-coverage] [--json OUT] [--reuse JSON...]
 """
 import argparse
 import json
@@ -296,7 +296,10 @@ def main():
     p.add_argument("--coverage", default=os.path.join(ROOT, "docs", "COVERAGE.md"))
     p.add_argument("--no-coverage", action="store_true", help="do not write docs/COVERAGE.md")
     p.add_argument("--op-defs", default=os.path.join(ROOT, "fixtures", "tf", "op_defs.pb"))
-    p.add_argument("--json", help="also write the rows as JSON here")
+    p.add_argument("--json", help="also write the rows as JSON here (after each model)")
+    p.add_argument("--reuse", nargs="+", default=[],
+                   help="rows of earlier runs (--json files): models with a row there are not run "
+                        "again, their rows go into the table (a long check done in parts, or resumed)")
     args = p.parse_args()
     have = ferroflow_ops(args.bin)
     # One view of every zoo directory: links to full entries, the subset's flat layout (graphs
@@ -314,9 +317,16 @@ def main():
         names = [n for n in names if n in args.only]
     # Small models first, so a long run reports most models early.
     names.sort(key=lambda n: os.path.getsize(os.path.join(args.zoo, n, "frozen.pb")))
+    reused = {}
+    for path in args.reuse:
+        with open(path) as f:
+            reused.update({r["name"]: r for r in json.load(f)})
     rows = []
     print(f"{'model':<34} {'nodes':>6} {'ops':>4}  {'max|Δ|':>9} {'ms':>9}  status", flush=True)
     for name in names:
+        if name in reused:
+            rows.append(reused[name])
+            continue
         t0 = time.time()
         try:
             row = check_model(args, name, have)
@@ -327,9 +337,9 @@ def main():
         rows.append(row)
         print(f"{name:<34} {row['nodes']:>6} {row['op_types']:>4}  {fmt_diff(row['max_diff']):>9} "
               f"{fmt_ms(row['ms']):>9}  {row['status']}", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
     if not args.no_coverage:
         missing = write_coverage(args, rows, have, tf_op_names(args.op_defs))
         print(f"\nwrote {args.coverage}")

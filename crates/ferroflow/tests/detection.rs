@@ -50,6 +50,7 @@ fn every_fixture_is_tested() {
     let tested = [
         "nms_v3",
         "nms_v4_v5",
+        "nms_padded",
         "combined_nms",
         "crop_and_resize",
         "topk_where_gather",
@@ -70,6 +71,13 @@ fn non_max_suppression_v3_selects_tensorflows_boxes() {
 #[test]
 fn non_max_suppression_v4_v5_and_soft_nms_match_tensorflow() {
     fixture("nms_v4_v5");
+}
+
+/// `tf.image.non_max_suppression_padded`: TensorFlow 2's tiled algorithm written in ordinary
+/// ops (a lowered while loop, `GatherV2` with `batch_dims`).
+#[test]
+fn padded_non_max_suppression_matches_tensorflow() {
+    fixture("nms_padded");
 }
 
 #[test]

@@ -151,6 +151,15 @@ fn cases() -> Vec<Case> {
             a.insert("Taxis".into(), AttrValue { value: Some(Value::Type(3)) });
             Output { node: s.add_op("GatherV2", "gather", &[x[0], ids, axis], &[], a).unwrap(), index: 0 }
         }),
+        // Along a middle axis and the last (negative), with 2-D indices that repeat.
+        c("GatherV2", vec![vec![2, 4, 3]], (-2.0, 2.0), |s, x| {
+            let ids = s.constant_from(&[2, 2], &[3i32, 1, 1, 0]).unwrap();
+            s.gather_v2(x[0], ids, s.scalar(1i32).unwrap()).unwrap()
+        }),
+        c("GatherV2", vec![vec![2, 3, 4]], (-2.0, 2.0), |s, x| {
+            let ids = s.constant_from(&[3], &[0i64, 3, 0]).unwrap();
+            s.gather_v2(x[0], ids, s.scalar(-1i32).unwrap()).unwrap()
+        }),
         c("AddN", vec![m23.clone(), m23.clone()], (-2.0, 2.0), |s, x| {
             op_with(s, "AddN", &[x[0], x[1], x[0]], &[("N", AttrValue { value: Some(Value::I(3)) })])
         }),

@@ -591,25 +591,51 @@ impl OpKernel for Split {
     }
 }
 
-struct GatherV2;
+/// `GatherV2` with `batch_dims` leading dimensions shared by `params` and `indices`: each
+/// batch element gathers from its own `params` slice with its own indices.
+struct GatherV2 {
+    batch_dims: i64,
+}
 impl OpKernel for GatherV2 {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (params, idx) = (&inputs[0], axis_values(&inputs[1])?);
         let a = axis_values(&inputs[2])?;
         let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
+        let (pd, id) = (params.dims(), inputs[1].dims());
+        let b = if self.batch_dims < 0 { self.batch_dims + id.len() as i64 } else { self.batch_dims };
+        if b < 0 || b as usize > id.len() {
+            return Err(invalid(format!("batch_dims {} does not fit indices of rank {}", self.batch_dims, id.len())));
+        }
+        let b = b as usize;
         let axis = norm_axis(a, params.rank())?;
-        let pd = params.dims();
-        let (outer, n, inner) =
-            (pd[..axis].iter().product::<usize>(), pd[axis], pd[axis + 1..].iter().product::<usize>());
+        if axis < b {
+            return Err(invalid(format!("axis {a} must not be less than batch_dims {b}")));
+        }
+        if pd[..b] != id[..b] {
+            return Err(invalid(format!(
+                "params and indices must agree on the {b} batch dimensions: {:?} and {:?}",
+                &pd[..b],
+                &id[..b]
+            )));
+        }
+        let batch: usize = pd[..b].iter().product();
+        let (mid, n, inner) =
+            (pd[b..axis].iter().product::<usize>(), pd[axis], pd[axis + 1..].iter().product::<usize>());
         if let Some(bad) = idx.iter().find(|&&i| i < 0 || i as usize >= n) {
             return Err(invalid(format!("indices contains {bad}, which is not in [0, {n})")));
         }
+        let per = id[b..].iter().product::<usize>();
         let mut dims = pd[..axis].to_vec();
-        dims.extend_from_slice(inputs[1].dims());
+        dims.extend_from_slice(&id[b..]);
         dims.extend_from_slice(&pd[axis + 1..]);
         check_output(params.dtype(), &dims)?;
-        let pick = (0..outer).flat_map(|o| {
-            idx.iter().flat_map(move |&i| (0..inner).map(move |j| Some((o * n + i as usize) * inner + j)))
+        let idx = &idx;
+        let pick = (0..batch).flat_map(move |bi| {
+            (0..mid).flat_map(move |m| {
+                idx[bi * per..(bi + 1) * per]
+                    .iter()
+                    .flat_map(move |&i| (0..inner).map(move |j| Some(((bi * mid + m) * n + i as usize) * inner + j)))
+            })
         });
         outputs.push(gather_elements(params, &dims, None, pick)?);
         Ok(())
@@ -896,12 +922,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     });
     r.register("Split", "", &[], |d| Ok(Box::new(Split { num: d.int("num_split")?.max(1) as usize, v2: false })));
     r.register("SplitV", "", &[], |d| Ok(Box::new(Split { num: d.int("num_split")?.max(1) as usize, v2: true })));
-    r.register("GatherV2", "", &[], |d| {
-        if d.int("batch_dims")? != 0 {
-            return Err(invalid("GatherV2 with batch_dims != 0 is not supported"));
-        }
-        Ok(Box::new(GatherV2))
-    });
+    r.register("GatherV2", "", &[], |d| Ok(Box::new(GatherV2 { batch_dims: d.int("batch_dims").unwrap_or(0) })));
     r.register("GatherNd", "", &[], |_| Ok(Box::new(GatherNd)));
     r.register("OneHot", "", &[], |d| Ok(Box::new(OneHot(d.int("axis")?))));
     r.register("Where", "", &[], |_| Ok(Box::new(Where)));

@@ -479,18 +479,19 @@ fn one_hot(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 
 /// `GatherV2` with a constant axis and `batch_dims` 0: params[:axis] + indices + params[axis+1:].
 fn gather_v2(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
-    let batch_dims = c.int("batch_dims").unwrap_or(0);
     let (Some(axis), Some(p), Some(idx)) = (c.const_ints(2), c.inputs[0].dims(), c.inputs[1].dims()) else {
         return Ok(vec![Shape::unknown()]);
     };
     let Some(&axis) = axis.first() else { return Ok(vec![Shape::unknown()]) };
     let axis = if axis < 0 { axis + p.len() as i64 } else { axis };
-    if batch_dims != 0 || axis < 0 || axis as usize >= p.len() {
+    let batch_dims = c.int("batch_dims").unwrap_or(0);
+    let b = if batch_dims < 0 { batch_dims + idx.len() as i64 } else { batch_dims };
+    if b < 0 || b > axis || b as usize > idx.len() || axis < 0 || axis as usize >= p.len() {
         return Ok(vec![Shape::unknown()]);
     }
     let a = axis as usize;
     let mut out = p[..a].to_vec();
-    out.extend_from_slice(idx);
+    out.extend_from_slice(&idx[b as usize..]);
     out.extend_from_slice(&p[a + 1..]);
     Ok(vec![Shape::new(out)])
 }
@@ -699,34 +700,63 @@ fn cumsum_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     Ok(vec![Some(build(s, "Cumsum", &[g, axis], &a)?), None])
 }
 
+/// `GatherV2` (batch_dims 0): the gradient's slices go back to the gathered positions along
+/// the axis, summed where an index repeats (TensorFlow's `_GatherV2Grad`: IndexedSlices made
+/// dense). Along an axis other than 0, the gathered axis is moved first for the segment sum
+/// and back after, which needs the params' rank.
 fn gather_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
-    // Axis 0, batch_dims 0: the gradient rows go back to the gathered rows, summed where an
-    // index repeats (TensorFlow's IndexedSlices made dense).
     let Some(g) = g0(gs) else { return Ok(vec![None, None, None]) };
+    let (params, indices) = (ctx.input(0), ctx.input(1));
     let axis = ctx.const_ints(ctx.input(2)).and_then(|v| v.first().copied());
-    if axis != Some(0) || ctx.attr_int("batch_dims").unwrap_or(0) != 0 {
-        return Err(ctx.unsupported("only gathers along a constant axis 0 with batch_dims 0 are differentiable yet"));
+    let rank = ctx.shape(params).rank();
+    let axis = match (axis, rank) {
+        (Some(0), _) => 0,
+        (Some(a), Some(r)) if a < 0 && a + r as i64 >= 0 => (a + r as i64) as usize,
+        (Some(a), Some(r)) if a >= 0 && (a as usize) < r => a as usize,
+        _ => {
+            return Err(
+                ctx.unsupported("the axis must be a constant, and the params' rank known for an axis other than 0")
+            )
+        }
+    };
+    if ctx.attr_int("batch_dims").unwrap_or(0) != 0 {
+        return Err(ctx.unsupported("gathers with batch_dims are not differentiable yet"));
     }
     let s = &ctx.scope;
-    let (params, indices) = (ctx.input(0), ctx.input(1));
     let int = s.dtype(indices);
     let shape = shape_as(ctx, params, DType::Int32)?;
-    let zero = s.constant_from(&[1], &[0i32])?;
-    let one = s.constant_from(&[1], &[1i32])?;
-    let rows = build(
-        s,
-        "Slice",
-        &[shape, zero, one],
-        &[("T", attr::dtype(DType::Int32)), ("Index", attr::dtype(DType::Int32))],
-    )?;
-    let rows = s.reshape(rows, &[0i32; 0])?;
-    let seg = build(
-        s,
-        "UnsortedSegmentSum",
-        &[g, indices, rows],
-        &[("Tindices", attr::dtype(int)), ("Tnumsegments", attr::dtype(DType::Int32))],
-    )?;
-    Ok(vec![Some(seg), None, None])
+    let part = |begin: i32, size: i32| -> Result<Output, crate::BuildError> {
+        let b = s.constant_from(&[1], &[begin])?;
+        let n = s.constant_from(&[1], &[size])?;
+        build(s, "Slice", &[shape, b, n], &[("T", attr::dtype(DType::Int32)), ("Index", attr::dtype(DType::Int32))])
+    };
+    let rows = s.reshape(part(axis as i32, 1)?, &[0i32; 0])?;
+    let segment_sum = |values: Output, indices: Output| {
+        build(
+            s,
+            "UnsortedSegmentSum",
+            &[values, indices, rows],
+            &[("Tindices", attr::dtype(int)), ("Tnumsegments", attr::dtype(DType::Int32))],
+        )
+    };
+    if axis == 0 {
+        return Ok(vec![Some(segment_sum(g, indices)?), None, None]);
+    }
+    let rank = rank.expect("checked above");
+    // [outer..., n_indices, inner...] -> [n_indices, outer..., inner...], summed, and back.
+    let minus_one = s.constant_from(&[1], &[-1i32])?;
+    let values_shape = s.concat_v2(&[part(0, axis as i32)?, minus_one, part(axis as i32 + 1, -1)?], s.scalar(0i32)?)?;
+    let values = s.reshape(g, values_shape)?;
+    let flat = s.reshape(indices, minus_one)?;
+    let mut perm: Vec<i32> = vec![axis as i32];
+    perm.extend((0..rank as i32).filter(|&d| d != axis as i32));
+    let moved = s.transpose(values, s.constant_from(&[rank], &perm)?)?;
+    let summed = segment_sum(moved, flat)?;
+    let mut back: Vec<i32> = (1..=axis as i32).collect();
+    back.push(0);
+    back.extend(axis as i32 + 1..rank as i32);
+    let grad = s.transpose(summed, s.constant_from(&[rank], &back)?)?;
+    Ok(vec![Some(grad), None, None])
 }
 
 /// `Tile`: the tiles summed back, TensorFlow's way — the gradient reshaped to
