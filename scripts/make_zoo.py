@@ -6,7 +6,9 @@ Each model is written to ZOO/<name>/:
                  scripts/make_model_fixtures.py freezes): inputs `x:0` (or `x0:0`, `x1:0`, ...)
   saved_model/   Keras 3's `model.export` (detection models: `tf.saved_model.save` of a tf.Module)
   io.npz         the inputs keyed by the frozen graph's input tensor names (`x:0`) and
-                 TensorFlow's outputs keyed by its output tensor names (`Identity:0`, ...)
+                 TensorFlow's outputs keyed by its output tensor names (`Identity:0`, ...);
+                 for applications also `Identity:0@float64`, the graph run by TensorFlow in
+                 float64 (the exact answer both float32 runs approximate)
   meta.json      {"inputs": [frozen input names], "outputs": [frozen output names],
                   "signature_inputs": {key: frozen input name},
                   "signature_outputs": {key: frozen output name}, "tolerance": 1e-4,
@@ -15,7 +17,8 @@ Each model is written to ZOO/<name>/:
 Weights are random (`weights=None`, seeded; `classifier_activation=None` where the
 constructor has it: random weights make a softmax flat, so logits are compared) and
 BatchNormalization's moving statistics are set away from 0/1 so inference BN is not an
-identity.
+identity; in the applications they are the statistics of the model's input batch moved off by
+a little (`calibrate_batch_norm`), so the deep ones do not amplify rounding into chaos.
 
 Models: every constructor of `tf.keras.applications` at its default input size (batch 1),
 and small models of each layer kind (batch 2): recurrent, attention, convolution variants,
@@ -473,9 +476,44 @@ def freeze_function(fn):
     return frozen, gd, ins, outs
 
 
+def float64_outputs(gd, feeds, outs):
+    """The frozen graph run by TensorFlow in float64 (every float32 type and constant made
+    float64): the exact answer the float32 outputs approximate, to tell ferroflow's error from
+    TensorFlow's own where a deep random-weight model amplifies rounding. None if an op has no
+    float64 kernel."""
+    from tensorflow.core.framework import types_pb2
+    g64 = tf.compat.v1.GraphDef()
+    g64.CopyFrom(gd)
+
+    def widen(a):
+        if a.HasField("type") and a.type == types_pb2.DT_FLOAT:
+            a.type = types_pb2.DT_DOUBLE
+        if a.HasField("list"):
+            for i, t in enumerate(a.list.type):
+                if t == types_pb2.DT_FLOAT:
+                    a.list.type[i] = types_pb2.DT_DOUBLE
+        if a.HasField("tensor") and a.tensor.dtype == types_pb2.DT_FLOAT:
+            a.tensor.CopyFrom(tf.make_tensor_proto(tf.make_ndarray(a.tensor).astype(np.float64)))
+
+    for n in g64.node:
+        for k in n.attr:
+            widen(n.attr[k])
+    graph = tf.Graph()
+    try:
+        with graph.as_default():
+            tf.import_graph_def(g64, name="")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            fed = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+            return dict(zip(outs, sess.run(outs, fed)))
+    except Exception as e:  # an op without a float64 kernel: no reference
+        print(f"  (no float64 reference: {type(e).__name__}: {str(e).splitlines()[0][:120]})", flush=True)
+        return None
+
+
 def write(out_dir, name, gd, feeds, frozen_ins, frozen_outs, results, sig_in, sig_out, kind, batched,
-          saved_model_writer=None, pb_only=False):
-    """feeds: {frozen input name: array}; results: TF outputs in frozen output order."""
+          saved_model_writer=None, pb_only=False, reference64=None):
+    """feeds: {frozen input name: array}; results: TF outputs in frozen output order;
+    reference64: {frozen output name: the float64 graph's output}, stored as `<name>@float64`."""
     d = os.path.join(out_dir, name) if not pb_only else out_dir
     os.makedirs(d, exist_ok=True)
     pb = os.path.join(d, "frozen.pb" if not pb_only else f"{name}.pb")
@@ -484,6 +522,8 @@ def write(out_dir, name, gd, feeds, frozen_ins, frozen_outs, results, sig_in, si
     arrays = dict(feeds)
     for n, r in zip(frozen_outs, results):
         arrays[n] = np.asarray(r)
+    for n, r in (reference64 or {}).items():
+        arrays[f"{n}@float64"] = np.asarray(r)
     np.savez(os.path.join(d, "io.npz" if not pb_only else f"{name}.npz"), **arrays)
     meta = {"kind": kind, "inputs": frozen_ins, "outputs": frozen_outs, "tolerance": TOLERANCE,
             "batched": batched, "nodes": len(gd.node), "ops": sorted({n.op for n in gd.node})}
@@ -502,9 +542,38 @@ def write(out_dir, name, gd, feeds, frozen_ins, frozen_outs, results, sig_in, si
     return meta
 
 
+def calibrate_batch_norm(model, data, rng):
+    """Sets every BatchNormalization's moving statistics to its input's statistics on `data`
+    (one call in training mode with momentum 0, as after training on such inputs), then moves
+    them off by a little: random weights with random statistics make deep models (the
+    EfficientNetV2 family) amplify rounding differences by 1e4, so that TensorFlow disagrees
+    with itself (oneDNN on and off) by 1% of the output; calibrated, inference BN neither is an
+    identity nor explodes."""
+    bns = [layer for layer in (model._flatten_layers() if hasattr(model, "_flatten_layers") else model.layers)
+           if isinstance(layer, L.BatchNormalization)]
+    if not bns:
+        return
+    momenta = [b.momentum for b in bns]
+    for b in bns:
+        b.momentum = 0.0
+    model(data if len(data) > 1 else data[0], training=True)
+    for b, m in zip(bns, momenta):
+        b.momentum = m
+        mean, var = b.moving_mean.numpy(), b.moving_variance.numpy()
+        # A channel's variance over a few values (batch 1-2 at a 1×1 or 2×2 map) can be near 0:
+        # floored at a quarter of the layer's mean, no channel's gain explodes.
+        var = np.maximum(var, 0.25 * float(np.mean(var)) + 1e-6)
+        std = np.sqrt(var)
+        b.moving_mean.assign((mean + 0.1 * std * rng.standard_normal(mean.shape)).astype(np.float32))
+        b.moving_variance.assign((var * rng.uniform(0.8, 1.25, var.shape)).astype(np.float32))
+
+
 def write_keras(out_dir, name, model, gens, rng, batch, kind, pb_only=False):
     randomize_batch_norm(model, rng)
     names = [t.name.split(":")[0] for t in model.inputs]
+    data = [gens[n](rng, batch) for n in names]
+    if kind == "app":
+        calibrate_batch_norm(model, [tf.constant(a) for a in data], rng)
     # Input layers are named x / x0, x1...: the frozen graph's placeholders take those names.
     specs = [tf.TensorSpec([None, *t.shape[1:]], t.dtype, name=n) for t, n in zip(model.inputs, names)]
 
@@ -518,15 +587,15 @@ def write_keras(out_dir, name, model, gens, rng, batch, kind, pb_only=False):
             return model(list(xs), training=False)
 
     frozen, gd, frozen_ins, frozen_outs = freeze_function(serve.get_concrete_function())
-    data = [gens[n](rng, batch) for n in names]
     res = frozen(*[tf.constant(a) for a in data])
     res = [r.numpy() for r in (res if isinstance(res, (list, tuple)) else [res])]
     feeds = dict(zip(frozen_ins, data))
     sig_in = dict(zip(names, frozen_ins))
     sig_out = {f"output_{i}": n for i, n in enumerate(frozen_outs)}
     writer = None if pb_only else (lambda path: model.export(path, verbose=False))
+    reference64 = float64_outputs(gd, feeds, frozen_outs) if kind == "app" else None
     return write(out_dir, name, gd, feeds, frozen_ins, frozen_outs, res, sig_in, sig_out, kind, True, writer,
-                 pb_only)
+                 pb_only, reference64)
 
 
 def write_function(out_dir, name, fn, inputs, rng, pb_only=False):

@@ -891,3 +891,70 @@ fn convolution_and_max_pool_fuse_exactly() {
         assert_bit_identical(&format!("conv {side}x{side}x{c}->{k}, pool {window}/{stride}"), &got[0], &want[0]);
     }
 }
+
+/// `StridedSlice`'s shape function against its kernel, over random specs: every mask (one
+/// ellipsis at most), negative and out-of-range bounds, negative strides, shrunk and new axes,
+/// inputs whose shape is fully known and with one size unknown. Where the kernel accepts the
+/// spec the inferred shape is the output's (and fully known when the input's is); a size the
+/// input leaves unknown stays unknown or agrees.
+#[test]
+fn strided_slice_shapes_agree_with_the_kernel_for_every_mask() {
+    let mut r = ferroflow::tensor::rng::Rng::new(7);
+    let mut pick = |n: usize| (r.unit() * n as f64) as usize % n;
+    let mut checked = 0;
+    for case in 0..400 {
+        let rank = 1 + pick(4);
+        let dims: Vec<usize> = (0..rank).map(|_| pick(6)).collect();
+        let n = 1 + pick(rank + 1);
+        let ints = |pick: &mut dyn FnMut(usize) -> usize, lo: i64, span: usize| {
+            (0..n).map(|_| lo + pick(span) as i64).collect::<Vec<i64>>()
+        };
+        let (b, e) = (ints(&mut pick, -7, 15), ints(&mut pick, -7, 15));
+        let st: Vec<i64> = (0..n).map(|_| [-3, -2, -1, 1, 2, 3][pick(6)]).collect();
+        let mut mask = |p: usize| (0..n).filter(|_| pick(p) == 0).fold(0i64, |m, i| m | 1 << i);
+        let (bm, em, nm, sm) = (mask(3), mask(3), mask(5), mask(4));
+        let ellipsis = if pick(3) == 0 { 1i64 << pick(n) } else { 0 };
+        let unknown_at = (pick(2) == 0).then(|| pick(rank));
+        let s = Scope::new();
+        let declared =
+            Shape::new(dims.iter().enumerate().map(|(i, &d)| (Some(i) != unknown_at).then_some(d)).collect());
+        let x = s.with_name("x").placeholder(DType::Float, &declared).unwrap();
+        let c = |v: &[i64]| s.constant_from(&[n], v).unwrap();
+        let mut a = ferroflow::graph::Attrs::new();
+        for (k, v) in [
+            ("begin_mask", bm),
+            ("end_mask", em),
+            ("ellipsis_mask", ellipsis),
+            ("new_axis_mask", nm),
+            ("shrink_axis_mask", sm),
+        ] {
+            a.insert(k.into(), ferroflow::proto::attr::int(v));
+        }
+        a.insert("Index".into(), ferroflow::proto::attr::dtype(DType::Int64));
+        a.insert("T".into(), ferroflow::proto::attr::dtype(DType::Float));
+        let y = s.add_op("StridedSlice", "y", &[x, c(&b), c(&e), c(&st)], &[], a).unwrap();
+        let graph = s.graph();
+        let inferred = ferroflow::ops::infer_shapes(&graph).unwrap()[y][0].clone();
+        let mut o = SessionOptions::default();
+        o.optimizer.enabled = false;
+        let sess = Session::new(graph, o).unwrap();
+        let input = Tensor::from_vec(&dims, vec![0f32; dims.iter().product()]).unwrap();
+        let Ok(out) = sess.run(&[("x:0", input)], &["y:0"], &[]) else { continue };
+        let got = out[0].dims().to_vec();
+        let what = format!("case {case}: dims {dims:?} begin {b:?} end {e:?} strides {st:?} masks b{bm} e{em} ellipsis{ellipsis} new{nm} shrink{sm}");
+        match inferred.dims() {
+            Some(d) => {
+                assert_eq!(d.len(), got.len(), "{what}: rank {inferred:?} vs {got:?}");
+                for (i, (&want, &have)) in d.iter().zip(&got).enumerate() {
+                    assert!(want.is_none_or(|w| w == have), "{what}: dim {i}: inferred {inferred:?}, kernel {got:?}");
+                }
+                if unknown_at.is_none() {
+                    assert!(d.iter().all(Option::is_some), "{what}: inferred {inferred:?} from a known shape");
+                }
+            }
+            None => panic!("{what}: no shape inferred; the kernel gives {got:?}"),
+        }
+        checked += 1;
+    }
+    assert!(checked > 150, "only {checked} specs were valid");
+}

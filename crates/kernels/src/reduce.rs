@@ -76,6 +76,20 @@ impl<T: Num> OpKernel for Reduce<T> {
                 s *= full[i];
             }
             let walk = Walk { dims, ostride: &ostride };
+            if matches!(self.kind, Reduction::Sum | Reduction::Mean) && T::DTYPE == DType::Float {
+                // float32 sums accumulate in float64 and round once: a long sum (a global
+                // average pool over 112×112, a layer norm's moments) in float32 loses up to
+                // n ulps; TensorFlow's tree reduction loses ~log n, this loses none.
+                let mut wide = vec![0f64; out_len];
+                walk.fold(x.as_slice::<f32>()?, &mut wide, |a, b| a + b as f64);
+                if let Reduction::Mean = self.kind {
+                    let count: usize = dims.iter().zip(&reduced).filter(|(_, r)| **r).map(|(d, _)| *d).product();
+                    wide.iter_mut().for_each(|v| *v /= count as f64);
+                }
+                let out: Vec<f32> = wide.into_iter().map(|v| v as f32).collect();
+                outputs.push(Tensor::from_vec(&out_dims, out)?);
+                return Ok(());
+            }
             match self.kind {
                 Reduction::Sum | Reduction::Mean => walk.fold(src, &mut acc, |a, b| a.add_w(b)),
                 Reduction::Prod => walk.fold(src, &mut acc, |a, b| a.mul_w(b)),
@@ -107,7 +121,7 @@ impl Walk<'_> {
     /// same order for every caller, so the same bits. `f` is inlined (a call per element cost
     /// MobileNetV2's global average pool 2 ns an element); a row whose last axis is kept
     /// runs along the output row.
-    fn fold<T: Num>(&self, src: &[T], acc: &mut [T], f: impl Fn(T, T) -> T + Copy) {
+    fn fold<T: Copy, A: Copy>(&self, src: &[T], acc: &mut [A], f: impl Fn(A, T) -> A + Copy) {
         let (dims, ostride) = (self.dims, self.ostride);
         if dims.is_empty() {
             acc[0] = f(acc[0], src[0]);

@@ -74,6 +74,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("ellipsis_mask: int = 0")
             .attr("new_axis_mask: int = 0")
             .attr("shrink_axis_mask: int = 0")
+            .shape(strided_slice_shape)
             .gradient(strided_slice_grad)
             .build(),
         op("StridedSliceGrad")
@@ -255,6 +256,86 @@ pub fn defs() -> Vec<OpDef> {
             .gradient(top_k_grad)
             .build(),
     ]
+}
+
+/// `StridedSlice`'s output shape, from the input's (partly known) shape and constant begin, end
+/// and strides, with TensorFlow's masks: an ellipsis covers the input dimensions the other
+/// entries leave (and is implicit at the end), a new axis adds a 1, a shrunk axis is dropped.
+/// A dimension of unknown size gives an unknown one (its slice's length depends on it).
+fn strided_slice_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
+    let unknown = Ok(vec![Shape::unknown()]);
+    let (Some(dims), Some(b), Some(e), Some(st)) =
+        (c.inputs[0].dims(), c.const_ints(1), c.const_ints(2), c.const_ints(3))
+    else {
+        return unknown;
+    };
+    let n = b.len();
+    if e.len() != n || st.len() != n || n > 64 {
+        return unknown;
+    }
+    let bit = |mask: &str, i: usize| (c.int(mask).unwrap_or(0) >> i) & 1 == 1;
+    let mut out = Vec::new();
+    let mut dim = 0usize;
+    let mut saw_ellipsis = false;
+    for i in 0..n {
+        if bit("ellipsis_mask", i) {
+            if saw_ellipsis {
+                return unknown; // TensorFlow allows one ellipsis
+            }
+            saw_ellipsis = true;
+            let later = (i + 1..n).filter(|&j| !bit("new_axis_mask", j)).count();
+            let Some(cover) = dims.len().checked_sub(dim + later) else { return unknown };
+            out.extend_from_slice(&dims[dim..dim + cover]);
+            dim += cover;
+            continue;
+        }
+        if bit("new_axis_mask", i) {
+            out.push(Some(1));
+            continue;
+        }
+        let Some(&size) = dims.get(dim) else { return unknown };
+        dim += 1;
+        if bit("shrink_axis_mask", i) {
+            continue;
+        }
+        let stride = st[i];
+        if stride == 0 {
+            return unknown;
+        }
+        let Some(size) = size else {
+            out.push(None);
+            continue;
+        };
+        let size = size as i64;
+        let (lo, hi) = if stride > 0 { (0, size) } else { (-1, size - 1) };
+        let canon = |x: i64| (if x < 0 { x + size } else { x }).clamp(lo, hi);
+        let begin = if bit("begin_mask", i) {
+            if stride > 0 {
+                0
+            } else {
+                size - 1
+            }
+        } else {
+            canon(b[i])
+        };
+        let end = if bit("end_mask", i) {
+            if stride > 0 {
+                size
+            } else {
+                -1
+            }
+        } else {
+            canon(e[i])
+        };
+        let len = if stride > 0 {
+            (end - begin + stride - 1).div_euclid(stride)
+        } else {
+            (begin - end - stride - 1).div_euclid(-stride)
+        };
+        out.push(Some(len.max(0) as usize));
+    }
+    out.extend_from_slice(&dims[dim.min(dims.len())..]);
+    Ok(vec![Shape::new(out)])
 }
 
 /// `TopKV2`'s values and indices: the input's shape with the last dimension `k` (unknown
