@@ -245,6 +245,26 @@ def ssd_postprocess():
     save("retinanet_postprocess", per_class, {"deltas": deltas, "logits": logits}, rtol=1e-4, atol=1e-5)
 
 
+def crop_grad():
+    """CropAndResize's gradients (ROI-align training): against the image (bilinear and nearest)
+    and the boxes (bilinear), boxes inside, flipped, reaching outside and of one pixel."""
+    img = rng.uniform(0, 1, (2, 7, 8, 3)).astype(np.float32)
+    bx = np.array([[0.1, 0.2, 0.8, 0.9], [0.9, 0.8, 0.1, 0.2], [-0.3, -0.2, 1.4, 1.1], [0.5, 0.4, 0.55, 0.5],
+                   [0.2, 0.1, 0.6, 0.7]], np.float32)
+    ind = np.array([0, 1, 1, 0, 1], np.int32)
+    w = rng.uniform(-1, 1, (5, 4, 3, 3)).astype(np.float32)
+
+    def f(img, bx, ind, w):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([img, bx])
+            a = tf.reduce_sum(tf.image.crop_and_resize(img, bx, ind, [4, 3]) * w)
+            b = tf.reduce_sum(tf.image.crop_and_resize(img, bx, ind, [1, 1]) * w[:, :1, :1])
+            c = tf.reduce_sum(tf.image.crop_and_resize(img, bx, ind, [4, 3], method="nearest") * w)
+        return [*tape.gradient(a, [img, bx]), *tape.gradient(b, [img, bx]), tape.gradient(c, img)]
+
+    save("crop_and_resize_grad", f, {"img": img, "bx": bx, "ind": ind, "w": w})
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     nms()
@@ -253,6 +273,7 @@ if __name__ == "__main__":
     topk_where_gather()
     scatter()
     ssd_postprocess()
+    crop_grad()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write(f"# name rtol atol ops...  (written by scripts/make_detection_fixtures.py with "
                 f"TensorFlow {tf.__version__})\n")

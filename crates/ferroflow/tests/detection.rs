@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use ferroflow::graph::Attrs;
+use ferroflow::ops::RawOps;
 use ferroflow::prelude::*;
 use ferroflow::proto::attr;
 use ferroflow::tensor::npy;
@@ -53,6 +54,7 @@ fn every_fixture_is_tested() {
         "nms_padded",
         "combined_nms",
         "crop_and_resize",
+        "crop_and_resize_grad",
         "topk_where_gather",
         "scatter",
         "ssd_postprocess",
@@ -88,6 +90,51 @@ fn combined_non_max_suppression_matches_tensorflow_with_ties() {
 #[test]
 fn crop_and_resize_matches_tensorflow() {
     fixture("crop_and_resize");
+}
+
+/// TensorFlow's CropAndResizeGradImage/GradBoxes kernels (its own gradient graph), and
+/// ferroflow's gradient of CropAndResize built by autodiff on the same inputs: both give
+/// TensorFlow's image and box gradients.
+#[test]
+fn crop_and_resize_gradients_match_tensorflow() {
+    fixture("crop_and_resize_grad");
+    let d = dir();
+    let inputs: std::collections::HashMap<String, Tensor> =
+        npy::read_npz(&d.join("crop_and_resize_grad.inputs.npz")).unwrap().into_iter().collect();
+    let expected = npy::read_npz(&d.join("crop_and_resize_grad.expected.npz")).unwrap();
+    let s = Scope::new();
+    let feed = |n: &str| {
+        let t = &inputs[&format!("{n}:0")];
+        s.with_name(n).placeholder(t.dtype(), &Shape::known(t.dims())).unwrap()
+    };
+    let (img, bx, ind, w) = (feed("img"), feed("bx"), feed("ind"), feed("w"));
+    let crop = |size: [i32; 2], method: &str, w: Output| {
+        let size = s.constant_from(&[2], &size).unwrap();
+        let mut a = Attrs::new();
+        a.insert("T".into(), attr::dtype(DType::Float));
+        a.insert("method".into(), attr::string(method));
+        a.insert("extrapolation_value".into(), attr::float(0.0));
+        let c = s.add_op("CropAndResize", "crop", &[img, bx, ind, size], &[], a).unwrap();
+        let prod = s.mul(Output { node: c, index: 0 }, w).unwrap();
+        s.reduce("Sum", prod, &[0, 1, 2, 3], false).unwrap()
+    };
+    let begin = s.constant_from(&[4], &[0i32, 0, 0, 0]).unwrap();
+    let size = s.constant_from(&[4], &[-1i32, 1, 1, -1]).unwrap();
+    let w11 = s.slice(w, begin, size).unwrap();
+    let (a, b, c) = (crop([4, 3], "bilinear", w), crop([1, 1], "bilinear", w11), crop([4, 3], "nearest", w));
+    let ga = ferroflow::autodiff::gradients(&s, &[a], &[img, bx], None).unwrap();
+    let gb = ferroflow::autodiff::gradients(&s, &[b], &[img, bx], None).unwrap();
+    let gc = ferroflow::autodiff::gradients(&s, &[c], &[img], None).unwrap();
+    let grads: Vec<Output> = ga.into_iter().chain(gb).chain(gc).map(Option::unwrap).collect();
+    let names: Vec<String> = grads.iter().map(|g| s.with_graph(|gr| gr.output_name(*g))).collect();
+    let fetches: Vec<&str> = names.iter().map(String::as_str).collect();
+    let feeds: Vec<(&str, Tensor)> =
+        ["img:0", "bx:0", "ind:0", "w:0"].iter().map(|n| (*n, inputs[*n].clone())).collect();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let got = sess.run(&feeds, &fetches, &[]).unwrap();
+    for ((name, want), got) in expected.iter().zip(&got) {
+        compare(got, want, 1e-5, 1e-5).unwrap_or_else(|e| panic!("autodiff {name}: {e}"));
+    }
 }
 
 #[test]

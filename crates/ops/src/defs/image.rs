@@ -8,6 +8,7 @@ use ferroflow_tensor::{DType, Shape};
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpDef};
 use crate::shape_inference::{self as s, InferCtx};
+use crate::Ops;
 
 /// The image ops.
 pub fn defs() -> Vec<OpDef> {
@@ -172,9 +173,62 @@ fn detection() -> Vec<OpDef> {
             .attr("extrapolation_value: float = 0")
             .shape(crop_and_resize_shape)
             .grows()
-            .gradient_unavailable("TensorFlow differentiates it with CropAndResizeGradImage and CropAndResizeGradBoxes, which ferroflow does not have yet")
+            .gradient(crop_and_resize_grad)
+            .build(),
+        op("CropAndResizeGradImage")
+            .input("grads: float")
+            .input("boxes: float")
+            .input("box_ind: int32")
+            .input("image_size: int32")
+            .output("output: T")
+            .attr("T: {float, half, double}")
+            .attr("method: {'bilinear', 'nearest'} = 'bilinear'")
+            .shape(|c| {
+                Ok(vec![Some(c.shape_value(3))
+                    .filter(|s| s.rank().is_some())
+                    .unwrap_or_else(|| Shape::new(vec![None; 4]))])
+            })
+            .gradient_unavailable("TensorFlow registers no gradient for CropAndResizeGradImage")
+            .build(),
+        op("CropAndResizeGradBoxes")
+            .input("grads: float")
+            .input("image: T")
+            .input("boxes: float")
+            .input("box_ind: int32")
+            .output("output: float")
+            .attr("T: {uint8, uint16, int8, int16, int32, int64, half, float, double}")
+            .attr("method: {'bilinear'} = 'bilinear'")
+            .shape(|c| Ok(vec![c.inputs[2].clone()]))
+            .gradient_unavailable("TensorFlow registers no gradient for CropAndResizeGradBoxes")
             .build(),
     ]
+}
+
+/// `CropAndResize` (TensorFlow's `_CropAndResizeGrad`): the crops' gradient spread back onto
+/// the image (float images) and, for bilinear sampling, onto the boxes' coordinates.
+fn crop_and_resize_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 4]) };
+    let s = &ctx.scope;
+    let (image, boxes, box_ind) = (ctx.input(0), ctx.input(1), ctx.input(2));
+    let t = s.dtype(image);
+    let method = ctx.attr_string("method");
+    let image_grad = if matches!(t, DType::Float | DType::Half | DType::Double) {
+        let size = s.unary("Shape", image)?;
+        Some(build(
+            s,
+            "CropAndResizeGradImage",
+            &[g, boxes, box_ind, size],
+            &[("T", attr::dtype(t)), ("method", attr::string(&method))],
+        )?)
+    } else {
+        None
+    };
+    let boxes_grad = if method == "bilinear" {
+        Some(build(s, "CropAndResizeGradBoxes", &[g, image, boxes, box_ind], &[("T", attr::dtype(t))])?)
+    } else {
+        None
+    };
+    Ok(vec![image_grad, boxes_grad, None, None])
 }
 
 /// The NMS ops: a vector of selected indices (of `max_output_size` when padded to it), then
