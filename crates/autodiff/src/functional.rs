@@ -106,32 +106,20 @@ fn gradient_function(
     dys: &[usize],
 ) -> Result<String, GradError> {
     let b = body(graph, node, name, call)?;
-    let s = &b.scope;
-    let mut args = b.args.clone();
-    let mut grad_ys = Vec::new();
-    for (k, &i) in dys.iter().enumerate() {
-        let dy = s.with_exact_name(&format!("grad_in_{k}")).placeholder(s.dtype(b.results[i]), &Shape::unknown())?;
-        args.push(dy.node);
-        grad_ys.push(dy);
-    }
-    let ys: Vec<Output> = dys.iter().map(|&i| b.results[i]).collect();
-    let xs: Vec<Output> = dxs.iter().map(|&i| Output { node: b.args[i], index: 0 }).collect();
-    let gs = crate::gradients(s, &ys, &xs, Some(&grad_ys))?;
-    let outs = xs
-        .iter()
-        .zip(gs)
-        .map(|(x, g)| match g {
-            Some(g) => Ok(g),
-            None => s.unary("ZerosLike", *x),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let fname = fresh_name(scope, &format!("{name}_grad"));
-    let def = s
-        .with_graph(|g| function_def(&fname, g, &args, &outs))
-        .map_err(|e| bad(node, format!("the gradient of function '{name}': {e}")))?;
-    copy_new_functions(s, scope);
-    scope.add_function(def);
-    Ok(fname)
+    let dy_types: Vec<DType> = dys.iter().map(|&i| b.scope.dtype(b.results[i])).collect();
+    rewrite_function(scope, node, name, b, "grad", &dy_types, false, |b, grad_ys| {
+        let s = &b.scope;
+        let ys: Vec<Output> = dys.iter().map(|&i| b.results[i]).collect();
+        let xs: Vec<Output> = dxs.iter().map(|&i| Output { node: b.args[i], index: 0 }).collect();
+        let gs = crate::gradients(s, &ys, &xs, Some(grad_ys))?;
+        xs.iter()
+            .zip(gs)
+            .map(|(x, g)| match g {
+                Some(g) => Ok(g),
+                None => Ok(s.unary("ZerosLike", *x)?),
+            })
+            .collect()
+    })
 }
 
 /// The incoming gradient of each output in `which`, zeros where none flows.
@@ -242,33 +230,36 @@ fn list_attrs(dtype: DType) -> Vec<(&'static str, AttrValue)> {
     vec![("element_dtype", attr::dtype(dtype)), ("shape_type", attr::dtype(DType::Int32))]
 }
 
-/// Adds to `scope`'s library function `name` of `graph`'s library rewritten with `extra`
-/// more arguments, passed to `extend` which returns the extra results; returns the new
-/// function's name.
-fn extended_function(
+/// Adds to `scope`'s library the body `b` of function `name` rewritten with more arguments of
+/// the types `extra` (placeholders passed to `extend`, which returns the results to add),
+/// keeping its own results or not, named `<name>_<suffix>_<n>`; returns that name. Functions
+/// the rewrite added to the body's library (gradients of nested calls) go along.
+#[allow(clippy::too_many_arguments)]
+fn rewrite_function(
     scope: &Scope,
-    graph: &Graph,
     node: &Node,
     name: &str,
-    call: &Attrs,
+    b: Body,
+    suffix: &str,
     extra: &[DType],
+    keep: bool,
     extend: impl FnOnce(&Body, &[Output]) -> Result<Vec<Output>, GradError>,
 ) -> Result<String, GradError> {
-    let b = body(graph, node, name, call)?;
     let s = &b.scope;
     let mut args = b.args.clone();
     let mut added = Vec::new();
     for (k, &d) in extra.iter().enumerate() {
-        let p = s.with_exact_name(&format!("acc_arg_{k}")).placeholder(d, &Shape::unknown())?;
+        let p = s.with_exact_name(&format!("{suffix}_arg_{k}")).placeholder(d, &Shape::unknown())?;
         args.push(p.node);
         added.push(p);
     }
-    let mut results = b.results.clone();
+    let mut results = if keep { b.results.clone() } else { Vec::new() };
     results.extend(extend(&b, &added)?);
-    let fname = fresh_name(scope, &format!("{name}_acc"));
+    let fname = fresh_name(scope, &format!("{name}_{suffix}"));
     let def = s
         .with_graph(|g| function_def(&fname, g, &args, &results))
         .map_err(|e| bad(node, format!("rewriting function '{name}': {e}")))?;
+    copy_new_functions(s, scope);
     scope.add_function(def);
     Ok(fname)
 }
@@ -303,7 +294,7 @@ fn while_gradient(
     // The forward loop, counting its iterations and accumulating what it changes.
     let mut extra = vec![DType::Int32];
     extra.extend(acc.iter().map(|_| DType::Variant));
-    let fwd_body = extended_function(scope, graph, node, &body_name, &body_call, &extra, |b, added| {
+    let fwd_body = rewrite_function(scope, node, &body_name, b, "acc", &extra, true, |b, added| {
         let s = &b.scope;
         let one = s.scalar(1i32)?;
         let mut r = vec![s.add_v2(added[0], one)?];
@@ -313,7 +304,8 @@ fn while_gradient(
         }
         Ok(r)
     })?;
-    let fwd_cond = extended_function(scope, graph, node, &cond_name, &cond_call, &extra, |_, _| Ok(vec![]))?;
+    let cond = body(graph, node, &cond_name, &cond_call)?;
+    let fwd_cond = rewrite_function(scope, node, &cond_name, cond, "acc", &extra, true, |_, _| Ok(vec![]))?;
     let s = scope;
     let mut inputs = node.inputs.clone();
     inputs.push(s.scalar(0i32)?);

@@ -226,6 +226,16 @@ impl<T: Pixel> OpKernel for CropGradBoxes<T> {
         let (g, img, bx) = (grads.as_slice::<f32>()?, image.as_slice::<T>()?, boxes.as_slice::<f32>()?);
         let mut out = vec![0f32; nb * 4];
         let ratio = |image: usize, crop: usize| if crop > 1 { (image - 1) as f32 / (crop - 1) as f32 } else { 0.0 };
+        // How much crop row (column) `o`'s sample moves with the box's first and second
+        // coordinate along that axis.
+        let ends = |o: usize, image: usize, crop: usize, r: f32| {
+            let last = (image - 1) as f32;
+            if crop > 1 {
+                (last - o as f32 * r, o as f32 * r)
+            } else {
+                (0.5 * last, 0.5 * last)
+            }
+        };
         let (hr, wr) = (ratio(ih, ch), ratio(iw, cw));
         // TensorFlow's box gradient scales by the ratio first (`(y2 - y1) * ratio`), the
         // forward pass after multiplying (`(y2 - y1) * (h - 1) / (crop - 1)`): a sample on a
@@ -253,20 +263,12 @@ impl<T: Pixel> OpKernel for CropGradBoxes<T> {
                         let gy = (1.0 - xl) * (bl - tl) + xl * (br - tr);
                         let gx = (1.0 - yl) * (tr - tl) + yl * (br - bl);
                         let top_grad = g[((b * ch + y) * cw + x) * depth + d];
-                        if ch > 1 {
-                            dy1 += top_grad * gy * ((ih - 1) as f32 - y as f32 * hr);
-                            dy2 += top_grad * gy * (y as f32 * hr);
-                        } else {
-                            dy1 += top_grad * gy * 0.5 * (ih - 1) as f32;
-                            dy2 += top_grad * gy * 0.5 * (ih - 1) as f32;
-                        }
-                        if cw > 1 {
-                            dx1 += top_grad * gx * ((iw - 1) as f32 - x as f32 * wr);
-                            dx2 += top_grad * gx * (x as f32 * wr);
-                        } else {
-                            dx1 += top_grad * gx * 0.5 * (iw - 1) as f32;
-                            dx2 += top_grad * gx * 0.5 * (iw - 1) as f32;
-                        }
+                        let (a, z) = ends(y, ih, ch, hr);
+                        dy1 += top_grad * gy * a;
+                        dy2 += top_grad * gy * z;
+                        let (a, z) = ends(x, iw, cw, wr);
+                        dx1 += top_grad * gx * a;
+                        dx2 += top_grad * gx * z;
                     }
                 }
             }
