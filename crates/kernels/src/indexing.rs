@@ -865,6 +865,8 @@ impl<T: Num> OpKernel for TopK<T> {
                 row[b].partial_cmp(&row[a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
             };
             order.clear();
+            // `sorted=False` gives the sorted order too: TensorFlow leaves the order unspecified
+            // (its CPU kernel's is a heap's).
             order.extend(0..n);
             if k > 0 && k < n {
                 order.select_nth_unstable_by(k - 1, before);

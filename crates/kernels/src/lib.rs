@@ -37,6 +37,7 @@ mod numeric;
 mod optional;
 mod packed;
 mod parts;
+mod stdheap;
 pub use parts::thread_pool;
 mod random;
 mod reduce;

@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 
 use ferroflow_tensor::{DType, Tensor};
 
+use crate::stdheap::{make_heap, pop_heap, push_heap_last};
 use crate::{check_output, invalid, Inputs, KResult, KernelContext, KernelRegistry, OpKernel, Outputs};
 
 /// TensorFlow's intersection over union of boxes `a` and `b` (`[y1, x1, y2, x2]`, corners in
@@ -221,55 +222,13 @@ struct StdHeap<T, F> {
 impl<T: Copy, F: Fn(&T, &T) -> bool> StdHeap<T, F> {
     fn push(&mut self, x: T) {
         self.v.push(x);
-        let hole = self.v.len() - 1;
-        push_heap(&mut self.v, hole, 0, x, &self.less);
+        push_heap_last(&mut self.v, &self.less);
     }
 
     fn pop(&mut self) -> Option<T> {
-        let len = self.v.len();
-        let top = *self.v.first()?;
-        if len > 1 {
-            let value = self.v[len - 1];
-            self.v[len - 1] = self.v[0];
-            adjust_heap(&mut self.v[..len - 1], 0, value, &self.less);
-        }
-        self.v.pop();
-        Some(top)
+        pop_heap(&mut self.v, &self.less);
+        self.v.pop()
     }
-}
-
-/// libstdc++'s `__push_heap`: `value` moved up from `hole` towards `top`.
-fn push_heap<T: Copy>(v: &mut [T], mut hole: usize, top: usize, value: T, less: &impl Fn(&T, &T) -> bool) {
-    while hole > top {
-        let parent = (hole - 1) / 2;
-        if !less(&v[parent], &value) {
-            break;
-        }
-        v[hole] = v[parent];
-        hole = parent;
-    }
-    v[hole] = value;
-}
-
-/// libstdc++'s `__adjust_heap` over all of `v`: the hole at `hole` sifted down to a leaf,
-/// then `value` pushed up from there.
-fn adjust_heap<T: Copy>(v: &mut [T], mut hole: usize, value: T, less: &impl Fn(&T, &T) -> bool) {
-    let (len, top) = (v.len(), hole);
-    let mut child = hole;
-    while child < len.saturating_sub(1) / 2 {
-        child = 2 * (child + 1);
-        if less(&v[child], &v[child - 1]) {
-            child -= 1;
-        }
-        v[hole] = v[child];
-        hole = child;
-    }
-    if len % 2 == 0 && len >= 2 && child == (len - 2) / 2 {
-        child = 2 * (child + 1);
-        v[hole] = v[child - 1];
-        hole = child - 1;
-    }
-    push_heap(v, hole, top, value, less);
 }
 
 /// libstdc++'s `std::sort` (introsort: median-of-three quicksort down to 16-element runs, heap
@@ -345,22 +304,9 @@ fn partition_pivot<T: Copy>(v: &mut [T], less: &impl Fn(&T, &T) -> bool) -> usiz
 }
 
 fn heap_sort<T: Copy>(v: &mut [T], less: &impl Fn(&T, &T) -> bool) {
-    let len = v.len();
-    if len >= 2 {
-        let mut parent = (len - 2) / 2;
-        loop {
-            let value = v[parent];
-            adjust_heap(v, parent, value, less);
-            if parent == 0 {
-                break;
-            }
-            parent -= 1;
-        }
-    }
-    for last in (1..len).rev() {
-        let value = v[last];
-        v[last] = v[0];
-        adjust_heap(&mut v[..last], 0, value, less);
+    make_heap(v, less);
+    for last in (2..=v.len()).rev() {
+        pop_heap(&mut v[..last], less);
     }
 }
 

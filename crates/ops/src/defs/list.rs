@@ -15,25 +15,21 @@ const SIZES: &str = "it gives integer sizes";
 
 /// The list ops.
 pub fn defs() -> Vec<OpDef> {
+    // A new list, empty (with a size limit) or of unset elements.
+    let new_list = |name, size: &str| {
+        op(name)
+            .input("element_shape: shape_type")
+            .input(size)
+            .output("handle: variant")
+            .attr("element_dtype: type")
+            .attr("shape_type: {int32, int64}")
+            .shape(s::scalar)
+            .not_differentiable("a new list depends on no float input")
+            .build()
+    };
     vec![
-        op("EmptyTensorList")
-            .input("element_shape: shape_type")
-            .input("max_num_elements: int32")
-            .output("handle: variant")
-            .attr("element_dtype: type")
-            .attr("shape_type: {int32, int64}")
-            .shape(s::scalar)
-            .not_differentiable("a new list depends on no float input")
-            .build(),
-        op("TensorListReserve")
-            .input("element_shape: shape_type")
-            .input("num_elements: int32")
-            .output("handle: variant")
-            .attr("element_dtype: type")
-            .attr("shape_type: {int32, int64}")
-            .shape(s::scalar)
-            .not_differentiable("a new list depends on no float input")
-            .build(),
+        new_list("EmptyTensorList", "max_num_elements: int32"),
+        new_list("TensorListReserve", "num_elements: int32"),
         op("TensorListFromTensor")
             .input("tensor: element_dtype")
             .input("element_shape: shape_type")
