@@ -99,6 +99,56 @@ fn bench(cr: &mut Criterion) {
                 Tensor::from_vec(&[2], vec![14i32, 14]).unwrap(),
             ],
         },
+        Case {
+            name: "crop_and_resize_grad_image_100x14x14x256",
+            op: "CropAndResizeGradImage",
+            work: 0,
+            attrs: float(vec![("method", attr::string("bilinear"))]),
+            inputs: vec![
+                Tensor::from_vec(&[100, 14, 14, 256], uniform(100 * 14 * 14 * 256, 13)).unwrap(),
+                Tensor::from_vec(&[100, 4], boxes(100, 11)).unwrap(),
+                Tensor::from_vec(&[100], (0..100).map(|i| i % 2).collect::<Vec<i32>>()).unwrap(),
+                Tensor::from_vec(&[4], vec![2i32, 64, 64, 256]).unwrap(),
+            ],
+        },
+        Case {
+            name: "crop_and_resize_grad_boxes_100x14x14x256",
+            op: "CropAndResizeGradBoxes",
+            work: 0,
+            attrs: float(vec![("method", attr::string("bilinear"))]),
+            inputs: vec![
+                Tensor::from_vec(&[100, 14, 14, 256], uniform(100 * 14 * 14 * 256, 13)).unwrap(),
+                Tensor::from_vec(&[2, 64, 64, 256], uniform(2 * 64 * 64 * 256, 9)).unwrap(),
+                Tensor::from_vec(&[100, 4], boxes(100, 11)).unwrap(),
+                Tensor::from_vec(&[100], (0..100).map(|i| i % 2).collect::<Vec<i32>>()).unwrap(),
+            ],
+        },
+        Case {
+            name: "top_k_8x10k_k100",
+            op: "TopKV2",
+            work: 8 * 10_000,
+            attrs: float(vec![("sorted", attr::boolean(true)), ("Tk", attr::dtype(DType::Int32))]),
+            inputs: vec![Tensor::from_vec(&[8, 10_000], uniform(80_000, 17)).unwrap(), scalar(100i32)],
+        },
+        Case {
+            name: "gather_v2_batch_dims1_8x1917x4_k100",
+            op: "GatherV2",
+            work: 8 * 100 * 4,
+            attrs: [
+                ("Tparams", attr::dtype(DType::Float)),
+                ("Tindices", attr::dtype(DType::Int32)),
+                ("Taxis", attr::dtype(DType::Int32)),
+                ("batch_dims", attr::int(1)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            inputs: vec![
+                Tensor::from_vec(&[8, 1917, 4], uniform(8 * 1917 * 4, 19)).unwrap(),
+                Tensor::from_vec(&[8, 100], (0..800).map(|i| (i * 37 % 1917) as i32).collect::<Vec<i32>>()).unwrap(),
+                scalar(1i32),
+            ],
+        },
     ];
     bench_cases(cr, "detection", &cases);
 }

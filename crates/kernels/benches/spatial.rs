@@ -74,6 +74,18 @@ fn bench(cr: &mut Criterion) {
         },
         resize("resize_bicubic_112_to_224x3_batch8", "ResizeBicubic", [8, 112, 3, 224]),
         resize("scale_and_translate_lanczos3_224_to_112x3_batch8", "ScaleAndTranslate", [8, 224, 3, 112]),
+        // A GPT-style causal mask: the lower triangle of 8 heads' 512×512 scores.
+        Case {
+            name: "matrix_band_part_causal_8x512x512",
+            op: "MatrixBandPart",
+            attrs: attrs(vec![("T", Value::Type(DType::Float.to_tf())), ("Tindex", Value::Type(DType::Int64.to_tf()))]),
+            inputs: vec![
+                tensor(&[8, 512, 512], 4),
+                Tensor::from_vec(&[], vec![-1i64]).unwrap(),
+                Tensor::from_vec(&[], vec![0i64]).unwrap(),
+            ],
+            work: (8 * 512 * 512) as u64,
+        },
     ];
     bench_cases(cr, "spatial", &cases);
 }
