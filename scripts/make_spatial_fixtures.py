@@ -127,6 +127,45 @@ def gradients_fixture(probe):
     print(f"grads3d: {len(gd.node)} nodes, y {y.shape}, ops {ops}")
 
 
+def resize_gradients_fixture(probe):
+    """`grads_resize`: TensorFlow's gradients of ResizeBicubic (half-pixel centres and aligned
+    corners, up and down) and of ScaleAndTranslate (lanczos3 antialiased, keyscubic), each
+    weighted by `w0..w3` and summed, flattened into `y`: ResizeBicubicGrad and
+    ScaleAndTranslateGrad."""
+    rng = np.random.default_rng(11)
+    shape = (2, 6, 7, 3)
+    g = tf.Graph()
+    ws = {}
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        outs = [
+            tf.raw_ops.ResizeBicubic(images=x, size=[9, 5], half_pixel_centers=True),
+            tf.raw_ops.ResizeBicubic(images=x, size=[4, 11], align_corners=True),
+            tf.raw_ops.ScaleAndTranslate(images=x, size=[4, 5], scale=[4 / 6, 5 / 7], translation=[0.0, 0.0],
+                                         kernel_type="lanczos3", antialias=True),
+            tf.raw_ops.ScaleAndTranslate(images=x, size=[10, 9], scale=[10 / 6, 1.3], translation=[0.5, -1.0],
+                                         kernel_type="keyscubic", antialias=False),
+        ]
+        grads = []
+        for i, o in enumerate(outs):
+            ws[f"w{i}"] = rng.uniform(-1, 1, o.shape).astype(np.float32)
+            (d,) = tf.gradients(tf.reduce_sum(o * ws[f"w{i}"]), [x])
+            grads.append(tf.reshape(d, [-1]))
+        tf.identity(tf.concat(grads, 0), name="y")
+    gd = g.as_graph_def()
+    ops = sorted({n.op for n in gd.node})
+    if probe:
+        print("grads_resize", ops)
+        return
+    xv = rng.uniform(-1, 1, shape).astype(np.float32)
+    with tf.compat.v1.Session(graph=g) as sess:
+        y = sess.run("y:0", {"x:0": xv})
+    with open(os.path.join(OUT, "grads_resize.pb"), "wb") as fh:
+        fh.write(gd.SerializeToString(deterministic=True))
+    np.savez(os.path.join(OUT, "grads_resize.npz"), x=xv, y=y, **ws)
+    print(f"grads_resize: {len(gd.node)} nodes, y {y.shape}, ops {ops}")
+
+
 def main():
     probe = "--probe" in sys.argv
     os.makedirs(OUT, exist_ok=True)
@@ -134,6 +173,7 @@ def main():
     for i, (name, shape, layers) in enumerate(models()):
         freeze(name, shape, layers, 1000 + i, probe)
     gradients_fixture(probe)
+    resize_gradients_fixture(probe)
 
 
 if __name__ == "__main__":

@@ -473,6 +473,9 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     // tests/detection.rs `crop_and_resize_gradients_match_tensorflow` checks autodiff's image
     // and box gradients against TensorFlow's.
     covered.insert("CropAndResize");
+    // The same for the resizes whose output is float32 whatever the input's type: tests/
+    // spatial.rs `resize_gradients_built_by_autodiff_match_tensorflow`.
+    covered.extend(["ResizeBicubic", "ScaleAndTranslate"]);
     let missing: Vec<&str> = ops_with_gradients().into_iter().filter(|op| !covered.contains(op)).collect();
     assert!(missing.is_empty(), "gradients without a finite-difference case: {missing:?}");
 }

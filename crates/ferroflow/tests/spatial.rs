@@ -63,6 +63,7 @@ macro_rules! fixtures {
 fixtures! {
     conv1d_with_strides_dilations_and_causal_padding: ["conv1d", "conv1d_dilated", "conv1d_causal"];
     conv3d_and_tensorflow_s_3d_gradients: ["conv3d", "grads3d"];
+    tensorflow_s_resize_gradients: ["grads_resize"];
     transposed_convolutions: ["conv2d_transpose", "conv3d_transpose"];
     separable_convolutions: ["separable_conv1d", "separable_conv2d", "separable_conv2d_dilated"];
     dilated_convolutions: ["conv2d_dilated", "depthwise_dilated"];
@@ -77,4 +78,57 @@ fixtures! {
     resize_area: ["resize_area_up", "resize_area_down", "resize_area_crop"];
     resize_lanczos3: ["resize_lanczos3_up", "resize_lanczos3_down", "resize_lanczos3_crop", "resize_lanczos3_antialias"];
     resize_lanczos5: ["resize_lanczos5_up", "resize_lanczos5_down", "resize_lanczos5_crop", "resize_lanczos5_antialias"];
+}
+
+/// ferroflow's own gradients of ResizeBicubic and ScaleAndTranslate (autodiff on the forward
+/// ops of `grads_resize`, weighted by the same `w0..w3`) give TensorFlow's.
+#[test]
+fn resize_gradients_built_by_autodiff_match_tensorflow() {
+    use ferroflow::graph::Attrs;
+    use ferroflow::proto::attr;
+    let want: HashMap<String, Tensor> = npy::read_npz(&dir().join("grads_resize.npz")).unwrap().into_iter().collect();
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::known(want["x"].dims())).unwrap();
+    let resize =
+        |op: &str, size: [i32; 2], extra: Vec<(&str, ferroflow::proto::AttrValue)>, st: Option<[[f32; 2]; 2]>| {
+            let mut inputs = vec![x, s.constant_from(&[2], &size).unwrap()];
+            if let Some([scale, translation]) = st {
+                inputs.push(s.constant_from(&[2], &scale).unwrap());
+                inputs.push(s.constant_from(&[2], &translation).unwrap());
+            }
+            let mut a = Attrs::new();
+            a.insert("T".into(), attr::dtype(DType::Float));
+            a.extend(extra.into_iter().map(|(k, v)| (k.to_string(), v)));
+            Output { node: s.add_op(op, op, &inputs, &[], a).unwrap(), index: 0 }
+        };
+    let outs = [
+        resize("ResizeBicubic", [9, 5], vec![("half_pixel_centers", attr::boolean(true))], None),
+        resize("ResizeBicubic", [4, 11], vec![("align_corners", attr::boolean(true))], None),
+        resize(
+            "ScaleAndTranslate",
+            [4, 5],
+            vec![("kernel_type", attr::string("lanczos3")), ("antialias", attr::boolean(true))],
+            Some([[4.0 / 6.0, 5.0 / 7.0], [0.0, 0.0]]),
+        ),
+        resize(
+            "ScaleAndTranslate",
+            [10, 9],
+            vec![("kernel_type", attr::string("keyscubic")), ("antialias", attr::boolean(false))],
+            Some([[10.0 / 6.0, 1.3], [0.5, -1.0]]),
+        ),
+    ];
+    let mut flat = Vec::new();
+    for (i, o) in outs.iter().enumerate() {
+        let w = s.constant(&want[&format!("w{i}")]).unwrap();
+        let loss = s.reduce("Sum", s.mul(*o, w).unwrap(), &[0, 1, 2, 3], false).unwrap();
+        let g = ferroflow::autodiff::gradients(&s, &[loss], &[x], None).unwrap()[0].unwrap();
+        flat.push(s.reshape(g, &[-1i32]).unwrap());
+    }
+    let y = ferroflow::ops::RawOps::concat_v2(&s, &flat, s.scalar(0i32).unwrap()).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let got = sess.run(&[("x:0", want["x"].clone())], &[&s.with_graph(|g| g.output_name(y))], &[]).unwrap();
+    let (g, w) = (got[0].as_slice::<f32>().unwrap(), want["y"].as_slice::<f32>().unwrap());
+    assert_eq!(g.len(), w.len());
+    let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst <= 1e-5, "max |diff| {worst} against TensorFlow's gradients");
 }

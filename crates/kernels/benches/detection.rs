@@ -145,7 +145,7 @@ fn bench(cr: &mut Criterion) {
             .collect(),
             inputs: vec![
                 Tensor::from_vec(&[8, 1917, 4], uniform(8 * 1917 * 4, 19)).unwrap(),
-                Tensor::from_vec(&[8, 100], (0..800).map(|i| (i * 37 % 1917) as i32).collect::<Vec<i32>>()).unwrap(),
+                Tensor::from_vec(&[8, 100], (0..800i32).map(|i| i * 37 % 1917).collect::<Vec<i32>>()).unwrap(),
                 scalar(1i32),
             ],
         },

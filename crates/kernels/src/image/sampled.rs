@@ -265,20 +265,11 @@ fn pair(t: &Tensor, what: &str) -> KResult<[f32; 2]> {
     }
 }
 
-impl OpKernel for Sampled {
-    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
-        let x = &inputs[0];
-        let &[n, h, w, c] = x.dims() else {
-            return Err(invalid(format!("images must be 4-dimensional, got shape {:?}", x.dims())));
-        };
-        let size = inputs[1].as_slice::<i32>()?;
-        let &[oh, ow] = size else { return Err(invalid(format!("size must be a vector of 2 elements, got {size:?}"))) };
-        if oh <= 0 || ow <= 0 || h == 0 || w == 0 {
-            return Err(invalid(format!("output size {size:?} and input size [{h}, {w}] must be positive")));
-        }
-        let (oh, ow) = (oh as usize, ow as usize);
-        check_output(DType::Float, &[n, oh, ow, c])?;
-        let (ys, xs) = match self.0 {
+impl Sampled {
+    /// Each axis's taps for images of `[h, w]` resized to `[oh, ow]` (`inputs[2..]`: the scale
+    /// and translation of `ScaleAndTranslate`).
+    fn taps(&self, [h, w, oh, ow]: [usize; 4], inputs: &Inputs) -> KResult<(Taps, Taps)> {
+        Ok(match self.0 {
             Method::Bicubic { align_corners, half_pixel } => {
                 (bicubic_axis(h, oh, align_corners, half_pixel), bicubic_axis(w, ow, align_corners, half_pixel))
             }
@@ -294,15 +285,76 @@ impl OpKernel for Sampled {
                     scaled_axis(kernel, w, ow, scale[1], translation[1], antialias),
                 )
             }
+        })
+    }
+}
+
+impl OpKernel for Sampled {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        let &[n, h, w, c] = x.dims() else {
+            return Err(invalid(format!("images must be 4-dimensional, got shape {:?}", x.dims())));
         };
+        let size = inputs[1].as_slice::<i32>()?;
+        let &[oh, ow] = size else { return Err(invalid(format!("size must be a vector of 2 elements, got {size:?}"))) };
+        if oh <= 0 || ow <= 0 || h == 0 || w == 0 {
+            return Err(invalid(format!("output size {size:?} and input size [{h}, {w}] must be positive")));
+        }
+        let (oh, ow) = (oh as usize, ow as usize);
+        check_output(DType::Float, &[n, oh, ow, c])?;
+        let (ys, xs) = self.taps([h, w, oh, ow], inputs)?;
         let out = resample(ctx, &widen(x)?, [n, h, w, c], &ys, &xs);
         outputs.push(Tensor::from_vec(&[n, oh, ow, c], out)?);
         Ok(())
     }
 }
 
+/// The taps read the other way: for each source position, the outputs that weigh it.
+fn transpose(taps: &Taps, input: usize) -> Taps {
+    let mut t = vec![Vec::new(); input];
+    for (o, row) in taps.iter().enumerate() {
+        for &(i, w) in row {
+            t[i].push((o, w));
+        }
+    }
+    t
+}
+
+/// `ResizeBicubicGrad` and `ScaleAndTranslateGrad`: the output's gradient spread back over the
+/// source pixels with the forward taps' weights (the same separable pass, taps transposed),
+/// in the original image's type.
+struct SampledGrad(Sampled);
+
+impl OpKernel for SampledGrad {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (g, x) = (&inputs[0], &inputs[1]);
+        let (&[n, oh, ow, c], &[xn, h, w, xc]) = (g.dims(), x.dims()) else {
+            return Err(invalid(format!(
+                "grads and original_image must be 4-dimensional, got shapes {:?} and {:?}",
+                g.dims(),
+                x.dims()
+            )));
+        };
+        if (n, c) != (xn, xc) || h == 0 || w == 0 || oh == 0 || ow == 0 {
+            return Err(invalid(format!(
+                "grads {:?} and original_image {:?} must agree on batch and channels and be non-empty",
+                g.dims(),
+                x.dims()
+            )));
+        }
+        let (ys, xs) = self.0.taps([h, w, oh, ow], inputs)?;
+        let out = resample(ctx, &widen(g)?, [n, oh, ow, c], &transpose(&ys, h), &transpose(&xs, w));
+        let dims = [n, h, w, c];
+        outputs.push(match x.dtype() {
+            DType::Double => Tensor::from_vec(&dims, out.into_iter().map(f64::from).collect())?,
+            _ => Tensor::from_vec(&dims, out)?,
+        });
+        Ok(())
+    }
+}
+
 fn k_sampled(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let method = match d.def.name.as_str() {
+    let method = match d.def.name.trim_end_matches("Grad") {
         "ResizeBicubic" => {
             let (align_corners, half_pixel) = (d.bool("align_corners")?, d.bool("half_pixel_centers")?);
             if align_corners && half_pixel {
@@ -322,7 +374,7 @@ fn k_sampled(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
             Method::Scaled { kernel, antialias: d.bool("antialias")? }
         }
     };
-    Ok(Box::new(Sampled(method)))
+    Ok(if d.def.name.ends_with("Grad") { Box::new(SampledGrad(Sampled(method))) } else { Box::new(Sampled(method)) })
 }
 
 pub(super) fn register(r: &mut KernelRegistry) {
@@ -339,4 +391,6 @@ pub(super) fn register(r: &mut KernelRegistry) {
     for name in ["ResizeBicubic", "ResizeArea", "ScaleAndTranslate"] {
         r.register(name, "T", T, k_sampled);
     }
+    r.register("ResizeBicubicGrad", "T", &[DType::Float, DType::Double], k_sampled);
+    r.register("ScaleAndTranslateGrad", "T", &[DType::Float], k_sampled);
 }

@@ -55,9 +55,17 @@ fn resizes() -> Vec<OpDef> {
             .attr("half_pixel_centers: bool = false")
             .shape(resize)
             .grows()
-            .gradient_unavailable(
-                "TensorFlow differentiates it with ResizeBicubicGrad, which ferroflow does not have yet",
-            )
+            .gradient(resize_bicubic_grad)
+            .build(),
+        op("ResizeBicubicGrad")
+            .input("grads: float")
+            .input("original_image: T")
+            .output("output: T")
+            .attr("T: {float, double}")
+            .attr("align_corners: bool = false")
+            .attr("half_pixel_centers: bool = false")
+            .shape(|c| Ok(vec![c.inputs[1].clone()]))
+            .gradient_unavailable("TensorFlow registers no gradient for ResizeBicubicGrad")
             .build(),
         op("ResizeArea")
             .input("images: T")
@@ -80,9 +88,19 @@ fn resizes() -> Vec<OpDef> {
             .attr("antialias: bool = true")
             .shape(resize)
             .grows()
-            .gradient_unavailable(
-                "TensorFlow differentiates it with ScaleAndTranslateGrad, which ferroflow does not have yet",
-            )
+            .gradient(scale_and_translate_grad)
+            .build(),
+        op("ScaleAndTranslateGrad")
+            .input("grads: T")
+            .input("original_image: T")
+            .input("scale: float")
+            .input("translation: float")
+            .output("output: T")
+            .attr("T: {float}")
+            .attr("kernel_type: string = 'lanczos3'")
+            .attr("antialias: bool = true")
+            .shape(|c| Ok(vec![c.inputs[1].clone()]))
+            .gradient_unavailable("TensorFlow registers no gradient for ScaleAndTranslateGrad")
             .build(),
     ])
     .collect()
@@ -202,6 +220,41 @@ fn detection() -> Vec<OpDef> {
             .gradient_unavailable("TensorFlow registers no gradient for CropAndResizeGradBoxes")
             .build(),
     ]
+}
+
+/// `ResizeBicubic`: the gradient spread back with the same taps (`ResizeBicubicGrad`), for
+/// float and double images (TensorFlow's `_ResizeBicubicGrad`; none for integer images).
+fn resize_bicubic_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let image = ctx.input(0);
+    let t = s.dtype(image);
+    if !matches!(t, DType::Float | DType::Double) {
+        return Ok(vec![None, None]);
+    }
+    let mut attrs = vec![("T", attr::dtype(t))];
+    for k in ["align_corners", "half_pixel_centers"] {
+        attrs.push((k, attr::boolean(ctx.attr_bool(k))));
+    }
+    Ok(vec![Some(build(s, "ResizeBicubicGrad", &[g, image], &attrs)?), None])
+}
+
+/// `ScaleAndTranslate`: the gradient spread back with the same kernel (`ScaleAndTranslateGrad`,
+/// float images, as TensorFlow's `_ScaleAndTranslateGrad`).
+fn scale_and_translate_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None; 4]) };
+    let s = &ctx.scope;
+    let image = ctx.input(0);
+    if s.dtype(image) != DType::Float {
+        return Ok(vec![None; 4]);
+    }
+    let attrs = [
+        ("T", attr::dtype(DType::Float)),
+        ("kernel_type", attr::string(&ctx.attr_string("kernel_type"))),
+        ("antialias", attr::boolean(ctx.attr_bool("antialias"))),
+    ];
+    let grad = build(s, "ScaleAndTranslateGrad", &[g, image, ctx.input(2), ctx.input(3)], &attrs)?;
+    Ok(vec![Some(grad), None, None, None])
 }
 
 /// `CropAndResize` (TensorFlow's `_CropAndResizeGrad`): the crops' gradient spread back onto
