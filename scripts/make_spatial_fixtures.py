@@ -130,8 +130,9 @@ def gradients_fixture(probe):
 def resize_gradients_fixture(probe):
     """`grads_resize`: TensorFlow's gradients of ResizeBicubic (half-pixel centres and aligned
     corners, up and down) and of ScaleAndTranslate (lanczos3 antialiased, keyscubic), each
-    weighted by `w0..w3` and summed, flattened into `y`: ResizeBicubicGrad and
-    ScaleAndTranslateGrad."""
+    and of ResizeBilinear and ResizeNearestNeighbor (half-pixel, aligned corners, legacy), each
+    weighted by `w0..w8` and summed, flattened into `y`: ResizeBicubicGrad,
+    ScaleAndTranslateGrad, ResizeBilinearGrad, ResizeNearestNeighborGrad."""
     rng = np.random.default_rng(11)
     shape = (2, 6, 7, 3)
     g = tf.Graph()
@@ -145,6 +146,11 @@ def resize_gradients_fixture(probe):
                                          kernel_type="lanczos3", antialias=True),
             tf.raw_ops.ScaleAndTranslate(images=x, size=[10, 9], scale=[10 / 6, 1.3], translation=[0.5, -1.0],
                                          kernel_type="keyscubic", antialias=False),
+            tf.raw_ops.ResizeBilinear(images=x, size=[11, 4], half_pixel_centers=True),
+            tf.raw_ops.ResizeBilinear(images=x, size=[3, 13], align_corners=True),
+            tf.raw_ops.ResizeNearestNeighbor(images=x, size=[13, 5], half_pixel_centers=True),
+            tf.raw_ops.ResizeNearestNeighbor(images=x, size=[4, 10], align_corners=True),
+            tf.raw_ops.ResizeBilinear(images=x, size=[12, 14]),
         ]
         grads = []
         for i, o in enumerate(outs):

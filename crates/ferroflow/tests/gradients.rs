@@ -475,7 +475,7 @@ fn every_registered_gradient_passes_a_finite_difference_check() {
     covered.insert("CropAndResize");
     // The same for the resizes whose output is float32 whatever the input's type: tests/
     // spatial.rs `resize_gradients_built_by_autodiff_match_tensorflow`.
-    covered.extend(["ResizeBicubic", "ScaleAndTranslate"]);
+    covered.extend(["ResizeBicubic", "ScaleAndTranslate", "ResizeBilinear"]);
     let missing: Vec<&str> = ops_with_gradients().into_iter().filter(|op| !covered.contains(op)).collect();
     assert!(missing.is_empty(), "gradients without a finite-difference case: {missing:?}");
 }
@@ -738,7 +738,20 @@ fn space_batch(s: &Scope, op: &str, x: Output, p: [i32; 4]) -> Output {
 /// The spatial ops' cases: space-to-batch and back, and the 3-D convolutions and pools.
 fn spatial_cases() -> Vec<Case> {
     let c = |op, shapes: Vec<Vec<usize>>, range, build| Case { op, shapes, range, build };
+    fn nearest(s: &Scope, x: Output, size: [i32; 2], align: bool, half: bool) -> Output {
+        let size = s.constant_from(&[2], &size).unwrap();
+        op_with(
+            s,
+            "ResizeNearestNeighbor",
+            &[x, size],
+            &[("align_corners", attr::boolean(align)), ("half_pixel_centers", attr::boolean(half))],
+        )
+    }
     vec![
+        // Up and down, every coordinate rule (UpSampling2D's nearest is the legacy one).
+        c("ResizeNearestNeighbor", vec![vec![2, 3, 4, 2]], (-2.0, 2.0), |s, x| nearest(s, x[0], [6, 8], false, false)),
+        c("ResizeNearestNeighbor", vec![vec![1, 5, 4, 2]], (-2.0, 2.0), |s, x| nearest(s, x[0], [3, 7], false, true)),
+        c("ResizeNearestNeighbor", vec![vec![1, 4, 5, 1]], (-2.0, 2.0), |s, x| nearest(s, x[0], [7, 3], true, false)),
         c("SpaceToBatchND", vec![vec![2, 5, 4, 3]], (-2.0, 2.0), |s, x| {
             space_batch(s, "SpaceToBatchND", x[0], [1, 0, 0, 2])
         }),

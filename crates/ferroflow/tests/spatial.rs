@@ -80,8 +80,9 @@ fixtures! {
     resize_lanczos5: ["resize_lanczos5_up", "resize_lanczos5_down", "resize_lanczos5_crop", "resize_lanczos5_antialias"];
 }
 
-/// ferroflow's own gradients of ResizeBicubic and ScaleAndTranslate (autodiff on the forward
-/// ops of `grads_resize`, weighted by the same `w0..w3`) give TensorFlow's.
+/// ferroflow's own gradients of ResizeBicubic, ScaleAndTranslate, ResizeBilinear and
+/// ResizeNearestNeighbor (autodiff on the forward ops of `grads_resize`, weighted by the same
+/// `w0..w8`) give TensorFlow's.
 #[test]
 fn resize_gradients_built_by_autodiff_match_tensorflow() {
     use ferroflow::graph::Attrs;
@@ -116,6 +117,11 @@ fn resize_gradients_built_by_autodiff_match_tensorflow() {
             vec![("kernel_type", attr::string("keyscubic")), ("antialias", attr::boolean(false))],
             Some([[10.0 / 6.0, 1.3], [0.5, -1.0]]),
         ),
+        resize("ResizeBilinear", [11, 4], vec![("half_pixel_centers", attr::boolean(true))], None),
+        resize("ResizeBilinear", [3, 13], vec![("align_corners", attr::boolean(true))], None),
+        resize("ResizeNearestNeighbor", [13, 5], vec![("half_pixel_centers", attr::boolean(true))], None),
+        resize("ResizeNearestNeighbor", [4, 10], vec![("align_corners", attr::boolean(true))], None),
+        resize("ResizeBilinear", [12, 14], vec![], None),
     ];
     let mut flat = Vec::new();
     for (i, o) in outs.iter().enumerate() {

@@ -4,6 +4,7 @@ use std::mem::MaybeUninit;
 
 use ferroflow_tensor::{DType, Tensor};
 
+use super::sampled::{resample, transpose, widen, Taps};
 use crate::{invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 #[derive(Clone, Copy)]
@@ -282,20 +283,74 @@ impl OpKernel for Resize {
     }
 }
 
+/// `ResizeBilinearGrad` (grads, original image) and `ResizeNearestNeighborGrad` (grads, the
+/// original size): the gradient spread back over the pixels the forward resize read, with its
+/// weights (the forward taps transposed), in the original image's type (bilinear) or the
+/// gradient's (nearest).
+struct ResizeGrad(Resize);
+
+impl OpKernel for ResizeGrad {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let g = &inputs[0];
+        let &[n, oh, ow, c] = g.dims() else {
+            return Err(invalid(format!("grads must be 4-dimensional, got shape {:?}", g.dims())));
+        };
+        let (h, w, out_type) = if self.0.bilinear {
+            match inputs[1].dims() {
+                &[xn, h, w, xc] if (xn, xc) == (n, c) => (h, w, inputs[1].dtype()),
+                d => return Err(invalid(format!("original_image must be [{n}, h, w, {c}], got shape {d:?}"))),
+            }
+        } else {
+            match inputs[1].as_slice::<i32>()? {
+                &[h, w] if h > 0 && w > 0 => (h as usize, w as usize, g.dtype()),
+                s => return Err(invalid(format!("size must be 2 positive sizes, got {s:?}"))),
+            }
+        };
+        if h == 0 || w == 0 || oh == 0 || ow == 0 {
+            return Err(invalid(format!("the original [{h}, {w}] and resized [{oh}, {ow}] sizes must be positive")));
+        }
+        let Resize { bilinear, align_corners, half_pixel } = self.0;
+        let axis = |input: usize, output: usize| -> Taps {
+            let s = scale(input, output, align_corners);
+            (0..output)
+                .map(|o| {
+                    if bilinear {
+                        let (lo, hi, t) = lerp_axis(o, s, input, half_pixel);
+                        vec![(lo, 1.0 - t), (hi, t)]
+                    } else {
+                        vec![(nearest_axis(o, s, input, align_corners, half_pixel), 1.0)]
+                    }
+                })
+                .collect()
+        };
+        let (ys, xs) = (transpose(&axis(h, oh), h), transpose(&axis(w, ow), w));
+        let out = resample(ctx, &widen(g)?, [n, oh, ow, c], &ys, &xs);
+        let dims = [n, h, w, c];
+        outputs.push(match out_type {
+            DType::Float => Tensor::from_vec(&dims, out)?,
+            DType::Double => Tensor::from_vec(&dims, out.into_iter().map(f64::from).collect())?,
+            d => return Err(invalid(format!("resize gradients of {d} images are not supported (float, double)"))),
+        });
+        Ok(())
+    }
+}
+
 fn k_resize(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     let r = Resize {
-        bilinear: d.def.name == "ResizeBilinear",
+        bilinear: d.def.name.starts_with("ResizeBilinear"),
         align_corners: d.bool("align_corners")?,
         half_pixel: d.bool("half_pixel_centers")?,
     };
     if r.align_corners && r.half_pixel {
         return Err(invalid("half_pixel_centers and align_corners cannot both be true"));
     }
-    Ok(Box::new(r))
+    Ok(if d.def.name.ends_with("Grad") { Box::new(ResizeGrad(r)) } else { Box::new(r) })
 }
 
 pub(super) fn register(r: &mut KernelRegistry) {
     const T: &[DType] = &[DType::Float, DType::Double, DType::Int32, DType::Int64, DType::UInt8];
     r.register("ResizeBilinear", "T", T, k_resize);
     r.register("ResizeNearestNeighbor", "T", T, k_resize);
+    r.register("ResizeBilinearGrad", "T", &[DType::Float, DType::Double], k_resize);
+    r.register("ResizeNearestNeighborGrad", "T", &[DType::Float, DType::Double], k_resize);
 }

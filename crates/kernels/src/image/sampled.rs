@@ -11,10 +11,10 @@ use rayon::prelude::*;
 use crate::{check_output, invalid, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// Each output position's source taps along one axis.
-type Taps = Vec<Vec<(usize, f32)>>;
+pub(super) type Taps = Vec<Vec<(usize, f32)>>;
 
 /// The images as f32, as TensorFlow's kernels read them.
-fn widen(x: &Tensor) -> KResult<Vec<f32>> {
+pub(super) fn widen(x: &Tensor) -> KResult<Vec<f32>> {
     macro_rules! w {
         ($t:ty) => {
             x.as_slice::<$t>()?.iter().map(|&v| v as f32).collect()
@@ -34,7 +34,7 @@ fn widen(x: &Tensor) -> KResult<Vec<f32>> {
 }
 
 /// The separable resize of `src` (`[n, h, w, c]`) by the taps of each axis.
-fn resample(ctx: &KernelContext, src: &[f32], [n, h, w, c]: [usize; 4], ys: &Taps, xs: &Taps) -> Vec<f32> {
+pub(super) fn resample(ctx: &KernelContext, src: &[f32], [n, h, w, c]: [usize; 4], ys: &Taps, xs: &Taps) -> Vec<f32> {
     let (oh, row_len) = (ys.len(), xs.len() * c);
     let mut out = vec![0f32; n * oh * row_len];
     if out.is_empty() {
@@ -310,7 +310,7 @@ impl OpKernel for Sampled {
 }
 
 /// The taps read the other way: for each source position, the outputs that weigh it.
-fn transpose(taps: &Taps, input: usize) -> Taps {
+pub(super) fn transpose(taps: &Taps, input: usize) -> Taps {
     let mut t = vec![Vec::new(); input];
     for (o, row) in taps.iter().enumerate() {
         for &(i, w) in row {

@@ -20,19 +20,11 @@ pub fn defs() -> Vec<OpDef> {
 
 fn resizes() -> Vec<OpDef> {
     [
-        (
-            "ResizeBilinear",
-            "resized_images: float",
-            "TensorFlow differentiates it with ResizeBilinearGrad, which ferroflow does not have yet",
-        ),
-        (
-            "ResizeNearestNeighbor",
-            "resized_images: T",
-            "TensorFlow differentiates it with ResizeNearestNeighborGrad, which ferroflow does not have yet",
-        ),
+        ("ResizeBilinear", "resized_images: float", resize_bilinear_grad as crate::GradFn),
+        ("ResizeNearestNeighbor", "resized_images: T", resize_nearest_grad),
     ]
     .into_iter()
-    .map(|(name, out, no_gradient)| {
+    .map(|(name, out, gradient)| {
         op(name)
             .input("images: T")
             .input("size: int32")
@@ -42,10 +34,38 @@ fn resizes() -> Vec<OpDef> {
             .attr("half_pixel_centers: bool = false")
             .shape(resize)
             .grows()
-            .gradient_unavailable(no_gradient)
+            .gradient(gradient)
             .build()
     })
     .chain([
+        op("ResizeBilinearGrad")
+            .input("grads: float")
+            .input("original_image: T")
+            .output("output: T")
+            .attr("T: {float, bfloat16, half, double}")
+            .attr("align_corners: bool = false")
+            .attr("half_pixel_centers: bool = false")
+            .shape(|c| Ok(vec![c.inputs[1].clone()]))
+            .gradient_unavailable("ferroflow has no second-order gradient of a resize")
+            .build(),
+        op("ResizeNearestNeighborGrad")
+            .input("grads: T")
+            .input("size: int32")
+            .output("output: T")
+            .attr("T: {uint8, int8, int32, half, float, double, bfloat16}")
+            .attr("align_corners: bool = false")
+            .attr("half_pixel_centers: bool = false")
+            .shape(|c| {
+                let (n, ch) = match c.inputs[0].dims() {
+                    Some(d) if d.len() == 4 => (d[0], d[3]),
+                    _ => (None, None),
+                };
+                let hw = c.shape_value(1);
+                let hw = hw.dims().filter(|d| d.len() == 2).map(|d| (d[0], d[1])).unwrap_or((None, None));
+                Ok(vec![Shape::new(vec![n, hw.0, hw.1, ch])])
+            })
+            .gradient_unavailable("ferroflow has no second-order gradient of a resize")
+            .build(),
         op("ResizeBicubic")
             .input("images: T")
             .input("size: int32")
@@ -222,6 +242,45 @@ fn detection() -> Vec<OpDef> {
     ]
 }
 
+/// The forward resize's `align_corners` and `half_pixel_centers`, for its gradient op.
+fn resize_attrs(ctx: &GradCtx, t: DType) -> Vec<(&'static str, ferroflow_proto::AttrValue)> {
+    let mut attrs = vec![("T", attr::dtype(t))];
+    for k in ["align_corners", "half_pixel_centers"] {
+        attrs.push((k, attr::boolean(ctx.attr_bool(k))));
+    }
+    attrs
+}
+
+/// `ResizeBilinear`: `ResizeBilinearGrad` for float images (TensorFlow's `_ResizeBilinearGrad`).
+fn resize_bilinear_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let image = ctx.input(0);
+    let t = ctx.scope.dtype(image);
+    if !matches!(t, DType::Float | DType::Double | DType::Half | DType::BFloat16) {
+        return Ok(vec![None, None]);
+    }
+    Ok(vec![Some(build(&ctx.scope, "ResizeBilinearGrad", &[g, image], &resize_attrs(ctx, t))?), None])
+}
+
+/// `ResizeNearestNeighbor`: `ResizeNearestNeighborGrad` onto the image's height and width
+/// (TensorFlow's `_ResizeNearestNeighborGrad`).
+fn resize_nearest_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let image = ctx.input(0);
+    let shape = s.unary("Shape", image)?;
+    let begin = s.constant_from(&[1], &[1i32])?;
+    let size = s.constant_from(&[1], &[2i32])?;
+    let hw = build(
+        s,
+        "Slice",
+        &[shape, begin, size],
+        &[("T", attr::dtype(DType::Int32)), ("Index", attr::dtype(DType::Int32))],
+    )?;
+    let t = s.dtype(g);
+    Ok(vec![Some(build(s, "ResizeNearestNeighborGrad", &[g, hw], &resize_attrs(ctx, t))?), None])
+}
+
 /// `ResizeBicubic`: the gradient spread back with the same taps (`ResizeBicubicGrad`), for
 /// float and double images (TensorFlow's `_ResizeBicubicGrad`; none for integer images).
 fn resize_bicubic_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
@@ -232,11 +291,7 @@ fn resize_bicubic_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     if !matches!(t, DType::Float | DType::Double) {
         return Ok(vec![None, None]);
     }
-    let mut attrs = vec![("T", attr::dtype(t))];
-    for k in ["align_corners", "half_pixel_centers"] {
-        attrs.push((k, attr::boolean(ctx.attr_bool(k))));
-    }
-    Ok(vec![Some(build(s, "ResizeBicubicGrad", &[g, image], &attrs)?), None])
+    Ok(vec![Some(build(s, "ResizeBicubicGrad", &[g, image], &resize_attrs(ctx, t))?), None])
 }
 
 /// `ScaleAndTranslate`: the gradient spread back with the same kernel (`ScaleAndTranslateGrad`,
