@@ -265,6 +265,28 @@ def crop_grad():
     save("crop_and_resize_grad", f, {"img": img, "bx": bx, "ind": ind, "w": w})
 
 
+def cumulative():
+    """Cumsum and Cumprod (exclusive, reverse), and TensorFlow's gradient of reduce_prod over an
+    axis with zeros in it (its graph: exclusive cumulative products from both ends)."""
+    x = rng.uniform(-1.5, 1.5, (3, 5, 4)).astype(np.float32)
+    x[0, 2, 1] = 0.0
+    x[1, 1, 3] = x[1, 3, 3] = 0.0
+
+    def f(x):
+        outs = []
+        for op in (tf.math.cumsum, tf.math.cumprod):
+            for ex in (False, True):
+                for rev in (False, True):
+                    outs.append(op(x, axis=1, exclusive=ex, reverse=rev))
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            p = tf.reduce_sum(tf.reduce_prod(x, axis=1) * np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32))
+        outs.append(tape.gradient(p, x))
+        return outs
+
+    save("cumulative", f, {"x": x})
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     nms()
@@ -274,6 +296,7 @@ if __name__ == "__main__":
     scatter()
     ssd_postprocess()
     crop_grad()
+    cumulative()
     with open(os.path.join(OUT, "MANIFEST"), "w") as f:
         f.write(f"# name rtol atol ops...  (written by scripts/make_detection_fixtures.py with "
                 f"TensorFlow {tf.__version__})\n")

@@ -55,6 +55,7 @@ fn every_fixture_is_tested() {
         "combined_nms",
         "crop_and_resize",
         "crop_and_resize_grad",
+        "cumulative",
         "topk_where_gather",
         "scatter",
         "ssd_postprocess",
@@ -135,6 +136,28 @@ fn crop_and_resize_gradients_match_tensorflow() {
     for ((name, want), got) in expected.iter().zip(&got) {
         compare(got, want, 1e-5, 1e-5).unwrap_or_else(|e| panic!("autodiff {name}: {e}"));
     }
+}
+
+/// Cumsum and Cumprod in every mode, and TensorFlow's gradient of a product over an axis with
+/// zeros; then ferroflow's own gradient of the same product (autodiff) against TensorFlow's.
+#[test]
+fn cumulative_ops_and_the_product_s_gradient_match_tensorflow() {
+    fixture("cumulative");
+    let d = dir();
+    let inputs = npy::read_npz(&d.join("cumulative.inputs.npz")).unwrap();
+    let expected = npy::read_npz(&d.join("cumulative.expected.npz")).unwrap();
+    let x_val = inputs[0].1.clone();
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::known(x_val.dims())).unwrap();
+    let p = s.reduce("Prod", x, &[1], false).unwrap();
+    let w: Vec<f32> = (0..12).map(|i| -1.0 + 2.0 * i as f32 / 11.0).collect();
+    let w = s.constant(&Tensor::from_vec(&[3, 4], w).unwrap()).unwrap();
+    let loss = s.reduce("Sum", s.mul(p, w).unwrap(), &[0, 1], false).unwrap();
+    let g = ferroflow::autodiff::gradients(&s, &[loss], &[x], None).unwrap()[0].unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let got = sess.run(&[("x:0", x_val)], &[&s.with_graph(|gr| gr.output_name(g))], &[]).unwrap();
+    let (name, want) = expected.last().unwrap();
+    compare(&got[0], want, 1e-5, 1e-6).unwrap_or_else(|e| panic!("autodiff's Prod gradient vs {name}: {e}"));
 }
 
 #[test]

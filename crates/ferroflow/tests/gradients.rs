@@ -274,6 +274,18 @@ fn cases() -> Vec<Case> {
             let axis = s.scalar(0i32).unwrap();
             op_with(s, "Cumsum", &[x[0], axis], &[("reverse", attr::boolean(true))])
         }),
+        c("Cumprod", vec![vec![2, 4]], (0.5, 2.0), |s, x| {
+            let axis = s.scalar(1i32).unwrap();
+            op_with(s, "Cumprod", &[x[0], axis], &[("exclusive", attr::boolean(true))])
+        }),
+        c("Cumprod", vec![vec![3, 2]], (-2.0, -0.5), |s, x| {
+            let axis = s.scalar(0i32).unwrap();
+            op_with(s, "Cumprod", &[x[0], axis], &[("reverse", attr::boolean(true))])
+        }),
+        // Over the middle and last axes, over all of them, and with negative values.
+        c("Prod", vec![vec![2, 3, 4]], (0.5, 1.5), |s, x| s.reduce("Prod", x[0], &[1, -1], false).unwrap()),
+        c("Prod", vec![vec![3, 2]], (-1.5, 1.5), |s, x| s.reduce("Prod", x[0], &[0, 1], true).unwrap()),
+        c("Prod", vec![vec![2, 3, 2]], (-1.5, 1.5), |s, x| s.reduce("Prod", x[0], &[0], false).unwrap()),
         c("BatchMatMulV2", vec![vec![2, 2, 3], vec![2, 3, 4]], (-2.0, 2.0), |s, x| op_with(s, "BatchMatMulV2", x, &[])),
         c("BatchMatMulV2", vec![vec![2, 3, 2], vec![2, 4, 3]], (-2.0, 2.0), |s, x| {
             op_with(s, "BatchMatMulV2", x, &[("adj_x", attr::boolean(true)), ("adj_y", attr::boolean(true))])
@@ -507,9 +519,10 @@ fn unconnected_xs_get_none_and_stop_gradient_stops() {
 fn ops_without_gradients_are_errors_naming_the_node_and_what_is_missing() {
     let s = Scope::new();
     let x = s.with_name("x").placeholder(DType::Double, &Shape::known(&[2])).unwrap();
-    let y = s.with_name("weird").reduce("Prod", x, &[0], false).unwrap();
+    let p = s.constant_from(&[1, 2], &[1i32, 1]).unwrap();
+    let y = op_with(&s.with_name("weird"), "MirrorPad", &[x, p], &[("mode", attr::string("REFLECT"))]);
     let e = gradients(&s, &[y], &[x], None).unwrap_err().to_string();
-    assert!(e.contains("'Prod'") && e.contains("'weird'") && e.contains("cumulative products"), "{e}");
+    assert!(e.contains("'MirrorPad'") && e.contains("'weird'") && e.contains("MirrorPadGrad"), "{e}");
 }
 
 #[test]

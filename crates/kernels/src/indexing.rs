@@ -804,12 +804,15 @@ impl OpKernel for Range {
     }
 }
 
-struct Cumsum<T> {
+/// `Cumsum` and `Cumprod`: running sums or products along an axis, forwards or reversed,
+/// inclusive or exclusive (each element gets the total before it, exactly: no subtraction).
+struct Cumulative<T> {
     exclusive: bool,
     reverse: bool,
+    product: bool,
     _t: std::marker::PhantomData<T>,
 }
-impl<T: Num> OpKernel for Cumsum<T> {
+impl<T: Num> OpKernel for Cumulative<T> {
     fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let a = axis_values(&inputs[1])?;
         let [a] = a[..] else { return Err(invalid("axis must be a scalar")) };
@@ -817,17 +820,18 @@ impl<T: Num> OpKernel for Cumsum<T> {
         let axis = norm_axis(a, x.rank())?;
         let d = x.dims();
         let (outer, n, inner) = (d[..axis].iter().product::<usize>(), d[axis], d[axis + 1..].iter().product::<usize>());
-        let (ex, rev) = (self.exclusive, self.reverse);
+        let (ex, rev, product) = (self.exclusive, self.reverse, self.product);
         let v = x.as_mut_slice::<T>()?;
         for o in 0..outer {
             for i in 0..inner {
-                let mut acc = T::ZERO;
+                let mut acc = if product { T::ONE } else { T::ZERO };
                 for k in 0..n {
                     let k = if rev { n - 1 - k } else { k };
                     let e = &mut v[(o * n + k) * inner + i];
                     let cur = *e;
-                    acc = acc.add_w(cur);
-                    *e = if ex { acc.sub_w(cur) } else { acc };
+                    let next = if product { acc.mul_w(cur) } else { acc.add_w(cur) };
+                    *e = if ex { acc } else { next };
+                    acc = next;
                 }
             }
         }
@@ -889,10 +893,67 @@ impl<T: Num> OpKernel for TopK<T> {
     }
 }
 
-fn k_cumsum(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
-    let (exclusive, reverse) = (d.bool("exclusive")?, d.bool("reverse")?);
+/// `InvertPermutation`: `y[x[i]] = i`; `x` must be a permutation of `0..n`.
+struct InvertPermutation;
+impl OpKernel for InvertPermutation {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let x = &inputs[0];
+        if x.rank() != 1 {
+            return Err(invalid(format!("x must be a vector, got shape {:?}", x.dims())));
+        }
+        let v = axis_values(x)?;
+        let n = v.len();
+        let mut y = vec![-1i64; n];
+        for (i, &p) in v.iter().enumerate() {
+            if p < 0 || p as usize >= n || y[p as usize] >= 0 {
+                return Err(invalid(format!("{p} is out of range [0, {n}) or repeated: x is not a permutation")));
+            }
+            y[p as usize] = i as i64;
+        }
+        outputs.push(match x.dtype() {
+            DType::Int64 => Tensor::from_vec(&[n], y)?,
+            _ => Tensor::from_vec(&[n], y.into_iter().map(|i| i as i32).collect())?,
+        });
+        Ok(())
+    }
+}
+
+/// `ListDiff` (`tf.compat.v1.setdiff1d`): the values of `x` not in `y`, in order, with their
+/// positions in `x`. Values are compared by bit pattern: exact for the integer index lists it
+/// meets (TensorFlow's gradients); for floats, -0.0 and 0.0 differ and equal NaNs match.
+struct ListDiff {
+    out_idx: DType,
+}
+impl OpKernel for ListDiff {
+    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        let (x, y) = (&inputs[0], &inputs[1]);
+        if x.rank() != 1 || y.rank() != 1 || x.dtype() != y.dtype() {
+            return Err(invalid(format!(
+                "x and y must be vectors of one dtype, got {} {:?} and {} {:?}",
+                x.dtype(),
+                x.dims(),
+                y.dtype(),
+                y.dims()
+            )));
+        }
+        let size = x.dtype().size().ok_or_else(|| invalid(format!("ListDiff of {} values", x.dtype())))?;
+        let (xb, yb) = (x.as_bytes()?, y.as_bytes()?);
+        let drop: std::collections::HashSet<&[u8]> = yb.chunks(size).collect();
+        let keep: Vec<usize> = (0..x.len()).filter(|&i| !drop.contains(&xb[i * size..(i + 1) * size])).collect();
+        let bytes: Vec<u8> = keep.iter().flat_map(|&i| xb[i * size..(i + 1) * size].iter().copied()).collect();
+        outputs.push(Tensor::from_bytes(x.dtype(), &[keep.len()], &bytes)?);
+        outputs.push(match self.out_idx {
+            DType::Int64 => Tensor::from_vec(&[keep.len()], keep.iter().map(|&i| i as i64).collect())?,
+            _ => Tensor::from_vec(&[keep.len()], keep.iter().map(|&i| i as i32).collect())?,
+        });
+        Ok(())
+    }
+}
+
+fn k_cumulative(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
+    let (exclusive, reverse, product) = (d.bool("exclusive")?, d.bool("reverse")?, d.def.name == "Cumprod");
     dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64, Int32 => i32, Int64 => i64],
-        |T| Ok(Box::new(Cumsum::<T> { exclusive, reverse, _t: Default::default() }) as Box<dyn OpKernel>))
+        |T| Ok(Box::new(Cumulative::<T> { exclusive, reverse, product, _t: Default::default() }) as Box<dyn OpKernel>))
 }
 
 fn k_topk(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
@@ -929,7 +990,10 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("OneHot", "", &[], |d| Ok(Box::new(OneHot(d.int("axis")?))));
     r.register("Where", "", &[], |_| Ok(Box::new(Where)));
     r.register("Range", "Tidx", &[DType::Int32, DType::Int64, DType::Float, DType::Double], |_| Ok(Box::new(Range)));
-    r.register("Cumsum", "T", NUM, k_cumsum);
+    r.register("Cumsum", "T", NUM, k_cumulative);
+    r.register("Cumprod", "T", NUM, k_cumulative);
+    r.register("InvertPermutation", "T", &[DType::Int32, DType::Int64], |_| Ok(Box::new(InvertPermutation)));
+    r.register("ListDiff", "", &[], |d| Ok(Box::new(ListDiff { out_idx: d.dtype("out_idx").unwrap_or(DType::Int32) })));
     r.register("TopKV2", "T", NUM, k_topk);
     register_scatter(r);
 }

@@ -565,6 +565,56 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "CropAndResize", applied)
     }
 
+    /// `CropAndResizeGradBoxes`(`grads: float`, `image: T`, `boxes: float`, `box_ind: int32`) → (`output: float`); attrs `T: {uint8, uint16, int8, int16, int32, int64, half, float, double}`, `method: string`.
+    fn crop_and_resize_grad_boxes(&self, grads: impl Input<Self>, image: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.crop_and_resize_grad_boxes_with(grads, image, boxes, box_ind, attrs::CropAndResizeGradBoxes::new())
+    }
+
+    /// [`RawOps::crop_and_resize_grad_boxes`] with attrs set (those not set take the op's defaults).
+    fn crop_and_resize_grad_boxes_with(&self, grads: impl Input<Self>, image: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>, options: attrs::CropAndResizeGradBoxes) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("CropAndResizeGradBoxes", "CropAndResizeGradBoxes");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(image.into_input(self)?));
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(box_ind.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "CropAndResizeGradBoxes", applied)
+    }
+
+    /// `CropAndResizeGradImage`(`grads: float`, `boxes: float`, `box_ind: int32`, `image_size: int32`) → (`output: T`); attrs `T: {float, half, double}`, `method: string`.
+    fn crop_and_resize_grad_image(&self, grads: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>, image_size: impl Input<Self>, t: ferroflow_tensor::DType) -> Result<Self::Tensor, Self::Error> {
+        self.crop_and_resize_grad_image_with(grads, boxes, box_ind, image_size, t, attrs::CropAndResizeGradImage::new())
+    }
+
+    /// [`RawOps::crop_and_resize_grad_image`] with attrs set (those not set take the op's defaults).
+    fn crop_and_resize_grad_image_with(&self, grads: impl Input<Self>, boxes: impl Input<Self>, box_ind: impl Input<Self>, image_size: impl Input<Self>, t: ferroflow_tensor::DType, options: attrs::CropAndResizeGradImage) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("CropAndResizeGradImage", "CropAndResizeGradImage");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(boxes.into_input(self)?));
+        call.inputs.push(Arg::One(box_ind.into_input(self)?));
+        call.inputs.push(Arg::One(image_size.into_input(self)?));
+        call.attrs.push(("T", attr::dtype(t)));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "CropAndResizeGradImage", applied)
+    }
+
+    /// `Cumprod`(`x: T`, `axis: Tidx`) → (`out: T`); attrs `exclusive: bool`, `reverse: bool`, `T: type`, `Tidx: {int32, int64}`.
+    fn cumprod(&self, x: impl Input<Self>, axis: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.cumprod_with(x, axis, attrs::Cumprod::new())
+    }
+
+    /// [`RawOps::cumprod`] with attrs set (those not set take the op's defaults).
+    fn cumprod_with(&self, x: impl Input<Self>, axis: impl Input<Self>, options: attrs::Cumprod) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("Cumprod", "Cumprod");
+        call.inputs.push(Arg::One(x.into_input(self)?));
+        call.inputs.push(Arg::One(axis.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "Cumprod", applied)
+    }
+
     /// `Cumsum`(`x: T`, `axis: Tidx`) → (`out: T`); attrs `exclusive: bool`, `reverse: bool`, `T: type`, `Tidx: {int32, int64}`.
     fn cumsum(&self, x: impl Input<Self>, axis: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.cumsum_with(x, axis, attrs::Cumsum::new())
@@ -996,6 +1046,14 @@ pub trait RawOps: OpTarget + Sized {
         Ok(applied.outputs)
     }
 
+    /// `InvertPermutation`(`x: T`) → (`y: T`); attrs `T: {int32, int64}`.
+    fn invert_permutation(&self, x: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("InvertPermutation", "InvertPermutation");
+        call.inputs.push(Arg::One(x.into_input(self)?));
+        let applied = self.apply(call)?;
+        single(self, "InvertPermutation", applied)
+    }
+
     /// `IteratorGetNext`(`iterator: resource`) → (`components: output_types`); attrs `output_types: list(type)`, `output_shapes: list(shape)`.
     fn iterator_get_next(&self, iterator: impl Input<Self>, output_types: &[ferroflow_tensor::DType], output_shapes: &[ferroflow_tensor::Shape]) -> Result<Vec<Self::Tensor>, Self::Error> {
         let mut call = OpCall::new("IteratorGetNext", "IteratorGetNext");
@@ -1055,6 +1113,21 @@ pub trait RawOps: OpTarget + Sized {
         call.inputs.push(Arg::One(y.into_input(self)?));
         let applied = self.apply(call)?;
         single(self, "LessEqual", applied)
+    }
+
+    /// `ListDiff`(`x: T`, `y: T`) → (`out: T`, `idx: out_idx`); attrs `T: type`, `out_idx: {int32, int64}`.
+    fn list_diff(&self, x: impl Input<Self>, y: impl Input<Self>) -> Result<Vec<Self::Tensor>, Self::Error> {
+        self.list_diff_with(x, y, attrs::ListDiff::new())
+    }
+
+    /// [`RawOps::list_diff`] with attrs set (those not set take the op's defaults).
+    fn list_diff_with(&self, x: impl Input<Self>, y: impl Input<Self>, options: attrs::ListDiff) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ListDiff", "ListDiff");
+        call.inputs.push(Arg::One(x.into_input(self)?));
+        call.inputs.push(Arg::One(y.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
     }
 
     /// `Log`(`x: T`) → (`y: T`); attrs `T: type`.
@@ -1731,6 +1804,21 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "ResizeBicubic", applied)
     }
 
+    /// `ResizeBicubicGrad`(`grads: float`, `original_image: T`) → (`output: T`); attrs `T: {float, double}`, `align_corners: bool`, `half_pixel_centers: bool`.
+    fn resize_bicubic_grad(&self, grads: impl Input<Self>, original_image: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.resize_bicubic_grad_with(grads, original_image, attrs::ResizeBicubicGrad::new())
+    }
+
+    /// [`RawOps::resize_bicubic_grad`] with attrs set (those not set take the op's defaults).
+    fn resize_bicubic_grad_with(&self, grads: impl Input<Self>, original_image: impl Input<Self>, options: attrs::ResizeBicubicGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ResizeBicubicGrad", "ResizeBicubicGrad");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(original_image.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ResizeBicubicGrad", applied)
+    }
+
     /// `ResizeBilinear`(`images: T`, `size: int32`) → (`resized_images: float`); attrs `T: type`, `align_corners: bool`, `half_pixel_centers: bool`.
     fn resize_bilinear(&self, images: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.resize_bilinear_with(images, size, attrs::ResizeBilinear::new())
@@ -1746,6 +1834,21 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "ResizeBilinear", applied)
     }
 
+    /// `ResizeBilinearGrad`(`grads: float`, `original_image: T`) → (`output: T`); attrs `T: {float, bfloat16, half, double}`, `align_corners: bool`, `half_pixel_centers: bool`.
+    fn resize_bilinear_grad(&self, grads: impl Input<Self>, original_image: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.resize_bilinear_grad_with(grads, original_image, attrs::ResizeBilinearGrad::new())
+    }
+
+    /// [`RawOps::resize_bilinear_grad`] with attrs set (those not set take the op's defaults).
+    fn resize_bilinear_grad_with(&self, grads: impl Input<Self>, original_image: impl Input<Self>, options: attrs::ResizeBilinearGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ResizeBilinearGrad", "ResizeBilinearGrad");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(original_image.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ResizeBilinearGrad", applied)
+    }
+
     /// `ResizeNearestNeighbor`(`images: T`, `size: int32`) → (`resized_images: T`); attrs `T: type`, `align_corners: bool`, `half_pixel_centers: bool`.
     fn resize_nearest_neighbor(&self, images: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
         self.resize_nearest_neighbor_with(images, size, attrs::ResizeNearestNeighbor::new())
@@ -1759,6 +1862,21 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "ResizeNearestNeighbor", applied)
+    }
+
+    /// `ResizeNearestNeighborGrad`(`grads: T`, `size: int32`) → (`output: T`); attrs `T: {uint8, int8, int32, half, float, double, bfloat16}`, `align_corners: bool`, `half_pixel_centers: bool`.
+    fn resize_nearest_neighbor_grad(&self, grads: impl Input<Self>, size: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.resize_nearest_neighbor_grad_with(grads, size, attrs::ResizeNearestNeighborGrad::new())
+    }
+
+    /// [`RawOps::resize_nearest_neighbor_grad`] with attrs set (those not set take the op's defaults).
+    fn resize_nearest_neighbor_grad_with(&self, grads: impl Input<Self>, size: impl Input<Self>, options: attrs::ResizeNearestNeighborGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ResizeNearestNeighborGrad", "ResizeNearestNeighborGrad");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(size.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ResizeNearestNeighborGrad", applied)
     }
 
     /// `ResourceApplyAdagrad`(`var: resource`, `accum: resource`, `lr: T`, `grad: T`) → (); attrs `T: {half, bfloat16, float, double}`, `use_locking: bool`, `update_slots: bool`.
@@ -1936,6 +2054,23 @@ pub trait RawOps: OpTarget + Sized {
         call.attrs.extend(options.0);
         let applied = self.apply(call)?;
         single(self, "ScaleAndTranslate", applied)
+    }
+
+    /// `ScaleAndTranslateGrad`(`grads: T`, `original_image: T`, `scale: float`, `translation: float`) → (`output: T`); attrs `T: {float}`, `kernel_type: string`, `antialias: bool`.
+    fn scale_and_translate_grad(&self, grads: impl Input<Self>, original_image: impl Input<Self>, scale: impl Input<Self>, translation: impl Input<Self>) -> Result<Self::Tensor, Self::Error> {
+        self.scale_and_translate_grad_with(grads, original_image, scale, translation, attrs::ScaleAndTranslateGrad::new())
+    }
+
+    /// [`RawOps::scale_and_translate_grad`] with attrs set (those not set take the op's defaults).
+    fn scale_and_translate_grad_with(&self, grads: impl Input<Self>, original_image: impl Input<Self>, scale: impl Input<Self>, translation: impl Input<Self>, options: attrs::ScaleAndTranslateGrad) -> Result<Self::Tensor, Self::Error> {
+        let mut call = OpCall::new("ScaleAndTranslateGrad", "ScaleAndTranslateGrad");
+        call.inputs.push(Arg::One(grads.into_input(self)?));
+        call.inputs.push(Arg::One(original_image.into_input(self)?));
+        call.inputs.push(Arg::One(scale.into_input(self)?));
+        call.inputs.push(Arg::One(translation.into_input(self)?));
+        call.attrs.extend(options.0);
+        let applied = self.apply(call)?;
+        single(self, "ScaleAndTranslateGrad", applied)
     }
 
     /// `ScatterNd`(`indices: Tindices`, `updates: T`, `shape: Tindices`) → (`output: T`); attrs `T: type`, `Tindices: {int16, int32, int64}`, `bad_indices_policy: string`.
@@ -3265,6 +3400,63 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `CropAndResizeGradBoxes` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct CropAndResizeGradBoxes(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl CropAndResizeGradBoxes {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `method` (default `"bilinear"`).
+        pub fn method(mut self, v: &str) -> Self {
+            self.0.push(("method", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `CropAndResizeGradImage` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct CropAndResizeGradImage(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl CropAndResizeGradImage {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `method` (default `"bilinear"`).
+        pub fn method(mut self, v: &str) -> Self {
+            self.0.push(("method", attr::string(v)));
+            self
+        }
+    }
+
+    /// The attrs of `Cumprod` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct Cumprod(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl Cumprod {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `exclusive` (default `false`).
+        pub fn exclusive(mut self, v: bool) -> Self {
+            self.0.push(("exclusive", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `reverse` (default `false`).
+        pub fn reverse(mut self, v: bool) -> Self {
+            self.0.push(("reverse", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `Cumsum` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct Cumsum(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -3745,6 +3937,23 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ListDiff` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ListDiff(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ListDiff {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `out_idx` (default `int32`).
+        pub fn out_idx(mut self, v: ferroflow_tensor::DType) -> Self {
+            self.0.push(("out_idx", attr::dtype(v)));
+            self
+        }
+    }
+
     /// The attrs of `MatMul` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct MatMul(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -4179,6 +4388,29 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ResizeBicubicGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ResizeBicubicGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ResizeBicubicGrad {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `align_corners` (default `false`).
+        pub fn align_corners(mut self, v: bool) -> Self {
+            self.0.push(("align_corners", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `half_pixel_centers` (default `false`).
+        pub fn half_pixel_centers(mut self, v: bool) -> Self {
+            self.0.push(("half_pixel_centers", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `ResizeBilinear` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct ResizeBilinear(pub(crate) Vec<(&'static str, AttrValue)>);
@@ -4202,11 +4434,57 @@ pub mod attrs {
         }
     }
 
+    /// The attrs of `ResizeBilinearGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ResizeBilinearGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ResizeBilinearGrad {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `align_corners` (default `false`).
+        pub fn align_corners(mut self, v: bool) -> Self {
+            self.0.push(("align_corners", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `half_pixel_centers` (default `false`).
+        pub fn half_pixel_centers(mut self, v: bool) -> Self {
+            self.0.push(("half_pixel_centers", attr::boolean(v)));
+            self
+        }
+    }
+
     /// The attrs of `ResizeNearestNeighbor` a call may set; the others take their defaults.
     #[derive(Clone, Debug, Default)]
     pub struct ResizeNearestNeighbor(pub(crate) Vec<(&'static str, AttrValue)>);
 
     impl ResizeNearestNeighbor {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `align_corners` (default `false`).
+        pub fn align_corners(mut self, v: bool) -> Self {
+            self.0.push(("align_corners", attr::boolean(v)));
+            self
+        }
+
+        /// Sets `half_pixel_centers` (default `false`).
+        pub fn half_pixel_centers(mut self, v: bool) -> Self {
+            self.0.push(("half_pixel_centers", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `ResizeNearestNeighborGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ResizeNearestNeighborGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ResizeNearestNeighborGrad {
         /// No attrs set.
         pub fn new() -> Self {
             Self::default()
@@ -4356,6 +4634,29 @@ pub mod attrs {
     pub struct ScaleAndTranslate(pub(crate) Vec<(&'static str, AttrValue)>);
 
     impl ScaleAndTranslate {
+        /// No attrs set.
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Sets `kernel_type` (default `"lanczos3"`).
+        pub fn kernel_type(mut self, v: &str) -> Self {
+            self.0.push(("kernel_type", attr::string(v)));
+            self
+        }
+
+        /// Sets `antialias` (default `true`).
+        pub fn antialias(mut self, v: bool) -> Self {
+            self.0.push(("antialias", attr::boolean(v)));
+            self
+        }
+    }
+
+    /// The attrs of `ScaleAndTranslateGrad` a call may set; the others take their defaults.
+    #[derive(Clone, Debug, Default)]
+    pub struct ScaleAndTranslateGrad(pub(crate) Vec<(&'static str, AttrValue)>);
+
+    impl ScaleAndTranslateGrad {
         /// No attrs set.
         pub fn new() -> Self {
             Self::default()

@@ -237,11 +237,39 @@ pub fn defs() -> Vec<OpDef> {
             .shape(s::unchanged)
             .gradient(cumsum_grad)
             .build(),
+        op("Cumprod")
+            .input("x: T")
+            .input("axis: Tidx")
+            .output("out: T")
+            .attr("exclusive: bool = false")
+            .attr("reverse: bool = false")
+            .attr("T: type")
+            .attr(&index_attr("Tidx"))
+            .shape(s::unchanged)
+            .gradient(cumprod_grad)
+            .build(),
         op("Where")
             .input("input: T")
             .output("index: int64")
             .attr("T: type = DT_BOOL")
             .not_differentiable("its output is integer indices")
+            .build(),
+        op("InvertPermutation")
+            .input("x: T")
+            .output("y: T")
+            .attr("T: {int32, int64} = DT_INT32")
+            .shape(s::unchanged)
+            .not_differentiable("its output is integer indices")
+            .build(),
+        op("ListDiff")
+            .input("x: T")
+            .input("y: T")
+            .output("out: T")
+            .output("idx: out_idx")
+            .attr("T: type")
+            .attr("out_idx: {int32, int64} = DT_INT32")
+            .shape(|_| Ok(vec![Shape::new(vec![None]), Shape::new(vec![None])]))
+            .not_differentiable("TensorFlow's gradient is None: its output is a selection of values")
             .build(),
         op("TopKV2")
             .input("input: T")
@@ -779,6 +807,22 @@ fn cumsum_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
         ("Tidx", attr::dtype(s.dtype(axis))),
     ];
     Ok(vec![Some(build(s, "Cumsum", &[g, axis], &a)?), None])
+}
+
+/// `Cumprod` (TensorFlow's `_CumprodGrad`): the reversed cumulative sum of the gradient times
+/// the products, over `x` (0 where `x` is 0, as `div_no_nan`).
+fn cumprod_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let (x, axis) = (ctx.input(0), ctx.input(1));
+    let (ex, rev) = (ctx.attr_bool("exclusive"), ctx.attr_bool("reverse"));
+    let tidx = ("Tidx", attr::dtype(s.dtype(axis)));
+    let cum = |op: &str, v: Output, reverse: bool| {
+        build(s, op, &[v, axis], &[("exclusive", attr::boolean(ex)), ("reverse", attr::boolean(reverse)), tidx.clone()])
+    };
+    let prod = cum("Cumprod", x, rev)?;
+    let out = cum("Cumsum", s.mul(prod, g)?, !rev)?;
+    Ok(vec![Some(build(s, "DivNoNan", &[out, x], crate::gradient::NO_ATTRS)?), None])
 }
 
 /// `GatherV2` (batch_dims 0): the gradient's slices go back to the gathered positions along

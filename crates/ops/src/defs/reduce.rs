@@ -50,9 +50,7 @@ pub fn defs() -> Vec<OpDef> {
         reduction("Mean").gradient(mean_grad).build(),
         reduction("Max").gradient(extremum_grad).build(),
         reduction("Min").gradient(extremum_grad).build(),
-        reduction("Prod")
-            .gradient_unavailable("TensorFlow's gradient divides through cumulative products; not implemented yet")
-            .build(),
+        reduction("Prod").gradient(prod_grad).build(),
         arg_reduction("ArgMax").build(),
         arg_reduction("ArgMin").build(),
         logical_reduction("All").build(),
@@ -165,4 +163,63 @@ fn log_softmax_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let y = ctx.output(0);
     let total = s.reduce("Sum", g, &[-1], true)?;
     Ok(vec![Some(s.sub(g, s.mul(s.unary("Exp", y)?, total)?)?)])
+}
+
+/// `Prod` (TensorFlow's `_ProdGrad`): each element's gradient is the product of the others in
+/// its reduction, from exclusive cumulative products from both ends (so zeros are exact): the
+/// reduced axes moved first and flattened, `cumprod(exclusive) * cumprod(exclusive,
+/// reverse)`, moved back, times the broadcast gradient. Needs the input's rank and constant
+/// axes.
+fn prod_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
+    use crate::RawOps;
+    let Some(g) = g0(gs) else { return Ok(vec![None, None]) };
+    let s = &ctx.scope;
+    let x = ctx.input(0);
+    let rank = ctx.shape(x).rank().ok_or_else(|| ctx.unsupported("the input's rank must be known"))?;
+    let axes = ctx.const_ints(ctx.input(1)).ok_or_else(|| ctx.unsupported("the axes must be constant"))?;
+    let mut reduced = vec![false; rank];
+    for a in axes {
+        let a = if a < 0 { a + rank as i64 } else { a };
+        if a < 0 || a as usize >= rank {
+            return Err(ctx.unsupported(format!("axis {a} is out of range for rank {rank}")));
+        }
+        reduced[a as usize] = true;
+    }
+    let i32s = |v: &[i32]| s.constant_from(&[v.len()], v);
+    let shape = build(s, "Shape", &[x], &[("out_type", attr::dtype(DType::Int32))])?;
+    // The gradient with the reduced axes kept as 1, broadcast to the input's shape.
+    let ones = i32s(&vec![1; rank])?;
+    let keep: Vec<bool> = reduced.iter().map(|r| !r).collect();
+    let kept = s.select_v2(s.constant_from(&[rank], &keep)?, shape, ones)?;
+    let g = s.broadcast_to(s.reshape(g, kept)?, shape)?;
+    let perm: Vec<i32> = (0..rank as i32)
+        .filter(|&a| reduced[a as usize])
+        .chain((0..rank as i32).filter(|&a| !reduced[a as usize]))
+        .collect();
+    let mut inverse = vec![0i32; rank];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p as usize] = i as i32;
+    }
+    let moved = s.transpose(x, i32s(&perm)?)?;
+    let moved_shape = build(s, "Shape", &[moved], &[("out_type", attr::dtype(DType::Int32))])?;
+    let n_reduced = reduced.iter().filter(|&&r| r).count() as i32;
+    let lead = s.slice(moved_shape, i32s(&[0])?, i32s(&[n_reduced])?)?;
+    let zero = s.scalar(0i32)?;
+    let lead = s.prod(lead, zero)?;
+    let flat = s.reshape(moved, s.pack(&[lead, s.scalar(-1i32)?])?)?;
+    let cum = |reverse: bool| {
+        build(
+            s,
+            "Cumprod",
+            &[flat, zero],
+            &[
+                ("exclusive", attr::boolean(true)),
+                ("reverse", attr::boolean(reverse)),
+                ("Tidx", attr::dtype(DType::Int32)),
+            ],
+        )
+    };
+    let others = s.mul(cum(false)?, cum(true)?)?;
+    let back = s.transpose(s.reshape(others, moved_shape)?, i32s(&inverse)?)?;
+    Ok(vec![Some(s.mul(g, back)?), None])
 }
