@@ -95,6 +95,18 @@ def freeze(name, shape, layers, seed, probe):
     print(f"{name}: {len(gd.node)} nodes, y {y.shape}, ops {ops}")
 
 
+def run_and_write(name, g, xv, extra=None):
+    """Runs graph `g` (input `x`, output `y`) in TensorFlow and writes `<name>.pb` and
+    `<name>.npz` (x, y and the `extra` arrays)."""
+    gd = g.as_graph_def()
+    with tf.compat.v1.Session(graph=g) as sess:
+        y = sess.run("y:0", {"x:0": xv})
+    with open(os.path.join(OUT, f"{name}.pb"), "wb") as fh:
+        fh.write(gd.SerializeToString(deterministic=True))
+    np.savez(os.path.join(OUT, f"{name}.npz"), x=xv, y=y, **(extra or {}))
+    print(f"{name}: {len(gd.node)} nodes, y {y.shape}, ops {sorted({n.op for n in gd.node})}")
+
+
 def gradients_fixture(probe):
     """`grads3d`: TensorFlow's gradients of a Conv3D (to its input and filter) and of the 3-D
     pools, flattened into one output `y`: Conv3DBackpropInputV2, Conv3DBackpropFilterV2,
@@ -118,13 +130,7 @@ def gradients_fixture(probe):
     if probe:
         print("grads3d", ops)
         return
-    xv = rng.uniform(-1, 1, shape).astype(np.float32)
-    with tf.compat.v1.Session(graph=g) as sess:
-        y = sess.run("y:0", {"x:0": xv})
-    with open(os.path.join(OUT, "grads3d.pb"), "wb") as fh:
-        fh.write(gd.SerializeToString(deterministic=True))
-    np.savez(os.path.join(OUT, "grads3d.npz"), x=xv, y=y)
-    print(f"grads3d: {len(gd.node)} nodes, y {y.shape}, ops {ops}")
+    run_and_write("grads3d", g, rng.uniform(-1, 1, shape).astype(np.float32))
 
 
 def resize_gradients_fixture(probe):
@@ -163,13 +169,7 @@ def resize_gradients_fixture(probe):
     if probe:
         print("grads_resize", ops)
         return
-    xv = rng.uniform(-1, 1, shape).astype(np.float32)
-    with tf.compat.v1.Session(graph=g) as sess:
-        y = sess.run("y:0", {"x:0": xv})
-    with open(os.path.join(OUT, "grads_resize.pb"), "wb") as fh:
-        fh.write(gd.SerializeToString(deterministic=True))
-    np.savez(os.path.join(OUT, "grads_resize.npz"), x=xv, y=y, **ws)
-    print(f"grads_resize: {len(gd.node)} nodes, y {y.shape}, ops {ops}")
+    run_and_write("grads_resize", g, rng.uniform(-1, 1, shape).astype(np.float32), ws)
 
 
 def main():

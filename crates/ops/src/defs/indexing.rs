@@ -14,6 +14,21 @@ fn index_attr(name: &str) -> String {
 }
 
 /// `Pad`, `PadV2`, `MirrorPad`: the input grown by constant paddings.
+/// `Cumsum` and `Cumprod`: a running total along an axis.
+fn cumulative(name: &str, gradient: crate::GradFn) -> OpDef {
+    op(name)
+        .input("x: T")
+        .input("axis: Tidx")
+        .output("out: T")
+        .attr("exclusive: bool = false")
+        .attr("reverse: bool = false")
+        .attr("T: type")
+        .attr(&index_attr("Tidx"))
+        .shape(s::unchanged)
+        .gradient(gradient)
+        .build()
+}
+
 fn pad_op(name: &str) -> OpBuilder {
     op(name)
         .input("input: T")
@@ -226,28 +241,8 @@ pub fn defs() -> Vec<OpDef> {
             .grows()
             .not_differentiable("TensorFlow's gradient is None")
             .build(),
-        op("Cumsum")
-            .input("x: T")
-            .input("axis: Tidx")
-            .output("out: T")
-            .attr("exclusive: bool = false")
-            .attr("reverse: bool = false")
-            .attr("T: type")
-            .attr(&index_attr("Tidx"))
-            .shape(s::unchanged)
-            .gradient(cumsum_grad)
-            .build(),
-        op("Cumprod")
-            .input("x: T")
-            .input("axis: Tidx")
-            .output("out: T")
-            .attr("exclusive: bool = false")
-            .attr("reverse: bool = false")
-            .attr("T: type")
-            .attr(&index_attr("Tidx"))
-            .shape(s::unchanged)
-            .gradient(cumprod_grad)
-            .build(),
+        cumulative("Cumsum", cumsum_grad),
+        cumulative("Cumprod", cumprod_grad),
         op("Where")
             .input("input: T")
             .output("index: int64")
