@@ -41,6 +41,12 @@ def seq(shape, *layers):
     return keras.Sequential([L.Input(shape), *layers])
 
 
+def masked_lstm_model():
+    x = keras.Input((5,), dtype="int32")
+    h = L.Embedding(10, 3, mask_zero=True)(x)
+    return keras.Model(x, L.Dense(2)(L.LSTM(4)(h)))
+
+
 def mha_model():
     x = keras.Input((4, 6))
     y = L.MultiHeadAttention(num_heads=2, key_dim=3)(x, x)
@@ -70,6 +76,7 @@ def models():
                                   L.Conv2DTranspose(2, 2), L.Flatten(), L.Dense(2))
     yield "conv3d_transpose", lambda: seq((3, 3, 3, 2), L.Conv3DTranspose(2, 2, strides=2, activation="tanh"),
                                   L.Flatten(), L.Dense(2))
+    yield "masked_lstm", lambda: masked_lstm_model()
 
 
 def control_flow_loss():
@@ -157,7 +164,8 @@ def export(name, model, rng):
         out, _ = model.stateless_call(list(w), ntv, x, training=True)
         return tf.identity(mse(y, out), name="loss")
 
-    specs = [tf.TensorSpec(in_shape, tf.float32, name="x"), tf.TensorSpec(out_shape, tf.float32, name="y")]
+    in_dtype = tf.as_dtype(model.inputs[0].dtype)
+    specs = [tf.TensorSpec(in_shape, in_dtype, name="x"), tf.TensorSpec(out_shape, tf.float32, name="y")]
     specs += [tf.TensorSpec(v.shape, tf.float32, name=f"w{i}") for i, v in enumerate(tv)]
     write_graph(name, loss_fn.get_concrete_function(*specs))
 
@@ -165,7 +173,14 @@ def export(name, model, rng):
     w0 = [v.numpy() for v in tv]
     for i, w in enumerate(w0):
         data[f"w{i}"] = w
-    xs = [rng.normal(size=in_shape).astype(np.float32) for _ in range(STEPS)]
+    if in_dtype.is_integer:
+        # Token ids with padding (0, masked) at the ends of some sequences.
+        xs = [rng.integers(1, 10, size=in_shape).astype(np.int32) for _ in range(STEPS)]
+        for x in xs:
+            x[0, 3:] = 0
+            x[1, 4:] = 0
+    else:
+        xs = [rng.normal(size=in_shape).astype(np.float32) for _ in range(STEPS)]
     ys = [rng.normal(size=out_shape).astype(np.float32) for _ in range(STEPS)]
     for k in range(STEPS):
         data[f"x{k}"], data[f"y{k}"] = xs[k], ys[k]
@@ -174,7 +189,7 @@ def export(name, model, rng):
         tape.watch(ws)
         loss = loss_fn(tf.constant(xs[0]), tf.constant(ys[0]), *ws)
     for i, g in enumerate(tape.gradient(loss, ws)):
-        data[f"g{i}"] = np.zeros_like(w0[i]) if g is None else g.numpy()
+        data[f"g{i}"] = np.zeros_like(w0[i]) if g is None else tf.convert_to_tensor(g).numpy()
     model.compile(optimizer=keras.optimizers.SGD(LR), loss="mse", jit_compile=False)
     losses = [float(model.train_on_batch(xs[k], ys[k])) for k in range(STEPS)]
     data["losses"] = np.array(losses, np.float32)

@@ -1,4 +1,5 @@
-//! Training coverage (issue 43): a tiny Keras model per layer kind (LSTM, GRU, SimpleRNN,
+//! Training coverage (issue 43): a tiny Keras model per layer kind (LSTM, GRU, SimpleRNN, an
+//! LSTM masked by `Embedding(mask_zero=True)`,
 //! Bidirectional, MultiHeadAttention, LayerNormalization, GroupNormalization, Conv1D/3D, the
 //! transposed convolutions), its training loss frozen by TensorFlow as a function of the
 //! batch and the weights (`scripts/make_training_fixtures.py`). ferroflow differentiates the
@@ -87,7 +88,7 @@ fn check(models: &[&str]) {
 
 #[test]
 fn recurrent_layers_train_through_their_while_loops_as_keras_does() {
-    check(&["lstm", "lstm_sequences", "gru", "gru_reset_before", "simple_rnn", "bidirectional"]);
+    check(&["lstm", "lstm_sequences", "gru", "gru_reset_before", "simple_rnn", "bidirectional", "masked_lstm"]);
 }
 
 #[test]
