@@ -158,6 +158,14 @@ struct Conv2D<T> {
 const WINOGRAD_MIN_CHANNELS: usize = 16;
 const WINOGRAD_MIN_TILES: usize = 32;
 
+/// Whether F(4×4, 3×3) may run at all: off, for accuracy. On ResNet101's 3×3 layers at batch 1
+/// its error against the float64 convolution was 5.8–6.8× TensorFlow's (oneDNN's direct
+/// convolution), and over the 101 layers the logits' error 2.2× TensorFlow's (1.0e-4 against
+/// 4.7e-5 of the largest logit), past the zoo's tolerance; F(2×2)'s is TensorFlow's order.
+/// Interpolation points that keep F(4×4)'s terms smaller (±1/2 instead of ±2) are the way
+/// back to its speed.
+const WINOGRAD_F4: bool = false;
+
 /// Winograd's output tile side for a convolution of `n` images of `out` pixels with at least
 /// `channels` channels in and out: F(4×4, 3×3) (α² = 36 GEMMs of 2.25 multiplies per output
 /// instead of F(2×2)'s 16 of 4) where both the channels and the 4×4 tiles are many enough to
@@ -168,7 +176,7 @@ const WINOGRAD_MIN_TILES: usize = 32;
 /// 64 channels it was slower. Its rounding error is a few times F(2×2)'s (more additions
 /// of larger terms): ResNet50's logits differ from TensorFlow's by 3.9e-6 against 3.6e-6.
 fn winograd_tile(n: usize, [oh, ow]: [usize; 2], channels: usize) -> usize {
-    if channels >= 64 && n * oh.div_ceil(4) * ow.div_ceil(4) >= 48 {
+    if WINOGRAD_F4 && channels >= 64 && n * oh.div_ceil(4) * ow.div_ceil(4) >= 48 {
         4
     } else {
         2
