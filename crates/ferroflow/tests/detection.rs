@@ -237,3 +237,34 @@ fn bad_scatter_and_crop_inputs_are_errors_naming_the_node() {
     let err = err.to_string();
     assert!(err.contains("crop") && err.contains("box_index has values outside [0, 1)"), "{err}");
 }
+
+/// A permutation that repeats an index, gradients of crops with a box index past the batch,
+/// and a `ListDiff` of mismatched vectors are errors naming the node, not panics.
+#[test]
+fn bad_permutation_crop_gradient_and_list_diff_inputs_are_errors_naming_the_node() {
+    let s = Scope::new();
+    let p = s.with_name("p").placeholder(DType::Int32, &Shape::unknown()).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Int32));
+    s.add_op("InvertPermutation", "invert", &[p], &[], a).unwrap();
+    let g = s.constant_from(&[1, 2, 2, 1], &[1f32, 2.0, 3.0, 4.0]).unwrap();
+    let boxes = s.constant_from(&[1, 4], &[0f32, 0.0, 1.0, 1.0]).unwrap();
+    let ind = s.constant_from(&[1], &[5i32]).unwrap();
+    let size = s.constant_from(&[4], &[1i32, 3, 3, 1]).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    s.add_op("CropAndResizeGradImage", "crop_grad", &[g, boxes, ind, size], &[], a).unwrap();
+    let x = s.constant_from(&[2, 2], &[1i32, 2, 3, 4]).unwrap();
+    let y = s.constant_from(&[1], &[2i32]).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Int32));
+    s.add_op("ListDiff", "diff", &[x, y], &[], a).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let twice = Tensor::from_vec(&[3], vec![0i32, 2, 0]).unwrap();
+    let err = sess.run(&[("p:0", twice)], &["invert:0"], &[]).unwrap_err().to_string();
+    assert!(err.contains("invert") && err.contains("not a permutation"), "{err}");
+    let err = sess.run(&[], &["crop_grad:0"], &[]).unwrap_err().to_string();
+    assert!(err.contains("crop_grad") && err.contains("box_index has values outside [0, 1)"), "{err}");
+    let err = sess.run(&[], &["diff:0"], &[]).unwrap_err().to_string();
+    assert!(err.contains("diff") && err.contains("must be vectors"), "{err}");
+}
