@@ -61,6 +61,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TOLERANCE = 1e-4
+FLOAT64_MAX_MB = 400
 
 
 def randomize_batch_norm(model, rng):
@@ -593,7 +594,13 @@ def write_keras(out_dir, name, model, gens, rng, batch, kind, pb_only=False):
     sig_in = dict(zip(names, frozen_ins))
     sig_out = {f"output_{i}": n for i, n in enumerate(frozen_outs)}
     writer = None if pb_only else (lambda path: model.export(path, verbose=False))
-    reference64 = float64_outputs(gd, feeds, frozen_outs) if kind == "app" else None
+    # The float64 copy of a graph over FLOAT64_MAX_MB of constants (VGG, the large ConvNeXts)
+    # took TensorFlow past 24 GB: those have no reference (none was needed: they are shallow or
+    # well conditioned).
+    big = gd.ByteSize() > FLOAT64_MAX_MB * 1e6
+    if kind == "app" and big:
+        print(f"  (no float64 reference: the graph is over {FLOAT64_MAX_MB} MB)", flush=True)
+    reference64 = float64_outputs(gd, feeds, frozen_outs) if kind == "app" and not big else None
     return write(out_dir, name, gd, feeds, frozen_ins, frozen_outs, res, sig_in, sig_out, kind, True, writer,
                  pb_only, reference64)
 
