@@ -31,6 +31,10 @@ const TOLERANCE: f64 = 1e-4;
 /// times TensorFlow's own (scripts/zoo_check.py applies the same rule).
 const ACCURACY_FACTOR: f64 = 2.0;
 
+/// Past this error of TensorFlow's own float32 output against the float64 answer the instance
+/// is too ill-conditioned to compare (scripts/zoo_check.py: the same rule).
+const ILL_CONDITIONED: f64 = 1e-2;
+
 /// max |a - b| / max(1, max |exact|).
 fn error_against(a: &[f64], exact: &[f64]) -> f64 {
     let scale = exact.iter().fold(1f64, |m, v| m.max(v.abs()));
@@ -134,7 +138,7 @@ fn check(name: &str) -> Result<f64, String> {
                 (arrays.get(&format!("{fetch}@float64")).and_then(as_f64), as_f64(g), as_f64(&arrays[*fetch]))
             {
                 let (ours, theirs) = (error_against(&ours, &exact), error_against(&theirs, &exact));
-                if ours <= TOLERANCE.max(ACCURACY_FACTOR * theirs) {
+                if theirs <= ILL_CONDITIONED && ours <= TOLERANCE.max(ACCURACY_FACTOR * theirs) {
                     eprintln!("{name}: {config}: {fetch}: {why}; error vs float64 {ours:e}, TensorFlow's {theirs:e}");
                     continue;
                 }
