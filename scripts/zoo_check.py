@@ -380,6 +380,9 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(rows, f, indent=1)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
     if not args.no_coverage:
         missing = write_coverage(args, rows, have, tf_op_names(args.op_defs))
         print(f"\nwrote {args.coverage}")
