@@ -138,3 +138,20 @@ fn resize_gradients_built_by_autodiff_match_tensorflow() {
     let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(worst <= 1e-5, "max |diff| {worst} against TensorFlow's gradients");
 }
+
+/// A nearest-neighbour resize gradient asked for a huge original size is refused before its
+/// output is allocated, naming the node.
+#[test]
+fn a_huge_resize_gradient_size_is_refused_before_allocating() {
+    use ferroflow::graph::Attrs;
+    use ferroflow::proto::attr;
+    let s = Scope::new();
+    let g = s.constant_from(&[1, 2, 2, 1], &[1f32, 2.0, 3.0, 4.0]).unwrap();
+    let size = s.constant_from(&[2], &[1i32 << 30, 1 << 30]).unwrap();
+    let mut a = Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    s.add_op("ResizeNearestNeighborGrad", "huge", &[g, size], &[], a).unwrap();
+    let sess = Session::new(s.graph(), SessionOptions::default()).unwrap();
+    let err = sess.run(&[], &["huge:0"], &[]).unwrap_err().to_string();
+    assert!(err.contains("huge"), "{err}");
+}

@@ -309,6 +309,8 @@ impl OpKernel for ResizeGrad {
         if h == 0 || w == 0 || oh == 0 || ow == 0 {
             return Err(invalid(format!("the original [{h}, {w}] and resized [{oh}, {ow}] sizes must be positive")));
         }
+        // The size may come from the user: the output is checked before it is allocated.
+        crate::check_output(out_type, &[n, h, w, c])?;
         let Resize { bilinear, align_corners, half_pixel } = self.0;
         let axis = |input: usize, output: usize| -> Taps {
             let s = scale(input, output, align_corners);
