@@ -958,3 +958,118 @@ fn strided_slice_shapes_agree_with_the_kernel_for_every_mask() {
     }
     assert!(checked > 150, "only {checked} specs were valid");
 }
+
+/// EfficientNet's block as Keras exports it with an unknown batch: a convolution and a
+/// depthwise convolution, each followed by a frozen BatchNormalization and swish
+/// (`x * sigmoid(x)`), and squeeze-and-excite, whose `Reshape` target is built at run time
+/// (`[tf.shape(x)[0], 1, 1, C]` from `Shape`, `StridedSlice`, `Pack`). Shape inference reads
+/// that target as a partly known shape, so the shapes after it stay known and each
+/// convolution takes its BatchNormalization *and* its swish (fused in two steps: the
+/// normalization first, then the activation chained onto it); the results are bit-identical
+/// to the unoptimized graph's.
+#[test]
+fn batch_norm_and_swish_chain_onto_convolutions_after_a_dynamic_reshape() {
+    use ferroflow::ops::attrs;
+    use ferroflow::proto::attr;
+    let (h, w, c, k) = (7usize, 6usize, 4usize, 8usize);
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(h), Some(w), Some(c)])).unwrap();
+    let swish = |y: Output| s.mul(y, s.unary("Sigmoid", y).unwrap()).unwrap();
+    let bn = |y: Output, n: usize, seed: f32| {
+        s.add_v2(s.mul(y, test_vector(&s, n, 0.5 + seed, 0.1)).unwrap(), test_vector(&s, n, -0.7, 0.3)).unwrap()
+    };
+    let ints = |v: Vec<i32>| s.constant(&Tensor::from_vec(&[v.len()], v).unwrap()).unwrap();
+    let expand = swish(bn(test_conv2d(&s, "expand", x, (1, c, k), 1, 1), k, 0.0));
+    let fv: Vec<f32> = (0..9 * k).map(|i| (i % 11) as f32 * 0.2 - 1.0).collect();
+    let f = s.constant(&Tensor::from_vec(&[3, 3, k, 1], fv).unwrap()).unwrap();
+    let mut a = ferroflow::graph::Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    a.insert("strides".into(), attr::ints(&[1, 1, 1, 1]));
+    a.insert("padding".into(), attr::string("SAME"));
+    let dw = Output { node: s.add_op("DepthwiseConv2dNative", "dw", &[expand, f], &[], a).unwrap(), index: 0 };
+    let features = swish(bn(dw, k, 0.2));
+    // Squeeze and excite: the pooled vector reshaped to [N, 1, 1, K] by a shape made at run time.
+    let pooled = s.mean(features, ints(vec![1, 2])).unwrap();
+    let batch = s
+        .strided_slice_with(
+            s.shape(pooled).unwrap(),
+            ints(vec![0]),
+            ints(vec![1]),
+            ints(vec![1]),
+            attrs::StridedSlice::new().shrink_axis_mask(1),
+        )
+        .unwrap();
+    let one = s.constant(&Tensor::scalar(1i32)).unwrap();
+    let kk = s.constant(&Tensor::scalar(k as i32)).unwrap();
+    let target = s.pack(&[batch, one, one, kk]).unwrap();
+    let squeezed = s.reshape(pooled, target).unwrap();
+    let gate = s.unary("Sigmoid", test_conv2d(&s, "se", squeezed, (1, k, k), 1, 3)).unwrap();
+    let y = s.mul(features, gate).unwrap();
+    let g = s.graph();
+    let shapes = ferroflow::ops::infer_shapes(&g).unwrap();
+    assert_eq!(shapes[squeezed.node][0], Shape::new(vec![None, Some(1), Some(1), Some(k)]));
+    assert_eq!(shapes[y.node][0], Shape::new(vec![None, Some(h), Some(w), Some(k)]));
+    let fetch = g.output_name(y);
+    let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+    let count = |op: &str| ops.iter().filter(|o| **o == op).count();
+    assert_eq!(count("_FusedConv2DElementwise"), 1, "{ops:?}\n{}", opt.report.details());
+    assert_eq!(count("_FusedDepthwiseConv2dElementwise"), 1, "{ops:?}\n{}", opt.report.details());
+    // Each convolution's program ends in its swish; what is left unfused is the excite
+    // multiply (its convolution's output is the 1x1 side).
+    for n in
+        opt.graph.nodes().iter().filter(|n| n.op.ends_with("Conv2dElementwise") || n.op.ends_with("Conv2DElementwise"))
+    {
+        let program: Vec<String> = match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+            Some(ferroflow::proto::attr_value::Value::List(l)) => {
+                l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+            }
+            _ => panic!("{} has no program", n.name),
+        };
+        assert!(program.iter().any(|l| l.starts_with("Sigmoid")), "{}: {program:?}", n.name);
+    }
+    assert_eq!(count("_FusedElementwise"), 1, "{ops:?}\n{}", opt.report.details());
+    for batch in [1, 3] {
+        let v: Vec<f32> = (0..batch * h * w * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, h, w, c], v).unwrap())];
+        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+        assert_bit_identical("conv, batch norm, swish, squeeze and excite", &a[0], &b[0]);
+    }
+}
+
+/// Shapes made at run time from `Shape`, as Keras and `tf.reshape` users write them, infer as
+/// partly known shapes: `[tf.shape(x)[0], -1]` (a flatten), `concat([tf.shape(x)[:-1], [K]])`
+/// (a dense layer over the last axis), `tf.shape(x)[1:3]` (a resize target); and a negative
+/// index from the end.
+#[test]
+fn run_time_shapes_built_from_shape_infer_in_part() {
+    use ferroflow::ops::attrs;
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(5), Some(4), Some(3)])).unwrap();
+    let ints = |v: Vec<i32>| s.constant(&Tensor::from_vec(&[v.len()], v).unwrap()).unwrap();
+    let shape = s.shape(x).unwrap();
+    let slice = |b: i32, e: i32, o: attrs::StridedSlice| {
+        s.strided_slice_with(shape, ints(vec![b]), ints(vec![e]), ints(vec![1]), o).unwrap()
+    };
+    let batch = slice(0, 1, attrs::StridedSlice::new().shrink_axis_mask(1));
+    let flat = s.reshape(x, s.pack(&[batch, s.constant(&Tensor::scalar(-1i32)).unwrap()]).unwrap()).unwrap();
+    let leading = slice(0, -1, attrs::StridedSlice::new());
+    let dense = s
+        .reshape(x, s.concat_v2(&[leading, ints(vec![3])], s.constant(&Tensor::scalar(0i32)).unwrap()).unwrap())
+        .unwrap();
+    let last = slice(-1, 0, attrs::StridedSlice::new().shrink_axis_mask(1));
+    let spatial = slice(1, 3, attrs::StridedSlice::new());
+    let g = s.graph();
+    let shapes = ferroflow::ops::infer_shapes(&g).unwrap();
+    assert_eq!(shapes[flat.node][0], Shape::new(vec![None, None]));
+    assert_eq!(shapes[dense.node][0], Shape::new(vec![None, Some(5), Some(4), Some(3)]));
+    let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[2, 5, 4, 3], vec![0.5f32; 120]).unwrap())];
+    let names: Vec<String> = [flat, dense, last, spatial].iter().map(|o| g.output_name(*o)).collect();
+    let got = run(&g, &feeds, &names, true);
+    assert_eq!(got[0].dims(), &[2, 60]);
+    assert_eq!(got[1].dims(), &[2, 5, 4, 3]);
+    assert_eq!(got[2].as_slice::<i32>().unwrap(), &[3]);
+    assert_eq!(got[3].as_slice::<i32>().unwrap(), &[5, 4]);
+}

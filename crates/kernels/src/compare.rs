@@ -3,7 +3,7 @@
 //! giving bools.
 use ferroflow_tensor::{DType, Element, Tensor};
 
-use crate::elementwise::{broadcast_apply, out_dims, Binary, Unary, NUMERIC};
+use crate::elementwise::{out_dims, Binary, Broadcast, Unary, NUMERIC};
 use crate::{invalid, Factory, Inputs, KResult, KernelContext, KernelRegistry, NodeDesc, OpKernel, Outputs};
 
 /// Dtypes that compare for equality.
@@ -18,17 +18,17 @@ struct Compare<T, F> {
 }
 
 impl<T: Element, F: Fn(T, T) -> bool + Send + Sync + Copy> OpKernel for Compare<T, F> {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let dims = out_dims(a, b)?;
         // `broadcast_apply` writes every element; through bytes, as the recycled buffer may
         // hold bytes that are not bools until then.
         let mut out = Tensor::for_overwrite(DType::Bool, &dims)?;
         let f = self.f;
-        broadcast_apply(
-            &dims,
-            (a.as_slice::<T>()?, a.dims()),
-            (b.as_slice::<T>()?, b.dims()),
+        Broadcast::new(&dims, a.dims(), b.dims()).apply(
+            ctx,
+            a.as_slice::<T>()?,
+            b.as_slice::<T>()?,
             out.as_mut_bytes()?,
             move |x, y| f(x, y) as u8,
         );

@@ -125,7 +125,7 @@ fn tanh<T: Float>(x: T) -> T {
     x.tanh()
 }
 fn sigmoid<T: Float>(x: T) -> T {
-    T::ONE / (T::ONE + (-x).exp())
+    x.sigmoid()
 }
 fn relu6<T: Float>(x: T) -> T {
     let six = T::from_f64(6.0);
@@ -359,64 +359,179 @@ pub(crate) fn broadcast_strides(dims: &[usize], out: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// Applies `f` over the broadcast of `a` and `b` into `out` (row-major over `out_dims`).
-pub(crate) fn broadcast_apply<A: Copy, B: Copy, O>(
+/// The broadcast of two operands over an output shape, walked as rows: adjacent axes are
+/// merged where both operands are laid out alike across them (`[N,H,W,C] × [N,1,1,C]` is
+/// `[N, H·W, C]`, `[N,H,W,C] + [C]` is `[N·H·W, C]`), so the last axis is as long as it can be
+/// and along it each operand either walks its elements (stride 1) or repeats one (stride 0):
+/// every row is one loop the compiler vectorizes.
+pub(crate) struct Broadcast {
+    /// The merged axes before the last, with each operand's strides along them.
+    outer: Vec<(usize, usize, usize)>,
+    /// The last axis's length and the operands' strides along it (0 or 1).
+    inner: usize,
+    ia: usize,
+    ib: usize,
+}
+
+impl Broadcast {
+    pub(crate) fn new(out: &[usize], a: &[usize], b: &[usize]) -> Broadcast {
+        let (sa, sb) = (broadcast_strides(a, out), broadcast_strides(b, out));
+        let mut axes: Vec<(usize, usize, usize)> = Vec::with_capacity(out.len());
+        for i in (0..out.len()).filter(|&i| out[i] != 1) {
+            match axes.last_mut() {
+                // Axis i continues the previous one for both operands: one axis.
+                Some(last) if last.1 == sa[i] * out[i] && last.2 == sb[i] * out[i] => {
+                    *last = (last.0 * out[i], sa[i], sb[i]);
+                }
+                _ => axes.push((out[i], sa[i], sb[i])),
+            }
+        }
+        let (inner, ia, ib) = axes.pop().unwrap_or((1, 0, 0));
+        Broadcast { outer: axes, inner, ia, ib }
+    }
+
+    /// Rows of `inner` elements in the output.
+    fn rows(&self) -> usize {
+        self.outer.iter().map(|a| a.0).product()
+    }
+
+    /// The operands' offsets at the start of row `r`.
+    fn offsets(&self, mut r: usize) -> (usize, usize) {
+        let (mut oa, mut ob) = (0, 0);
+        for &(d, sa, sb) in self.outer.iter().rev() {
+            oa += (r % d) * sa;
+            ob += (r % d) * sb;
+            r /= d;
+        }
+        (oa, ob)
+    }
+
+    /// Calls `row(r, oa, ob)` for rows `first..first + count`, in order.
+    #[inline(always)]
+    fn walk(&self, first: usize, count: usize, mut row: impl FnMut(usize, usize, usize)) {
+        let rank = self.outer.len();
+        let mut idx = vec![0usize; rank];
+        let mut r = first;
+        for (ax, &(d, _, _)) in self.outer.iter().enumerate().rev() {
+            idx[ax] = r % d;
+            r /= d;
+        }
+        let (mut oa, mut ob) = self.offsets(first);
+        for k in 0..count {
+            row(first + k, oa, ob);
+            for ax in (0..rank).rev() {
+                let (d, sa, sb) = self.outer[ax];
+                idx[ax] += 1;
+                oa += sa;
+                ob += sb;
+                if idx[ax] < d {
+                    break;
+                }
+                oa -= sa * d;
+                ob -= sb * d;
+                idx[ax] = 0;
+            }
+        }
+    }
+
+    /// Rows per task when `n` output elements are split over the pool (0: run on this thread).
+    fn rows_per_task(&self, ctx: &KernelContext, n: usize) -> usize {
+        if n >= PARALLEL_MIN && ctx.threads() > 1 {
+            self.rows().div_ceil(ctx.threads() * 4).max(1)
+        } else {
+            0
+        }
+    }
+
+    /// `out = f(a, b)` over the broadcast, split across the pool when large.
+    pub(crate) fn apply<A, B, O, F>(&self, ctx: &KernelContext, a: &[A], b: &[B], out: &mut [O], f: F)
+    where
+        A: Copy + Sync,
+        B: Copy + Sync,
+        O: Send,
+        F: Fn(A, B) -> O + Sync + Copy,
+    {
+        if out.is_empty() {
+            return;
+        }
+        let inner = self.inner;
+        let run = |first: usize, chunk: &mut [O]| {
+            crate::isa::widest(|| {
+                self.walk(first, chunk.len() / inner.max(1), |r, oa, ob| {
+                    let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
+                    row(o, &a[oa..], self.ia, &b[ob..], self.ib, f)
+                })
+            })
+        };
+        match self.rows_per_task(ctx, out.len()) {
+            0 => run(0, out),
+            per => ctx.for_each_chunk_mut(out, per * inner, |i, chunk| run(i * per, chunk)),
+        }
+    }
+
+    /// `out = f(out, b)` over the broadcast, where `out` is the first operand (it has the
+    /// output's shape), split across the pool when large.
+    pub(crate) fn apply_in_place<T, B, F>(&self, ctx: &KernelContext, out: &mut [T], b: &[B], f: F)
+    where
+        T: Copy + Send,
+        B: Copy + Sync,
+        F: Fn(T, B) -> T + Sync + Copy,
+    {
+        if out.is_empty() {
+            return;
+        }
+        let inner = self.inner;
+        let run = |first: usize, chunk: &mut [T]| {
+            crate::isa::widest(|| {
+                self.walk(first, chunk.len() / inner.max(1), |r, _, ob| {
+                    let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
+                    if self.ib == 1 {
+                        o.iter_mut().zip(&b[ob..]).for_each(|(o, &y)| *o = f(*o, y));
+                    } else {
+                        let y = b[ob];
+                        o.iter_mut().for_each(|o| *o = f(*o, y));
+                    }
+                })
+            })
+        };
+        match self.rows_per_task(ctx, out.len()) {
+            0 => run(0, out),
+            per => ctx.for_each_chunk_mut(out, per * inner, |i, chunk| run(i * per, chunk)),
+        }
+    }
+}
+
+/// One row of a broadcast: each operand walked (stride 1) or repeated (stride 0).
+#[inline(always)]
+fn row<A: Copy, B: Copy, O>(o: &mut [O], a: &[A], ia: usize, b: &[B], ib: usize, f: impl Fn(A, B) -> O) {
+    match (ia, ib) {
+        (1, 1) => o.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = f(x, y)),
+        (1, _) => {
+            let y = b[0];
+            o.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y))
+        }
+        (_, 1) => {
+            let x = a[0];
+            o.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y))
+        }
+        _ => {
+            let (x, y) = (a[0], b[0]);
+            o.iter_mut().for_each(|o| *o = f(x, y))
+        }
+    }
+}
+
+/// Applies `f` over the broadcast of `a` and `b` into `out` (row-major over `out_dims`), on
+/// this thread.
+pub(crate) fn broadcast_apply<A: Copy + Sync, B: Copy + Sync, O: Send>(
     out_dims: &[usize],
     (a, a_dims): (&[A], &[usize]),
     (b, b_dims): (&[B], &[usize]),
     out: &mut [O],
-    f: impl Fn(A, B) -> O,
+    f: impl Fn(A, B) -> O + Sync + Copy,
 ) {
-    if out.is_empty() {
-        return;
-    }
-    let rank = out_dims.len();
-    if rank == 0 {
-        out[0] = f(a[0], b[0]);
-        return;
-    }
-    // Fast paths (they vectorize): same-size operands, or one scalar-like operand. An
-    // operand with as many elements as the output has the output's layout.
-    let n = out.len();
-    match (a.len() == n, b.len() == n, a.len() == 1, b.len() == 1) {
-        (true, true, _, _) => {
-            crate::isa::widest(|| out.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (&x, &y))| *o = f(x, y)));
-            return;
-        }
-        (true, _, _, true) => {
-            let y = b[0];
-            crate::isa::widest(|| out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y)));
-            return;
-        }
-        (_, true, true, _) => {
-            let x = a[0];
-            crate::isa::widest(|| out.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y)));
-            return;
-        }
-        _ => {}
-    }
-    let sa = broadcast_strides(a_dims, out_dims);
-    let sb = broadcast_strides(b_dims, out_dims);
-    let inner = out_dims[rank - 1];
-    let (ia, ib) = (sa[rank - 1], sb[rank - 1]);
-    let mut idx = vec![0usize; rank - 1];
-    let (mut oa, mut ob) = (0usize, 0usize);
-    for chunk in out.chunks_mut(inner) {
-        for (j, o) in chunk.iter_mut().enumerate() {
-            *o = f(a[oa + j * ia], b[ob + j * ib]);
-        }
-        for ax in (0..rank - 1).rev() {
-            idx[ax] += 1;
-            oa += sa[ax];
-            ob += sb[ax];
-            if idx[ax] < out_dims[ax] {
-                break;
-            }
-            oa -= sa[ax] * out_dims[ax];
-            ob -= sb[ax] * out_dims[ax];
-            idx[ax] = 0;
-        }
-    }
+    let serial = KernelContext { intra_op: None, resources: None, step: None };
+    Broadcast::new(out_dims, a_dims, b_dims).apply(&serial, a, b, out, f);
 }
 
 pub(crate) fn out_dims(a: &Tensor, b: &Tensor) -> KResult<Vec<usize>> {
@@ -475,8 +590,7 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
                 if let &[y] = y {
                     map_in_place(ctx, s, move |o| f(o, y));
                 } else {
-                    let tmp = s.to_vec();
-                    broadcast_apply(&dims, (&tmp, &dims), (y, b.dims()), s, f);
+                    Broadcast::new(&dims, &dims, b.dims()).apply_in_place(ctx, s, y, f);
                 }
                 outputs.push(a);
                 return Ok(());
@@ -488,7 +602,7 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
         match (a.as_slice::<T>()?, b.as_slice::<T>()?) {
             (x, &[y]) if x.len() == o.len() => map_into(ctx, x, o, move |x| f(x, y)),
             (&[x], y) if y.len() == o.len() => map_into(ctx, y, o, move |y| f(x, y)),
-            (x, y) => broadcast_apply(&dims, (x, a.dims()), (y, b.dims()), o, f),
+            (x, y) => Broadcast::new(&dims, a.dims(), b.dims()).apply(ctx, x, y, o, f),
         }
         outputs.push(out);
         Ok(())
@@ -566,6 +680,62 @@ pub(crate) fn register(r: &mut KernelRegistry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The broadcast by its definition: every output index mapped to each operand's.
+    fn naive(out: &[usize], a: (&[f32], &[usize]), b: (&[f32], &[usize])) -> Vec<f32> {
+        let n: usize = out.iter().product();
+        let index = |dims: &[usize], mut i: usize| {
+            let mut k = 0;
+            let mut stride = 1;
+            for ax in (0..out.len()).rev() {
+                let c = i % out[ax];
+                i /= out[ax];
+                if let Some(at) = (ax + dims.len()).checked_sub(out.len()) {
+                    if dims[at] != 1 {
+                        k += c * stride;
+                    }
+                    stride *= dims[at];
+                }
+            }
+            k
+        };
+        (0..n).map(|i| a.0[index(a.1, i)] * 10.0 + b.0[index(b.1, i)]).collect()
+    }
+
+    #[test]
+    fn broadcast_rows_match_the_definition_for_every_shape_class() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let parallel = KernelContext { intra_op: Some(&pool), resources: None, step: None };
+        let serial = KernelContext { intra_op: None, resources: None, step: None };
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[32, 14, 14, 64], &[32, 1, 1, 64]), // squeeze-and-excite
+            (&[8, 30, 30, 40], &[40]),            // per channel
+            (&[8, 40, 30, 30], &[1, 40, 1, 1]),   // per channel, NCHW
+            (&[64, 1000], &[64, 1]),              // per row (softmax's max and sum)
+            (&[1, 7, 1], &[5, 1, 3]),             // both sides grow
+            (&[3, 1, 4, 1, 5], &[2, 1, 1, 5]),
+            (&[200, 300], &[1, 1]),
+            (&[1], &[4, 3]),
+            (&[2, 0, 3], &[3]),
+        ];
+        for &(ad, bd) in cases {
+            let out = broadcast_dims(ad, bd).unwrap();
+            let a: Vec<f32> = (0..ad.iter().product()).map(|i| (i % 97) as f32).collect();
+            let b: Vec<f32> = (0..bd.iter().product()).map(|i| (i % 89) as f32 * 0.5).collect();
+            let want = naive(&out, (&a, ad), (&b, bd));
+            let f = |x: f32, y: f32| x * 10.0 + y;
+            for ctx in [&serial, &parallel] {
+                let mut got = vec![0.0; want.len()];
+                Broadcast::new(&out, ad, bd).apply(ctx, &a, &b, &mut got, f);
+                assert_eq!(got, want, "{ad:?} with {bd:?}");
+                if out == ad {
+                    let mut in_place = a.clone();
+                    Broadcast::new(&out, ad, bd).apply_in_place(ctx, &mut in_place, &b, f);
+                    assert_eq!(in_place, want, "{ad:?} with {bd:?}, in place");
+                }
+            }
+        }
+    }
 
     #[test]
     fn broadcast_general_case() {

@@ -45,6 +45,7 @@ pub mod resource;
 mod select;
 pub mod step;
 mod training;
+mod vmath;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

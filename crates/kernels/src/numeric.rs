@@ -65,14 +65,20 @@ macro_rules! float_num {
             fn is_nan(self) -> bool { <$t>::is_nan(self) }
         }
         impl Float for $t {
-            fn exp(self) -> Self { <$t>::exp(self) }
-            fn ln(self) -> Self { <$t>::ln(self) }
+            #[inline(always)]
+            fn exp(self) -> Self { <$t as Transcendental>::exp(self) }
+            #[inline(always)]
+            fn ln(self) -> Self { <$t as Transcendental>::ln(self) }
             fn sqrt(self) -> Self { <$t>::sqrt(self) }
-            fn tanh(self) -> Self { <$t>::tanh(self) }
+            #[inline(always)]
+            fn tanh(self) -> Self { <$t as Transcendental>::tanh(self) }
+            #[inline(always)]
+            fn sigmoid(self) -> Self { <$t as Transcendental>::sigmoid(self) }
             fn floor(self) -> Self { <$t>::floor(self) }
             fn ceil(self) -> Self { <$t>::ceil(self) }
             fn round_even(self) -> Self { <$t>::round_ties_even(self) }
-            fn ln_1p(self) -> Self { <$t>::ln_1p(self) }
+            #[inline(always)]
+            fn ln_1p(self) -> Self { <$t as Transcendental>::ln_1p(self) }
             fn exp_m1(self) -> Self { <$t>::exp_m1(self) }
             fn sin(self) -> Self { <$t>::sin(self) }
             fn cos(self) -> Self { <$t>::cos(self) }
@@ -80,27 +86,72 @@ macro_rules! float_num {
             fn rem(self, o: Self) -> Self { self % o }
             fn from_f64(v: f64) -> Self { v as $t }
             fn to_f64(self) -> f64 { self as f64 }
-            fn erf(self) -> Self { <$t as Erf>::erf(self) }
-            fn erfc(self) -> Self { <$t as Erf>::erfc(self) }
+            #[inline(always)]
+            fn erf(self) -> Self { <$t as Transcendental>::erf(self) }
+            #[inline(always)]
+            fn erfc(self) -> Self { <$t as Transcendental>::erfc(self) }
         }
     )*};
 }
 float_num!(f32, f64);
 
-/// libm's error functions per float type (what [`Float::erf`] and [`Float::erfc`] call).
-trait Erf {
+/// The transcendental functions per float type: float32's are `vmath`'s (they vectorize),
+/// float64's the standard library's and libm's.
+trait Transcendental {
+    fn exp(self) -> Self;
+    fn ln(self) -> Self;
+    fn ln_1p(self) -> Self;
+    fn tanh(self) -> Self;
+    fn sigmoid(self) -> Self;
     fn erf(self) -> Self;
     fn erfc(self) -> Self;
 }
-impl Erf for f32 {
-    fn erf(self) -> Self {
-        libm::erff(self)
+impl Transcendental for f32 {
+    #[inline(always)]
+    fn exp(self) -> Self {
+        crate::vmath::exp(self)
     }
+    #[inline(always)]
+    fn ln(self) -> Self {
+        crate::vmath::log(self)
+    }
+    #[inline(always)]
+    fn ln_1p(self) -> Self {
+        crate::vmath::log1p(self)
+    }
+    #[inline(always)]
+    fn tanh(self) -> Self {
+        crate::vmath::tanh(self)
+    }
+    #[inline(always)]
+    fn sigmoid(self) -> Self {
+        crate::vmath::sigmoid(self)
+    }
+    #[inline(always)]
+    fn erf(self) -> Self {
+        crate::vmath::erf(self)
+    }
+    #[inline(always)]
     fn erfc(self) -> Self {
-        libm::erfcf(self)
+        crate::vmath::erfc(self)
     }
 }
-impl Erf for f64 {
+impl Transcendental for f64 {
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    fn ln(self) -> Self {
+        f64::ln(self)
+    }
+    fn ln_1p(self) -> Self {
+        f64::ln_1p(self)
+    }
+    fn tanh(self) -> Self {
+        f64::tanh(self)
+    }
+    fn sigmoid(self) -> Self {
+        1.0 / (1.0 + (-self).exp())
+    }
     fn erf(self) -> Self {
         libm::erf(self)
     }
@@ -119,6 +170,8 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn sqrt(self) -> Self;
     /// Hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// The logistic function 1 / (1 + e^-x).
+    fn sigmoid(self) -> Self;
     /// Round down.
     fn floor(self) -> Self;
     /// Round up.
@@ -137,9 +190,9 @@ pub trait Float: Num + std::ops::Div<Output = Self> + std::ops::Neg<Output = Sel
     fn powf(self, e: Self) -> Self;
     /// C `fmod`.
     fn rem(self, o: Self) -> Self;
-    /// The error function (libm's, accurate to an ulp or two).
+    /// The error function (accurate to a few ulp).
     fn erf(self) -> Self;
-    /// The complementary error function 1 - erf(x) (libm's, accurate far into the tail).
+    /// The complementary error function 1 - erf(x) (accurate far into the tail).
     fn erfc(self) -> Self;
     /// From an f64 constant.
     fn from_f64(v: f64) -> Self;

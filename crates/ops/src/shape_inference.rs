@@ -20,8 +20,12 @@ pub type KnownFn = fn(&InferCtx) -> Option<Known>;
 pub enum Known {
     /// The value itself (a small constant).
     Value(Tensor),
-    /// A 1-D integer tensor that holds this (partially known) shape, as `Shape(x)` does.
+    /// A 1-D integer tensor that holds this (partially known) shape, as `Shape(x)` does (and
+    /// `Pack`/`ConcatV2` of dimensions and shapes, and `StridedSlice` of a shape).
     Shape(Shape),
+    /// An integer scalar that is one dimension of a shape, known or not (`StridedSlice` of
+    /// `Shape(x)` with its axis shrunk: Keras's `tf.shape(x)[0]`).
+    Dim(Option<usize>),
     /// A resource handle to a variable of this shape (TensorFlow's "handle data").
     Handle(Shape),
 }
@@ -90,6 +94,15 @@ impl InferCtx<'_> {
             },
             Some(Some(Known::Shape(s))) => s.clone(),
             _ => Shape::unknown(),
+        }
+    }
+    /// Input `i` read as one dimension: a known scalar, a [`Known::Dim`], or unknown (`None`);
+    /// negative values are unknown.
+    pub fn dim_value(&self, i: usize) -> Option<usize> {
+        match self.known.get(i)? {
+            Some(Known::Value(t)) if t.rank() == 0 => int_values(t)?.first().and_then(|&d| usize::try_from(d).ok()),
+            Some(Known::Dim(d)) => *d,
+            _ => None,
         }
     }
     /// The shape of the variable behind resource input `i`, when known.

@@ -41,6 +41,11 @@ fn known_tensor(known: Known, out: DType) -> Option<Tensor> {
                 _ => None,
             }
         }
+        Known::Dim(d) => match out {
+            DType::Int32 => Some(Tensor::scalar(i32::try_from(d?).ok()?)),
+            DType::Int64 => Some(Tensor::scalar(i64::try_from(d?).ok()?)),
+            _ => None,
+        },
         Known::Handle(_) => None,
     }
 }

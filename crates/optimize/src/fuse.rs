@@ -296,17 +296,30 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         for k in std::iter::once("_class").chain(FUSED_CONV2D_ONLY_ATTRS) {
             attrs.remove(k);
         }
-        // `a0` becomes the prefix's result; the bias is the last operand.
-        let p = prefix.len();
-        let bias_arg = e.inputs.len();
-        let mut program: Vec<String> = prefix.iter().map(|l| l.replace("{bias}", &format!("a{bias_arg}"))).collect();
-        program.extend(lines.iter().map(|l| shift_program_line(l, p)));
+        let (program, inputs) = if d.op == fused_op {
+            // Already fused: the new program runs after the old one, on its result (`a0`
+            // becomes the old program's last register) with its operands after the old ones.
+            let Some(old) = program_of_fused_conv(&d) else { continue };
+            let (p, m) = (old.len(), d.inputs.len() - 2);
+            let mut program = old;
+            program.extend(lines.iter().map(|l| shift_program_operands(&shift_program_line(l, p), m)));
+            let inputs: Vec<Output> = d.inputs.iter().chain(&e.inputs[1..]).copied().collect();
+            (program, inputs)
+        } else {
+            // `a0` becomes the prefix's result; the bias is the last operand.
+            let p = prefix.len();
+            let bias_arg = e.inputs.len();
+            let mut program: Vec<String> =
+                prefix.iter().map(|l| l.replace("{bias}", &format!("a{bias_arg}"))).collect();
+            program.extend(lines.iter().map(|l| shift_program_line(l, p)));
+            let mut inputs: Vec<Output> =
+                [d.inputs[0], d.inputs[1]].into_iter().chain(e.inputs[1..].iter().copied()).collect();
+            if p > 0 {
+                inputs.push(d.inputs[2]);
+            }
+            (program, inputs)
+        };
         attrs.insert("program".into(), attr::strings(&program.iter().map(String::as_str).collect::<Vec<_>>()));
-        let mut inputs: Vec<Output> =
-            [d.inputs[0], d.inputs[1]].into_iter().chain(e.inputs[1..].iter().copied()).collect();
-        if p > 0 {
-            inputs.push(d.inputs[2]);
-        }
         attrs.insert("N".into(), attr::int(inputs.len() as i64 - 2));
         let n = graph.node_mut(e_id);
         n.op = fused_op.to_string();
@@ -336,8 +349,37 @@ fn conv_epilogue(n: &ferroflow_graph::Node) -> Option<(&'static str, Vec<String>
         "DepthwiseConv2dNative" => Some(("_FusedDepthwiseConv2dElementwise", vec![])),
         "Conv2D" => Some(("_FusedConv2DElementwise", vec![])),
         "_FusedConv2D" => bias_prefix(n).map(|p| ("_FusedConv2DElementwise", p)),
+        // A fused convolution takes a further program (BatchNorm fused first, then the swish
+        // after it) unless it pools its output.
+        "_FusedDepthwiseConv2dElementwise" => Some(("_FusedDepthwiseConv2dElementwise", vec![])),
+        "_FusedConv2DElementwise" if !n.attrs.contains_key("max_pool") => Some(("_FusedConv2DElementwise", vec![])),
         _ => None,
     }
+}
+
+/// A fused convolution's program, checked as [`program`] checks one (operands `a0`, the
+/// convolution's output, to `a{N}`).
+fn program_of_fused_conv(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
+    let mut as_elementwise = n.clone();
+    as_elementwise.inputs.remove(0); // the input and filter are one operand, `a0`
+    program(&as_elementwise)
+}
+
+/// A program line with operands `a1..` renumbered `a{1+m}..` (`a0` and registers unchanged):
+/// the operands of a program appended after one with `m` operands of its own.
+fn shift_program_operands(line: &str, m: usize) -> String {
+    line.split_whitespace()
+        .enumerate()
+        .map(|(i, tok)| match (i, tok.split_at(1)) {
+            (0, _) => tok.to_string(),
+            (_, ("a", k)) => match k.parse::<usize>() {
+                Ok(k) if k > 0 => format!("a{}", k + m),
+                _ => tok.to_string(),
+            },
+            _ => tok.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The program lines that replay a `_FusedConv2D`'s epilogue (`{bias}` standing for the bias

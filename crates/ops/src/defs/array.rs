@@ -193,6 +193,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: type")
             .attr("axis: int = 0")
             .shape(pack)
+            .known(pack_of_dims)
             .gradient(pack_grad)
             .build(),
         op("ConcatV2")
@@ -204,6 +205,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("T: type")
             .attr("Tidx: {int32, int64} = DT_INT32")
             .shape(concat)
+            .known(concat_of_shapes)
             .gradient(concat_grad)
             .build(),
         op("MatrixBandPart")
@@ -254,7 +256,20 @@ fn shape_of_input(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 /// `Reshape`: the constant shape input, with one `-1` inferred when the input is known.
 fn reshape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let Some(target) = c.const_ints(1) else {
-        return Ok(vec![Shape::unknown()]);
+        // A shape known in part (`[tf.shape(x)[0], 1, 1, C]`): its known sizes, and the one
+        // unknown size when the input's element count fixes it.
+        let Some(dims) = c.shape_value(1).dims().map(<[_]>::to_vec) else {
+            return Ok(vec![Shape::unknown()]);
+        };
+        let mut out = dims;
+        let unknown: Vec<usize> = (0..out.len()).filter(|&i| out[i].is_none()).collect();
+        if let (Some(n), &[i]) = (c.inputs[0].num_elements(), &unknown[..]) {
+            let known: usize = out.iter().flatten().product();
+            if known > 0 && n.is_multiple_of(known) {
+                out[i] = Some(n / known);
+            }
+        }
+        return Ok(vec![Shape::new(out)]);
     };
     let mut out: Vec<Option<usize>> = target.iter().map(|&d| usize::try_from(d).ok()).collect();
     let known: usize = out.iter().flatten().product();
@@ -342,6 +357,39 @@ fn fill(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
         Some(rank) => Shape::new(vec![None; rank]),
         None => Shape::unknown(),
     }])
+}
+
+/// `Pack` of integer scalars along axis 0, read as a shape: each a known value, a
+/// [`Known::Dim`], or an unknown dimension (Keras's `Reshape` target `[tf.shape(x)[0], 1, 1,
+/// C]`).
+fn pack_of_dims(c: &InferCtx) -> Option<Known> {
+    if c.int("axis").unwrap_or(0) != 0 || c.inputs.iter().any(|s| s.rank() != Some(0)) || c.inputs.len() > 64 {
+        return None;
+    }
+    let dims: Vec<Option<usize>> = (0..c.inputs.len()).map(|i| c.dim_value(i)).collect();
+    // Every value known: constant folding makes the tensor itself.
+    (dims.iter().any(Option::is_none) && is_int_type(c)).then(|| Known::Shape(Shape::new(dims)))
+}
+
+/// `ConcatV2` of shape vectors along axis 0, read as one shape.
+fn concat_of_shapes(c: &InferCtx) -> Option<Known> {
+    let n = c.inputs.len() - 1;
+    if c.const_ints(n)?.first() != Some(&0) || !is_int_type(c) {
+        return None;
+    }
+    let mut dims = Vec::new();
+    for i in 0..n {
+        dims.extend(c.shape_value(i).dims()?.iter().copied());
+    }
+    Some(Known::Shape(Shape::new(dims)))
+}
+
+/// Whether the op's `T` is int32 or int64 (a tensor that can hold a shape).
+fn is_int_type(c: &InferCtx) -> bool {
+    matches!(
+        c.def.attr(c.attrs, "T").and_then(|v| v.value.as_ref()),
+        Some(Value::Type(t)) if *t == DType::Int32.to_tf() || *t == DType::Int64.to_tf()
+    )
 }
 
 /// `Pack`: N equal shapes stacked along `axis`.

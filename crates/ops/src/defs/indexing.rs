@@ -6,7 +6,7 @@ use ferroflow_tensor::{DType, Shape, Tensor};
 
 use crate::gradient::{build, g0, GradCtx, GradResult};
 use crate::registry::{op, OpBuilder, OpDef};
-use crate::shape_inference::{self as s, norm_axis, InferCtx};
+use crate::shape_inference::{self as s, norm_axis, InferCtx, Known};
 use crate::{attrs, Ops, RawOps};
 
 fn index_attr(name: &str) -> String {
@@ -90,6 +90,7 @@ pub fn defs() -> Vec<OpDef> {
             .attr("new_axis_mask: int = 0")
             .attr("shrink_axis_mask: int = 0")
             .shape(strided_slice_shape)
+            .known(strided_slice_of_shape)
             .gradient(strided_slice_grad)
             .build(),
         op("StridedSliceGrad")
@@ -285,6 +286,35 @@ pub fn defs() -> Vec<OpDef> {
 /// and strides, with TensorFlow's masks: an ellipsis covers the input dimensions the other
 /// entries leave (and is implicit at the end), a new axis adds a 1, a shrunk axis is dropped.
 /// A dimension of unknown size gives an unknown one (its slice's length depends on it).
+/// `StridedSlice` of a (partially known) shape vector along its one axis, as TensorFlow's
+/// shape inference reads `tf.shape(x)[0]` and `tf.shape(x)[1:]`: one dimension (the axis
+/// shrunk) or the sliced shape. Only the plain forms (no ellipsis, no new axis).
+fn strided_slice_of_shape(c: &InferCtx) -> Option<Known> {
+    let Some(Some(Known::Shape(shape))) = c.known.first() else { return None };
+    let dims = shape.dims()?;
+    let (b, e, st) = (c.const_ints(1)?, c.const_ints(2)?, c.const_ints(3)?);
+    if b.len() != 1 || e.len() != 1 || st.len() != 1 || c.int("ellipsis_mask").unwrap_or(0) != 0 {
+        return None;
+    }
+    if c.int("new_axis_mask").unwrap_or(0) != 0 {
+        return None;
+    }
+    let size = dims.len() as i64;
+    if c.int("shrink_axis_mask").unwrap_or(0) & 1 == 1 {
+        let i = if b[0] < 0 { b[0] + size } else { b[0] };
+        return (0..size).contains(&i).then(|| Known::Dim(dims[i as usize]));
+    }
+    let stride = st[0];
+    if stride <= 0 {
+        return None;
+    }
+    let canon = |x: i64| (if x < 0 { x + size } else { x }).clamp(0, size);
+    let begin = if c.int("begin_mask").unwrap_or(0) & 1 == 1 { 0 } else { canon(b[0]) };
+    let end = if c.int("end_mask").unwrap_or(0) & 1 == 1 { size } else { canon(e[0]) };
+    let picked = (begin..end).step_by(stride as usize).map(|i| dims[i as usize]).collect();
+    Some(Known::Shape(Shape::new(picked)))
+}
+
 fn strided_slice_shape(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
     let unknown = Ok(vec![Shape::unknown()]);
     let (Some(dims), Some(b), Some(e), Some(st)) =
