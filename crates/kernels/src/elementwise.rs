@@ -16,24 +16,26 @@ pub(crate) const NUMERIC: &[DType] = &[F32, Double, Int32, Int64];
 /// Elements above which elementwise work is split across the intra-op pool.
 const PARALLEL_MIN: usize = 1 << 15;
 
-fn map_in_place<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, s: &mut [T], f: F) {
+// `f` is copied into each task (a call through `&f` was not inlined, and its loop not
+// compiled for the widest vectors).
+fn map_in_place<T: Element, F: Fn(T) -> T + Sync + Copy>(ctx: &KernelContext, s: &mut [T], f: F) {
     if s.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = s.len().div_ceil(ctx.threads() * 4);
-        ctx.for_each_chunk_mut(s, chunk, |_, c| crate::isa::widest(|| c.iter_mut().for_each(|v| *v = f(*v))));
+        ctx.for_each_chunk_mut(s, chunk, |_, c| crate::isa::map_in_place(c, f));
     } else {
-        crate::isa::widest(|| s.iter_mut().for_each(|v| *v = f(*v)));
+        crate::isa::map_in_place(s, f);
     }
 }
 
-fn map_into<T: Element, F: Fn(T) -> T + Sync>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: F) {
+fn map_into<T: Element, F: Fn(T) -> T + Sync + Copy>(ctx: &KernelContext, src: &[T], dst: &mut [T], f: F) {
     if dst.len() >= PARALLEL_MIN && ctx.threads() > 1 {
         let chunk = dst.len().div_ceil(ctx.threads() * 4);
         ctx.for_each_chunk_mut(dst, chunk, |i, d| {
             let s = &src[i * chunk..];
-            crate::isa::widest(|| d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s)));
+            crate::isa::map(d, s, f);
         });
     } else {
-        crate::isa::widest(|| dst.iter_mut().zip(src).for_each(|(d, s)| *d = f(*s)));
+        crate::isa::map(dst, src, f);
     }
 }
 
@@ -78,12 +80,15 @@ impl<T: Element, F: Fn(T) -> T + Send + Sync + Copy> OpKernel for Unary<T, F> {
 // The scalar functions. Fused kernels call these same functions, so fused and unfused
 // results are bit-identical.
 
+#[inline(always)]
 pub(crate) fn neg<T: Num>(x: T) -> T {
     x.neg()
 }
+#[inline(always)]
 pub(crate) fn square<T: Num>(x: T) -> T {
     x.mul_w(x)
 }
+#[inline(always)]
 pub(crate) fn abs<T: Num>(x: T) -> T {
     if x < T::ZERO {
         x.neg()
@@ -91,6 +96,7 @@ pub(crate) fn abs<T: Num>(x: T) -> T {
         x
     }
 }
+#[inline(always)]
 pub(crate) fn relu<T: Num>(x: T) -> T {
     if x < T::ZERO {
         T::ZERO
@@ -98,6 +104,7 @@ pub(crate) fn relu<T: Num>(x: T) -> T {
         x
     }
 }
+#[inline(always)]
 pub(crate) fn sign<T: Num>(x: T) -> T {
     if x.is_nan() {
         x
@@ -109,24 +116,31 @@ pub(crate) fn sign<T: Num>(x: T) -> T {
         T::ZERO
     }
 }
+#[inline(always)]
 fn sqrt<T: Float>(x: T) -> T {
     x.sqrt()
 }
+#[inline(always)]
 fn rsqrt<T: Float>(x: T) -> T {
     T::ONE / x.sqrt()
 }
+#[inline(always)]
 fn exp<T: Float>(x: T) -> T {
     x.exp()
 }
+#[inline(always)]
 fn log<T: Float>(x: T) -> T {
     x.ln()
 }
+#[inline(always)]
 fn tanh<T: Float>(x: T) -> T {
     x.tanh()
 }
+#[inline(always)]
 fn sigmoid<T: Float>(x: T) -> T {
     x.sigmoid()
 }
+#[inline(always)]
 fn relu6<T: Float>(x: T) -> T {
     let six = T::from_f64(6.0);
     if x < T::ZERO {
@@ -137,6 +151,7 @@ fn relu6<T: Float>(x: T) -> T {
         x
     }
 }
+#[inline(always)]
 fn elu<T: Float>(x: T) -> T {
     if x < T::ZERO {
         x.exp_m1()
@@ -144,6 +159,7 @@ fn elu<T: Float>(x: T) -> T {
         x
     }
 }
+#[inline(always)]
 fn selu<T: Float>(x: T) -> T {
     let scale = T::from_f64(1.050_700_987_355_480_5);
     let alpha = T::from_f64(1.673_263_242_354_377_3);
@@ -153,65 +169,85 @@ fn selu<T: Float>(x: T) -> T {
         scale * x
     }
 }
-/// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x).
-fn softplus<T: Float>(x: T) -> T {
-    let eps = if T::DTYPE == DType::Float { f32::EPSILON as f64 } else { f64::EPSILON };
-    let threshold = T::from_f64(eps.ln() + 2.0);
+/// TensorFlow's softplus: x above -log(eps)-2, e^x below log(eps)+2, else log1p(e^x). Every
+/// branch is computed and one selected, so the loop vectorizes.
+#[inline(always)]
+pub(crate) fn softplus<T: Float>(x: T) -> T {
+    // ln(ε) + 2 for float32 and float64.
+    let threshold =
+        T::from_f64(if T::DTYPE == DType::Float { -13.942_385_152_878_742 } else { -34.043_653_389_117_15 });
+    let e = x.exp();
+    let l = e.ln_1p();
+    let below = if x < threshold { e } else { l };
     if x > -threshold {
         x
-    } else if x < threshold {
-        x.exp()
     } else {
-        x.exp().ln_1p()
+        below
     }
 }
 /// TensorFlow's softsign: `x / (|x| + 1)`.
+#[inline(always)]
 fn softsign<T: Float>(x: T) -> T {
     x / (abs(x) + T::ONE)
 }
+#[inline(always)]
 fn erf<T: Float>(x: T) -> T {
     x.erf()
 }
+#[inline(always)]
 fn erfc<T: Float>(x: T) -> T {
     x.erfc()
 }
+#[inline(always)]
 fn floor<T: Float>(x: T) -> T {
     x.floor()
 }
+#[inline(always)]
 fn ceil<T: Float>(x: T) -> T {
     x.ceil()
 }
+#[inline(always)]
 fn round<T: Float>(x: T) -> T {
     x.round_even()
 }
+#[inline(always)]
 fn reciprocal<T: Float>(x: T) -> T {
     T::ONE / x
 }
+#[inline(always)]
 fn log1p<T: Float>(x: T) -> T {
     x.ln_1p()
 }
+#[inline(always)]
 fn expm1<T: Float>(x: T) -> T {
     x.exp_m1()
 }
+#[inline(always)]
 fn sin<T: Float>(x: T) -> T {
     x.sin()
 }
+#[inline(always)]
 fn cos<T: Float>(x: T) -> T {
     x.cos()
 }
 
+#[inline(always)]
 pub(crate) fn add<T: Num>(a: T, b: T) -> T {
     a.add_w(b)
 }
+#[inline(always)]
 pub(crate) fn sub<T: Num>(a: T, b: T) -> T {
     a.sub_w(b)
 }
+#[inline(always)]
 pub(crate) fn mul<T: Num>(a: T, b: T) -> T {
     a.mul_w(b)
 }
+#[inline(always)]
 fn div<T: Num>(a: T, b: T) -> T {
     a.div(b)
 }
+#[inline(always)]
 fn maximum<T: Num>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
         return if a.is_nan() { a } else { b };
@@ -222,6 +258,7 @@ fn maximum<T: Num>(a: T, b: T) -> T {
         a
     }
 }
+#[inline(always)]
 fn minimum<T: Num>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
         return if a.is_nan() { a } else { b };
@@ -232,11 +269,13 @@ fn minimum<T: Num>(a: T, b: T) -> T {
         a
     }
 }
+#[inline(always)]
 fn squared_difference<T: Num>(a: T, b: T) -> T {
     let d = a.sub_w(b);
     d.mul_w(d)
 }
 /// TensorFlow's xdivy: `x` itself where it is ±0, else `x / y`.
+#[inline(always)]
 fn xdivy<T: Float>(x: T, y: T) -> T {
     if x == T::ZERO {
         x
@@ -245,6 +284,7 @@ fn xdivy<T: Float>(x: T, y: T) -> T {
     }
 }
 /// TensorFlow's div_no_nan: 0 where `y` is 0, else `x / y`.
+#[inline(always)]
 fn div_no_nan<T: Float>(x: T, y: T) -> T {
     if y == T::ZERO {
         T::ZERO
@@ -253,6 +293,7 @@ fn div_no_nan<T: Float>(x: T, y: T) -> T {
     }
 }
 /// TensorFlow's xlogy: `x` itself where it is ±0, else `x * log(y)`.
+#[inline(always)]
 fn xlogy<T: Float>(x: T, y: T) -> T {
     if x == T::ZERO {
         x
@@ -279,7 +320,9 @@ pub(crate) trait BinaryVisitor<T> {
 }
 
 /// The one table of elementwise scalar functions: for each `UnaryFn`/`BinaryFn` variant its
-/// function, grouped by the dtypes its kernel runs on (`numeric`: floats and integers;
+/// function (handed to visitors as an `#[inline(always)]` closure that calls it: a function
+/// item is called through a shim the compiler may keep as a call, and a loop that calls it is
+/// then not vectorized), grouped by the dtypes its kernel runs on (`numeric`: floats and integers;
 /// `float`: floats only). Generates the dtype lists and the visitor dispatch.
 macro_rules! scalar_fns {
     (
@@ -305,28 +348,28 @@ macro_rules! scalar_fns {
         /// Calls `v` with the scalar function of `f` for a float type.
         pub(crate) fn visit_unary<T: Float + Element, V: UnaryVisitor<T>>(f: UnaryFn, v: V) -> V::Out {
             match f {
-                $(UnaryFn::$un => v.visit($uf::<T>),)*
-                $(UnaryFn::$ufv => v.visit($uff::<T>),)*
+                $(UnaryFn::$un => v.visit(#[inline(always)] |x| $uf::<T>(x)),)*
+                $(UnaryFn::$ufv => v.visit(#[inline(always)] |x| $uff::<T>(x)),)*
             }
         }
         /// Calls `v` with the scalar function of `f` for an integer type, if `f` has one.
         fn visit_unary_int<T: Num + Element, V: UnaryVisitor<T>>(f: UnaryFn, v: V) -> Option<V::Out> {
             match f {
-                $(UnaryFn::$un => Some(v.visit($uf::<T>)),)*
+                $(UnaryFn::$un => Some(v.visit(#[inline(always)] |x| $uf::<T>(x))),)*
                 _ => None,
             }
         }
         /// Calls `v` with the scalar function of `f` for a float type.
         pub(crate) fn visit_binary<T: Float + Element, V: BinaryVisitor<T>>(f: BinaryFn, v: V) -> V::Out {
             match f {
-                $(BinaryFn::$bn => v.visit($bf::<T>),)*
-                $(BinaryFn::$bfv => v.visit($bff::<T>),)*
+                $(BinaryFn::$bn => v.visit(#[inline(always)] |x, y| $bf::<T>(x, y)),)*
+                $(BinaryFn::$bfv => v.visit(#[inline(always)] |x, y| $bff::<T>(x, y)),)*
             }
         }
         /// Calls `v` with the scalar function of `f` for an integer type, if `f` has one.
         fn visit_binary_int<T: Num + Element, V: BinaryVisitor<T>>(f: BinaryFn, v: V) -> Option<V::Out> {
             match f {
-                $(BinaryFn::$bn => Some(v.visit($bf::<T>)),)*
+                $(BinaryFn::$bn => Some(v.visit(#[inline(always)] |x, y| $bf::<T>(x, y))),)*
                 _ => None,
             }
         }
@@ -456,12 +499,15 @@ impl Broadcast {
         }
         let inner = self.inner;
         let run = |first: usize, chunk: &mut [O]| {
-            crate::isa::widest(|| {
-                self.walk(first, chunk.len() / inner.max(1), |r, oa, ob| {
-                    let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
-                    row(o, &a[oa..], self.ia, &b[ob..], self.ib, f)
-                })
-            })
+            crate::isa::widest(
+                #[inline(always)]
+                || {
+                    self.walk(first, chunk.len() / inner.max(1), |r, oa, ob| {
+                        let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
+                        row(o, &a[oa..], self.ia, &b[ob..], self.ib, f)
+                    })
+                },
+            )
         };
         match self.rows_per_task(ctx, out.len()) {
             0 => run(0, out),
@@ -482,17 +528,25 @@ impl Broadcast {
         }
         let inner = self.inner;
         let run = |first: usize, chunk: &mut [T]| {
-            crate::isa::widest(|| {
-                self.walk(first, chunk.len() / inner.max(1), |r, _, ob| {
-                    let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
-                    if self.ib == 1 {
-                        o.iter_mut().zip(&b[ob..]).for_each(|(o, &y)| *o = f(*o, y));
-                    } else {
-                        let y = b[ob];
-                        o.iter_mut().for_each(|o| *o = f(*o, y));
-                    }
-                })
-            })
+            crate::isa::widest(
+                #[inline(always)]
+                || {
+                    self.walk(first, chunk.len() / inner.max(1), |r, _, ob| {
+                        let o = &mut chunk[(r - first) * inner..(r - first + 1) * inner];
+                        if self.ib == 1 {
+                            let b = &b[ob..ob + inner];
+                            for i in 0..inner {
+                                o[i] = f(o[i], b[i]);
+                            }
+                        } else {
+                            let y = b[ob];
+                            for v in o.iter_mut() {
+                                *v = f(*v, y);
+                            }
+                        }
+                    })
+                },
+            )
         };
         match self.rows_per_task(ctx, out.len()) {
             0 => run(0, out),
@@ -504,19 +558,31 @@ impl Broadcast {
 /// One row of a broadcast: each operand walked (stride 1) or repeated (stride 0).
 #[inline(always)]
 fn row<A: Copy, B: Copy, O>(o: &mut [O], a: &[A], ia: usize, b: &[B], ib: usize, f: impl Fn(A, B) -> O) {
+    let n = o.len();
     match (ia, ib) {
-        (1, 1) => o.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = f(x, y)),
+        (1, 1) => {
+            let (a, b) = (&a[..n], &b[..n]);
+            for i in 0..n {
+                o[i] = f(a[i], b[i]);
+            }
+        }
         (1, _) => {
-            let y = b[0];
-            o.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x, y))
+            let (a, y) = (&a[..n], b[0]);
+            for i in 0..n {
+                o[i] = f(a[i], y);
+            }
         }
         (_, 1) => {
-            let x = a[0];
-            o.iter_mut().zip(b).for_each(|(o, &y)| *o = f(x, y))
+            let (x, b) = (a[0], &b[..n]);
+            for i in 0..n {
+                o[i] = f(x, b[i]);
+            }
         }
         _ => {
             let (x, y) = (a[0], b[0]);
-            o.iter_mut().for_each(|o| *o = f(x, y))
+            for v in o.iter_mut() {
+                *v = f(x, y);
+            }
         }
     }
 }
@@ -612,13 +678,13 @@ impl<T: Element, F: Fn(T, T) -> T + Send + Sync + Copy> OpKernel for Binary<T, F
 /// `o[i] = f(x[i], y[i])`, compiled for the CPU's widest vectors.
 #[inline(always)]
 fn zip_into<T: Copy, F: Fn(T, T) -> T>(o: &mut [T], x: &[T], y: &[T], f: F) {
-    crate::isa::widest(|| o.iter_mut().zip(x).zip(y).for_each(|((o, x), y)| *o = f(*x, *y)))
+    crate::isa::zip(o, x, y, f)
 }
 
 /// `o[i] = f(o[i], y[i])`, compiled for the CPU's widest vectors.
 #[inline(always)]
 fn zip_in_place<T: Copy, F: Fn(T, T) -> T>(o: &mut [T], y: &[T], f: F) {
-    crate::isa::widest(|| o.iter_mut().zip(y).for_each(|(o, y)| *o = f(*o, *y)))
+    crate::isa::zip_in_place(o, y, f)
 }
 
 /// Makes the standalone kernel of an elementwise op.

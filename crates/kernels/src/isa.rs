@@ -152,3 +152,69 @@ impl Ahead {
         }
     }
 }
+
+// Loops over slices compiled for the widest vectors. Two things keep a loop inside the
+// function [`widest`] compiles for AVX-512: the closure it runs is `#[inline(always)]` (a
+// large closure body, as a transcendental function makes, is otherwise called, and compiled
+// for the baseline), and the loop is an index loop (an iterator's `for_each` is a `fold` the
+// compiler may leave as a call, compiled for the baseline too). Measured: erf over 16k
+// floats in cache, 1.7 ns an element this way against 3.5 through `iter().zip().for_each`.
+
+/// `dst[i] = f(src[i])`.
+#[inline(always)]
+pub(crate) fn map<A: Copy, O>(dst: &mut [O], src: &[A], f: impl Fn(A) -> O) {
+    widest(
+        #[inline(always)]
+        || {
+            let n = dst.len().min(src.len());
+            let (dst, src) = (&mut dst[..n], &src[..n]);
+            for i in 0..n {
+                dst[i] = f(src[i]);
+            }
+        },
+    )
+}
+
+/// `dst[i] = f(dst[i])`.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // an index loop on purpose (see above)
+pub(crate) fn map_in_place<T: Copy>(dst: &mut [T], f: impl Fn(T) -> T) {
+    widest(
+        #[inline(always)]
+        || {
+            for i in 0..dst.len() {
+                dst[i] = f(dst[i]);
+            }
+        },
+    )
+}
+
+/// `dst[i] = f(a[i], b[i])`.
+#[inline(always)]
+pub(crate) fn zip<A: Copy, B: Copy, O>(dst: &mut [O], a: &[A], b: &[B], f: impl Fn(A, B) -> O) {
+    widest(
+        #[inline(always)]
+        || {
+            let n = dst.len().min(a.len()).min(b.len());
+            let (dst, a, b) = (&mut dst[..n], &a[..n], &b[..n]);
+            for i in 0..n {
+                dst[i] = f(a[i], b[i]);
+            }
+        },
+    )
+}
+
+/// `dst[i] = f(dst[i], b[i])`.
+#[inline(always)]
+pub(crate) fn zip_in_place<T: Copy, B: Copy>(dst: &mut [T], b: &[B], f: impl Fn(T, B) -> T) {
+    widest(
+        #[inline(always)]
+        || {
+            let n = dst.len().min(b.len());
+            let (dst, b) = (&mut dst[..n], &b[..n]);
+            for i in 0..n {
+                dst[i] = f(dst[i], b[i]);
+            }
+        },
+    )
+}

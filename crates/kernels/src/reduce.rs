@@ -38,7 +38,7 @@ struct Reduce<T> {
 }
 
 impl<T: Num> OpKernel for Reduce<T> {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let x = &inputs[0];
         let dims = x.dims();
         let mut reduced = vec![false; dims.len()];
@@ -81,7 +81,7 @@ impl<T: Num> OpKernel for Reduce<T> {
                 // average pool over 112×112, a layer norm's moments) in float32 loses up to
                 // n ulps; TensorFlow's tree reduction loses ~log n, this loses none.
                 let mut wide = vec![0f64; out_len];
-                walk.fold(x.as_slice::<f32>()?, &mut wide, |a, b| a + b as f64);
+                walk.fold_split(ctx, x.as_slice::<f32>()?, &mut wide, (0.0, |a, b| a + b as f64, |a, b| a + b));
                 if let Reduction::Mean = self.kind {
                     let count: usize = dims.iter().zip(&reduced).filter(|(_, r)| **r).map(|(d, _)| *d).product();
                     wide.iter_mut().for_each(|v| *v /= count as f64);
@@ -91,10 +91,22 @@ impl<T: Num> OpKernel for Reduce<T> {
                 return Ok(());
             }
             match self.kind {
-                Reduction::Sum | Reduction::Mean => walk.fold(src, &mut acc, |a, b| a.add_w(b)),
-                Reduction::Prod => walk.fold(src, &mut acc, |a, b| a.mul_w(b)),
-                Reduction::Max => walk.fold(src, &mut acc, |a, b| if b > a || b.is_nan() { b } else { a }),
-                Reduction::Min => walk.fold(src, &mut acc, |a, b| if b < a || b.is_nan() { b } else { a }),
+                Reduction::Sum | Reduction::Mean => {
+                    let add = |a: T, b: T| a.add_w(b);
+                    walk.fold_split(ctx, src, &mut acc, (init, add, add))
+                }
+                Reduction::Prod => {
+                    let mul = |a: T, b: T| a.mul_w(b);
+                    walk.fold_split(ctx, src, &mut acc, (init, mul, mul))
+                }
+                Reduction::Max => {
+                    let max = |a: T, b: T| if b > a || b.is_nan() { b } else { a };
+                    walk.fold_split(ctx, src, &mut acc, (init, max, max))
+                }
+                Reduction::Min => {
+                    let min = |a: T, b: T| if b < a || b.is_nan() { b } else { a };
+                    walk.fold_split(ctx, src, &mut acc, (init, min, min))
+                }
             }
         }
         if let Reduction::Mean = self.kind {
@@ -117,11 +129,57 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// [`Walk::fold`], split across the intra-op pool by the first axis when it is kept and
+    /// the input is large (each task folds whole slices of it into its own outputs, in the
+    /// same order: the same bits as on one thread).
+    fn fold_split<T: Copy + Sync, A: Copy + Send + Sync>(
+        &self,
+        ctx: &KernelContext,
+        src: &[T],
+        acc: &mut [A],
+        (init, f, combine): (A, impl Fn(A, T) -> A + Copy + Sync, impl Fn(A, A) -> A + Copy + Sync),
+    ) {
+        let first = self.dims.first().copied().unwrap_or(1);
+        if self.ostride.first().is_some_and(|&s| s > 0) && first > 1 && src.len() >= 1 << 16 && ctx.threads() > 1 {
+            let per = first.div_ceil(ctx.threads() * 2);
+            let (in_rows, out_rows) = (src.len() / first, acc.len() / first);
+            ctx.for_each_chunk_mut(acc, per * out_rows, |i, out| {
+                let rows = out.len() / out_rows;
+                let mut dims = self.dims.to_vec();
+                dims[0] = rows;
+                let part = Walk { dims: &dims, ostride: self.ostride };
+                part.fold(&src[i * per * in_rows..(i * per + rows) * in_rows], out, (init, f, combine));
+            });
+        } else {
+            self.fold(src, acc, (init, f, combine));
+        }
+    }
+
     /// `acc[k] = f(acc[k], v)` for every input value `v` in order, `k` its output element: the
     /// same order for every caller, so the same bits. `f` is inlined (a call per element cost
     /// MobileNetV2's global average pool 2 ns an element); a row whose last axis is kept
     /// runs along the output row.
-    fn fold<T: Copy, A: Copy>(&self, src: &[T], acc: &mut [A], f: impl Fn(A, T) -> A + Copy) {
+    fn fold<T: Copy, A: Copy>(
+        &self,
+        src: &[T],
+        acc: &mut [A],
+        fold: (A, impl Fn(A, T) -> A + Copy, impl Fn(A, A) -> A + Copy),
+    ) {
+        crate::isa::widest(
+            #[inline(always)]
+            || self.fold_rows(src, acc, fold),
+        )
+    }
+
+    /// A row whose last axis is reduced folds in [`LANES`] lanes first (`init` is the fold's
+    /// identity, `combine` joins two partial results).
+    #[inline(always)]
+    fn fold_rows<T: Copy, A: Copy>(
+        &self,
+        src: &[T],
+        acc: &mut [A],
+        (init, f, combine): (A, impl Fn(A, T) -> A + Copy, impl Fn(A, A) -> A + Copy),
+    ) {
         let (dims, ostride) = (self.dims, self.ostride);
         if dims.is_empty() {
             acc[0] = f(acc[0], src[0]);
@@ -134,7 +192,12 @@ impl Walk<'_> {
         let mut o = 0usize;
         for row in src.chunks(inner) {
             if istep == 1 {
-                acc[o..o + row.len()].iter_mut().zip(row).for_each(|(a, v)| *a = f(*a, *v));
+                let out = &mut acc[o..o + row.len()];
+                for j in 0..out.len() {
+                    out[j] = f(out[j], row[j]);
+                }
+            } else if istep == 0 {
+                acc[o] = combine(acc[o], lanes_fold(row, init, f, combine));
             } else {
                 for (j, v) in row.iter().enumerate() {
                     let k = o + j * istep;
@@ -247,8 +310,8 @@ struct Softmax<T> {
     _t: std::marker::PhantomData<T>,
 }
 
-impl<T: Float> OpKernel for Softmax<T> {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+impl<T: Float + Send + Sync> OpKernel for Softmax<T> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let mut x = inputs.swap_remove(0);
         if x.rank() < 1 {
             return Err(invalid(format!("logits must have rank >= 1, got shape {:?}", x.dims())));
@@ -259,23 +322,71 @@ impl<T: Float> OpKernel for Softmax<T> {
             return Ok(());
         }
         let log = self.log;
-        for row in x.as_mut_slice::<T>()?.chunks_mut(n) {
-            let max = row.iter().copied().fold(T::LOWEST, |a, b| if b > a { b } else { a });
-            let mut sum = T::ZERO;
-            for v in row.iter_mut() {
-                *v = *v - max;
-                sum = sum + v.exp();
-            }
-            if log {
-                let ls = sum.ln();
-                row.iter_mut().for_each(|v| *v = *v - ls);
-            } else {
-                row.iter_mut().for_each(|v| *v = v.exp() / sum);
-            }
+        let v = x.as_mut_slice::<T>()?;
+        let rows = v.len() / n;
+        if v.len() >= 1 << 15 && ctx.threads() > 1 && rows > 1 {
+            let per = rows.div_ceil(ctx.threads() * 4);
+            ctx.for_each_chunk_mut(v, per * n, |_, part| softmax_rows(part, n, log));
+        } else {
+            softmax_rows(v, n, log);
         }
         outputs.push(x);
         Ok(())
     }
+}
+
+/// Lanes of the row reductions: independent accumulators the compiler keeps in one vector
+/// register (a single accumulator is a chain of dependent adds, one element per add's latency).
+const LANES: usize = 16;
+
+/// Softmax (or log-softmax) in place over each `n`-long row of `v`: the row's maximum, then
+/// `e^(x - max)` and its sum in one pass, then the division (or `x - max - ln sum`). Sums and
+/// maxima run in [`LANES`] lanes, combined in a fixed order: the same bits on any thread count.
+fn softmax_rows<T: Float>(v: &mut [T], n: usize, log: bool) {
+    crate::isa::widest(
+        #[inline(always)]
+        || {
+            for row in v.chunks_mut(n) {
+                let larger = |a: T, b: T| if b > a { b } else { a };
+                let max = lanes_fold(row, T::LOWEST, larger, larger);
+                if log {
+                    for x in row.iter_mut() {
+                        *x = *x - max;
+                    }
+                    let sum = lanes_fold(row, T::ZERO, |a, b| a + b.exp(), |a, b| a + b);
+                    let ls = sum.ln();
+                    for x in row.iter_mut() {
+                        *x = *x - ls;
+                    }
+                } else {
+                    for x in row.iter_mut() {
+                        *x = (*x - max).exp();
+                    }
+                    let sum = lanes_fold(row, T::ZERO, |a, b| a + b, |a, b| a + b);
+                    for x in row.iter_mut() {
+                        *x = *x / sum;
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `f` folded over `row` in [`LANES`] interleaved lanes from `init` (the fold's identity),
+/// then the lanes combined in order.
+#[inline(always)]
+fn lanes_fold<T: Copy, A: Copy>(row: &[T], init: A, f: impl Fn(A, T) -> A + Copy, combine: impl Fn(A, A) -> A) -> A {
+    let mut acc = [init; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for j in 0..LANES {
+            acc[j] = f(acc[j], c[j]);
+        }
+    }
+    for (j, &x) in chunks.remainder().iter().enumerate() {
+        acc[j] = f(acc[j], x);
+    }
+    acc.iter().skip(1).fold(acc[0], |a, &b| combine(a, b))
 }
 
 fn k_softmax_impl(d: &NodeDesc, log: bool) -> KResult<Box<dyn OpKernel>> {

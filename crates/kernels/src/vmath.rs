@@ -40,6 +40,14 @@ fn select(c: bool, a: f32, b: f32) -> f32 {
 /// scale 2^n applied in two halves, so results in the subnormal range round once.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
+    exp_with_tail(x, 0.0)
+}
+
+/// e^(x + tail) for a small `tail` that `x` cannot hold (erfc's -a² as an exact head and a
+/// rounding tail): the tail joins the reduced argument, so the result rounds as if x + tail
+/// were exact. One exp (a loop with two inlined exps did not vectorize).
+#[inline(always)]
+fn exp_with_tail(x: f32, tail: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // ln 2 = LN2_HI + LN2_LO, LN2_HI with 9 significant bits (n·LN2_HI is exact).
     const LN2_HI: f32 = 0.693_359_4;
@@ -47,10 +55,10 @@ pub(crate) fn exp(x: f32) -> f32 {
     // Above 88.73 the result overflows, below -104 it rounds to 0; NaN passes both tests.
     let x = select(x > 88.8, 88.8, x);
     let x = select(x < -104.0, -104.0, x);
-    let z = x * LOG2E + ROUND_MAGIC;
+    let z = (x + tail) * LOG2E + ROUND_MAGIC;
     let n = (z.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
     let nf = z - ROUND_MAGIC;
-    let r = (x - nf * LN2_HI) - nf * LN2_LO;
+    let r = (x - nf * LN2_HI) - nf * LN2_LO + tail;
     let mut p = 1.987_569_2e-4f32;
     p = p * r + 1.398_2e-3;
     p = p * r + 8.333_452e-3;
@@ -120,7 +128,7 @@ pub(crate) fn log(x: f32) -> f32 {
     let r = select(x == 0.0, f32::NEG_INFINITY, r);
     let r = select(x < 0.0, f32::NAN, r);
     // +inf and NaN are their own logarithms.
-    select(x.is_nan() || x == f32::INFINITY, x, r)
+    select(x.is_nan() | (x == f32::INFINITY), x, r)
 }
 
 /// ln(1 + x), exact to a few ulp near 0: log(w)·x/(w - 1) with w = 1 + x rounded (the
@@ -132,7 +140,7 @@ pub(crate) fn log1p(x: f32) -> f32 {
     let lw = log(w);
     let r = select(d == 0.0, x, lw * (x / d));
     // -1 and below, +∞ and NaN: log(w) itself is right.
-    select(x <= -1.0 || w == f32::INFINITY || x.is_nan(), lw, r)
+    select((x <= -1.0) | (w == f32::INFINITY) | x.is_nan(), lw, r)
 }
 
 /// erfc(|x|) for the non-negative `a`: t·exp(-a² + P(t)), t = 1/(1 + a/2) (a Chebyshev fit,
@@ -156,7 +164,7 @@ fn erfc_pos(a: f32) -> f32 {
     // a = hi + lo with hi's 12 significant bits: hi² is exact; a² - hi² = (a + hi)·lo.
     let hi = f32::from_bits(a.to_bits() & 0xffff_f000);
     let lo = a - hi;
-    t * exp(-(hi * hi)) * exp(p - (a + hi) * lo)
+    t * exp_with_tail(-(hi * hi), p - (a + hi) * lo)
 }
 
 /// erf(a) for 0 ≤ a < 0.85: its odd Taylor series to a^19 (the next term is below 5e-10

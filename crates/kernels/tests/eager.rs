@@ -285,3 +285,89 @@ fn f32_depthwise_convolution_equals_the_f64_kernel() {
         }
     }
 }
+
+/// The streaming kernels that split large tensors across the pool (softmax, reductions over
+/// H×W and over the last axis, transposes and slices) give the same bits on one thread and
+/// on two, and match first principles.
+#[test]
+fn large_rearrangements_and_reductions_are_the_same_on_one_thread_and_two() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let serial = KernelContext { intra_op: None, resources: None, step: None };
+    let parallel = KernelContext { intra_op: Some(&pool), resources: None, step: None };
+    let (n, h, w, c) = (8usize, 20usize, 19usize, 37usize); // 112,480 values: above every split threshold
+    let v = values(n * h * w * c, 5);
+    let x = Tensor::from_vec(&[n, h, w, c], v.clone()).unwrap();
+    let i32s = |v: &[i32]| Tensor::from_vec(&[v.len()], v.to_vec()).unwrap();
+    let int = Value::Type(DType::Int32.to_tf());
+    let both = |op: &str, a: &Attrs, inputs: Vec<Tensor>| {
+        let s = run_op(op, a, inputs.clone(), &serial).unwrap();
+        let p = run_op(op, a, inputs, &parallel).unwrap();
+        assert_eq!(s[0], p[0], "{op}");
+        s.into_iter().next().unwrap()
+    };
+    let at = |i: usize, y: usize, xx: usize, ch: usize| v[((i * h + y) * w + xx) * c + ch];
+    // Softmax over the channels.
+    let sm = both("Softmax", &attrs(&[("T", t_float())]), vec![x.clone()]);
+    let sm = sm.as_slice::<f32>().unwrap();
+    for row in 0..n * h * w {
+        let r = &v[row * c..(row + 1) * c];
+        let max = r.iter().fold(f64::MIN, |a, &b| a.max(b as f64));
+        let sum: f64 = r.iter().map(|&b| (b as f64 - max).exp()).sum();
+        for (j, &b) in r.iter().enumerate() {
+            let want = (b as f64 - max).exp() / sum;
+            assert!((sm[row * c + j] as f64 - want).abs() <= 4e-7 * want.max(1e-3), "softmax {row},{j}");
+        }
+    }
+    // Mean over H×W, Sum over the last axis, Max over the last axis.
+    let red = |op: &str, axes: &[i32], keep: bool| {
+        let a = attrs(&[("T", t_float()), ("Tidx", int.clone()), ("keep_dims", Value::B(keep))]);
+        both(op, &a, vec![x.clone(), i32s(axes)])
+    };
+    let mean = red("Mean", &[1, 2], false);
+    let sum = red("Sum", &[3], true);
+    let max = red("Max", &[3], false);
+    for i in 0..n {
+        for ch in 0..c {
+            let want: f64 = (0..h * w).map(|k| at(i, k / w, k % w, ch) as f64).sum::<f64>() / (h * w) as f64;
+            assert!((mean.as_slice::<f32>().unwrap()[i * c + ch] as f64 - want).abs() < 1e-6, "mean");
+        }
+        for k in 0..h * w {
+            let row = &v[(i * h * w + k) * c..(i * h * w + k + 1) * c];
+            let want: f64 = row.iter().map(|&b| b as f64).sum();
+            assert!((sum.as_slice::<f32>().unwrap()[i * h * w + k] as f64 - want).abs() < 1e-5, "sum");
+            let m = row.iter().copied().fold(f32::MIN, f32::max);
+            assert_eq!(max.as_slice::<f32>().unwrap()[i * h * w + k], m, "max");
+        }
+    }
+    // Transposes (NHWC to NCHW and back, and one that keeps the last axis) and a slice.
+    let perm =
+        |p: &[i32]| both("Transpose", &attrs(&[("T", t_float()), ("Tperm", int.clone())]), vec![x.clone(), i32s(p)]);
+    let nchw = perm(&[0, 3, 1, 2]);
+    let kept = perm(&[0, 2, 1, 3]);
+    let (t1, t2) = (nchw.as_slice::<f32>().unwrap(), kept.as_slice::<f32>().unwrap());
+    for i in 0..n {
+        for y in 0..h {
+            for xx in 0..w {
+                for ch in 0..c {
+                    assert_eq!(t1[((i * c + ch) * h + y) * w + xx], at(i, y, xx, ch));
+                    assert_eq!(t2[((i * w + xx) * h + y) * c + ch], at(i, y, xx, ch));
+                }
+            }
+        }
+    }
+    let back = both("Transpose", &attrs(&[("T", t_float()), ("Tperm", int.clone())]), vec![nchw, i32s(&[0, 2, 3, 1])]);
+    assert_eq!(back, x);
+    let sl = both(
+        "Slice",
+        &attrs(&[("T", t_float()), ("Index", int.clone())]),
+        vec![x.clone(), i32s(&[1, 2, 3, 4]), i32s(&[2, -1, 5, 30])],
+    );
+    assert_eq!(sl.dims(), &[2, h - 2, 5, 30]);
+    let s = sl.as_slice::<f32>().unwrap();
+    for (k, &got) in s.iter().enumerate() {
+        let (ch, rest) = (k % 30, k / 30);
+        let (xx, rest) = (rest % 5, rest / 5);
+        let (y, i) = (rest % (h - 2), rest / (h - 2));
+        assert_eq!(got, at(i + 1, y + 2, xx + 3, ch + 4));
+    }
+}

@@ -86,9 +86,16 @@ impl Activation {
 
 /// `v[r, j] = f(v[r, j] + b[j])` over the rows of `v`, on the calling thread.
 pub(crate) fn add_bias<T: Float + Element>(v: &mut [T], b: &[T], f: impl Fn(T) -> T) {
-    crate::isa::widest(|| {
-        for row in v.chunks_mut(b.len()) {
-            row.iter_mut().zip(b).for_each(|(e, bv)| *e = f(e.add_w(*bv)));
-        }
-    })
+    crate::isa::widest(
+        #[inline(always)]
+        || {
+            let c = b.len();
+            for row in v.chunks_mut(c) {
+                let n = row.len().min(c);
+                for j in 0..n {
+                    row[j] = f(row[j].add_w(b[j]));
+                }
+            }
+        },
+    )
 }

@@ -43,7 +43,7 @@ impl<T: Float + Element> UnaryVisitor<T> for MakeStep {
     type Out = UnaryStep<T>;
     fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> UnaryStep<T> {
         Box::new(move |x: Operand<T>, dst: &mut [T]| match x {
-            Operand::Slice(s) => crate::isa::widest(|| dst.iter_mut().zip(s).for_each(|(d, v)| *d = f(*v))),
+            Operand::Slice(s) => crate::isa::map(dst, s, f),
             Operand::Scalar(v) => {
                 let r = f(v);
                 dst.iter_mut().for_each(|d| *d = r)
@@ -57,15 +57,19 @@ impl<T: Float + Element> BinaryVisitor<T> for MakeStep {
     fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> BinaryStep<T> {
         // Each loop is compiled for the CPU's widest vectors (the steps run on blocks in L1).
         Box::new(move |a: Operand<T>, b: Operand<T>, dst: &mut [T]| match (a, b) {
-            (Operand::Slice(a), Operand::Slice(b)) => {
-                crate::isa::widest(|| dst.iter_mut().zip(a).zip(b).for_each(|((d, x), y)| *d = f(*x, *y)))
-            }
-            (Operand::Slice(a), Operand::Scalar(y)) => {
-                crate::isa::widest(|| dst.iter_mut().zip(a).for_each(|(d, x)| *d = f(*x, y)))
-            }
-            (Operand::Scalar(x), Operand::Slice(b)) => {
-                crate::isa::widest(|| dst.iter_mut().zip(b).for_each(|(d, y)| *d = f(x, *y)))
-            }
+            (Operand::Slice(a), Operand::Slice(b)) => crate::isa::zip(dst, a, b, f),
+            (Operand::Slice(a), Operand::Scalar(y)) => crate::isa::map(
+                dst,
+                a,
+                #[inline(always)]
+                |x| f(x, y),
+            ),
+            (Operand::Scalar(x), Operand::Slice(b)) => crate::isa::map(
+                dst,
+                b,
+                #[inline(always)]
+                |y| f(x, y),
+            ),
             (Operand::Scalar(x), Operand::Scalar(y)) => {
                 let r = f(x, y);
                 dst.iter_mut().for_each(|d| *d = r)
@@ -91,7 +95,7 @@ struct MakeInPlace;
 impl<T: Float + Element> UnaryVisitor<T> for MakeInPlace {
     type Out = InPlaceUnary<T>;
     fn visit<F: Fn(T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> InPlaceUnary<T> {
-        Box::new(move |d: &mut [T]| crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(*d))))
+        Box::new(move |d: &mut [T]| crate::isa::map_in_place(d, f))
     }
 }
 
@@ -99,10 +103,23 @@ impl<T: Float + Element> BinaryVisitor<T> for MakeInPlace {
     type Out = InPlaceBinary<T>;
     fn visit<F: Fn(T, T) -> T + Copy + Send + Sync + 'static>(self, f: F) -> InPlaceBinary<T> {
         Box::new(move |d: &mut [T], y: Operand<T>, swap: bool| match (y, swap) {
-            (Operand::Slice(y), false) => crate::isa::widest(|| d.iter_mut().zip(y).for_each(|(d, y)| *d = f(*d, *y))),
-            (Operand::Slice(y), true) => crate::isa::widest(|| d.iter_mut().zip(y).for_each(|(d, y)| *d = f(*y, *d))),
-            (Operand::Scalar(y), false) => crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(*d, y))),
-            (Operand::Scalar(y), true) => crate::isa::widest(|| d.iter_mut().for_each(|d| *d = f(y, *d))),
+            (Operand::Slice(y), false) => crate::isa::zip_in_place(d, y, f),
+            (Operand::Slice(y), true) => crate::isa::zip_in_place(
+                d,
+                y,
+                #[inline(always)]
+                |d, y| f(y, d),
+            ),
+            (Operand::Scalar(y), false) => crate::isa::map_in_place(
+                d,
+                #[inline(always)]
+                |d| f(d, y),
+            ),
+            (Operand::Scalar(y), true) => crate::isa::map_in_place(
+                d,
+                #[inline(always)]
+                |d| f(y, d),
+            ),
         })
     }
 }
