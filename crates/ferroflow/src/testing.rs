@@ -218,6 +218,16 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Minor page faults of this process so far (`/proc/self/stat`'s `minflt`; `None` where the
+/// system has no such file): fresh memory touched for the first time. A step that reuses
+/// memory kept from the previous one takes almost none.
+pub fn minor_page_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
 /// Seconds per call of `f`: `warmup` untimed calls, then the median of 7 samples of `iters`
 /// calls each (the examples' timing loop).
 pub fn median_secs_per_call(warmup: usize, iters: usize, mut f: impl FnMut()) -> f64 {

@@ -11,7 +11,7 @@ use crate::load;
 
 /// Time a graph (TensorFlow's benchmark_model): load it once, run it --warmup times, then
 /// --runs times, and print the per-run latency; the last line is `median_ms=<v> min_ms=<v>
-/// max_ms=<v> peak_rss_mb=<v>`. With --profile, also the time per op type and the slowest
+/// max_ms=<v> peak_rss_mb=<v> page_faults_per_run=<v>` (minor page faults per timed run: memory touched for the first time). With --profile, also the time per op type and the slowest
 /// nodes (from step stats of the same runs, traced after the timed ones).
 #[derive(Args)]
 pub struct BenchmarkArgs {
@@ -80,11 +80,13 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
         sess.run_plan(&plan, &values)?;
     }
     let mut ms = Vec::with_capacity(runs);
+    let faults_before = ferroflow::testing::minor_page_faults();
     for _ in 0..runs {
         let start = std::time::Instant::now();
         sess.run_plan(&plan, &values)?;
         ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
+    let faults = faults_before.zip(ferroflow::testing::minor_page_faults()).map(|(a, b)| b.saturating_sub(a));
     let mean = ms.iter().sum::<f64>() / ms.len() as f64;
     ms.sort_by(f64::total_cmp);
     out!(
@@ -137,11 +139,12 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
         }
     }
     out!(
-        "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1}",
+        "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1} page_faults_per_run={:.0}",
         ms[ms.len() / 2],
         ms[0],
         ms[ms.len() - 1],
-        ferroflow::testing::peak_rss_mb().unwrap_or(0.0)
+        ferroflow::testing::peak_rss_mb().unwrap_or(0.0),
+        faults.map_or(f64::NAN, |f| f as f64 / runs as f64)
     );
     Ok(())
 }
