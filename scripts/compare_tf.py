@@ -12,7 +12,9 @@ converts its figure and prints that line, with the program's peak RSS. Rows (N =
     threads and 1 thread: TensorFlow runs the frozen GraphDef in a tf.compat.v1 Session
     (Grappler and oneDNN on, as a TensorFlow user gets them); ferroflow runs it with
     `ferroflow benchmark` (its optimizer on). MobileNetV2 alpha 0.35 at 96x96 (the committed
-    test model), batch 1 and 32.
+    test model), batch 1 and 32. Zoo models (`zoo NAME`: EfficientNetB0, DenseNet121,
+    InceptionV3, NASNetMobile, Xception from scripts/make_zoo.py's target/zoo/, default input
+    sizes, random weights), batch 1 and 32, default threads, the same way.
   - The Keras CNN SavedModel (fixtures/saved_model/keras_cnn), batch 1 and 32: TensorFlow
     `tf.saved_model.load(dir).signatures["serving_default"]`, ferroflow
     `examples/saved_model_bench`.
@@ -373,6 +375,10 @@ WORKERS = {
 
 # ---- the table ----
 
+ZOO = os.path.join(ROOT, "target", "zoo")
+ZOO_ROWS = ["EfficientNetB0", "DenseNet121", "InceptionV3", "NASNetMobile", "Xception"]
+
+
 def batch_inputs(npz, batch, key="x", out_dir=None):
     """The fixture's input `key` repeated to `batch`, saved keyed by tensor name (beside the
     fixture, or in `out_dir`)."""
@@ -417,6 +423,17 @@ def workloads(a):
                 label = f"{name} batch {batch}, " + ("default threads" if threads == 0 else "1 thread")
                 rows.append(Row(label, *benchmark(base + ".pb", batch_inputs(base + ".npz", batch), "logits:0",
                                                   a.runs, 3, threads)))
+    # Models of the zoo (scripts/make_zoo.py into target/zoo/) the speed issue names, at their
+    # default input sizes: the frozen graph, input `x:0` repeated to the batch, `Identity:0`.
+    for name in ZOO_ROWS:
+        base = os.path.join(ZOO, name)
+        if not os.path.exists(os.path.join(base, "frozen.pb")):
+            print(f"(no {base}/frozen.pb: run scripts/make_zoo.py --only {name} for its rows)")
+            continue
+        for batch in (1, 32):
+            inputs = batch_inputs(os.path.join(base, "io.npz"), batch, "x:0", os.path.join(ROOT, "target", "compare", name))
+            rows.append(Row(f"zoo {name} batch {batch}, default threads",
+                            *benchmark(os.path.join(base, "frozen.pb"), inputs, "Identity:0", a.runs, 3, 0)))
     sm = os.path.join(ROOT, "fixtures", "saved_model", "keras_cnn")
     for batch in (1, 32):
         rows.append(Row(f"Keras CNN SavedModel batch {batch}", worker("tf_saved_model", sm, batch, a.runs * 5, 5),

@@ -44,6 +44,7 @@ Run:  .venv/bin/python scripts/make_zoo.py [--only ...] [--subset]
 """
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -595,7 +596,16 @@ def write_keras(out_dir, name, model, gens, rng, batch, kind, pb_only=False):
             return model(list(xs), training=False)
 
     frozen, gd, frozen_ins, frozen_outs = freeze_function(serve.get_concrete_function())
-    res = frozen(*[tf.constant(a) for a in data])
+    big = gd.ByteSize() > FLOAT64_MAX_MB * 1e6
+    if big:
+        # The frozen function of a graph this large (ConvNeXtXLarge: 1.4 GB of constants)
+        # took TensorFlow past 24 GB when called (its graph optimizer copies the constants):
+        # TensorFlow's outputs come from the same serving function on the variables instead.
+        del frozen
+        gc.collect()
+        res = serve(*[tf.constant(a) for a in data])
+    else:
+        res = frozen(*[tf.constant(a) for a in data])
     res = [r.numpy() for r in (res if isinstance(res, (list, tuple)) else [res])]
     feeds = dict(zip(frozen_ins, data))
     sig_in = dict(zip(names, frozen_ins))
@@ -604,7 +614,6 @@ def write_keras(out_dir, name, model, gens, rng, batch, kind, pb_only=False):
     # The float64 copy of a graph over FLOAT64_MAX_MB of constants (VGG, the large ConvNeXts)
     # took TensorFlow past 24 GB: those have no reference (none was needed: they are shallow or
     # well conditioned).
-    big = gd.ByteSize() > FLOAT64_MAX_MB * 1e6
     if kind == "app" and big:
         print(f"  (no float64 reference: the graph is over {FLOAT64_MAX_MB} MB)", flush=True)
     reference64 = float64_outputs(gd, feeds, frozen_outs) if kind == "app" and not big else None
