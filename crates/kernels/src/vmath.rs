@@ -20,6 +20,18 @@
 /// bits of the sum's mantissa.
 const ROUND_MAGIC: f32 = 12_582_912.0;
 
+/// The polynomial with coefficients `c0, c1, ...` (highest degree first) at `x`, by Horner's
+/// rule: `(c0·x + c1)·x + c2 ...`, one multiply and one add a step, written out (a loop over
+/// a constant array measured 25% slower in erf: it was not unrolled before vectorizing).
+macro_rules! horner {
+    ($x:expr; $c0:expr $(, $c:expr)* $(,)?) => {{
+        let x: f32 = $x;
+        let p: f32 = $c0;
+        $(let p = p * x + $c;)*
+        p
+    }};
+}
+
 /// `2^n` for `n` in [-126, 127], made from its bits.
 #[inline(always)]
 fn pow2i(n: i32) -> f32 {
@@ -59,12 +71,7 @@ fn exp_with_tail(x: f32, tail: f32) -> f32 {
     let n = (z.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
     let nf = z - ROUND_MAGIC;
     let r = (x - nf * LN2_HI) - nf * LN2_LO + tail;
-    let mut p = 1.987_569_2e-4f32;
-    p = p * r + 1.398_2e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    let p = horner!(r; 1.987_569_2e-4, 1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1);
     let y = p * (r * r) + r + 1.0;
     let n1 = n >> 1;
     y * pow2i(n1) * pow2i(n - n1)
@@ -85,11 +92,7 @@ pub(crate) fn sigmoid(x: f32) -> f32 {
 pub(crate) fn tanh(x: f32) -> f32 {
     let a = f32::from_bits(x.to_bits() & 0x7fff_ffff);
     let s = a * a;
-    let mut p = -5.704_988_7e-3f32;
-    p = p * s + 2.063_908_9e-2;
-    p = p * s - 5.373_971_6e-2;
-    p = p * s + 1.333_144_2e-1;
-    p = p * s - 3.333_328_2e-1;
+    let p = horner!(s; -5.704_988_7e-3, 2.063_908_9e-2, -5.373_971_6e-2, 1.333_144_2e-1, -3.333_328_2e-1);
     let small = p * s * a + a;
     let large = 1.0 - 2.0 / (exp(a + a) + 1.0);
     // NaN fails the comparison and takes the `large` path, which is NaN.
@@ -111,15 +114,11 @@ pub(crate) fn log(x: f32) -> f32 {
     let m = f32::from_bits((shifted & 0x007f_ffff).wrapping_add(SQRT_HALF_BITS));
     let f = m - 1.0;
     let z = f * f;
-    let mut p = 7.037_683_6e-2f32;
-    p = p * f - 1.151_461e-1;
-    p = p * f + 1.167_699_9e-1;
-    p = p * f - 1.242_014_1e-1;
-    p = p * f + 1.424_932_3e-1;
-    p = p * f - 1.666_805_8e-1;
-    p = p * f + 2.000_071_5e-1;
-    p = p * f - 2.499_999_4e-1;
-    p = p * f + 3.333_333_1e-1;
+    let p = horner!(
+        f;
+        7.037_683_6e-2, -1.151_461e-1, 1.167_699_9e-1, -1.242_014_1e-1, 1.424_932_3e-1, -1.666_805_8e-1,
+        2.000_071_5e-1, -2.499_999_4e-1, 3.333_333_1e-1
+    );
     let ef = e as f32;
     let mut y = p * f * z;
     y += ef * -2.121_944_4e-4;
@@ -151,16 +150,11 @@ fn erfc_pos(a: f32) -> f32 {
     // erfc(12) is 1e-64: beyond, the result is 0 (and ∞ would make a NaN of a² - hi²).
     let a = select(a > 12.0, 12.0, a);
     let t = 1.0 / (1.0 + 0.5 * a);
-    let mut p = 0.170_872_77f32;
-    p = p * t - 0.822_152_23;
-    p = p * t + 1.488_515_9;
-    p = p * t - 1.135_203_98;
-    p = p * t + 0.278_868_07;
-    p = p * t - 0.186_288_06;
-    p = p * t + 0.096_784_18;
-    p = p * t + 0.374_091_96;
-    p = p * t + 1.000_023_7;
-    p = p * t - 1.265_512_2;
+    let p = horner!(
+        t;
+        0.170_872_77, -0.822_152_23, 1.488_515_9, -1.135_203_98, 0.278_868_07, -0.186_288_06,
+        0.096_784_18, 0.374_091_96, 1.000_023_7, -1.265_512_2
+    );
     // a = hi + lo with hi's 12 significant bits: hi² is exact; a² - hi² = (a + hi)·lo.
     let hi = f32::from_bits(a.to_bits() & 0xffff_f000);
     let lo = a - hi;
@@ -173,15 +167,11 @@ fn erfc_pos(a: f32) -> f32 {
 fn erf_small(a: f32) -> f32 {
     let s = a * a;
     // c_n = 2/√π · (-1)^n / (n! (2n + 1)), n = 9 down to 1; c_0 = 2/√π.
-    let mut p = -1.636_584e-7f32;
-    p = p * s + 1.646_2e-6;
-    p = p * s - 1.492_565_6e-5;
-    p = p * s + 1.205_533_3e-4;
-    p = p * s - 8.548_327e-4;
-    p = p * s + 5.223_977_6e-3;
-    p = p * s - 2.686_617_1e-2;
-    p = p * s + 1.128_379_2e-1;
-    p = p * s - 3.761_263_9e-1;
+    let p = horner!(
+        s;
+        -1.636_584e-7, 1.646_2e-6, -1.492_565_6e-5, 1.205_533_3e-4, -8.548_327e-4, 5.223_977_6e-3,
+        -2.686_617_1e-2, 1.128_379_2e-1, -3.761_263_9e-1
+    );
     a * std::f32::consts::FRAC_2_SQRT_PI + a * s * p
 }
 
