@@ -88,29 +88,45 @@ impl<T: Num> OpKernel for BiasAdd<T> {
         }
         let inner: usize = dims[c_axis + 1..].iter().product();
         let b = bias.as_slice::<T>()?;
-        let v = x.as_mut_slice::<T>()?;
-        if inner == 0 || c == 0 {
+        if inner == 0 || c == 0 || x.is_empty() {
             outputs.push(x);
             return Ok(());
         }
         if inner == 1 {
-            // Channels last: every row of c values gets the whole bias vector.
-            let add_rows = |rows: &mut [T]| {
-                for row in rows.chunks_mut(c) {
-                    row.iter_mut().zip(b).for_each(|(e, bv)| *e = e.add_w(*bv));
-                }
+            // Channels last: every row of c values gets the whole bias vector. In place when
+            // the input is not shared, else into a fresh output in the same pass (not a copy
+            // and then the sum); rows split across the pool when large.
+            let add_rows = |dst: &mut [T], src: Option<&[T]>| match src {
+                None => dst.chunks_mut(c).for_each(|row| crate::isa::zip_in_place(row, b, |e, bv| e.add_w(bv))),
+                Some(src) => (dst.chunks_mut(c).zip(src.chunks(c)))
+                    .for_each(|(row, from)| crate::isa::zip(row, from, b, |e, bv| e.add_w(bv))),
             };
-            if v.len() >= 1 << 15 && ctx.threads() > 1 {
-                let rows_per_task = (v.len() / c).div_ceil(ctx.threads() * 4).max(1);
-                ctx.for_each_chunk_mut(v, rows_per_task * c, |_, rows| add_rows(rows));
+            let rows_per_task = (x.len() / c).div_ceil(ctx.threads() * 4).max(1);
+            let parallel = x.len() >= 1 << 15 && ctx.threads() > 1;
+            if let Some(v) = x.try_mut_slice::<T>() {
+                if parallel {
+                    ctx.for_each_chunk_mut(v, rows_per_task * c, |_, rows| add_rows(rows, None));
+                } else {
+                    add_rows(v, None);
+                }
+                outputs.push(x);
             } else {
-                add_rows(v);
+                let mut out = Tensor::for_overwrite(T::DTYPE, &dims)?;
+                let (src, dst) = (x.as_slice::<T>()?, out.as_mut_slice::<T>()?);
+                let step = rows_per_task * c;
+                if parallel {
+                    ctx.for_each_chunk_mut(dst, step, |i, rows| add_rows(rows, Some(&src[i * step..])));
+                } else {
+                    add_rows(dst, Some(src));
+                }
+                outputs.push(out);
             }
-        } else {
-            for (i, chunk) in v.chunks_mut(inner).enumerate() {
-                let bv = b[i % c];
-                chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
-            }
+            return Ok(());
+        }
+        let v = x.as_mut_slice::<T>()?;
+        for (i, chunk) in v.chunks_mut(inner).enumerate() {
+            let bv = b[i % c];
+            chunk.iter_mut().for_each(|e| *e = e.add_w(bv));
         }
         outputs.push(x);
         Ok(())
@@ -402,8 +418,19 @@ impl OpKernel for OnesLike {
     }
 }
 
+/// Outputs of at least this many bytes are joined across the intra-op pool.
+const PARALLEL_JOIN_BYTES: usize = 1 << 20;
+
 /// Interleaves blocks: for each of `outer` rows, copies `blocks[i]` elements from part `i`.
-pub(crate) fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims: &[usize]) -> KResult<Tensor> {
+/// Large outputs are filled by the pool's threads, each a range of whole rows (or, for one
+/// row, a range of its bytes), every byte written once (no zero fill first).
+pub(crate) fn interleave(
+    ctx: &KernelContext,
+    parts: &[&Tensor],
+    blocks: &[usize],
+    outer: usize,
+    dims: &[usize],
+) -> KResult<Tensor> {
     let dtype = parts[0].dtype();
     if dtype == DType::String {
         let mut out = Vec::new();
@@ -418,29 +445,63 @@ pub(crate) fn interleave(parts: &[&Tensor], blocks: &[usize], outer: usize, dims
     for p in parts {
         p.as_bytes()?;
     }
-    Ok(Tensor::from_fill(dtype, dims, |out| {
-        // Equal blocks (every Pack, most concats) of a common tiny size: fixed-size moves
-        // with the size known to the compiler, not a `memcpy` call per block.
-        if blocks.iter().all(|&b| b == blocks[0]) {
-            let n = blocks[0] * size;
-            match n {
-                1 => return copy_equal::<1>(out, parts, outer),
-                2 => return copy_equal::<2>(out, parts, outer),
-                4 => return copy_equal::<4>(out, parts, outer),
-                8 => return copy_equal::<8>(out, parts, outer),
-                16 => return copy_equal::<16>(out, parts, outer),
-                _ => {}
+    let blocks: Vec<usize> = blocks.iter().map(|b| b * size).collect();
+    let row: usize = blocks.iter().sum();
+    // Every byte is written below (the rows cover the output).
+    let mut t = Tensor::for_overwrite(dtype, dims)?;
+    let out = t.as_mut_bytes()?;
+    if out.is_empty() || row == 0 {
+        return Ok(t);
+    }
+    // Equal blocks (every Pack, most concats) of a common tiny size: fixed-size moves with
+    // the size known to the compiler, not a `memcpy` call per block.
+    let tiny = blocks.iter().all(|&b| b == blocks[0]) && matches!(blocks[0], 1 | 2 | 4 | 8 | 16);
+    let fill = |chunk: &mut [u8], start: usize| match blocks[0] {
+        _ if !tiny => fill_bytes(chunk, start, parts, &blocks, row),
+        1 => copy_equal::<1>(chunk, parts, start / row),
+        2 => copy_equal::<2>(chunk, parts, start / row),
+        4 => copy_equal::<4>(chunk, parts, start / row),
+        8 => copy_equal::<8>(chunk, parts, start / row),
+        _ => copy_equal::<16>(chunk, parts, start / row),
+    };
+    let threads = ctx.threads();
+    if out.len() < PARALLEL_JOIN_BYTES || threads < 2 {
+        fill(out, 0);
+        return Ok(t);
+    }
+    // Pieces of whole rows where there are rows enough (the tiny copies need them), else of
+    // bytes; a few per thread, so a thread held up elsewhere delays little.
+    let pieces = threads * 4;
+    let chunk = if outer >= pieces || tiny { outer.div_ceil(pieces) * row } else { out.len().div_ceil(pieces) };
+    ctx.for_each_chunk_mut(out, chunk, |i, piece| fill(piece, i * chunk));
+    Ok(t)
+}
+
+/// Writes bytes `start..start + out.len()` of the interleaved rows (each row the parts'
+/// blocks of `blocks[i]` bytes in turn, `row` bytes in all) into `out`.
+fn fill_bytes(out: &mut [u8], start: usize, parts: &[&Tensor], blocks: &[usize], row: usize) {
+    let (mut o, mut within) = (start / row, start % row);
+    let mut i = 0;
+    while within >= blocks[i] {
+        within -= blocks[i];
+        i += 1;
+    }
+    let mut at = 0;
+    while at < out.len() {
+        let b = blocks[i];
+        let n = (b - within).min(out.len() - at);
+        out[at..at + n].copy_from_slice(&bytes(parts[i])[o * b + within..][..n]);
+        at += n;
+        within += n;
+        if within == b {
+            within = 0;
+            i += 1;
+            if i == parts.len() {
+                i = 0;
+                o += 1;
             }
         }
-        let mut at = 0;
-        for o in 0..outer {
-            for (p, &b) in parts.iter().zip(blocks) {
-                let n = b * size;
-                out[at..at + n].copy_from_slice(&bytes(p)[o * n..(o + 1) * n]);
-                at += n;
-            }
-        }
-    })?)
+    }
 }
 
 /// A dense tensor's bytes (checked dense by the caller).
@@ -448,10 +509,12 @@ fn bytes(p: &Tensor) -> &[u8] {
     p.as_bytes().unwrap_or_default()
 }
 
-/// [`interleave`] of blocks of `N` bytes each.
-fn copy_equal<const N: usize>(out: &mut [u8], parts: &[&Tensor], outer: usize) {
+/// [`interleave`]'s rows from row `first` on, of blocks of `N` bytes each, into `out` (whole
+/// rows).
+fn copy_equal<const N: usize>(out: &mut [u8], parts: &[&Tensor], first: usize) {
+    let rows = out.len() / (N * parts.len());
     let mut dst = out.chunks_exact_mut(N);
-    for o in 0..outer {
+    for o in first..first + rows {
         for p in parts {
             let s: &[u8; N] = bytes(p)[o * N..(o + 1) * N].try_into().expect("N bytes");
             let d: &mut [u8; N] = dst.next().expect("output holds every block").try_into().expect("N bytes");
@@ -462,7 +525,7 @@ fn copy_equal<const N: usize>(out: &mut [u8], parts: &[&Tensor], outer: usize) {
 
 struct Pack(i64);
 impl OpKernel for Pack {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let first = inputs[0].dims();
         for (i, t) in inputs.iter().enumerate() {
             if t.dims() != first {
@@ -482,14 +545,14 @@ impl OpKernel for Pack {
         let outer: usize = first[..axis].iter().product();
         let inner: usize = first[axis..].iter().product();
         let parts: Vec<&Tensor> = inputs.iter().collect();
-        outputs.push(interleave(&parts, &vec![inner; parts.len()], outer, &dims)?);
+        outputs.push(interleave(ctx, &parts, &vec![inner; parts.len()], outer, &dims)?);
         Ok(())
     }
 }
 
 struct Concat;
 impl OpKernel for Concat {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let (values, axis_t) = inputs.split_at(inputs.len() - 1);
         let a = axis_values(&axis_t[0])?;
         let [a] = a[..] else {
@@ -524,7 +587,7 @@ impl OpKernel for Concat {
         let inner: usize = first[axis + 1..].iter().product();
         let parts: Vec<&Tensor> = values.iter().collect();
         let blocks: Vec<usize> = values.iter().map(|t| t.dims()[axis] * inner).collect();
-        outputs.push(interleave(&parts, &blocks, outer, &dims)?);
+        outputs.push(interleave(ctx, &parts, &blocks, outer, &dims)?);
         Ok(())
     }
 }

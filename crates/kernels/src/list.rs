@@ -207,7 +207,7 @@ struct Stack {
     num_elements: i64,
 }
 impl OpKernel for Stack {
-    fn compute(&self, _: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+    fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let node = &self.node;
         let l = list_of(node, &inputs[0], self.dtype)?;
         let n = l.elements.len();
@@ -249,7 +249,7 @@ impl OpKernel for Stack {
             outputs.push(Tensor::zeros(self.dtype, &dims)?);
         } else {
             let per: usize = inner.iter().product();
-            outputs.push(interleave(&parts, &vec![per; n], 1, &dims)?);
+            outputs.push(interleave(ctx, &parts, &vec![per; n], 1, &dims)?);
         }
         Ok(())
     }

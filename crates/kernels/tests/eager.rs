@@ -371,3 +371,84 @@ fn large_rearrangements_and_reductions_are_the_same_on_one_thread_and_two() {
         assert_eq!(got, at(i + 1, y + 2, xx + 3, ch + 4));
     }
 }
+
+/// Concatenations, stacks and bias additions large enough to be split across the pool give
+/// the same bits on one thread and on two and match first principles: joins along every axis
+/// (pieces of whole rows, and of bytes when there is a single row), blocks of one element
+/// (the fixed-size path), and a bias added in place or, when the input is shared, into a new
+/// output.
+#[test]
+fn large_joins_and_bias_additions_are_the_same_on_one_thread_and_two() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let serial = KernelContext { intra_op: None, resources: None, step: None };
+    let parallel = KernelContext { intra_op: Some(&pool), resources: None, step: None };
+    let int = Value::Type(DType::Int32.to_tf());
+    let (n, h, w) = (9usize, 21usize, 17usize); // every output over the 1 MB split threshold
+    let channels = [37usize, 5, 41];
+    let parts: Vec<Vec<f32>> =
+        channels.iter().enumerate().map(|(i, &c)| values(n * h * w * c, 10 + i as u32)).collect();
+    let total: usize = channels.iter().sum();
+    // Along the channels (the last axis, also spelled -1).
+    for axis in [3, -1] {
+        let inputs: Vec<Tensor> = (parts.iter().zip(channels))
+            .map(|(p, c)| Tensor::from_vec(&[n, h, w, c], p.clone()).unwrap())
+            .chain([Tensor::scalar(axis)])
+            .collect();
+        let a = attrs(&[("T", t_float()), ("N", Value::I(3)), ("Tidx", int.clone())]);
+        let s = run_op("ConcatV2", &a, inputs.clone(), &serial).unwrap();
+        let p = run_op("ConcatV2", &a, inputs, &parallel).unwrap();
+        assert_eq!(s[0], p[0]);
+        assert_eq!(s[0].dims(), &[n, h, w, total]);
+        let got = s[0].as_slice::<f32>().unwrap();
+        for px in 0..n * h * w {
+            let mut at = px * total;
+            for (part, &c) in parts.iter().zip(&channels) {
+                assert_eq!(&got[at..at + c], &part[px * c..(px + 1) * c], "pixel {px}");
+                at += c;
+            }
+        }
+    }
+    // Along the batch (one row: the pieces are byte ranges) and along H.
+    let same: Vec<Tensor> =
+        (0..3).map(|i| Tensor::from_vec(&[n, h, w, 37], values(n * h * w * 37, 20 + i)).unwrap()).collect();
+    for axis in [0usize, 1] {
+        let inputs: Vec<Tensor> = same.iter().cloned().chain([Tensor::scalar(axis as i32)]).collect();
+        let a = attrs(&[("T", t_float()), ("N", Value::I(3)), ("Tidx", int.clone())]);
+        let s = run_op("ConcatV2", &a, inputs.clone(), &serial).unwrap();
+        let p = run_op("ConcatV2", &a, inputs, &parallel).unwrap();
+        assert_eq!(s[0], p[0]);
+        let got = s[0].as_slice::<f32>().unwrap();
+        let outer: usize = [n, h][..axis].iter().product();
+        let block = same[0].len() / outer;
+        for o in 0..outer {
+            for (i, t) in same.iter().enumerate() {
+                let want = &t.as_slice::<f32>().unwrap()[o * block..(o + 1) * block];
+                assert_eq!(&got[(o * 3 + i) * block..(o * 3 + i + 1) * block], want, "axis {axis} row {o} part {i}");
+            }
+        }
+    }
+    // A stack along a new last axis: blocks of one float.
+    let a = attrs(&[("T", t_float()), ("N", Value::I(3)), ("axis", Value::I(-1))]);
+    let s = run_op("Pack", &a, same.clone(), &serial).unwrap();
+    let p = run_op("Pack", &a, same.clone(), &parallel).unwrap();
+    assert_eq!(s[0], p[0]);
+    assert_eq!(s[0].dims(), &[n, h, w, 37, 3]);
+    for (k, &got) in s[0].as_slice::<f32>().unwrap().iter().enumerate() {
+        assert_eq!(got, same[k % 3].as_slice::<f32>().unwrap()[k / 3]);
+    }
+    // BiasAdd, channels last, with the input shared (kept here) and not.
+    let x = Tensor::from_vec(&[n, h, w, 37], parts[0].clone()).unwrap();
+    let bias = Tensor::from_vec(&[37], values(37, 30)).unwrap();
+    let a = attrs(&[("T", t_float()), ("data_format", Value::S(b"NHWC".to_vec()))]);
+    let shared = run_op("BiasAdd", &a, vec![x.clone(), bias.clone()], &parallel).unwrap();
+    let b = bias.as_slice::<f32>().unwrap();
+    for (k, (&got, &xv)) in shared[0].as_slice::<f32>().unwrap().iter().zip(&parts[0]).enumerate() {
+        assert_eq!(got, xv + b[k % 37]);
+    }
+    let fresh = |ctx| {
+        run_op("BiasAdd", &a, vec![Tensor::from_vec(&[n, h, w, 37], parts[0].clone()).unwrap(), bias.clone()], ctx)
+    };
+    assert_eq!(fresh(&serial).unwrap()[0], shared[0]);
+    assert_eq!(fresh(&parallel).unwrap()[0], shared[0]);
+    assert_eq!(x.as_slice::<f32>().unwrap(), &parts[0][..], "the shared input is left as it was");
+}
