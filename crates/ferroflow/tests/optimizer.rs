@@ -1073,3 +1073,73 @@ fn run_time_shapes_built_from_shape_infer_in_part() {
     assert_eq!(got[2].as_slice::<i32>().unwrap(), &[3]);
     assert_eq!(got[3].as_slice::<i32>().unwrap(), &[5, 4]);
 }
+
+/// A pre-activation (a frozen BatchNormalization as `Mul`/`AddV2`, then `Relu`) whose every
+/// consumer is a pointwise convolution becomes their prologue — DenseNet's layers (a
+/// convolution with its own BatchNorm + ReLU epilogue) and ResNetV2's blocks (the same
+/// activation read by the shortcut convolution, with a bias, and by the main one, joined by a
+/// residual `AddV2`) — and is left alone where a consumer is not pointwise (a 3×3 window, a
+/// stride of 2, too few channels). Bit-identical to the unfused graph, at batch sizes that
+/// run the GEMM as one matrix and as blocks split across the pool.
+#[test]
+fn pre_activations_become_prologues_of_pointwise_convolutions_exactly() {
+    let c = 16;
+    let build = |second: &str, channels: usize| {
+        let s = Scope::new();
+        let x =
+            s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, None, None, Some(channels)])).unwrap();
+        let pre = s
+            .relu(
+                s.add_v2(
+                    s.mul(x, test_vector(&s, channels, 0.6, 0.05)).unwrap(),
+                    test_vector(&s, channels, -0.4, 0.07),
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        let bn_relu = |y: Output, k: usize| {
+            s.relu(s.add_v2(s.mul(y, test_vector(&s, k, 0.9, -0.01)).unwrap(), test_vector(&s, k, 0.1, 0.02)).unwrap())
+                .unwrap()
+        };
+        let main = bn_relu(test_conv2d(&s, "main", pre, (1, channels, 24), 1, 1), 24);
+        let other = match second {
+            "bias" => {
+                s.bias_add(test_conv2d(&s, "shortcut", pre, (1, channels, 24), 1, 2), test_vector(&s, 24, 0.3, -0.02))
+            }
+            "3x3" => Ok(test_conv2d(&s, "wide", pre, (3, channels, 24), 1, 2)),
+            _ => Ok(test_conv2d(&s, "strided", pre, (1, channels, 24), 2, 2)),
+        }
+        .unwrap();
+        let y = if second == "strided" { other } else { s.add_v2(main, other).unwrap() };
+        let fetches = vec![s.graph().output_name(y), s.graph().output_name(main)];
+        (s.graph(), fetches)
+    };
+    for (second, channels, fused) in [("bias", c, true), ("3x3", c, false), ("strided", c, false), ("bias", 4, false)] {
+        let (g, fetches) = build(second, channels);
+        let it = Item { feeds: vec!["x:0".into()], fetches: fetches.clone(), ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+        let with_prologue = opt
+            .graph
+            .nodes()
+            .iter()
+            .filter(|n| {
+                matches!(n.attrs.get("prologue").and_then(|a| a.value.as_ref()),
+                Some(ferroflow::proto::attr_value::Value::List(l)) if !l.s.is_empty())
+            })
+            .count();
+        let elementwise = opt.graph.nodes().iter().filter(|n| n.op == "_FusedElementwise").count();
+        let what = format!("{second}, {channels} channels");
+        assert_eq!(with_prologue, if fused { 2 } else { 0 }, "{what}\n{}", opt.report.details());
+        assert_eq!(elementwise == 0, fused, "{what}\n{}", opt.report.details());
+        for (batch, h, w) in [(1, 6, 5), (3, 24, 25)] {
+            let n = batch * h * w * channels;
+            let v: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+            let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, h, w, channels], v).unwrap())];
+            let a = run(&g, &feeds, &fetches, true);
+            let b = run(&g, &feeds, &fetches, false);
+            for (got, want) in a.iter().zip(&b) {
+                assert_bit_identical(&format!("{what}, batch {batch}"), got, want);
+            }
+        }
+    }
+}

@@ -55,7 +55,7 @@ impl Pass for ContractionFusion {
     }
 
     fn run(&self, graph: &mut Graph, ctx: &mut PassContext) -> Result<(), OptimizeError> {
-        let folded_pads = fold_pads(graph, ctx) | fuse_conv_epilogues(graph, ctx);
+        let folded_pads = fold_pads(graph, ctx) | fuse_conv_epilogues(graph, ctx) | fuse_conv_prologues(graph, ctx);
         let edges = Edges::new(graph);
         let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
         let shape =
@@ -297,13 +297,26 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
             attrs.remove(k);
         }
         let (program, inputs) = if d.op == fused_op {
-            // Already fused: the new program runs after the old one, on its result (`a0`
-            // becomes the old program's last register) with its operands after the old ones.
-            let Some(old) = program_of_fused_conv(&d) else { continue };
-            let (p, m) = (old.len(), d.inputs.len() - 2);
+            // Already fused: the new program runs after the old one (if any), on its result
+            // (`a0` becomes the old program's last register) with its operands after the old
+            // ones and before a prologue's.
+            let old = match program_lines(&d).is_empty() {
+                true => vec![],
+                false => match program_of_fused_conv(&d) {
+                    Some(old) => old,
+                    None => continue,
+                },
+            };
+            let epilogue_end = d.inputs.len() - prologue_args(&d);
+            let (p, m) = (old.len(), epilogue_end - 2);
             let mut program = old;
             program.extend(lines.iter().map(|l| shift_program_operands(&shift_program_line(l, p), m)));
-            let inputs: Vec<Output> = d.inputs.iter().chain(&e.inputs[1..]).copied().collect();
+            let inputs: Vec<Output> = d.inputs[..epilogue_end]
+                .iter()
+                .chain(&e.inputs[1..])
+                .chain(&d.inputs[epilogue_end..])
+                .copied()
+                .collect();
             (program, inputs)
         } else {
             // `a0` becomes the prefix's result; the bias is the last operand.
@@ -328,6 +341,142 @@ fn fuse_conv_epilogues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         n.attrs = attrs;
         n.experimental_type = None;
         ctx.report.fused.push((n.name.clone(), vec![d.name.clone()], n.op.clone()));
+        fused = true;
+    }
+    fused
+}
+
+/// A node's `program` lines (none when it has no such attr).
+fn program_lines(n: &ferroflow_graph::Node) -> Vec<String> {
+    match n.attrs.attr_value("program") {
+        Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
+        _ => vec![],
+    }
+}
+
+/// How many of a `_FusedConv2DElementwise`'s operands (the last ones) are its prologue's.
+fn prologue_args(n: &ferroflow_graph::Node) -> usize {
+    match n.attrs.attr_value("prologue_args") {
+        Some(attr_value::Value::I(k)) => usize::try_from(*k).unwrap_or(0).min(n.inputs.len().saturating_sub(2)),
+        _ => 0,
+    }
+}
+
+/// Whether a node has a non-empty `prologue` program.
+fn has_prologue(n: &ferroflow_graph::Node) -> bool {
+    matches!(n.attrs.attr_value("prologue"), Some(attr_value::Value::List(l)) if !l.s.is_empty())
+}
+
+/// Fewest input channels for which a pointwise convolution takes a prologue (fewer run as
+/// the direct convolution, which reads the input whole: the prologue would then be applied
+/// to a copy of all of it, no gain).
+const PROLOGUE_MIN_CHANNELS: usize = 8;
+
+/// A `_FusedElementwise` over one NHWC tensor (`a0`, of the output's shape) and per-channel
+/// vectors or scalars — a frozen pre-activation BatchNormalization and its ReLU, as in
+/// DenseNet's layers and transitions and ResNetV2's blocks — whose every consumer is a
+/// pointwise convolution (1×1, stride 1, not explicitly padded; `Conv2D`, `_FusedConv2D`,
+/// `_FusedConv2DElementwise`) taking it as its input, becomes those convolutions' `prologue`:
+/// each runs the program on its blocks of input rows, in cache, before its GEMM reads them,
+/// so the activated tensor is never written to memory and read back. Exact: the same program
+/// over the same values, into the same GEMM. Its operands become the convolutions' last
+/// ones (`prologue_args` of them).
+fn fuse_conv_prologues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
+    let edges = Edges::new(graph);
+    let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
+    let dims = |o: Output| shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims().map(<[_]>::to_vec));
+    let ints = |attrs: &Attrs, name: &str| match attrs.get(name).and_then(|a| a.value.as_ref()) {
+        Some(attr_value::Value::List(l)) => Some(l.i.clone()),
+        _ => None,
+    };
+    let mut fused = false;
+    for e_id in 0..graph.len() {
+        let e = graph.node(e_id);
+        if e.op != "_FusedElementwise"
+            || !e.control_inputs.is_empty()
+            || e.inputs.is_empty()
+            || e.types.outputs.len() != 1
+            || !edges.ctrl[e_id].is_empty()
+            || edges.data[e_id].is_empty()
+            || ctx.is_protected(graph, e_id)
+        {
+            continue;
+        }
+        let Some(x) = dims(e.inputs[0]) else { continue };
+        let Some(&Some(channels)) = x.last() else { continue };
+        if x.len() != 4 || channels < PROLOGUE_MIN_CHANNELS || dims(Output { node: e_id, index: 0 }) != Some(x.clone())
+        {
+            continue;
+        }
+        let per_channel = e.inputs[1..].iter().all(|&o| {
+            dims(o).is_some_and(|d| {
+                let trailing: Vec<Option<usize>> = d.iter().copied().skip_while(|&v| v == Some(1)).collect();
+                d.len() <= 4 && (trailing.is_empty() || trailing == [Some(channels)])
+            })
+        });
+        let Some(lines) = program(e) else { continue };
+        if !per_channel {
+            continue;
+        }
+        let dtype = e.types.outputs[0];
+        let pointwise = |&(c_id, slot): &(NodeId, usize)| {
+            let c = graph.node(c_id);
+            let conv_op = match c.op.as_str() {
+                "Conv2D" => true,
+                "_FusedConv2D" => bias_prefix(c).is_some(),
+                "_FusedConv2DElementwise" => !has_prologue(c),
+                _ => false,
+            };
+            conv_op
+                && slot == 0
+                && c.inputs[0] == Output { node: e_id, index: 0 }
+                && c.inputs.iter().filter(|o| o.node == e_id).count() == 1
+                && c.device == e.device
+                && c.types.outputs.first() == Some(&dtype)
+                && c.attrs.string_attr("data_format").is_none_or(|f| f == "NHWC")
+                && matches!(c.attrs.string_attr("padding").as_deref(), Some("VALID" | "SAME"))
+                && ints(&c.attrs, "strides").is_none_or(|s| s.iter().all(|&v| v == 1))
+                && dims(c.inputs[1]).is_some_and(|f| f.len() == 4 && f[..3] == [Some(1), Some(1), Some(channels)])
+        };
+        if !edges.data[e_id].iter().all(pointwise) || ctx.out_of_time() {
+            continue;
+        }
+        let e = e.clone();
+        let m = e.inputs.len() - 1;
+        for &(c_id, _) in &edges.data[e_id] {
+            let c = graph.node(c_id).clone();
+            let mut attrs = c.attrs.clone();
+            for k in std::iter::once("_class").chain(FUSED_CONV2D_ONLY_ATTRS) {
+                attrs.remove(k);
+            }
+            let (program, mut inputs): (Vec<String>, Vec<Output>) = match c.op.as_str() {
+                "Conv2D" => (vec![], vec![e.inputs[0], c.inputs[1]]),
+                "_FusedConv2D" => {
+                    let prefix = bias_prefix(&c).expect("checked above");
+                    (
+                        prefix.iter().map(|l| l.replace("{bias}", "a1")).collect(),
+                        vec![e.inputs[0], c.inputs[1], c.inputs[2]],
+                    )
+                }
+                _ => {
+                    let mut inputs = c.inputs.clone();
+                    inputs[0] = e.inputs[0];
+                    (program_lines(&c), inputs)
+                }
+            };
+            inputs.extend_from_slice(&e.inputs[1..]);
+            attrs.insert("program".into(), attr::strings(&program.iter().map(String::as_str).collect::<Vec<_>>()));
+            attrs.insert("prologue".into(), attr::strings(&lines.iter().map(String::as_str).collect::<Vec<_>>()));
+            attrs.insert("prologue_args".into(), attr::int(m as i64));
+            attrs.insert("N".into(), attr::int(inputs.len() as i64 - 2));
+            let n = graph.node_mut(c_id);
+            n.op = "_FusedConv2DElementwise".to_string();
+            n.types = NodeTypes { inputs: vec![dtype; inputs.len()], outputs: vec![dtype] };
+            n.inputs = inputs;
+            n.attrs = attrs;
+            n.experimental_type = None;
+            ctx.report.fused.push((n.name.clone(), vec![e.name.clone()], n.op.clone()));
+        }
         fused = true;
     }
     fused

@@ -6,7 +6,7 @@ use ferroflow_tensor::{DType, Element, Tensor};
 
 use super::depthwise::{depthwise_m1, Depthwise, Geometry};
 use super::pool::max_pool_valid;
-use super::{Conv2D, Window};
+use super::{BlockFn, Conv2D, Window};
 use crate::elementwise::{visit_unary, UnaryVisitor};
 use crate::epilogue::{add_bias, Activation, RowEpilogue};
 use crate::matmul::GemmElement;
@@ -65,41 +65,98 @@ impl<T: Float + Element> OpKernel for FusedDepthwise<T> {
 
 /// `_FusedConv2DElementwise`: the convolution with the program run on each block of output
 /// rows right after the GEMM wrote it (frozen BatchNormalization, the activation and
-/// ResNet's residual `Add` + `Relu`, in cache).
+/// ResNet's residual `Add` + `Relu`, in cache), and optionally a prologue: a program run on
+/// each block of input rows before a pointwise convolution's GEMM reads it (a pre-activation
+/// BatchNormalization + ReLU: DenseNet's, ResNetV2's), so the activated input is never
+/// written to memory.
 struct FusedConv<T> {
     conv: Conv2D<T>,
-    epilogue: RowEpilogue<T>,
+    /// Attr `program`; `None` when it is empty (a convolution fused only for its prologue).
+    epilogue: Option<RowEpilogue<T>>,
+    /// Attr `prologue` (over the input as `a0` and the last `prologue_args` of `args`) and
+    /// that count.
+    prologue: Option<(RowEpilogue<T>, usize)>,
     /// The windows (`[ph, pw]`) of the max pool that follows the epilogue (attr `max_pool`).
     pool: Option<[usize; 2]>,
 }
 
 impl<T: GemmElement + Float + Element> OpKernel for FusedConv<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        // The prologue's operands are the last inputs.
+        let pro_args: Vec<Tensor> = match &self.prologue {
+            Some((_, m)) if inputs.len() >= 2 + m => inputs.drain(inputs.len() - m..).collect(),
+            Some((_, m)) => {
+                return Err(invalid(format!("a prologue of {m} operands needs {} inputs, got {}", 2 + m, inputs.len())))
+            }
+            None => Vec::new(),
+        };
+        let mut pro_ops = None;
+        if let Some((pro, _)) = &self.prologue {
+            let dims = inputs[0].dims().to_vec();
+            let c = dims.last().copied().unwrap_or(0).max(1);
+            let ops = match dims.len() == 4 && self.conv.pointwise_gemm(inputs)? {
+                true => pro.operands(&pro_args, &dims, c * (EPILOGUE_ROW / c).max(1))?,
+                false => None,
+            };
+            match ops {
+                Some(ops) => pro_ops = Some((pro, ops)),
+                None => {
+                    // Not a pointwise GEMM (or operands of other shapes): the prologue on the
+                    // whole input first, as the unfused graph computes it.
+                    let mut o = Outputs::with_capacity(1);
+                    pro.finish(ctx, inputs[0].clone(), &pro_args, &mut o)?;
+                    inputs[0] = o.pop().expect("the prologue's output");
+                }
+            }
+        }
+        let inputs: &Inputs = inputs;
+        let prologue_fn = pro_ops.as_ref().map(|(pro, ops)| {
+            move |start: usize, block: &mut [T], scratch: &mut Vec<T>| pro.apply(start, block, ops, scratch)
+        });
+        let prologue: Option<BlockFn<T>> = prologue_fn.as_ref().map(|f| f as BlockFn<T>);
+        let conv = |epilogue: Option<BlockFn<T>>| match prologue {
+            Some(p) => self.conv.run_with_prologue(ctx, inputs, epilogue, p),
+            None => self.conv.run(ctx, inputs, epilogue),
+        };
+        let pooled = |epilogue: Option<BlockFn<T>>, pool: [usize; 2]| -> KResult<Tensor> {
+            let direct = match prologue {
+                Some(_) => None,
+                None => self.conv.run_pooled(ctx, inputs, epilogue, pool)?,
+            };
+            match direct {
+                Some(out) => Ok(out),
+                None => max_pool_valid::<T>(&conv(epilogue)?, pool),
+            }
+        };
         let dims = self.conv.output_dims(inputs)?;
         let oc = dims[3].max(1);
         let row_len = oc * (EPILOGUE_ROW / oc).max(1);
-        match self.epilogue.operands(&inputs[2..], &dims, row_len)? {
-            Some(ops) => {
-                let apply = |start: usize, block: &mut [T], scratch: &mut Vec<T>| {
-                    self.epilogue.apply(start, block, &ops, scratch)
-                };
-                let out = match self.pool {
-                    Some(pool) => match self.conv.run_pooled(ctx, inputs, Some(&apply), pool)? {
-                        Some(pooled) => pooled,
-                        None => max_pool_valid::<T>(&self.conv.run(ctx, inputs, Some(&apply))?, pool)?,
-                    },
-                    None => self.conv.run(ctx, inputs, Some(&apply))?,
-                };
-                outputs.push(out);
+        let epilogue = match &self.epilogue {
+            Some(e) => Some((e, e.operands(&inputs[2..], &dims, row_len)?)),
+            None => None,
+        };
+        match epilogue {
+            Some((e, Some(ops))) => {
+                let apply = |start: usize, block: &mut [T], scratch: &mut Vec<T>| e.apply(start, block, &ops, scratch);
+                outputs.push(match self.pool {
+                    Some(pool) => pooled(Some(&apply), pool)?,
+                    None => conv(Some(&apply))?,
+                });
                 Ok(())
             }
-            None => {
-                let out = self.conv.run(ctx, inputs, None)?;
-                self.epilogue.finish(ctx, out, &inputs[2..], outputs)?;
+            Some((e, None)) => {
+                e.finish(ctx, conv(None)?, &inputs[2..], outputs)?;
                 if let Some(pool) = self.pool {
                     let out = outputs.pop().expect("the epilogue's output");
                     outputs.push(max_pool_valid::<T>(&out, pool)?);
                 }
+                Ok(())
+            }
+            None => {
+                outputs.push(match self.pool {
+                    Some(pool) => pooled(None, pool)?,
+                    None => conv(None)?,
+                });
                 Ok(())
             }
         }
@@ -191,8 +248,29 @@ fn k_fused_conv(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
     };
     let n_args = d.int("N")?;
     let n_args = usize::try_from(n_args).map_err(|_| invalid(format!("attr 'N' is {n_args}")))?;
-    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64],
-        |T| Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue: RowEpilogue::new(d, n_args)?, pool }) as Box<dyn OpKernel>))
+    let pro_args = d.int("prologue_args").unwrap_or(0);
+    let pro_args = usize::try_from(pro_args)
+        .ok()
+        .filter(|&m| m <= n_args)
+        .ok_or_else(|| invalid(format!("node '{}': attr 'prologue_args' is {pro_args}, N is {n_args}", d.name)))?;
+    let has = |attr: &str| {
+        matches!(d.def.attr(d.attrs, attr).and_then(|v| v.value.as_ref()),
+        Some(ferroflow_proto::attr_value::Value::List(l)) if !l.s.is_empty())
+    };
+    if !has("prologue") && pro_args > 0 {
+        return Err(invalid(format!("node '{}': 'prologue_args' is {pro_args} without a 'prologue'", d.name)));
+    }
+    dispatch!(d.dtype("T")?, d.def.name, [Float => f32, Double => f64], |T| {
+        let epilogue = match has("program") {
+            true => Some(RowEpilogue::<T>::new(d, n_args - pro_args)?),
+            false => None,
+        };
+        let prologue = match has("prologue") {
+            true => Some((RowEpilogue::<T>::from_attr(d, "prologue", pro_args)?, pro_args)),
+            false => None,
+        };
+        Ok(Box::new(FusedConv::<T> { conv: Conv2D::new(d)?, epilogue, prologue, pool }) as Box<dyn OpKernel>)
+    })
 }
 
 pub(super) fn register(r: &mut KernelRegistry) {

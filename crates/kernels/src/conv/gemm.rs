@@ -9,7 +9,7 @@ use super::{Axis, BlockFn, Conv2D};
 use crate::matmul::{product, product_serial, GemmElement};
 use crate::numeric::Float;
 use crate::packed;
-use crate::{KResult, KernelContext};
+use crate::{invalid, KResult, KernelContext};
 
 /// Bytes of one task's block: its im2col rows (`k` wide) and the output rows the GEMM writes
 /// from them (`oc` wide). Enough rows that the GEMM runs at speed and repacks the filter rarely,
@@ -98,7 +98,11 @@ impl<T: GemmElement + Float> Conv2D<T> {
     /// they are in cache. Too few rows for blocks of a useful size on every thread (64 rows; 28
     /// with the filter packed once, see [`PACKED_MIN_BLOCK_ROWS`]): one im2col matrix and the
     /// GEMM split by columns. An output of at least [`STREAM_OUTPUT_BYTES`] is made block by
-    /// block in a cached buffer and streamed to memory with non-temporal stores.
+    /// block in a cached buffer and streamed to memory with non-temporal stores. A
+    /// `prologue` (pointwise convolutions only) runs on a copy of each block of input rows, in
+    /// cache, before the GEMM reads it: the input's elementwise producer (a pre-activation
+    /// BatchNorm + ReLU) without its output ever written to memory.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run_gemm(
         &self,
         ctx: &KernelContext,
@@ -106,6 +110,7 @@ impl<T: GemmElement + Float> Conv2D<T> {
         (filter, kh, kw, oc): (&Tensor, usize, usize, usize),
         o: &mut [T],
         epilogue: Option<BlockFn<T>>,
+        prologue: Option<BlockFn<T>>,
     ) -> KResult<()> {
         let rows = n * ah.output * aw.output;
         let k = kh * kw * c;
@@ -118,6 +123,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
             && aw.pad_before == 0
             && ah.output == h
             && aw.output == w;
+        if prologue.is_some() && !pointwise {
+            return Err(invalid("a convolution prologue needs a pointwise (1x1, stride 1, unpadded) convolution"));
+        }
         let threads = ctx.threads();
         let mut block = (BLOCK_BYTES / ((k + oc).max(1) * std::mem::size_of::<T>())).max(MIN_BLOCK_ROWS).min(rows);
         if threads > 1 && rows.div_ceil(block) < 2 * threads {
@@ -135,7 +143,13 @@ impl<T: GemmElement + Float> Conv2D<T> {
             // whole-matrix GEMM with a separate epilogue pass was 25–65% slower.)
             crate::check_output(T::DTYPE, &[rows, k])?;
             let mut lease = Lease::<(Vec<T>, Vec<T>)>::take();
-            let a: &[T] = if pointwise {
+            let a: &[T] = if let Some(p) = prologue {
+                let (col, scratch) = (&mut lease.bufs.0, &mut lease.bufs.1);
+                col.clear();
+                col.extend_from_slice(&x[..rows * k]);
+                p(0, col, scratch);
+                col
+            } else if pointwise {
                 x
             } else {
                 let col = &mut lease.bufs.0;
@@ -165,7 +179,12 @@ impl<T: GemmElement + Float> Conv2D<T> {
             }
             let (r0, m) = (i * block, out_rows.len() / oc);
             let (col, scratch, stage) = (&mut lease.bufs.0, &mut lease.bufs.1, &mut lease.bufs.2);
-            let a: &[T] = if pointwise {
+            let a: &[T] = if let Some(p) = prologue {
+                col.clear();
+                col.extend_from_slice(&x[r0 * k..(r0 + m) * k]);
+                p(r0 * k, col, scratch);
+                col
+            } else if pointwise {
                 &x[r0 * k..(r0 + m) * k]
             } else {
                 col.resize(m * k, T::ZERO);

@@ -319,8 +319,50 @@ impl<T: GemmElement + Float> Conv2D<T> {
             self.run_direct(ctx, (x, [n, h, w, c], [ah, aw]), (f, kh, kw, oc), o, epilogue, None);
             return Ok(Some(out));
         }
-        self.run_gemm(ctx, (x, [n, h, w, c], [ah, aw]), (&inputs[1], kh, kw, oc), o, epilogue)?;
+        self.run_gemm(ctx, (x, [n, h, w, c], [ah, aw]), (&inputs[1], kh, kw, oc), o, epilogue, None)?;
         Ok(Some(out))
+    }
+
+    /// Whether the convolution runs as a pointwise GEMM (1×1 window, stride 1, no padding,
+    /// ungrouped, too many channels for the direct convolution): the convolutions that take a
+    /// prologue ([`Conv2D::run_with_prologue`]).
+    fn pointwise_gemm(&self, inputs: &Inputs) -> KResult<bool> {
+        let [_, h, w, c] = nhwc(&inputs[0], "input")?;
+        let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
+        if fc != c || kh != 1 || kw != 1 {
+            return Ok(false);
+        }
+        let [ah, aw] = self.window.axes(h, w, kh, kw)?;
+        let pointwise =
+            [ah.stride, aw.stride, ah.pad_before, aw.pad_before] == [1, 1, 0, 0] && ah.output == h && aw.output == w;
+        let direct = c <= DIRECT_MAX_CHANNELS || implicit_applies::<T>(c, c, oc); // k = c: within DIRECT_MAX_K
+        Ok(pointwise && !direct)
+    }
+
+    /// The convolution with `prologue` run on each block of input rows before the GEMM reads
+    /// it (and `epilogue` on each block of output rows); only where
+    /// [`Conv2D::pointwise_gemm`] holds.
+    fn run_with_prologue(
+        &self,
+        ctx: &KernelContext,
+        inputs: &Inputs,
+        epilogue: Option<BlockFn<T>>,
+        prologue: BlockFn<T>,
+    ) -> KResult<Tensor> {
+        if !self.pointwise_gemm(inputs)? {
+            return Err(invalid("a convolution prologue needs a pointwise (1x1, stride 1, unpadded) convolution"));
+        }
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let oc = nhwc(&inputs[1], "filter")?[3];
+        let axes = self.window.axes(h, w, 1, 1)?;
+        // Every element is written by the GEMM.
+        let mut out = Tensor::for_overwrite(T::DTYPE, &[n, h, w, oc])?;
+        if n * h * w == 0 || oc == 0 {
+            return Ok(out);
+        }
+        let (x, o) = (inputs[0].as_slice::<T>()?, out.as_mut_slice::<T>()?);
+        self.run_gemm(ctx, (x, [n, h, w, c], axes), (&inputs[1], 1, 1, oc), o, epilogue, Some(prologue))?;
+        Ok(out)
     }
 }
 

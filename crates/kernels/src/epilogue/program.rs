@@ -134,10 +134,10 @@ struct Instr<T> {
 /// Parses a program: one instruction per string, `"Op a0 r1"` (operands: argument `aK`,
 /// result of instruction `rK`); the last instruction's result is the output. Each op must be
 /// one the registry declares elementwise.
-fn parse_program<T: Float + Element>(d: &NodeDesc, n_args: usize) -> KResult<Vec<Instr<T>>> {
-    let lines = list_strings(d, "program");
+fn parse_program<T: Float + Element>(d: &NodeDesc, attr: &str, n_args: usize) -> KResult<Vec<Instr<T>>> {
+    let lines = list_strings(d, attr);
     if lines.is_empty() {
-        return Err(invalid(format!("node '{}': _FusedElementwise needs a non-empty 'program'", d.name)));
+        return Err(invalid(format!("node '{}': {} needs a non-empty '{attr}'", d.name, d.def.name)));
     }
     let mut out = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
@@ -195,7 +195,12 @@ pub(crate) struct Program<T> {
 impl<T: Float + Element> Program<T> {
     /// The program of node `d` (attr `program`) over `n_args` operands.
     pub(crate) fn new(d: &NodeDesc, n_args: usize) -> KResult<Program<T>> {
-        let instrs = parse_program::<T>(d, n_args)?;
+        Self::from_attr(d, "program", n_args)
+    }
+
+    /// The program in node `d`'s attr `attr` over `n_args` operands.
+    pub(crate) fn from_attr(d: &NodeDesc, attr: &str, n_args: usize) -> KResult<Program<T>> {
+        let instrs = parse_program::<T>(d, attr, n_args)?;
         let mut attrs = ferroflow_graph::Attrs::new();
         attrs.insert("T".into(), ferroflow_proto::attr::dtype(T::DTYPE));
         let reg = OpRegistry::global();
@@ -413,7 +418,12 @@ pub(crate) struct RowOperands<'a, T> {
 impl<T: Float + Element> RowEpilogue<T> {
     /// The program of node `d` over `1 + n_args` operands.
     pub(crate) fn new(d: &NodeDesc, n_args: usize) -> KResult<RowEpilogue<T>> {
-        let program = Program::new(d, 1 + n_args)?;
+        Self::from_attr(d, "program", n_args)
+    }
+
+    /// The program in node `d`'s attr `attr` over `1 + n_args` operands.
+    pub(crate) fn from_attr(d: &NodeDesc, attr: &str, n_args: usize) -> KResult<RowEpilogue<T>> {
+        let program = Program::from_attr(d, attr, 1 + n_args)?;
         let chain = chain_of(&program.instrs);
         Ok(RowEpilogue { program, chain })
     }

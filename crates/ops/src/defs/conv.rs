@@ -508,12 +508,15 @@ pub fn conv2d(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 
 /// The output of a convolution with an elementwise epilogue (`_FusedConv2DElementwise`,
 /// `_FusedDepthwiseConv2dElementwise`): the convolution's shape `conv` broadcast with every
-/// operand after `input` and `filter` (an operand may be larger than the convolution's output,
+/// epilogue operand after `input` and `filter` (an operand may be larger than the convolution's output,
 /// as a squeeze-and-excite multiply whose convolution is the 1x1 side), then its `max_pool`
 /// (`[ph, pw]`: VALID windows at strides of the window), if any.
 pub fn with_epilogue(c: &InferCtx, conv: Vec<Shape>) -> Result<Vec<Shape>, ShapeError> {
     let mut out = conv[0].clone();
-    for (k, a) in c.inputs.iter().enumerate().skip(2) {
+    // A prologue's operands (the last `prologue_args`) apply to the input, not the output.
+    let prologue = usize::try_from(c.int("prologue_args").unwrap_or(0)).unwrap_or(0);
+    let epilogue_end = c.inputs.len().saturating_sub(prologue).max(2);
+    for (k, a) in c.inputs.iter().enumerate().take(epilogue_end).skip(2) {
         out = out.broadcast(a).ok_or_else(|| {
             format!("epilogue operand {} of shape {a} does not broadcast with the convolution's output {out}", k - 2)
         })?;

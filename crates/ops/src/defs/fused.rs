@@ -83,7 +83,11 @@ pub fn defs() -> Vec<OpDef> {
         // per-channel vector, a scalar or a tensor of the output's shape, anything else
         // broadcast after the convolution) — frozen BatchNormalization, the activation and
         // ResNet's residual join — then, with `max_pool = [ph, pw]`, a `MaxPool` of ph×pw
-        // windows at strides of the window (VALID): the output is the pooled one.
+        // windows at strides of the window (VALID): the output is the pooled one. An empty
+        // program is none. A `prologue` program runs on the input first (`a0` = the input,
+        // `aK` = the K-th of the last `prologue_args` args, each a per-channel vector of the
+        // input or a scalar) — a pre-activation BatchNormalization + ReLU before a pointwise
+        // convolution, applied to each block of input rows in cache.
         op("_FusedConv2DElementwise")
             .contraction()
             .input("input: T")
@@ -94,6 +98,8 @@ pub fn defs() -> Vec<OpDef> {
             .attr("N: int >= 0")
             .attr("program: list(string)")
             .attr("max_pool: list(int) = []")
+            .attr("prologue: list(string) = []")
+            .attr("prologue_args: int = 0")
             .attrs(super::conv::DEPTHWISE_ATTRS)
             .shape(super::conv::conv2d_elementwise)
             .gradient_unavailable(AFTER_GRADIENTS)
