@@ -58,9 +58,21 @@ The ratio is TensorFlow's median / ferroflow's median (> 1: ferroflow faster); t
 the range of the per-round ratios. Peak RSS is each side's largest over its rounds. Generated
 inputs are cached in target/compare/ (delete it to regenerate them).
 
+The zoo table (--zoo [NAME...]): every Keras application of scripts/make_zoo.py's target/zoo/
+(or those named) at batch 1 and at a large batch (32; for inputs above 299 px the batch of about
+the pixels of 32 images of 224x224: EfficientNetB7's 600x600 runs 4), default threads (--threads
+0; `--threads 0 1` adds one-thread rows), three processes alternating per round: TensorFlow's
+Session on the frozen graph, ONNX Runtime (default CPU provider and threads) on the same graph
+converted by tf2onnx (scripts/onnx_zoo.py, run with .venv-ort/bin/python; converted once into
+target/zoo/NAME/model.onnx; a model tf2onnx cannot convert is listed as such), and
+`ferroflow benchmark`. Written to docs/PERFORMANCE.md's "Model zoo" section (rows measured now
+replace theirs), with the geometric means of the ratios and ferroflow's minor page faults per
+steady-state run.
+
 Run:  .venv/bin/python scripts/make_model_fixtures.py --large      # once
       .venv/bin/python scripts/compare_tf.py [--rounds 3] [--runs 20] [--only NAME...] [--no-write]
       (--only measures the rows whose names contain a NAME and replaces just those rows)
+      .venv/bin/python scripts/compare_tf.py --zoo [NAME...] [--batches 1 32] [--threads 0 1] [--runs 5]
 """
 import argparse
 import collections
@@ -514,6 +526,160 @@ def workloads(a):
     return rows
 
 
+ORT_PY = os.path.join(ROOT, ".venv-ort", "bin", "python")
+ZOO_SECTION = "## Model zoo against TensorFlow and ONNX Runtime"
+
+
+def zoo_models(names):
+    """The zoo's Keras applications (directories named with a capital) with a frozen graph."""
+    found = sorted(d for d in os.listdir(ZOO) if d[:1].isupper() and os.path.exists(os.path.join(ZOO, d, "frozen.pb")))
+    return [d for d in found if not names or d in names]
+
+
+def zoo_batch(side, batch):
+    """`batch`, or for inputs above 299 px the batch of about as many pixels as `batch` images of 224x224."""
+    return batch if side <= 299 else max(1, round(batch * 224 * 224 / (side * side)))
+
+
+def ort_model(name):
+    """target/zoo/NAME/model.onnx, converted on first use; (path, None) or (None, why not)."""
+    base = os.path.join(ZOO, name)
+    path, failed = os.path.join(base, "model.onnx"), os.path.join(base, "model.onnx.failed")
+    if not os.path.exists(ORT_PY):
+        return None, "no .venv-ort (see scripts/onnx_zoo.py)"
+    if not os.path.exists(path) and not os.path.exists(failed):
+        out = subprocess.run([ORT_PY, os.path.join(SCRIPTS, "onnx_zoo.py"), "convert", os.path.join(base, "frozen.pb"),
+                              path], capture_output=True, text=True)
+        if out.returncode != 0:
+            lines = (out.stdout.strip() or out.stderr.strip() or f"exit {out.returncode}").splitlines()
+            with open(failed, "w") as f:
+                f.write(lines[-1] + "\n")
+    if os.path.exists(path):
+        return path, None
+    with open(failed) as f:
+        return None, f.read().strip()
+
+
+def zoo_table(a):
+    """Runs the zoo rows; prints each and updates docs/PERFORMANCE.md's zoo section."""
+    import statistics
+
+    import numpy as np
+
+    subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
+    rows = []
+    for name in zoo_models(a.zoo):
+        base = os.path.join(ZOO, name)
+        side = int(np.load(os.path.join(base, "io.npz"))["x:0"].shape[1])
+        onnx, why = ort_model(name)
+        for batch in sorted({zoo_batch(side, b) for b in a.batches}):
+            inputs = batch_inputs(os.path.join(base, "io.npz"), batch, "x:0", os.path.join(COMPARE, name))
+            for threads in a.threads:
+                pb = os.path.join(base, "frozen.pb")
+                cmds = {
+                    "tf": [sys.executable, os.path.abspath(__file__), "--worker", "tf_graph", pb, inputs, "Identity:0",
+                           str(a.runs), "2", str(threads)],
+                    "ff": [FF, "benchmark", pb, "--inputs", inputs, "--fetch", "Identity:0", "--runs", str(a.runs),
+                           "--warmup", "2", "--inter-op-threads", str(threads), "--intra-op-threads", str(threads)],
+                }
+                if onnx:
+                    cmds["ort"] = [ORT_PY, os.path.join(SCRIPTS, "onnx_zoo.py"), "time", onnx, inputs, str(a.runs), "2",
+                                   str(threads)]
+                ms = {k: [] for k in cmds}
+                rss = {k: 0.0 for k in cmds}
+                faults = None
+                label = f"{name} {side}x{side} batch {batch}, " + ("default threads" if threads == 0 else f"{threads} thread")
+                try:
+                    for _ in range(a.rounds):
+                        for k, cmd in cmds.items():
+                            os.sync()
+                            out = run_child(cmd)
+                            ms[k].append(float(re.search(r"median_ms=([-0-9.e+]+)", out).group(1)))
+                            m = re.search(r"peak_rss_mb=([0-9.]+)", out)
+                            rss[k] = max(rss[k], float(m.group(1)) if m else 0.0)
+                            f = re.search(r"page_faults_per_run=([0-9.]+)", out)
+                            if f:
+                                faults = float(f.group(1))
+                except RuntimeError as e:
+                    print(f"{label}: failed: {str(e)[-300:]}", flush=True)
+                    rows.append((label, None, None, None, None, None, f"failed: {str(e).splitlines()[-1][-120:]}"))
+                    continue
+                med = {k: statistics.median(v) for k, v in ms.items()}
+                row = (label, med["tf"], med.get("ort"), med["ff"], rss, faults, why)
+                rows.append(row)
+                print(zoo_line(row), flush=True)
+    if not a.no_write:
+        write_zoo(a, rows)
+
+
+def zoo_line(row):
+    label, tf, ort, ff, rss, faults, why = row
+    if tf is None:
+        return f"| {label} | | | | | | | | {why} |"
+    ort_ms = fmt(ort) if ort is not None else "—"
+    ort_ratio = f"{ort / ff:.2f}" if ort is not None else (why or "—")
+    rss_txt = " / ".join(f"{rss[k]:.0f}" if k in rss else "—" for k in ("tf", "ort", "ff"))
+    return (f"| {label} | {fmt(tf)} | {ort_ms} | {fmt(ff)} | {tf / ff:.2f} | {ort_ratio} | {rss_txt} | "
+            f"{faults if faults is not None else '—'} | |")
+
+
+def write_zoo(a, rows):
+    """Replaces the zoo section's rows measured now (keeping the others) and its summary."""
+    import math
+
+    path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+    text = open(path).read() if os.path.exists(path) else "# Performance against TensorFlow\n"
+    before, _, after = text.partition(ZOO_SECTION)
+    rest = ""
+    if after:
+        nxt = after.find("\n## ")
+        rest = after[nxt:] if nxt >= 0 else ""
+        old_rows = [line for line in after[:nxt if nxt >= 0 else None].splitlines() if line.startswith("| ") and
+                    not line.startswith("| model") and not line.startswith("|---")]
+    else:
+        old_rows = []
+    table = {line.split(" | ")[0][2:]: line for line in old_rows}
+    for r in rows:
+        table[r[0]] = zoo_line(r)
+    lines = list(table.values())
+
+    def ratios(col):
+        vals = []
+        for line in lines:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            try:
+                vals.append(float(cells[col]))
+            except (ValueError, IndexError):
+                pass
+        return vals
+
+    def geo(v):
+        return math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan")
+
+    tf_r, ort_r = ratios(4), ratios(5)
+    head = [
+        ZOO_SECTION,
+        "",
+        f"Written by `scripts/compare_tf.py --zoo` ({cpu_name()}, {os.cpu_count()} cores; last run "
+        f"{datetime.date.today()}, {a.rounds} round(s), --runs {a.runs}): every Keras application of",
+        "target/zoo (scripts/make_zoo.py: default input size, random weights, BatchNorm calibrated) as a frozen",
+        "graph, TensorFlow (Session, Grappler + oneDNN), ONNX Runtime (tf2onnx opset 17, default CPU provider) and",
+        "`ferroflow benchmark` alternating. Ratios are the other system's median ms / ferroflow's (> 1: ferroflow",
+        "faster). Large inputs (> 299 px) run the batch of about the pixels of 32 images of 224x224. Faults: minor",
+        "page faults per steady-state ferroflow run.",
+        "",
+        f"Geometric mean over the {len(tf_r)} rows: TensorFlow / ferroflow **{geo(tf_r):.2f}** (lowest "
+        f"{min(tf_r, default=float('nan')):.2f}); ONNX Runtime / ferroflow **{geo(ort_r):.2f}** over {len(ort_r)} rows "
+        f"(lowest {min(ort_r, default=float('nan')):.2f}).",
+        "",
+        "| model | TensorFlow ms | ONNX Runtime ms | ferroflow ms | TF / ff | ORT / ff | peak RSS TF / ORT / ff (MB) | faults | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    with open(path, "w") as f:
+        f.write(before.rstrip("\n") + "\n\n" + "\n".join(head + lines) + "\n" + rest)
+    print(f"updated the zoo section of docs/PERFORMANCE.md ({len(rows)} row(s) measured now)")
+
+
 def measure(cmd):
     # Start with no dirty pages left by the previous process (a checkpoint's 400 MB).
     os.sync()
@@ -543,7 +709,12 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--zoo", nargs="*", help="the zoo table instead: these models (all when none named)")
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 32])
+    ap.add_argument("--threads", nargs="+", type=int, default=[0])
     a = ap.parse_args()
+    if a.zoo is not None:
+        return zoo_table(a)
     rows = workloads(a)
     builds = [["-p", "ferroflow-cli"]] + [["-p", "ferroflow", "--example", e]
                                           for e in sorted({e for r in rows for e in r.examples})]
