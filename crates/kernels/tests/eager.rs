@@ -452,3 +452,72 @@ fn large_joins_and_bias_additions_are_the_same_on_one_thread_and_two() {
     assert_eq!(fresh(&parallel).unwrap()[0], shared[0]);
     assert_eq!(x.as_slice::<f32>().unwrap(), &parts[0][..], "the shared input is left as it was");
 }
+
+/// A grouped `Conv2D` with one input channel per group (Keras 3's `DepthwiseConv2D`, as
+/// ConvNeXt exports it) equals a naive float64 grouped convolution, for channel multipliers 1
+/// and 2, strides 1 and 2, SAME and VALID, on one thread and two; with a multiplier of 1 it
+/// also equals `DepthwiseConv2dNative` on the reshaped filter bit for bit (the same kernel).
+#[test]
+fn grouped_convolutions_of_one_channel_per_group_are_depthwise() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let (n, h, w, k) = (2usize, 10usize, 9usize, 3usize);
+    for (c, m, stride, padding) in [(24usize, 1usize, 1i64, "SAME"), (8, 2, 2, "VALID"), (33, 1, 2, "SAME")] {
+        let oc = c * m;
+        let xv = values(n * h * w * c, 40);
+        let fv = values(k * k * oc, 41);
+        let x = Tensor::from_vec(&[n, h, w, c], xv.clone()).unwrap();
+        let grouped_f = Tensor::from_vec(&[k, k, 1, oc], fv.clone()).unwrap();
+        let a = attrs(&[
+            ("T", t_float()),
+            (
+                "strides",
+                Value::List(Box::new(ferroflow_proto::attr_value::ListValue {
+                    i: vec![1, stride, stride, 1],
+                    ..Default::default()
+                })),
+            ),
+            ("padding", Value::S(padding.as_bytes().to_vec())),
+        ]);
+        let s = stride as usize;
+        let same = padding == "SAME";
+        let (oh, ow) = if same { (h.div_ceil(s), w.div_ceil(s)) } else { ((h - k) / s + 1, (w - k) / s + 1) };
+        // TensorFlow's SAME: the total padding split with the smaller half before.
+        let pad = |out: usize, inp: usize| if same { ((out - 1) * s + k).saturating_sub(inp) / 2 } else { 0 };
+        let (ph, pw) = (pad(oh, h), pad(ow, w));
+        for ctx in [
+            KernelContext { intra_op: None, resources: None, step: None },
+            KernelContext { intra_op: Some(&pool), resources: None, step: None },
+        ] {
+            let got = run_op("Conv2D", &a, vec![x.clone(), grouped_f.clone()], &ctx).unwrap().remove(0);
+            assert_eq!(got.dims(), &[n, oh, ow, oc]);
+            let g = got.as_slice::<f32>().unwrap();
+            for b in 0..n {
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        for o in 0..oc {
+                            let mut want = 0f64;
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let (iy, ix) =
+                                        ((y * s + ky) as isize - ph as isize, (xo * s + kx) as isize - pw as isize);
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    let xi = xv[((b * h + iy as usize) * w + ix as usize) * c + o / m] as f64;
+                                    want += xi * fv[(ky * k + kx) * oc + o] as f64;
+                                }
+                            }
+                            let got = g[((b * oh + y) * ow + xo) * oc + o] as f64;
+                            assert!((got - want).abs() <= 1e-5 * want.abs().max(1.0), "c {c} m {m}: {got} vs {want}");
+                        }
+                    }
+                }
+            }
+            if m == 1 {
+                let dw_f = grouped_f.reshaped(&[k, k, c, 1]).unwrap();
+                let dw = run_op("DepthwiseConv2dNative", &a, vec![x.clone(), dw_f], &ctx).unwrap().remove(0);
+                assert_eq!(dw, got);
+            }
+        }
+    }
+}

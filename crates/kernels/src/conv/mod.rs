@@ -256,6 +256,9 @@ impl<T: GemmElement + Float> Conv2D<T> {
             // A pooled grouped convolution is pooled whole by the caller.
             return match pool {
                 Some(_) => Ok(None),
+                // One input channel per group: a depthwise convolution (Keras 3's
+                // `DepthwiseConv2D` as a grouped `Conv2D`, ConvNeXt's 7×7 layers).
+                None if fc == 1 => self.run_as_depthwise(ctx, inputs, epilogue).map(Some),
                 None => self.run_grouped(ctx, inputs, epilogue).map(Some),
             };
         }
@@ -367,6 +370,34 @@ impl<T: GemmElement + Float> Conv2D<T> {
 }
 
 impl<T: GemmElement + Float> Conv2D<T> {
+    /// A grouped convolution with one input channel per group, as the depthwise kernel: its
+    /// `[kh, kw, 1, c·m]` filter is, element for element, the depthwise `[kh, kw, c, m]` one
+    /// (output channel `i·m + j` is group `i`'s `j`-th). The epilogue runs on each output row
+    /// in cache (one filter per channel) or on the whole output.
+    fn run_as_depthwise(&self, ctx: &KernelContext, inputs: &Inputs, epilogue: Option<BlockFn<T>>) -> KResult<Tensor> {
+        let [kh, kw, _, oc] = nhwc(&inputs[1], "filter")?;
+        let c = nhwc(&inputs[0], "input")?[3];
+        let mut dw: Inputs = vec![inputs[0].clone(), inputs[1].reshaped(&[kh, kw, c, oc / c])?];
+        let depthwise::Geometry { input: [n, h, w, _], multiplier: m, axes: [ah, aw], .. } =
+            self.window.depthwise(&dw)?;
+        if m == 1 {
+            // `depthwise_m1` writes every element.
+            let mut out = Tensor::for_overwrite(T::DTYPE, &[n, ah.output, aw.output, oc])?;
+            let (x, f) = (dw[0].as_slice::<T>()?, dw[1].as_slice::<T>()?);
+            depthwise::depthwise_m1(ctx, (x, f), [n, h, w, c], [kh, kw], [ah, aw], out.as_mut_slice::<T>()?, epilogue);
+            return Ok(out);
+        }
+        let general = depthwise::Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
+        let mut outs = Outputs::with_capacity(1);
+        general.compute(ctx, &mut dw, &mut outs)?;
+        let mut out = outs.pop().ok_or_else(|| invalid("the depthwise convolution gave no output"))?;
+        if let Some(e) = epilogue {
+            let mut scratch = Vec::new();
+            e(0, out.as_mut_slice::<T>()?, &mut scratch);
+        }
+        Ok(out)
+    }
+
     /// A grouped convolution (TensorFlow's `Conv2D` whose input depth is a multiple `g` of the
     /// filter's): each group of input channels convolved by its slice of the filter's output
     /// channels, as an ungrouped convolution of its own, written to its slice of the output;
