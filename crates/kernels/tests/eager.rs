@@ -243,15 +243,28 @@ fn fused_elementwise_with_per_channel_operands_equals_the_unfused_ops() {
 #[test]
 fn f32_depthwise_convolution_equals_the_f64_kernel() {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let cases = [(16, 1, "SAME"), (20, 2, "SAME"), (35, 1, "VALID"), (7, 2, "VALID"), (32, 2, "SAME"), (56, 1, "SAME")];
-    for (c, stride, padding) in cases {
-        let (n, h, w) = (2, 11, 9);
+    // (channels, stride, padding, window side): 3×3 takes the register-blocked path, 5×5 and
+    // 7×7 the taps listed once per row.
+    let cases = [
+        (16, 1, "SAME", 3),
+        (20, 2, "SAME", 3),
+        (35, 1, "VALID", 3),
+        (7, 2, "VALID", 3),
+        (32, 2, "SAME", 3),
+        (56, 1, "SAME", 3),
+        (11, 2, "SAME", 5),
+        (32, 2, "SAME", 7),
+        (48, 1, "VALID", 5),
+        (24, 1, "SAME", 7),
+    ];
+    for (c, stride, padding, k) in cases {
+        let (n, h, w) = (2, 15, 13);
         let xv = values(n * h * w * c, 11);
-        let fv = values(9 * c, 12);
+        let fv = values(k * k * c, 12);
         let x32 = Tensor::from_vec(&[n, h, w, c], xv.clone()).unwrap();
-        let f32_ = Tensor::from_vec(&[3, 3, c, 1], fv.clone()).unwrap();
+        let f32_ = Tensor::from_vec(&[k, k, c, 1], fv.clone()).unwrap();
         let x64 = Tensor::from_vec(&[n, h, w, c], xv.iter().map(|&v| v as f64).collect()).unwrap();
-        let f64_ = Tensor::from_vec(&[3, 3, c, 1], fv.iter().map(|&v| v as f64).collect()).unwrap();
+        let f64_ = Tensor::from_vec(&[k, k, c, 1], fv.iter().map(|&v| v as f64).collect()).unwrap();
         let common = |t: DType| {
             attrs(&[
                 ("T", Value::Type(t.to_tf())),
@@ -279,7 +292,7 @@ fn f32_depthwise_convolution_equals_the_f64_kernel() {
             for (p, q) in a.as_slice::<f32>().unwrap().iter().zip(b.as_slice::<f64>().unwrap()) {
                 assert!(
                     (*p as f64 - q).abs() <= 1e-5 * q.abs().max(1.0),
-                    "c {c} stride {stride} {padding}: {p} vs {q}"
+                    "c {c} stride {stride} {padding} {k}x{k}: {p} vs {q}"
                 );
             }
         }
@@ -455,13 +468,21 @@ fn large_joins_and_bias_additions_are_the_same_on_one_thread_and_two() {
 
 /// A grouped `Conv2D` with one input channel per group (Keras 3's `DepthwiseConv2D`, as
 /// ConvNeXt exports it) equals a naive float64 grouped convolution, for channel multipliers 1
-/// and 2, strides 1 and 2, SAME and VALID, on one thread and two; with a multiplier of 1 it
+/// and 2, strides 1 and 2, SAME and VALID, 3×3, 5×5 and 7×7 windows, on one thread and two; with a multiplier of 1 it
 /// also equals `DepthwiseConv2dNative` on the reshaped filter bit for bit (the same kernel).
 #[test]
 fn grouped_convolutions_of_one_channel_per_group_are_depthwise() {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let (n, h, w, k) = (2usize, 10usize, 9usize, 3usize);
-    for (c, m, stride, padding) in [(24usize, 1usize, 1i64, "SAME"), (8, 2, 2, "VALID"), (33, 1, 2, "SAME")] {
+    let (n, h, w) = (2usize, 12usize, 11usize);
+    let cases = [
+        (24usize, 1usize, 1i64, "SAME", 3usize),
+        (8, 2, 2, "VALID", 3),
+        (33, 1, 2, "SAME", 3),
+        (11, 1, 2, "SAME", 5),
+        (32, 1, 1, "SAME", 7),
+        (20, 1, 2, "VALID", 5),
+    ];
+    for (c, m, stride, padding, k) in cases {
         let oc = c * m;
         let xv = values(n * h * w * c, 40);
         let fv = values(k * k * oc, 41);

@@ -179,10 +179,22 @@ fn depthwise_row_impl<T: Float>(
             (xrow + (ix0 + kx * aw.dilation) * c, frow + kx * c)
         });
         window_sums::<T, 9>(&mut dst[lo * c..hi * c], x, f, &taps, c, aw.stride * c, ahead);
+    } else if hi > lo && c > 0 {
+        // Other windows (5×5, 7×7, dilated, fewer rows at the top and bottom edges): the
+        // inside pixels' taps are pixel `lo`'s shifted by the stride, so they are listed once
+        // for the row (the same taps in the same order as pixel by pixel).
+        let ix0 = aw.source(lo, 0).expect("an inside pixel");
+        let mut taps: Vec<(usize, usize)> = Vec::with_capacity(rows.len() * kw);
+        for &(xrow, frow) in rows {
+            for kx in 0..kw {
+                taps.push((xrow + (ix0 + kx * aw.dilation) * c, frow + kx * c));
+            }
+        }
+        window_sums_any(&mut dst[lo * c..hi * c], x, f, &taps, c, aw.stride * c);
     }
     let mut taps: Vec<(usize, usize)> = Vec::with_capacity(rows.len() * kw);
     for (xo, px) in dst.chunks_exact_mut(c).enumerate() {
-        if fast && (lo..hi).contains(&xo) {
+        if (lo..hi).contains(&xo) {
             continue;
         }
         taps.clear();
@@ -277,6 +289,79 @@ fn window_sums<T: Float, const N: usize>(
                 px[ch] = a;
             }
         }
+    }
+}
+
+/// [`window_sums`] for any window (`taps` listed at run time): channels in blocks of 32, 16,
+/// 8, 4 and then one, each block over the pixels four at a time (four independent sums in
+/// flight, each filter vector loaded once for the four), in the taps' order from zero as
+/// [`tap_sums`] computes them. NASNet's odd channel counts (11, 44, 88) and the 5×5 and 7×7
+/// windows of EfficientNet, MobileNetV3 and NASNet run here.
+#[inline(always)]
+fn window_sums_any<T: Float>(dst: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], c: usize, step: usize) {
+    let pixels = dst.len() / c.max(1);
+    if pixels == 0 {
+        return;
+    }
+    // Every read below is inside `x` and `f`: the checks once, not per load.
+    let last = (pixels - 1) * step;
+    assert!(taps.iter().all(|&(s, t)| s + last + c <= x.len() && t + c <= f.len()), "window inside the input");
+    let mut cb = 0;
+    macro_rules! blocks {
+        ($($l:literal)*) => {$(
+            while cb + $l <= c {
+                window_block::<T, $l>(dst, (x, f), taps, (c, step, pixels), cb);
+                cb += $l;
+            }
+        )*};
+    }
+    blocks!(32 16 8 4 1);
+}
+
+/// Channels `cb..cb + L` of [`window_sums_any`]'s pixels.
+#[inline(always)]
+fn window_block<T: Float, const L: usize>(
+    dst: &mut [T],
+    (x, f): (&[T], &[T]),
+    taps: &[(usize, usize)],
+    (c, step, pixels): (usize, usize, usize),
+    cb: usize,
+) {
+    const P: usize = 4;
+    let load = |p: *const T| -> [T; L] {
+        // SAFETY: callers pass pointers with L elements in bounds (asserted by the caller).
+        unsafe { std::ptr::read_unaligned(p as *const [T; L]) }
+    };
+    let (xp, fp) = (x.as_ptr(), f.as_ptr());
+    let mut i = 0;
+    while i + P <= pixels {
+        let mut acc = [[T::ZERO; L]; P];
+        for &(s, t) in taps {
+            // SAFETY (here and below): `t + cb + L <= f.len()` and
+            // `s + i * step + cb + L <= x.len()` for every pixel `i < pixels` (asserted).
+            let fv = load(unsafe { fp.add(t + cb) });
+            for (p, a) in acc.iter_mut().enumerate() {
+                let xs = load(unsafe { xp.add(s + (i + p) * step + cb) });
+                for l in 0..L {
+                    a[l] = a[l] + xs[l] * fv[l];
+                }
+            }
+        }
+        for (p, a) in acc.iter().enumerate() {
+            dst[(i + p) * c + cb..][..L].copy_from_slice(a);
+        }
+        i += P;
+    }
+    while i < pixels {
+        let mut a = [T::ZERO; L];
+        for &(s, t) in taps {
+            let (xs, fv) = (load(unsafe { xp.add(s + i * step + cb) }), load(unsafe { fp.add(t + cb) }));
+            for l in 0..L {
+                a[l] = a[l] + xs[l] * fv[l];
+            }
+        }
+        dst[i * c + cb..][..L].copy_from_slice(&a);
+        i += 1;
     }
 }
 
