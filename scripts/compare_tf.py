@@ -578,12 +578,12 @@ def zoo_table(a):
                 pb = os.path.join(base, "frozen.pb")
                 cmds = {
                     "tf": [sys.executable, os.path.abspath(__file__), "--worker", "tf_graph", pb, inputs, "Identity:0",
-                           str(a.runs), "2", str(threads)],
+                           str(a.runs), "3", str(threads)],
                     "ff": [FF, "benchmark", pb, "--inputs", inputs, "--fetch", "Identity:0", "--runs", str(a.runs),
-                           "--warmup", "2", "--inter-op-threads", str(threads), "--intra-op-threads", str(threads)],
+                           "--warmup", "3", "--inter-op-threads", str(threads), "--intra-op-threads", str(threads)],
                 }
                 if onnx:
-                    cmds["ort"] = [ORT_PY, os.path.join(SCRIPTS, "onnx_zoo.py"), "time", onnx, inputs, str(a.runs), "2",
+                    cmds["ort"] = [ORT_PY, os.path.join(SCRIPTS, "onnx_zoo.py"), "time", onnx, inputs, str(a.runs), "3",
                                    str(threads)]
                 ms = {k: [] for k in cmds}
                 rss = {k: 0.0 for k in cmds}

@@ -298,6 +298,7 @@ fn window_sums<T: Float, const N: usize>(
 /// [`tap_sums`] computes them. NASNet's odd channel counts (11, 44, 88) and the 5×5 and 7×7
 /// windows of EfficientNet, MobileNetV3 and NASNet run here.
 #[inline(always)]
+#[allow(clippy::int_plus_one)] // `cb + L <= c` for every block width, 1 included
 fn window_sums_any<T: Float>(dst: &mut [T], x: &[T], f: &[T], taps: &[(usize, usize)], c: usize, step: usize) {
     let pixels = dst.len() / c.max(1);
     if pixels == 0 {
