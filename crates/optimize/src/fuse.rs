@@ -652,10 +652,7 @@ fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
 /// The program of a `_FusedElementwise` node, if it is well formed (known ops, operands in
 /// range, non-empty); a malformed one is left for its kernel to report.
 fn program(n: &ferroflow_graph::Node) -> Option<Vec<String>> {
-    let lines: Vec<String> = match n.attrs.attr_value("program") {
-        Some(attr_value::Value::List(l)) => l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect(),
-        _ => return None,
-    };
+    let lines = program_lines(n);
     let ok = !lines.is_empty()
         && lines.iter().enumerate().all(|(i, line)| {
             let mut parts = line.split_whitespace();
