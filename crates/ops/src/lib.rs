@@ -25,7 +25,7 @@ pub use registry::{
     op, tensorflow_has_op, tensorflow_op_names, ArgDTypes, ArgDef, ArgType, AttrDef, OpBuilder, OpDef, OpRegistry,
 };
 pub use scope::{BuildError, Scope};
-pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn};
+pub use shape_inference::{infer_node, infer_shapes, InferCtx, Known, ShapeFn, ShapeTracker};
 pub use surface::{attrs, Applied, Arg, Input, OpCall, OpTarget, Ops, RawOps};
 
 use ferroflow_graph::{AttrError, Attrs, Graph, GraphError, NodeTypes, OpSignatures};

@@ -189,29 +189,61 @@ pub fn shape_attr(c: &InferCtx) -> Result<Vec<Shape>, ShapeError> {
 
 /// Infers the output shapes of every node of `graph`; errors name the node.
 pub fn infer_shapes(graph: &Graph) -> Result<Vec<Vec<Shape>>, GraphError> {
-    let reg = OpRegistry::global();
-    let order = graph.topological_order()?;
-    let mut shapes: Vec<Vec<Shape>> = vec![Vec::new(); graph.len()];
-    let mut known: Vec<Option<Known>> = vec![None; graph.len()];
-    for id in order {
+    let mut t = ShapeTracker::default();
+    for id in graph.topological_order()? {
+        t.infer(graph, id)?;
+    }
+    Ok(t.shapes)
+}
+
+/// Shapes of a graph that is still growing, inferred once per node: a builder that asks for
+/// the shape of what it just added (a Keras model's layers, one after another) pays for the
+/// new nodes only, where [`infer_shapes`] walks the whole graph each time.
+#[derive(Default)]
+pub struct ShapeTracker {
+    shapes: Vec<Vec<Shape>>,
+    known: Vec<Option<Known>>,
+    done: Vec<bool>,
+}
+
+impl ShapeTracker {
+    /// The shape of `o`, inferring every node added since the last call (a node's inputs are
+    /// added before it, so node order is a topological order of the new nodes).
+    pub fn shape(&mut self, graph: &Graph, o: ferroflow_graph::Output) -> Result<Shape, GraphError> {
+        for id in self.done.len()..graph.len() {
+            self.infer(graph, id)?;
+        }
+        Ok(self.shapes.get(o.node).and_then(|s| s.get(o.index)).cloned().unwrap_or_else(Shape::unknown))
+    }
+
+    fn infer(&mut self, graph: &Graph, id: usize) -> Result<(), GraphError> {
+        if self.shapes.len() < graph.len() {
+            self.shapes.resize(graph.len(), Vec::new());
+            self.known.resize(graph.len(), None);
+            self.done.resize(graph.len(), false);
+        }
         let node = graph.node(id);
-        let Some(def) = reg.get(&node.op) else {
-            shapes[id] = vec![Shape::unknown(); node.num_outputs()];
-            continue;
+        self.done[id] = true;
+        let Some(def) = OpRegistry::global().get(&node.op) else {
+            self.shapes[id] = vec![Shape::unknown(); node.num_outputs()];
+            return Ok(());
         };
-        let inputs: Vec<Shape> =
-            node.inputs.iter().map(|o| shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown)).collect();
+        let inputs: Vec<Shape> = node
+            .inputs
+            .iter()
+            .map(|o| self.shapes[o.node].get(o.index).cloned().unwrap_or_else(Shape::unknown))
+            .collect();
         let vals: Vec<Option<Known>> =
-            node.inputs.iter().map(|o| if o.index == 0 { known[o.node].clone() } else { None }).collect();
+            node.inputs.iter().map(|o| if o.index == 0 { self.known[o.node].clone() } else { None }).collect();
         let ctx = InferCtx { def, attrs: &node.attrs, inputs: &inputs, known: &vals, num_outputs: node.num_outputs() };
-        shapes[id] = (def.shape_fn)(&ctx).map_err(|source| GraphError::Shape {
+        self.shapes[id] = (def.shape_fn)(&ctx).map_err(|source| GraphError::Shape {
             node: node.name.clone(),
             op: node.op.clone(),
             source,
         })?;
-        known[id] = def.known_fn.and_then(|f| f(&ctx));
+        self.known[id] = def.known_fn.and_then(|f| f(&ctx));
+        Ok(())
     }
-    Ok(shapes)
 }
 
 /// The output shapes of one op from its inputs' shapes and known values (what constant
