@@ -33,6 +33,7 @@ pub use ferroflow_collective as collective;
 pub use ferroflow_data as data;
 pub use ferroflow_function as function;
 pub use ferroflow_graph as graph;
+pub use ferroflow_keras as keras;
 pub use ferroflow_kernels as kernels;
 /// AutoGraph for Rust: `#[ferroflow::function]` on a `fn` over [`function::Value`]s makes
 /// `if`/`while`/`for` over tensors functional control flow when traced (see
@@ -138,6 +139,9 @@ pub enum Error {
     /// Training, checkpoints and TensorBoard callbacks.
     #[error(transparent)]
     Train(#[from] ferroflow_train::TrainError),
+    /// Keras model files.
+    #[error(transparent)]
+    Keras(#[from] ferroflow_keras::KerasError),
     /// A file system operation.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -10,13 +10,20 @@ use ferroflow::prelude::*;
 use crate::load;
 
 /// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
+/// A Keras model file is built and written back through ferroflow's writer: OUT.keras
+/// (a Keras 3 archive) or OUT.weights.h5 (its weights).
 #[derive(Args)]
 pub struct ConvertArgs {
-    /// Input graph (.pb or .pbtxt), or a SavedModel directory (one signature is frozen:
-    /// calls inlined, variables made constants, inputs and outputs named by their keys).
+    /// Input graph (.pb or .pbtxt), a SavedModel directory (one signature is frozen:
+    /// calls inlined, variables made constants, inputs and outputs named by their keys), or
+    /// a Keras model file (.keras, .h5).
     input: PathBuf,
-    /// Output graph (.pb or .pbtxt).
+    /// Output graph (.pb or .pbtxt), or for a Keras model OUT.keras or OUT.weights.h5.
     output: PathBuf,
+    /// With a Keras model: read its weights from this file first (.weights.h5 or a Keras
+    /// 2 .h5; layers matched as Keras's load_weights matches them).
+    #[arg(long, value_name = "FILE")]
+    weights: Option<PathBuf>,
     /// With a SavedModel: the signature to freeze.
     #[arg(long, default_value = "serving_default")]
     signature: String,
@@ -26,6 +33,12 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<()> {
+    if super::keras::is_keras(&args.input) {
+        return super::keras::convert(&args.input, &args.output, args.weights.as_deref());
+    }
+    if args.weights.is_some() {
+        bail!("--weights applies to a Keras model file (.keras or .h5), not {}", args.input.display());
+    }
     if super::is_saved_model(&args.input)? {
         freeze_saved_model(&args.input, &args.output, &args.signature, &args.tags)
     } else {

@@ -7,14 +7,15 @@ use clap::Args;
 
 use crate::load;
 
-/// List a graph's nodes with their ops, inputs, dtypes and inferred shapes; for a SavedModel
+/// List a graph's nodes with their ops, inputs, dtypes and inferred shapes; for a Keras model
+/// file (.keras, Keras 2 .h5), what `model.summary()` prints; for a SavedModel
 /// directory, what TensorFlow's `saved_model_cli show --all` prints (tag sets, signatures
 /// with their inputs' and outputs' dtypes, shapes and tensor names, the ops, the concrete
 /// functions) and the ops ferroflow cannot run, if any. With --coverage, every op type the
 /// model uses (its functions included) and whether ferroflow runs and differentiates it.
 #[derive(Args)]
 pub struct InspectArgs {
-    /// The graph file, or a SavedModel directory.
+    /// The graph file, a SavedModel directory, or a Keras model file.
     graph: PathBuf,
     /// List every op type the model uses (graph and library functions) with its node count,
     /// whether ferroflow runs it (for one it lacks: whether TensorFlow has it and the nearest
@@ -29,6 +30,9 @@ pub struct InspectArgs {
 
 pub fn run(args: InspectArgs) -> Result<()> {
     let path = args.graph.as_path();
+    if super::keras::is_keras(path) && !args.coverage {
+        return super::keras::inspect(path);
+    }
     if args.coverage {
         return coverage(path, args.json);
     }

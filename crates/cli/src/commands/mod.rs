@@ -7,6 +7,7 @@ pub mod demo;
 pub mod flowers;
 pub mod inspect;
 pub mod inspect_checkpoint;
+pub mod keras;
 pub mod merge_partitions;
 pub mod mnist;
 pub mod ops;

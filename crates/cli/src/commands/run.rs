@@ -19,9 +19,12 @@ mod cluster;
 /// --checkpoint to restore its variables first) and print or save the fetched tensors.
 #[derive(Args)]
 pub struct RunArgs {
-    /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta), or a SavedModel
+    /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta), a SavedModel
     /// directory (then feeds and fetches are the signature's input and output keys, and
-    /// every output is fetched when no --fetch is given).
+    /// every output is fetched when no --fetch is given), or a Keras model file (.keras, or
+    /// a Keras 2 .h5) run in inference mode on --inputs (arrays named as the model's inputs,
+    /// or the one array of a one-input model), its outputs saved under the model's output
+    /// names.
     graph: PathBuf,
     /// With a SavedModel: the signature to call.
     #[arg(long, value_name = "NAME", default_value = "serving_default")]
@@ -105,6 +108,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         ..Default::default()
     };
     opts.optimizer.enabled = !args.no_optimize;
+    if super::keras::is_keras(&args.graph) {
+        return super::keras::run(&args.graph, args.inputs.as_deref(), args.output.as_deref(), opts);
+    }
     let cancel = interrupt::interrupt_on_ctrl_c();
     if ferroflow_mpi::launched_size().is_some_and(|n| n > 1) {
         // One task of a cluster started by mpirun.
@@ -166,7 +172,7 @@ impl RunArgs {
     }
 }
 
-fn print_tensor(name: &str, t: &Tensor) {
+pub(crate) fn print_tensor(name: &str, t: &Tensor) {
     out!("{name}: {} {:?} {}", t.dtype(), t.dims(), t.preview(10));
 }
 
