@@ -41,6 +41,7 @@ enum Command {
     Flowers(flowers::FlowersArgs),
     Benchmark(benchmark::BenchmarkArgs),
     Demo(demo::DemoArgs),
+    Fit(fit::FitArgs),
 }
 
 fn main() {
@@ -60,6 +61,7 @@ fn main() {
         Command::Flowers(args) => flowers::run(args),
         Command::Benchmark(args) => benchmark::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Fit(args) => fit::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));

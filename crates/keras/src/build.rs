@@ -79,7 +79,13 @@ pub fn input_shape(l: &LayerSpec) -> Result<Shape> {
 
 /// Builds the top-level model: placeholders, the layers, output identities. `training`
 /// is Keras's `training` argument for the whole model (calls that pass their own keep it).
-pub fn build(net: &Net, spec: &ModelSpec, training: bool, placeholders: Option<&[(String, Output)]>) -> Result<Built> {
+pub fn build(
+    net: &Net,
+    spec: &ModelSpec,
+    training: bool,
+    phase: Option<Output>,
+    placeholders: Option<&[(String, Output)]>,
+) -> Result<Built> {
     let s = net.b.scope().clone();
     let inputs: Vec<(String, Output)> = match placeholders {
         Some(p) => p.to_vec(),
@@ -95,7 +101,7 @@ pub fn build(net: &Net, spec: &ModelSpec, training: bool, placeholders: Option<&
     };
     let mut calls = Vec::new();
     let xs: Vec<Output> = inputs.iter().map(|(_, o)| *o).collect();
-    let outs = run_model(net, spec, &[], &xs, Mode { training, trainable: true }, &mut Some(&mut calls))?;
+    let outs = run_model(net, spec, &[], &xs, Mode { training, trainable: true, phase }, &mut Some(&mut calls))?;
     let mut outputs = Vec::with_capacity(outs.len());
     for (t, o) in spec.outputs.iter().zip(outs) {
         let name = if placeholders.is_some() { format!("{}_training", t.layer) } else { t.layer.clone() };
@@ -122,7 +128,7 @@ fn run_model(
             xs.len()
         )));
     }
-    let mode = Mode { training: mode.training, trainable: mode.trainable && spec.trainable };
+    let mode = Mode { trainable: mode.trainable && spec.trainable, ..mode };
     let mut made: HashMap<(&str, usize), Vec<Output>> = HashMap::new();
     for (t, &x) in spec.inputs.iter().zip(xs) {
         made.insert((t.layer.as_str(), 0), vec![x]);
@@ -159,8 +165,11 @@ fn run_model(
             };
             let mut p = path.to_vec();
             p.push(l.name.clone());
-            let call_mode =
-                Mode { training: call.training().unwrap_or(mode.training), trainable: mode.trainable && l.trainable };
+            let call_mode = Mode {
+                training: call.training().unwrap_or(mode.training),
+                trainable: mode.trainable && l.trainable,
+                ..mode
+            };
             let outs = match &l.model {
                 Some(inner) => run_model(net, inner, &p, &ins, call_mode, &mut None)?,
                 None => layers::call(net, l, &p, &ins, call, call_mode)?,

@@ -45,10 +45,31 @@ pub struct LayerWeights {
 /// How a call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mode {
-    /// Keras's `training` argument.
+    /// Keras's `training` argument (false: inference mode for certain).
     pub training: bool,
     /// Whether the layer is trainable (a frozen BatchNormalization runs in inference mode).
     pub trainable: bool,
+    /// With `training`: a boolean placeholder deciding it at run time (Keras's learning
+    /// phase: true in training steps, false when evaluating); `None`: training for certain.
+    pub phase: Option<Output>,
+}
+
+impl Mode {
+    /// Builds `train` or `infer` on `inputs` as the mode says: one of them when it is known
+    /// at build time, a `cond` on the learning phase otherwise. Both give as many outputs.
+    pub fn switch(
+        &self,
+        s: &Scope,
+        inputs: &[Output],
+        train: impl FnOnce(&Scope, &[Output]) -> R<Vec<Output>>,
+        infer: impl FnOnce(&Scope, &[Output]) -> R<Vec<Output>>,
+    ) -> R<Vec<Output>> {
+        match (self.training, self.phase) {
+            (false, _) => infer(s, inputs),
+            (true, None) => train(s, inputs),
+            (true, Some(phase)) => s.cond::<KerasError>(phase, inputs, train, infer),
+        }
+    }
 }
 
 /// A model's graph while it is built: the builder, shapes of what is built, the layers'
@@ -576,25 +597,33 @@ pub fn call(net: &Net, l: &LayerSpec, path: &[String], inputs: &[Output], call: 
             if rate <= 0.0 {
                 return one(s.identity(x)?);
             }
+            if rate >= 1.0 {
+                return Err(layer_err(l, format!("rate must be below 1, got {rate}")));
+            }
             let seed = l.get("seed").and_then(Value::as_i64);
-            let shape = match l.get("noise_shape") {
-                Some(Value::Array(ns)) => {
-                    let full = s.shape(x)?;
-                    let parts: Vec<Output> = ns
-                        .iter()
-                        .enumerate()
-                        .map(|(i, d)| match d.as_i64() {
-                            Some(d) => Ok(s.constant_from(&[1], &[d as i32])?),
-                            None => Ok(s.strided_slice(full, &[i as i32][..], &[i as i32 + 1][..], &[1i32][..])?),
-                        })
-                        .collect::<R<_>>()?;
-                    s.concat_v2(&parts, 0i32)?
-                }
-                _ => s.shape(x)?,
+            let noise_shape = l.get("noise_shape").and_then(Value::as_array).cloned();
+            let drop = |s: &Scope, ins: &[Output]| -> R<Vec<Output>> {
+                let x = ins[0];
+                let shape = match &noise_shape {
+                    Some(ns) => {
+                        let full = s.shape(x)?;
+                        let parts: Vec<Output> = ns
+                            .iter()
+                            .enumerate()
+                            .map(|(i, d)| match d.as_i64() {
+                                Some(d) => Ok(s.constant_from(&[1], &[d as i32])?),
+                                None => Ok(s.strided_slice(full, &[i as i32][..], &[i as i32 + 1][..], &[1i32][..])?),
+                            })
+                            .collect::<R<_>>()?;
+                        s.concat_v2(&parts, 0i32)?
+                    }
+                    None => s.shape(x)?,
+                };
+                let r = net.b.random(s, "RandomUniform", shape, DType::Float, seed)?;
+                let keep = s.cast(s.greater_equal(r, rate as f32)?, DType::Float)?;
+                Ok(vec![s.mul(s.mul(x, (1.0 / (1.0 - rate)) as f32)?, keep)?])
             };
-            let r = net.b.random(s, "RandomUniform", shape, DType::Float, seed)?;
-            let keep = s.cast(s.greater_equal(r, rate as f32)?, DType::Float)?;
-            one(s.mul(s.mul(x, (1.0 / (1.0 - rate)) as f32)?, keep)?)
+            mode.switch(s, &[x], drop, |s, ins| Ok(vec![s.identity(ins[0])?]))
         }
         (_, "Add") | (_, "Multiply") | (_, "Subtract") | (_, "Average") | (_, "Maximum") | (_, "Minimum") => {
             if inputs.len() < 2 {
@@ -908,70 +937,73 @@ fn batch_norm(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, x: Output, m
     let gamma = if scale { Some(it.next().expect("gamma")) } else { None };
     let beta = if center { Some(it.next().expect("beta")) } else { None };
     let (mean, var) = (it.next().expect("mean"), it.next().expect("variance"));
-    let training = mode.training && mode.trainable;
     let nhwc = rank == 4 && axis == 3;
-    if nhwc {
-        let g = match gamma {
-            Some(g) => g,
-            None => s.fill(&[c as i32], 1.0f32)?,
-        };
-        let b = match beta {
-            Some(b) => b,
-            None => s.fill(&[c as i32], 0.0f32)?,
-        };
-        let opts = attrs::FusedBatchNormV3::new().epsilon(eps as f32).is_training(training).exponential_avg_factor(1.0);
-        let outs = s.fused_batch_norm_v3_with(x, g, b, mean, var, opts)?;
-        if training {
-            // TensorFlow's batch variance is Bessel-corrected; Keras 3 moves toward the biased one.
-            let n = s.real_div(s.cast(s.size(x)?, DType::Float)?, c as f32)?;
-            let biased = s.mul(outs[2], s.real_div(s.sub(n, 1.0f32)?, n)?)?;
-            add_moving_updates(net, l, path, s, momentum, outs[1], biased)?;
-        }
-        return Ok(vec![outs[0]]);
-    }
+    let g = match gamma {
+        Some(g) => g,
+        None => s.fill(&[c as i32], 1.0f32)?,
+    };
+    let b = match beta {
+        Some(b) => b,
+        None => s.fill(&[c as i32], 0.0f32)?,
+    };
     let red: Vec<i32> = (0..rank as i32).filter(|&i| i as usize != axis).collect();
     let bshape: Vec<i32> = (0..rank).map(|i| if i == axis { c as i32 } else { 1 }).collect();
-    let (m, v) = if training {
-        let m = s.reduce("Mean", x, &red, false)?;
-        let v = s.reduce("Mean", s.squared_difference(x, s.reshape(m, &bshape[..])?)?, &red, false)?;
-        add_moving_updates(net, l, path, s, momentum, m, v)?;
-        (m, v)
-    } else {
-        (mean, var)
+    // x·inv + (β − mean·inv), inv = rsqrt(var + ε)·γ: Keras 3's `batch_normalization`.
+    let affine = |s: &Scope, x: Output, g: Output, b: Output, m: Output, v: Output| -> R<Output> {
+        let inv = s.mul(s.rsqrt(s.add_v2(v, eps as f32)?)?, g)?;
+        let shift = s.sub(b, s.mul(m, inv)?)?;
+        Ok(s.add_v2(s.mul(x, s.reshape(inv, &bshape[..])?)?, s.reshape(shift, &bshape[..])?)?)
     };
-    let mut inv = s.rsqrt(s.add_v2(v, eps as f32)?)?;
-    if let Some(g) = gamma {
-        inv = s.mul(inv, g)?;
+    let blend = |s: &Scope, moving: Output, batch: Output| -> R<Output> {
+        Ok(s.add_v2(s.mul(moving, momentum as f32)?, s.mul(batch, (1.0 - momentum) as f32)?)?)
+    };
+    // Inputs: x, γ, β, moving mean, moving variance. Outputs: y and the moving statistics
+    // after the step (moved in training mode, as they were in inference mode).
+    let train = |s: &Scope, ins: &[Output]| -> R<Vec<Output>> {
+        let (x, g, b, mm, mv) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+        let (y, bm, bv) = if nhwc {
+            let opts = attrs::FusedBatchNormV3::new().epsilon(eps as f32).is_training(true).exponential_avg_factor(1.0);
+            let outs = s.fused_batch_norm_v3_with(x, g, b, mm, mv, opts)?;
+            // TensorFlow's batch variance is Bessel-corrected; Keras 3 moves toward the biased one.
+            let n = s.real_div(s.cast(s.size(x)?, DType::Float)?, c as f32)?;
+            (outs[0], outs[1], s.mul(outs[2], s.real_div(s.sub(n, 1.0f32)?, n)?)?)
+        } else {
+            let m = s.reduce("Mean", x, &red, false)?;
+            let v = s.reduce("Mean", s.squared_difference(x, s.reshape(m, &bshape[..])?)?, &red, false)?;
+            (affine(s, x, g, b, m, v)?, m, v)
+        };
+        Ok(vec![y, blend(s, mm, bm)?, blend(s, mv, bv)?])
+    };
+    let infer = |s: &Scope, ins: &[Output]| -> R<Vec<Output>> {
+        let (x, g, b, mm, mv) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
+        let y = if nhwc {
+            let opts = attrs::FusedBatchNormV3::new().epsilon(eps as f32).is_training(false);
+            s.fused_batch_norm_v3_with(x, g, b, mm, mv, opts)?[0]
+        } else {
+            affine(s, x, g, b, mm, mv)?
+        };
+        Ok(vec![y, s.identity(mm)?, s.identity(mv)?])
+    };
+    let bn_mode = Mode { training: mode.training && mode.trainable, ..mode };
+    let outs = bn_mode.switch(s, &[x, g, b, mean, var], train, infer)?;
+    if bn_mode.training {
+        add_moving_updates(net, l, path, s, outs[1], outs[2])?;
     }
-    let shift = s.neg(s.mul(m, inv)?)?;
-    let shift = match beta {
-        Some(b) => s.add_v2(shift, b)?,
-        None => shift,
-    };
-    let y = s.add_v2(s.mul(x, s.reshape(inv, &bshape[..])?)?, s.reshape(shift, &bshape[..])?)?;
-    Ok(vec![y])
+    Ok(vec![outs[0]])
 }
 
-/// `moving ← moving·momentum + batch·(1 − momentum)` for the mean and the variance.
-fn add_moving_updates(
-    net: &Net,
-    l: &LayerSpec,
-    path: &[String],
-    s: &Scope,
-    momentum: f64,
-    m: Output,
-    v: Output,
-) -> R<()> {
+/// Assigns the moving mean and variance their values after a training step.
+fn add_moving_updates(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, m: Output, v: Output) -> R<()> {
     let key = path.join("/");
     let ws = net.weights.borrow();
     let lw = ws.iter().find(|w| w.path.join("/") == key).ok_or_else(|| layer_err(l, "moving statistics not found"))?;
     let find = |n: &str| lw.vars.iter().find(|(spec, _)| spec.name == n).map(|(_, v)| v.clone());
-    let (mean_var, var_var) = (find("moving_mean").expect("made above"), find("moving_variance").expect("made above"));
+    let (Some(mean_var), Some(var_var)) = (find("moving_mean"), find("moving_variance")) else {
+        return Err(layer_err(l, "moving statistics not found"));
+    };
     drop(ws);
-    for (var, batch, name) in [(mean_var, m, "AssignMovingAvg"), (var_var, v, "AssignMovingAvg_1")] {
-        let cur = net.b.read(s, &var)?;
-        let new = s.add_v2(s.mul(cur, momentum as f32)?, s.mul(batch, (1.0 - momentum) as f32)?)?;
-        let id = s.with_name(name).assign_variable_op(var.handle, new)?;
+    for (var, value, name) in [(mean_var, m, "AssignMovingAvg"), (var_var, v, "AssignMovingAvg_1")] {
+        let id = s.with_name(name).assign_variable_op(var.handle, value)?;
         net.updates.borrow_mut().push(id);
     }
     Ok(())

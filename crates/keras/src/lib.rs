@@ -16,6 +16,7 @@
 pub mod archive;
 pub mod build;
 pub mod config;
+pub mod fit;
 pub mod h5;
 pub mod layers;
 pub mod model;
@@ -25,6 +26,7 @@ pub mod summary;
 pub mod weights;
 
 pub use config::{Format, LayerSpec, ModelSpec};
+pub use fit::{Freeze, TrainOptions, Trainer};
 pub use model::{KerasModel, Predictor};
 pub use summary::Summary;
 

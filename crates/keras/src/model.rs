@@ -184,7 +184,7 @@ impl KerasModel {
     /// initializers' values when it has none).
     pub fn predictor(&self, options: SessionOptions) -> Result<Predictor> {
         let net = Net::new(Builder::new());
-        let built = build::build(&net, &self.spec, false, None)?;
+        let built = build::build(&net, &self.spec, false, None, None)?;
         let init = net.b.global_variables_initializer()?;
         let session = Session::new(net.b.graph(), options)?;
         let init_name = session.graph().node(init).name.clone();

@@ -4,6 +4,7 @@ pub mod allreduce_bench;
 pub mod benchmark;
 pub mod convert;
 pub mod demo;
+pub mod fit;
 pub mod flowers;
 pub mod inspect;
 pub mod inspect_checkpoint;

@@ -77,16 +77,9 @@ pub fn pipeline(dir: &Path, o: &PipelineOptions) -> Result<(Batches, Vec<String>
         ds = ds.shuffle(n, Some(o.seed), true)?;
     }
     let size = o.size;
-    let load = move |(path, label): (Tensor, Tensor)| -> Result<(Tensor, Tensor), DataError> {
-        let image = decode_jpeg(&read_file(&path)?, 3).map_err(|e| {
-            let p = String::from_utf8_lossy(&path.as_strings().map(|s| s[0].clone()).unwrap_or_default()).into_owned();
-            DataError::msg(format!("{p}: {e}"))
-        })?;
-        Ok((resize(&image, [size, size])?, label))
-    };
     let map =
         MapOptions { num_parallel_calls: o.parallel, deterministic: true, name: Some(format!("load_jpeg{size}")) };
-    let mut ds = ds.map_with(&map, load);
+    let mut ds = ds.map_with(&map, load_image(size));
     if let Some(counter) = &o.ignore_errors {
         ds = ds.ignore_errors(counter.clone(), true);
     }
@@ -98,6 +91,20 @@ pub fn pipeline(dir: &Path, o: &PipelineOptions) -> Result<(Batches, Vec<String>
         ds = ds.prefetch(p);
     }
     Ok((ds, classes))
+}
+
+/// The seed's `load_and_preprocess_image` on `(path, label)`: read the file, decode the JPEG
+/// with 3 channels, resize (bilinear) to `size × size` as float32; an error names the file.
+pub fn load_image(
+    size: usize,
+) -> impl Fn((Tensor, Tensor)) -> Result<(Tensor, Tensor), DataError> + Send + Sync + Clone {
+    move |(path, label): (Tensor, Tensor)| {
+        let image = decode_jpeg(&read_file(&path)?, 3).map_err(|e| {
+            let p = String::from_utf8_lossy(&path.as_strings().map(|s| s[0].clone()).unwrap_or_default()).into_owned();
+            DataError::msg(format!("{p}: {e}"))
+        })?;
+        Ok((resize(&image, [size, size])?, label))
+    }
 }
 
 /// One epoch's figures.
