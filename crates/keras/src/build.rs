@@ -104,11 +104,27 @@ pub fn build(
     let outs = run_model(net, spec, &[], &xs, Mode { training, trainable: true, phase }, &mut Some(&mut calls))?;
     let mut outputs = Vec::with_capacity(outs.len());
     for (t, o) in spec.outputs.iter().zip(outs) {
-        let name = if placeholders.is_some() { format!("{}_training", t.layer) } else { t.layer.clone() };
+        // Named as the output layer; a layer's second output (an RNN's state) as `<layer>_<i>`.
+        let mut key = t.layer.clone();
+        if outputs.iter().any(|(k, _)| *k == key) {
+            key = format!("{}_{}", t.layer, t.index);
+        }
+        let name = if placeholders.is_some() { format!("{key}_training") } else { key.clone() };
         let id = s.with_exact_name(&name).identity(o)?;
-        outputs.push((t.layer.clone(), id));
+        outputs.push((key, id));
     }
     Ok(Built { inputs, outputs, calls })
+}
+
+/// The `training` a call runs with. Keras 3 passes the model's own `training` down to every
+/// call, overriding a `training=False` written into the call (`base(x, training=False)`
+/// trains the base's dropout in `fit`; only frozen BatchNormalization still infers); Keras 2
+/// keeps the call's own.
+fn call_training(spec: &ModelSpec, call: &crate::config::Call, outer: bool) -> bool {
+    match spec.format {
+        crate::config::Format::Keras3 => outer,
+        crate::config::Format::Keras2 => call.training().unwrap_or(outer),
+    }
 }
 
 /// Builds `spec`'s layers under `path` on `xs` (its inputs in order); returns its outputs.
@@ -166,7 +182,7 @@ fn run_model(
             let mut p = path.to_vec();
             p.push(l.name.clone());
             let call_mode = Mode {
-                training: call.training().unwrap_or(mode.training),
+                training: call_training(spec, call, mode.training),
                 trainable: mode.trainable && l.trainable,
                 ..mode
             };

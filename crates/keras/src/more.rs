@@ -54,12 +54,32 @@ pub fn composite_activation(
             }
             "squareplus" => s.mul(s.add_v2(x, s.sqrt(s.add_v2(s.square(x)?, 4.0f32)?)?)?, 0.5f32)?,
             "tanh_shrink" => s.sub(x, s.tanh(x)?)?,
+            "sparsemax" => {
+                // Keras 3's TensorFlow backend over the last axis, as it computes it:
+                // sorted = sort(z) descending, cumsum, r = 1..n, support = sorted − (cumsum − 1)/r
+                // > 0, k = Σ support, τ = (Σ cumsum·support − 1)/k, out = max(z − τ, 0).
+                let n = s.strided_slice_with(
+                    s.shape(x)?,
+                    &[-1i32][..],
+                    &[0i32][..],
+                    &[1i32][..],
+                    attrs::StridedSlice::new().end_mask(1).shrink_axis_mask(1),
+                )?;
+                let sorted = s.top_kv2(x, n)?[0];
+                let cum = s.cumsum(sorted, -1i32)?;
+                let r = s.cast(s.range(1i32, s.add_v2(n, 1i32)?, 1i32)?, DType::Float)?;
+                let support = s.greater(s.sub(sorted, s.real_div(s.sub(cum, 1.0f32)?, r)?)?, 0.0f32)?;
+                let k = s.reduce("Sum", s.cast(support, DType::Float)?, &[-1], true)?;
+                let safe = s.select_v2(support, cum, s.zeros_like(cum)?)?;
+                let tau = s.real_div(s.sub(s.reduce("Sum", safe, &[-1], true)?, 1.0f32)?, k)?;
+                s.maximum(s.sub(x, tau)?, 0.0f32)?
+            }
             _ => x, // not reached: the names are matched below
         })
     };
     match name {
         "celu" | "glu" | "hard_shrink" | "hard_tanh" | "log_sigmoid" | "soft_shrink" | "sparse_plus"
-        | "sparse_sigmoid" | "squareplus" | "tanh_shrink" => Some(f()),
+        | "sparse_sigmoid" | "sparsemax" | "squareplus" | "tanh_shrink" => Some(f()),
         _ => None,
     }
 }

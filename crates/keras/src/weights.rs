@@ -2,7 +2,9 @@
 //!
 //! Keras 3 (`model.weights.h5`, `.weights.h5`): `layers/<auto>/vars/<i>`, `<auto>` being the
 //! snake-cased class name counted per model in `model.layers` order (`conv2d`, `conv2d_1`), a
-//! nested model's layers under `layers/<auto>/layers/...`, `<i>` the creation order. Keras 2
+//! nested model's layers under `layers/<auto>/layers/...`, `<i>` the creation order; the
+//! variables of a layer's sub-layers under their attribute names (`layers/lstm/cell/vars`,
+//! `layers/multi_head_attention/query_dense/vars`; see [`sub_groups`]). Keras 2
 //! (legacy `.h5`): a group per layer name (under `model_weights` in a whole-model file) whose
 //! `weight_names` attribute orders its datasets; a nested model's group lists all its inner
 //! weights as `<layer>/<weight>:0`.
@@ -13,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use ferroflow_tensor::Tensor;
+use serde_json::{Map, Value};
 
 use crate::config::{LayerSpec, ModelSpec};
 use crate::h5::{Attr, Group};
@@ -56,12 +59,17 @@ fn is_layer(l: &LayerSpec) -> bool {
 /// `(layer path, HDF5 group path)` for every layer of `spec` in Keras 3's layout, nested
 /// models' layers included.
 pub fn keras3_groups(spec: &ModelSpec) -> Vec<(String, String)> {
+    keras3_layers(spec).into_iter().map(|(p, g, _)| (p, g)).collect()
+}
+
+/// [`keras3_groups`] with each layer's spec.
+fn keras3_layers(spec: &ModelSpec) -> Vec<(String, String, &LayerSpec)> {
     let mut out = Vec::new();
     walk(spec, "", "", &mut out);
     out
 }
 
-fn walk(spec: &ModelSpec, path: &str, group: &str, out: &mut Vec<(String, String)>) {
+fn walk<'a>(spec: &'a ModelSpec, path: &str, group: &str, out: &mut Vec<(String, String, &'a LayerSpec)>) {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let sequential = spec.class == "Sequential";
     for l in &spec.layers {
@@ -77,7 +85,66 @@ fn walk(spec: &ModelSpec, path: &str, group: &str, out: &mut Vec<(String, String
         if let Some(inner) = &l.model {
             walk(inner, &lpath, &format!("{g}/"), out);
         }
-        out.push((lpath, g));
+        out.push((lpath, g, l));
+    }
+}
+
+/// A sub-layer whose variables Keras 3 stores in a group of its own under its layer's group
+/// (`layers/lstm/cell/vars`): its path under the layer's group, the name Keras writes on its
+/// `vars` group, and how many variables it holds (0 for the groups Keras writes empty).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubGroup {
+    /// Path under the layer's group (`cell`, `forward_layer/cell`, `query_dense`).
+    pub path: String,
+    /// The sub-layer's name (the `name` attribute of its `vars`).
+    pub name: String,
+    /// Its variables' count.
+    pub count: usize,
+}
+
+/// The sub-layer groups of a layer of `class` with `config`, in the order its weights list
+/// them (the order Keras creates them, which is also `layer.weights`' and the legacy `.h5`
+/// `weight_names` order): a layer's weights are its own `vars`, then each of these groups'
+/// `vars` in turn. Empty for layers that keep all their variables in their own `vars`.
+pub fn sub_groups(class: &str, config: &Map<String, Value>) -> Vec<SubGroup> {
+    let flag = |k: &str, d: bool| config.get(k).and_then(Value::as_bool).unwrap_or(d);
+    let sub = |path: &str, name: &str, count: usize| SubGroup { path: path.into(), name: name.into(), count };
+    match class {
+        "LSTM" | "GRU" | "SimpleRNN" => {
+            vec![sub("cell", &format!("{}_cell", snake_case(class)), 2 + usize::from(flag("use_bias", true)))]
+        }
+        "Bidirectional" => {
+            let inner = |key: &str| {
+                let o = config.get(key).and_then(Value::as_object)?;
+                let class = o.get("class_name").and_then(Value::as_str)?;
+                let cfg = o.get("config").and_then(Value::as_object)?;
+                Some((class.to_string(), cfg.clone()))
+            };
+            let Some((fclass, fcfg)) = inner("layer") else { return Vec::new() };
+            let (bclass, bcfg) = inner("backward_layer").unwrap_or_else(|| (fclass.clone(), fcfg.clone()));
+            let name = |c: &Map<String, Value>, d: &str| c.get("name").and_then(Value::as_str).unwrap_or(d).to_string();
+            let mut out = Vec::new();
+            for (dir, class, cfg) in [("forward_layer", &fclass, &fcfg), ("backward_layer", &bclass, &bcfg)] {
+                out.push(sub(dir, &name(cfg, dir), 0));
+                for g in sub_groups(class, cfg) {
+                    out.push(SubGroup { path: format!("{dir}/{}", g.path), ..g });
+                }
+            }
+            out
+        }
+        "MultiHeadAttention" => {
+            let n = 1 + usize::from(flag("use_bias", true));
+            let mut out = vec![
+                sub("query_dense", "query", n),
+                sub("key_dense", "key", n),
+                sub("value_dense", "value", n),
+                sub("output_dense", "attention_output", n),
+            ];
+            out.push(sub("_dropout_layer", "dropout", 0));
+            out.push(sub("_softmax", "softmax", 0));
+            out
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -97,20 +164,26 @@ pub fn read_keras3(root: &Group, spec: &ModelSpec, file: &str) -> Result<WeightM
         });
     }
     let mut map = WeightMap::new();
-    for (lpath, gpath) in keras3_groups(spec) {
-        let Some(vars) = root.find(&format!("{gpath}/vars")) else { continue };
-        let values = numbered(vars);
-        for (k, (i, _)) in values.iter().enumerate() {
-            if *i != k {
-                return Err(KerasError::Weights {
-                    layer: lpath,
-                    reason: format!("its variables in '{gpath}/vars' are not numbered 0..{}", values.len()),
-                    path: file.to_string(),
-                });
+    for (lpath, gpath, l) in keras3_layers(spec) {
+        let mut groups = vec![format!("{gpath}/vars")];
+        groups.extend(sub_groups(&l.class, &l.config).into_iter().map(|g| format!("{gpath}/{}/vars", g.path)));
+        let mut all = Vec::new();
+        for vpath in groups {
+            let Some(vars) = root.find(&vpath) else { continue };
+            let values = numbered(vars);
+            for (k, (i, _)) in values.iter().enumerate() {
+                if *i != k {
+                    return Err(KerasError::Weights {
+                        layer: lpath,
+                        reason: format!("its variables in '{vpath}' are not numbered 0..{}", values.len()),
+                        path: file.to_string(),
+                    });
+                }
             }
+            all.extend(values.into_iter().map(|(_, t)| t.clone()));
         }
-        if !values.is_empty() {
-            map.insert(lpath, values.into_iter().map(|(_, t)| t.clone()).collect());
+        if !all.is_empty() {
+            map.insert(lpath, all);
         }
     }
     Ok(map)
@@ -120,13 +193,28 @@ pub fn read_keras3(root: &Group, spec: &ModelSpec, file: &str) -> Result<WeightM
 /// `vars` group (empty for weightless ones), as Keras writes it.
 pub fn write_keras3(spec: &ModelSpec, weights: &WeightMap) -> Group {
     let mut root = Group::default();
-    for (lpath, gpath) in keras3_groups(spec) {
-        let g = root.ensure(&gpath);
+    for (lpath, gpath, l) in keras3_layers(spec) {
+        let subs = sub_groups(&l.class, &l.config);
+        let values: &[Tensor] = weights.get(&lpath).map_or(&[], Vec::as_slice);
+        // The layer's own variables first, then each sub-layer's (their counts from the
+        // config; a list of another length keeps all of them in the layer's own group).
+        let in_subs: usize = subs.iter().map(|g| g.count).sum();
+        let (own, mut rest) =
+            if in_subs <= values.len() { values.split_at(values.len() - in_subs) } else { (values, &[][..]) };
         let name = lpath.rsplit('/').next().unwrap_or(&lpath).to_string();
+        let g = root.ensure(&gpath);
         let vars = g.ensure("vars");
         vars.attrs.push(("name".into(), Attr::Text(name)));
-        if let Some(ts) = weights.get(&lpath) {
-            for (i, t) in ts.iter().enumerate() {
+        for (i, t) in own.iter().enumerate() {
+            vars.datasets.push((i.to_string(), t.clone()));
+        }
+        for sub in &subs {
+            let take = if in_subs <= values.len() { sub.count } else { 0 };
+            let (mine, later) = rest.split_at(take);
+            rest = later;
+            let vars = g.ensure(&format!("{}/vars", sub.path));
+            vars.attrs.push(("name".into(), Attr::Text(sub.name.clone())));
+            for (i, t) in mine.iter().enumerate() {
                 vars.datasets.push((i.to_string(), t.clone()));
             }
         }

@@ -52,18 +52,7 @@ fn check_outputs(name: &str, model: &KerasModel, npz: &Path, tol: f32) -> Result
 
 /// Layer kinds not built yet (issue 45's coverage): their fixtures must fail to build, naming
 /// the layer class, until they are.
-const NOT_YET: &[&str] = &[
-    "activation_sparsemax",
-    "bidirectional",
-    "embedding_mask_lstm",
-    "gru",
-    "gru_reset_before",
-    "lstm",
-    "lstm_stacked",
-    "mha",
-    "mha_causal",
-    "simple_rnn",
-];
+const NOT_YET: &[&str] = &[];
 
 #[test]
 fn every_keras_file_runs_as_keras_runs_it() {

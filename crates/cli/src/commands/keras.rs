@@ -19,7 +19,11 @@ pub fn run(path: &Path, inputs: Option<&Path>, output: Option<&Path>, opts: Sess
     let model = KerasModel::load(path)?;
     let p = model.predictor(opts)?;
     let inputs = inputs.with_context(|| {
-        format!("{}: give the model's inputs as --inputs IN.npz (arrays named {})", path.display(), p.input_names().join(", "))
+        format!(
+            "{}: give the model's inputs as --inputs IN.npz (arrays named {})",
+            path.display(),
+            p.input_names().join(", ")
+        )
     })?;
     let arrays = npy::read_npz(inputs)?;
     let names = p.input_names();
@@ -31,7 +35,12 @@ pub fn run(path: &Path, inputs: Option<&Path>, output: Option<&Path>, opts: Sess
             .map(|n| {
                 arrays.iter().find(|(k, _)| k == n).map(|(_, t)| t.clone()).with_context(|| {
                     let have: Vec<&str> = arrays.iter().map(|(k, _)| k.as_str()).collect();
-                    format!("{}: no array '{n}' (the model's inputs: {}; the file has: {})", inputs.display(), names.join(", "), have.join(", "))
+                    format!(
+                        "{}: no array '{n}' (the model's inputs: {}; the file has: {})",
+                        inputs.display(),
+                        names.join(", "),
+                        have.join(", ")
+                    )
                 })
             })
             .collect::<Result<_>>()?

@@ -85,15 +85,19 @@ pub struct FineTuneRun {
     pub trainable: (Vec<String>, usize, usize),
 }
 
-/// The training and validation file lists, as `image_dataset_from_directory` splits them.
-fn split(
-    dir: &Path,
-    o: &FineTuneOptions,
-) -> Result<(Vec<PathBuf>, Vec<i32>, Vec<PathBuf>, Vec<i32>, Vec<String>), Error> {
+/// Files and their labels.
+struct Listing {
+    files: Vec<PathBuf>,
+    labels: Vec<i32>,
+}
+
+/// The training and validation file lists and the class names, as
+/// `image_dataset_from_directory` splits them.
+fn split(dir: &Path, o: &FineTuneOptions) -> Result<(Listing, Listing, Vec<String>), Error> {
     let classes = super::input_pipeline::list_classes(dir)?;
     let (mut files, mut labels) = (classes.files, classes.labels);
     let Some(fraction) = o.validation_split else {
-        return Ok((files, labels, Vec::new(), Vec::new(), classes.names));
+        return Ok((Listing { files, labels }, Listing { files: Vec::new(), labels: Vec::new() }, classes.names));
     };
     if !(0.0..1.0).contains(&fraction) {
         return Err(DataError::Invalid(format!("validation split must be in [0, 1), got {fraction}")).into());
@@ -103,8 +107,8 @@ fn split(
     files = order.iter().map(|&i| files[i].clone()).collect();
     labels = order.iter().map(|&i| labels[i]).collect();
     let cut = files.len() - (fraction * files.len() as f32) as usize;
-    let (vf, vl) = (files.split_off(cut), labels.split_off(cut));
-    Ok((files, labels, vf, vl, classes.names))
+    let val = Listing { files: files.split_off(cut), labels: labels.split_off(cut) };
+    Ok((Listing { files, labels }, val, classes.names))
 }
 
 /// The seed's pipeline over `files`: batches of `(float32 [n, size, size, 3], int64 [n])`.
@@ -153,7 +157,7 @@ pub fn fine_tune(model: &Path, dir: &Path, o: &FineTuneOptions) -> Result<FineTu
         ))
         .into());
     }
-    let (tf, tl, vf, vl, classes) = split(dir, o)?;
+    let (train_list, val_list, classes) = split(dir, o)?;
     let trainer = keras.compile(
         &TrainOptions { learning_rate: o.learning_rate, seed: Some(o.seed as i64) },
         crate::runtime::SessionOptions::default(),
@@ -173,8 +177,12 @@ pub fn fine_tune(model: &Path, dir: &Path, o: &FineTuneOptions) -> Result<FineTu
         ))
         .into());
     }
-    let train = batches(&tf, &tl, size, o.batch, o.shuffle.then_some(o.seed))?;
-    let val = if vf.is_empty() { None } else { Some(batches(&vf, &vl, size, o.batch, None)?) };
+    let train = batches(&train_list.files, &train_list.labels, size, o.batch, o.shuffle.then_some(o.seed))?;
+    let val = if val_list.files.is_empty() {
+        None
+    } else {
+        Some(batches(&val_list.files, &val_list.labels, size, o.batch, None)?)
+    };
     let mut tensorboard = match &o.tensorboard {
         Some((logdir, spec)) => Some(crate::train::callbacks::TensorBoard::new(
             logdir,
@@ -207,7 +215,7 @@ pub fn fine_tune(model: &Path, dir: &Path, o: &FineTuneOptions) -> Result<FineTu
     Ok(FineTuneRun {
         history,
         classes,
-        images: (tf.len(), vf.len()),
+        images: (train_list.files.len(), val_list.files.len()),
         trainable: (trainer.trainable_layers.clone(), trainable, total),
     })
 }
