@@ -16,9 +16,10 @@
    SparseCategoricalCrossentropy(from_logits=True),
    `train_on_batch` per batch (the loss of each step before its update, as ferroflow logs it).
    Per-step losses must agree within 1e-3 relative.
-3. Speed: training steps/s of both in phase 1 and phase 2 (Keras `fit` on the batches cached in
-   memory, step time from a batch callback; ferroflow fit's steps/s, input wait excluded),
-   first steps excluded as warm-up, and peak RSS of each process.
+3. Speed: training steps/s of both in phase 1 and phase 2 — the median step after the first
+   steps (warm-up: tracing, XLA, plan building): Keras `fit` over the batches cached in memory
+   (step time from a batch callback), ferroflow fit from its JPEG pipeline (its "steady state"
+   line, input wait included) — and peak RSS of each process.
 
 Run:  .venv/bin/python scripts/keras_fit_compare.py [--size 224] [--batch 32] [--steps 10]
 """
@@ -118,7 +119,7 @@ def ferroflow_side(args, phase, data_dir, model, steps, speed=False):
         sys.exit(f"ferroflow fit failed: {got['err'][-2000:]}")
     wall = time.perf_counter() - t0
     losses = [float(m.group(1)) for m in re.finditer(r"^\d+ step loss: (\S+)$", got["err"], re.M)]
-    sps = float(re.search(r"([\d.]+) steps/s", got["out"]).group(1))
+    sps = float(re.search(r"steady state: ([\d.]+) steps/s", got["out"]).group(1))
     return losses, sps, got["rss_kb"] / 1024, wall
 
 

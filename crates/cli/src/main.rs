@@ -42,6 +42,7 @@ enum Command {
     Benchmark(benchmark::BenchmarkArgs),
     Demo(demo::DemoArgs),
     Fit(fit::FitArgs),
+    KerasApp(keras_app::KerasAppArgs),
 }
 
 fn main() {
@@ -62,6 +63,7 @@ fn main() {
         Command::Benchmark(args) => benchmark::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Fit(args) => fit::run(args),
+        Command::KerasApp(args) => keras_app::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));

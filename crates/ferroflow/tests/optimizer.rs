@@ -1143,3 +1143,52 @@ fn pre_activations_become_prologues_of_pointwise_convolutions_exactly() {
         }
     }
 }
+
+/// A frozen BatchNormalization whose statistics are not constants (a Keras model fine-tuned
+/// with its base frozen reads them from variables; here they are fed): the inference
+/// `FusedBatchNormV3` becomes `x * m + a` with `m` and `a` computed by ops on the `[C]`
+/// vectors, which then fuse into the convolution before and the swish after — bit-identical
+/// to the kernel's own arithmetic.
+#[test]
+fn inference_batch_norm_with_tensor_statistics_decomposes_and_fuses_exactly() {
+    use ferroflow::proto::attr;
+    let s = Scope::new();
+    let c = 6;
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(8), Some(4)])).unwrap();
+    let y = test_conv2d(&s, "conv", x, (3, 4, c), 1, 3);
+    let stat = |n: &str| s.with_name(n).placeholder(DType::Float, &Shape::new(vec![Some(c)])).unwrap();
+    let (gamma, beta, mean, var) = (stat("gamma"), stat("beta"), stat("mean"), stat("var"));
+    let mut a = ferroflow::graph::Attrs::new();
+    a.insert("T".into(), attr::dtype(DType::Float));
+    a.insert("U".into(), attr::dtype(DType::Float));
+    a.insert("epsilon".into(), attr::float(1e-3));
+    a.insert("is_training".into(), attr::boolean(false));
+    a.insert("data_format".into(), attr::string("NHWC"));
+    let bn = s.add_op("FusedBatchNormV3", "bn", &[y, gamma, beta, mean, var], &[], a).unwrap();
+    let y = Output { node: bn, index: 0 };
+    let y = s.mul(y, s.unary("Sigmoid", y).unwrap()).unwrap();
+    let g = s.graph();
+    let fetch = g.output_name(y);
+    let names = ["x:0", "gamma:0", "beta:0", "mean:0", "var:0"];
+    let it = Item {
+        feeds: names.iter().map(|n| n.to_string()).collect(),
+        fetches: vec![fetch.clone()],
+        ..Default::default()
+    };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+    assert!(!ops.contains(&"FusedBatchNormV3"), "{ops:?}\n{}", opt.report.details());
+    assert!(ops.contains(&"_FusedConv2DElementwise"), "{ops:?}\n{}", opt.report.details());
+    let v: Vec<f32> = (0..2 * 9 * 8 * 4).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
+    let vec_of = |a: f32, b: f32| Tensor::from_vec(&[c], (0..c).map(|i| a + i as f32 * b).collect()).unwrap();
+    let feeds: Vec<(String, Tensor)> = vec![
+        ("x:0".into(), Tensor::from_vec(&[2, 9, 8, 4], v).unwrap()),
+        ("gamma:0".into(), vec_of(0.7, 0.13)),
+        ("beta:0".into(), vec_of(-0.4, 0.21)),
+        ("mean:0".into(), vec_of(0.3, -0.17)),
+        ("var:0".into(), vec_of(0.5, 0.37)),
+    ];
+    let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+    let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+    assert_bit_identical("conv + batch norm of fed statistics + swish", &a[0], &b[0]);
+}

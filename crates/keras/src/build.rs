@@ -20,6 +20,8 @@ pub struct CallRecord {
     pub path: Vec<String>,
     /// Keras's class.
     pub class: String,
+    /// Which call of the layer (its node in the config, from 0).
+    pub node: usize,
     /// The call's outputs.
     pub outputs: Vec<Output>,
     /// The layers whose outputs it takes (`name[node][tensor]`, as Keras's summary prints).
@@ -32,7 +34,7 @@ pub struct Built {
     pub inputs: Vec<(String, Output)>,
     /// The outputs: output layer name and the tensor.
     pub outputs: Vec<(String, Output)>,
-    /// Every call of the top-level model's layers, in build order.
+    /// Every layer call, nested models' included (their paths are longer), in build order.
     pub calls: Vec<CallRecord>,
 }
 
@@ -152,7 +154,7 @@ fn run_model(
             let l = spec.layer(&t.layer).expect("checked");
             let mut p = path.to_vec();
             p.push(l.name.clone());
-            r.push(CallRecord { path: p, class: l.class.clone(), outputs: vec![x], connected: vec![] });
+            r.push(CallRecord { path: p, class: l.class.clone(), node: 0, outputs: vec![x], connected: vec![] });
         }
     }
     let resolve_at = |made: &HashMap<(&str, usize), Vec<Output>>, t: &TensorRef, io: bool| -> Option<Output> {
@@ -187,12 +189,12 @@ fn run_model(
                 ..mode
             };
             let outs = match &l.model {
-                Some(inner) => run_model(net, inner, &p, &ins, call_mode, &mut None)?,
+                Some(inner) => run_model(net, inner, &p, &ins, call_mode, records)?,
                 None => layers::call(net, l, &p, &ins, call, call_mode)?,
             };
             if let Some(r) = records.as_deref_mut() {
                 let connected = refs.iter().map(|t| format!("{}[{}][{}]", t.layer, t.node, t.index)).collect();
-                r.push(CallRecord { path: p, class: l.class.clone(), outputs: outs.clone(), connected });
+                r.push(CallRecord { path: p, class: l.class.clone(), node: i, outputs: outs.clone(), connected });
             }
             made.insert((l.name.as_str(), i), outs);
         }

@@ -84,6 +84,9 @@ pub struct Net {
     pub weights: RefCell<Vec<LayerWeights>>,
     /// Moving-statistics updates of the training-mode calls.
     pub updates: RefCell<Vec<NodeId>>,
+    /// Calibrating BatchNormalization: every one (frozen ones too) normalizes with the
+    /// batch's statistics and takes them as its moving ones (momentum 0); dropout is off.
+    pub calibrating: bool,
 }
 
 type R<T> = Result<T>;
@@ -101,6 +104,7 @@ impl Net {
             vars: RefCell::default(),
             weights: RefCell::default(),
             updates: RefCell::default(),
+            calibrating: false,
         }
     }
 
@@ -623,6 +627,7 @@ pub fn call(net: &Net, l: &LayerSpec, path: &[String], inputs: &[Output], call: 
                 let keep = s.cast(s.greater_equal(r, rate as f32)?, DType::Float)?;
                 Ok(vec![s.mul(s.mul(x, (1.0 / (1.0 - rate)) as f32)?, keep)?])
             };
+            let mode = Mode { training: mode.training && !net.calibrating, ..mode };
             mode.switch(s, &[x], drop, |s, ins| Ok(vec![s.identity(ins[0])?]))
         }
         (_, "Add") | (_, "Multiply") | (_, "Subtract") | (_, "Average") | (_, "Maximum") | (_, "Minimum") => {
@@ -921,7 +926,7 @@ fn batch_norm(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, x: Output, m
     let axis = ax[0];
     let c = dims[axis].ok_or_else(|| layer_err(l, "the normalized dimension must be known"))?;
     let eps = float(l, "epsilon", 1e-3)?;
-    let momentum = float(l, "momentum", 0.99)?;
+    let momentum = if net.calibrating { 0.0 } else { float(l, "momentum", 0.99)? };
     let (center, scale) = (boolean(l, "center", true), boolean(l, "scale", true));
     let mut specs = Vec::new();
     if scale {
@@ -984,7 +989,7 @@ fn batch_norm(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, x: Output, m
         };
         Ok(vec![y, s.identity(mm)?, s.identity(mv)?])
     };
-    let bn_mode = Mode { training: mode.training && mode.trainable, ..mode };
+    let bn_mode = Mode { training: mode.training && (mode.trainable || net.calibrating), ..mode };
     let outs = bn_mode.switch(s, &[x, g, b, mean, var], train, infer)?;
     if bn_mode.training {
         add_moving_updates(net, l, path, s, outs[1], outs[2])?;

@@ -13,10 +13,12 @@
 //! recipe does.
 #![warn(missing_docs)]
 
+pub mod applications;
 pub mod archive;
 pub mod build;
 pub mod config;
 pub mod fit;
+pub mod functional;
 pub mod h5;
 pub mod layers;
 pub mod model;

@@ -2,6 +2,7 @@
 //! and built into ferroflow graphs.
 use std::path::{Path, PathBuf};
 
+use ferroflow_graph::NodeId;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::Tensor;
 use ferroflow_train::Builder;
@@ -110,6 +111,20 @@ impl KerasModel {
         })
     }
 
+    /// A model from a config written without weights or tensor shapes (as
+    /// [`crate::functional`] writes them): built once with its initializers' values (random
+    /// ones reproducible with `seed`), those become its weights, and the shapes its calls
+    /// take are filled in, so [`KerasModel::save`] writes a file Keras loads.
+    pub fn initialized(config: Value, seed: Option<i64>) -> Result<KerasModel> {
+        let mut m = KerasModel::from_config(config)?;
+        let b = seed.map_or_else(Builder::new, Builder::with_seed);
+        let p = m.predictor_in(b, SessionOptions::default())?;
+        m.complete_shapes(&p)?;
+        m.weights = Some(p.weights()?);
+        m.source = "initializers".into();
+        Ok(m)
+    }
+
     /// Reads weights into this model: a `.weights.h5` (Keras 3's layout) or a legacy `.h5`
     /// (whole model or `save_weights`; matched by layer name). Shapes are checked when the
     /// model is built.
@@ -183,7 +198,11 @@ impl KerasModel {
     /// Builds the model in inference mode in a new session, with its weights (or its
     /// initializers' values when it has none).
     pub fn predictor(&self, options: SessionOptions) -> Result<Predictor> {
-        let net = Net::new(Builder::new());
+        self.predictor_in(Builder::new(), options)
+    }
+
+    fn predictor_in(&self, b: Builder, options: SessionOptions) -> Result<Predictor> {
+        let net = Net::new(b);
         let built = build::build(&net, &self.spec, false, None, None)?;
         let init = net.b.global_variables_initializer()?;
         let session = Session::new(net.b.graph(), options)?;
@@ -192,6 +211,39 @@ impl KerasModel {
         let layers = net.weights.borrow().clone();
         assign(&session, &layers, self.weights.as_ref(), &self.source)?;
         Ok(Predictor { session, built, layers })
+    }
+
+    /// Sets every BatchNormalization layer's moving statistics to those of its input on
+    /// `inputs` (one batch, or one per model input): one forward pass in which each layer
+    /// normalizes with its batch's statistics and keeps them (momentum 0), dropout off.
+    /// What a model of random weights lacks and pretrained weights carry: with it, a random
+    /// base is a usable (if weak) feature extractor in inference mode.
+    pub fn calibrate_batch_norm(&mut self, inputs: &[Tensor]) -> Result<()> {
+        let mut net = Net::new(Builder::new());
+        net.calibrating = true;
+        let built = build::build(&net, &self.spec, true, None, None)?;
+        let init = net.b.global_variables_initializer()?;
+        let updates: Vec<NodeId> = net.updates.borrow().clone();
+        let g = net.b.graph();
+        let session = Session::new(g, SessionOptions::default())?;
+        let init_name = session.graph().node(init).name.clone();
+        session.run(&[], &[], &[&init_name])?;
+        let layers = net.weights.borrow().clone();
+        assign(&session, &layers, self.weights.as_ref(), &self.source)?;
+        if inputs.len() != built.inputs.len() {
+            return Err(KerasError::Invalid(format!(
+                "the model takes {} inputs, got {}",
+                built.inputs.len(),
+                inputs.len()
+            )));
+        }
+        let names: Vec<String> = built.inputs.iter().map(|(_, o)| session.graph().output_name(*o)).collect();
+        let feeds: Vec<(&str, Tensor)> = names.iter().map(String::as_str).zip(inputs.iter().cloned()).collect();
+        let targets: Vec<String> = updates.iter().map(|&id| session.graph().node(id).name.clone()).collect();
+        let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+        session.run(&feeds, &[], &targets)?;
+        self.weights = Some(read_weights(&session, &layers)?);
+        Ok(())
     }
 
     /// Writes the model as a `.keras` file (atomically) with `weights` (layer path → values;
@@ -230,6 +282,78 @@ impl KerasModel {
         let bytes = h5::write(&root, &path.display().to_string())?;
         ferroflow_tensor::fs::write_atomic(path, &bytes)
             .map_err(|e| KerasError::File { path: path.display().to_string(), reason: e.to_string() })
+    }
+
+    /// Fills in the shapes and dtypes of the tensors in the config's calls (what Keras's
+    /// loader reads and a config written by [`crate::functional`] lacks) from the model as
+    /// `p` built it.
+    pub fn complete_shapes(&mut self, p: &Predictor) -> Result<()> {
+        let g = p.session().graph();
+        let shapes = ferroflow_ops::infer_shapes(g).map_err(ferroflow_ops::BuildError::from)?;
+        let mut made = std::collections::HashMap::new();
+        for c in &p.built().calls {
+            let outs: Vec<(Value, String)> = c
+                .outputs
+                .iter()
+                .map(|o| {
+                    let shape = shapes
+                        .get(o.node)
+                        .and_then(|s| s.get(o.index))
+                        .cloned()
+                        .unwrap_or_else(ferroflow_tensor::Shape::unknown);
+                    let dims = shape
+                        .dims()
+                        .map_or(Value::Null, |d| d.iter().map(|x| x.map_or(Value::Null, Value::from)).collect());
+                    (dims, g.output_type(*o).python_name().to_string())
+                })
+                .collect();
+            made.insert((c.path.join("/"), c.node), outs);
+        }
+        fn fill(v: &mut Value, prefix: &str, made: &std::collections::HashMap<(String, usize), Vec<(Value, String)>>) {
+            match v {
+                Value::Object(o) if o.get("class_name").and_then(Value::as_str) == Some("__keras_tensor__") => {
+                    let Some(cfg) = o.get_mut("config").and_then(Value::as_object_mut) else { return };
+                    let h = cfg.get("keras_history").and_then(Value::as_array).cloned().unwrap_or_default();
+                    let (Some(l), Some(n), Some(i)) = (
+                        h.first().and_then(Value::as_str),
+                        h.get(1).and_then(Value::as_u64),
+                        h.get(2).and_then(Value::as_u64),
+                    ) else {
+                        return;
+                    };
+                    let key = if prefix.is_empty() { l.to_string() } else { format!("{prefix}/{l}") };
+                    if let Some((shape, dtype)) = made.get(&(key, n as usize)).and_then(|o| o.get(i as usize)) {
+                        cfg.insert("shape".into(), shape.clone());
+                        cfg.insert("dtype".into(), Value::from(dtype.as_str()));
+                    }
+                }
+                Value::Object(o) => o.values_mut().for_each(|x| fill(x, prefix, made)),
+                Value::Array(a) => a.iter_mut().for_each(|x| fill(x, prefix, made)),
+                _ => {}
+            }
+        }
+        fn walk(
+            model: &mut Value,
+            prefix: &str,
+            made: &std::collections::HashMap<(String, usize), Vec<(Value, String)>>,
+        ) {
+            let Some(layers) = model.get_mut("config").and_then(|c| c.get_mut("layers")).and_then(Value::as_array_mut)
+            else {
+                return;
+            };
+            for l in layers {
+                if let Some(nodes) = l.get_mut("inbound_nodes") {
+                    fill(nodes, prefix, made);
+                }
+                if matches!(l.get("class_name").and_then(Value::as_str), Some("Functional" | "Sequential")) {
+                    let name = l.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                    let inner = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+                    walk(l, &inner, made);
+                }
+            }
+        }
+        walk(&mut self.config, "", &made);
+        Ok(())
     }
 
     /// The file the weights came from.

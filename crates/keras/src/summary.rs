@@ -72,6 +72,9 @@ impl Summary {
         let shapes = ferroflow_ops::infer_shapes(g).map_err(ferroflow_ops::BuildError::from)?;
         let mut rows: Vec<Row> = Vec::new();
         for c in &p.built().calls {
+            if c.path.len() != 1 {
+                continue;
+            }
             let top = &c.path[0];
             if rows.iter().any(|r| &r.name == top) {
                 continue;

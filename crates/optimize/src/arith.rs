@@ -364,6 +364,48 @@ fn reciprocal_multiply(graph: &mut Graph, id: NodeId, c: &Tensor, ctx: &mut Pass
     Ok(())
 }
 
+/// An inference `FusedBatchNormV3` whose statistics are tensors (not constants) into
+/// `AddV2(Mul(x, m), a)` with `m = scale / sqrt(var + ε)` and `a = offset − mean·m` as ops on
+/// the `[C]` vectors, each rounding as the kernel's step does (the kernel computes them the
+/// same way). The node keeps its name (it becomes the `AddV2`).
+fn decompose_with_ops(graph: &mut Graph, ctx: &mut PassContext, id: usize, eps: f32) -> Result<(), OptimizeError> {
+    let n = graph.node(id);
+    let (name, device, ins) = (n.name.clone(), n.device.clone(), n.inputs.clone());
+    let mut added = Vec::new();
+    let mut op = |suffix: &str, op: &str, inputs: Vec<Output>, graph: &mut Graph| -> Result<Output, OptimizeError> {
+        let nm = graph.unique_name(&format!("{name}/{suffix}"));
+        let mut spec =
+            NodeSpec { name: nm.clone(), op: op.into(), inputs, device: device.clone(), ..Default::default() };
+        if op == "Const" {
+            spec.attrs.insert("dtype".into(), attr::dtype(DType::Float));
+            spec.attrs.insert("value".into(), crate::util::tensor_attr(&Tensor::scalar(eps)));
+        } else {
+            spec.attrs.insert("T".into(), attr::dtype(DType::Float));
+        }
+        let id = graph.add_node(spec, OpRegistry::global())?;
+        added.push(nm);
+        Ok(Output { node: id, index: 0 })
+    };
+    let e = op("epsilon", "Const", vec![], graph)?;
+    let var_eps = op("add_epsilon", "AddV2", vec![ins[4], e], graph)?;
+    let root = op("sqrt", "Sqrt", vec![var_eps], graph)?;
+    let m = op("scale_factor", "RealDiv", vec![ins[1], root], graph)?;
+    let mean_m = op("mean_scaled", "Mul", vec![ins[3], m], graph)?;
+    let a = op("shift", "Sub", vec![ins[2], mean_m], graph)?;
+    let xm = op("mul", "Mul", vec![ins[0], m], graph)?;
+    ctx.report.added.extend(added);
+    let node = graph.node_mut(id);
+    node.op = "AddV2".into();
+    node.inputs = vec![xm, a];
+    let mut attrs = ferroflow_graph::Attrs::new();
+    attrs.insert("T".into(), attr::dtype(DType::Float));
+    node.attrs = attrs;
+    node.types = ferroflow_graph::NodeTypes { inputs: vec![DType::Float; 2], outputs: vec![DType::Float] };
+    node.experimental_type = None;
+    ctx.report.rewritten.push((name, "inference FusedBatchNorm -> x * scale_factor + shift (factors as ops)".into()));
+    Ok(())
+}
+
 /// Inference-mode `FusedBatchNormV3` (NHWC, float, constant statistics, only `y` used) into
 /// `AddV2(Mul(x, m), a)` with `m` and `a` computed exactly as the kernel computes them. The
 /// node keeps its name (it becomes the `AddV2`).
@@ -407,6 +449,23 @@ fn decompose_batch_norms(graph: &mut Graph, ctx: &mut PassContext) -> Result<(),
         }
         let c = stats.first().map_or(0, Vec::len);
         if stats.len() != 4 || stats.iter().any(|s| s.len() != c) || c == 0 {
+            // Statistics that are not constants (variables: a model being fine-tuned with
+            // its BatchNormalization frozen): the same two factors as ops on the [C] vectors,
+            // each rounding as the kernel's step does.
+            let vector = |o: Output| {
+                shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims().map(<[Option<usize>]>::to_vec))
+            };
+            let channels = shapes
+                .get(n.inputs[0].node)
+                .and_then(|s| s.get(n.inputs[0].index))
+                .and_then(|s| s.dims())
+                .and_then(|d| d[3]);
+            let all_vectors = n.inputs[1..5].iter().all(|&o| {
+                graph.output_type(o) == DType::Float && channels.is_some_and(|c| vector(o) == Some(vec![Some(c)]))
+            });
+            if all_vectors {
+                decompose_with_ops(graph, ctx, id, eps)?;
+            }
             continue;
         }
         let (scale, offset, mean, var) = (&stats[0], &stats[1], &stats[2], &stats[3]);

@@ -9,7 +9,8 @@ use ferroflow::workflows::demo::{self, DemoOptions};
 /// CPU devices end to end (partition graphs written, merged, a TensorBoard log directory);
 /// a bundled TensorFlow MLP; mnist_training's MNIST model trained for 3,000 steps, saved with
 /// a Saver and restored from its .meta under an import_scope in a fresh session;
-/// input_pipeline and EfficientNet-style training; traced_functions.
+/// input_pipeline, and seed 001's EfficientNetB0 (a .keras file ferroflow writes) fine-tuned
+/// on the flowers, profiled and saved; traced_functions.
 #[derive(Args)]
 pub struct DemoArgs {
     /// Where the demo writes its files.
@@ -18,8 +19,8 @@ pub struct DemoArgs {
     /// Training steps of the mnist_training part.
     #[arg(long, default_value_t = 3000)]
     mnist_steps: u64,
-    /// Epochs of input_pipeline's EfficientNet-style model (0 skips the training).
-    #[arg(long, default_value_t = 12)]
+    /// Epochs of each phase of seed 001's EfficientNetB0 fine-tuning (0 skips it).
+    #[arg(long, default_value_t = 3)]
     effnet_epochs: usize,
     /// A TensorBoard log directory: mnist_training's training (scalars, histograms, graph
     /// and the profile of --profile-batch) goes to LOGDIR/mnist_training, and

@@ -121,6 +121,14 @@ pub fn run(a: FitArgs) -> Result<()> {
         h.mean_step_seconds() * 1e3,
         h.input_fraction() * 100.0
     );
+    // After warm-up (the first steps build and optimize the step's plan): the median step,
+    // input wait included.
+    let mut steady: Vec<f64> =
+        h.step_seconds.iter().skip(2.min(h.step_seconds.len().saturating_sub(1))).copied().collect();
+    steady.sort_by(f64::total_cmp);
+    if let Some(&m) = steady.get(steady.len() / 2) {
+        out!("steady state: {:.3} steps/s (median step {:.0} ms after 2 warm-up steps)", 1.0 / m.max(1e-9), m * 1e3);
+    }
     if let Some(p) = &h.profile {
         out!("profile: {}", p.display());
     }

@@ -9,6 +9,7 @@ pub mod flowers;
 pub mod inspect;
 pub mod inspect_checkpoint;
 pub mod keras;
+pub mod keras_app;
 pub mod merge_partitions;
 pub mod mnist;
 pub mod ops;
