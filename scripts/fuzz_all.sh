@@ -29,7 +29,7 @@ fixtures=$root/fixtures/tf
 cd "$fuzz"
 
 all_targets=(graph_def_binary graph_def_text meta_graph npy npz event_file bundle_index checkpoint_data
-    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace saved_model)
+    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace saved_model keras_archive keras_config hdf5)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # Seeds larger than this slow every execution down more than they add.
@@ -58,6 +58,21 @@ seed_target() {
     tfrecord_examples) seed "$dir" "$root"/fixtures/data/*.tfrecord ;;
     xspace) seed "$dir" "$root"/fixtures/profile/*.xplane.pb ;;
     saved_model) seed "$dir" "$root"/fixtures/saved_model/*/saved_model.pb ;;
+    keras_archive) seed "$dir" "$root"/fixtures/keras/*.keras "$root"/fixtures/keras/*.h5 ;;
+    keras_config)
+        local f
+        for f in "$root"/fixtures/keras/*.keras; do
+            unzip -p "$f" config.json >"$dir/seed-config-$(basename "$f" .keras).json" 2>/dev/null || true
+        done
+        ;;
+    hdf5)
+        seed "$dir" "$root"/fixtures/keras/*.h5
+        local f
+        for f in "$root"/fixtures/keras/*.keras; do
+            [[ $(stat -c %s "$f") -le $max_seed ]] || continue
+            unzip -p "$f" model.weights.h5 >"$dir/seed-weights-$(basename "$f" .keras).h5" 2>/dev/null || true
+        done
+        ;;
     graph_def_text) seed "$dir" "$fixtures"/**/*.pbtxt ;;
     meta_graph)
         seed "$dir" "$fixtures"/checkpoints/*/*.meta

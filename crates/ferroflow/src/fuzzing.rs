@@ -45,6 +45,9 @@ pub const TARGETS: &[Target] = &[
     ("tfrecord_examples", tfrecord_examples),
     ("xspace", xspace),
     ("saved_model", saved_model),
+    ("keras_archive", keras_archive),
+    ("keras_config", keras_config),
+    ("hdf5", hdf5),
 ];
 
 /// The target named `name`.
@@ -126,6 +129,61 @@ pub fn npy(data: &[u8]) {
 pub fn npz(data: &[u8]) {
     let _limit = tensor::limit::scoped(MEMORY_LIMIT);
     ok(tensor::npy::read_npz_from(Cursor::new(data), "fuzz.npz"));
+}
+
+/// Keras models are built under this many graph nodes at most in the fuzz targets (a config
+/// of a few kilobytes can describe a model of millions of nodes; building one is not a
+/// defect, only slow).
+const MAX_KERAS_LAYERS: usize = 2_000;
+
+fn keras_layers(m: &crate::keras::ModelSpec) -> usize {
+    m.layers.iter().map(|l| 1 + l.model.as_ref().map_or(0, |inner| keras_layers(inner))).sum()
+}
+
+/// Builds a Keras model read from hostile bytes in inference mode (its weights assigned and
+/// checked), when it is small enough to build quickly.
+fn build_keras(m: &crate::keras::KerasModel) {
+    if keras_layers(&m.spec) <= MAX_KERAS_LAYERS {
+        if let Err(e) = m.predictor(crate::runtime::SessionOptions::default()) {
+            check_error(&e);
+        }
+    }
+}
+
+/// A `.keras` file: the zip archive, its `config.json` and `metadata.json`, the HDF5 weights
+/// (Keras 3's layout), then the model built with them.
+pub fn keras_archive(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    if let Some(m) = ok(crate::keras::KerasModel::from_bytes(data.to_vec(), Path::new("fuzz.keras"))) {
+        build_keras(&m);
+    }
+}
+
+/// A Keras model config (`config.json`, or Keras 2's `model_config`): parsed, then the model
+/// built with its initializers' values.
+pub fn keras_config(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    if let Some(m) = ok(crate::keras::KerasModel::from_config_json(data)) {
+        build_keras(&m);
+    }
+}
+
+/// An HDF5 file: read whole (groups, attributes, datasets), then taken as Keras 2 weights
+/// (`layer_names`, `weight_names`) against an empty model.
+pub fn hdf5(data: &[u8]) {
+    let _limit = tensor::limit::scoped(MEMORY_LIMIT);
+    if let Some(root) = ok(crate::keras::h5::read(data, "fuzz.h5")) {
+        for (_, a) in &root.attrs {
+            let _ = a.strings();
+        }
+        let empty =
+            br#"{"class_name": "Sequential", "config": {"name": "m", "layers": [], "build_input_shape": [null, 1]}}"#;
+        if let Some(m) = ok(crate::keras::KerasModel::from_config_json(empty)) {
+            let _ =
+                crate::keras::weights::read_legacy(root.group("model_weights").unwrap_or(&root), &m.spec, "fuzz.h5");
+            let _ = crate::keras::weights::read_keras3(&root, &m.spec, "fuzz.h5");
+        }
+    }
 }
 
 /// A TensorBoard event file: its TFRecord framing read as a file (size known) and as a

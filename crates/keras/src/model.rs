@@ -69,7 +69,11 @@ impl KerasModel {
     /// Reads a `.keras` file (Keras 3) or a whole-model legacy `.h5` (Keras 2).
     pub fn load(path: impl AsRef<Path>) -> Result<KerasModel> {
         let path = path.as_ref();
-        let bytes = read_file(path)?;
+        KerasModel::from_bytes(read_file(path)?, path)
+    }
+
+    /// [`KerasModel::load`] of a file's bytes (`path` names it in errors).
+    pub fn from_bytes(bytes: Vec<u8>, path: &Path) -> Result<KerasModel> {
         let file = path.display().to_string();
         match sniff(&bytes, path)? {
             Kind::Zip => {
@@ -96,6 +100,12 @@ impl KerasModel {
                 })
             }
         }
+    }
+
+    /// [`KerasModel::from_config`] of a config's JSON text (`config.json`'s bytes).
+    pub fn from_config_json(json: &[u8]) -> Result<KerasModel> {
+        let v = serde_json::from_slice(json).map_err(|e| KerasError::Config(format!("not valid JSON: {e}")))?;
+        KerasModel::from_config(v)
     }
 
     /// A model from a config (Keras 3's `config.json` object, or Keras 2's `model_config`)
