@@ -77,7 +77,7 @@ fn what_runs_pbtxt_prints_nine() {
 #[test]
 fn demo_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let o = run(&["demo", "--out", dir.path().to_str().unwrap(), "--mnist-steps", "100", "--effnet-epochs", "2"]);
+    let o = run(&["demo", "--out", dir.path().to_str().unwrap(), "--mnist-steps", "100", "--effnet-epochs", "1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Mul:0: float [] [9.0]") && s.contains("max |ferroflow - TensorFlow|"), "{s}");
@@ -108,10 +108,66 @@ fn demo_runs() {
         assert!(s.lines().any(|l| l.contains(stage) && l.contains("images/s per epoch")), "{stage}: {s}");
     }
     assert!(dir.path().join("flowers.cache.index").exists());
+    // seed 001: Keras's EfficientNetB0 written by ferroflow, fine-tuned in two phases, saved.
+    assert!(s.contains("keras.applications.EfficientNetB0 (237 layers, 4055976 parameters)"), "{s}");
     let epochs: Vec<&str> =
         s.lines().filter(|l| l.trim_start().starts_with("epoch ") && l.contains("val_accuracy")).collect();
     assert_eq!(epochs.len(), 2, "{s}");
+    assert!(s.contains("base frozen: 6405 of 4055976 parameters train"), "{s}");
     assert!(s.contains("160 training / 40 validation images"), "{s}");
+    let tuned = ferroflow::keras::KerasModel::load(dir.path().join("efficientnetb0_64.tuned.keras")).unwrap();
+    assert_eq!(tuned.summary().unwrap().total, 4_055_976);
+}
+
+/// Keras files at the command line: `run` (inputs by the model's input names, outputs under
+/// its output names), `inspect` (model.summary()), `convert` (ferroflow's writer), `fit`
+/// (frozen base, saved as .keras) and `keras-app`.
+#[test]
+fn keras_files_run_inspect_convert_fit_and_keras_app() {
+    let keras = fixtures().join("../keras");
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let model = keras.join("transfer.keras");
+    let inputs = keras.join("transfer.npz");
+    let o = run(&["run", model.to_str().unwrap(), "--inputs", inputs.to_str().unwrap(), "--output", &d("out.npz")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = npy::read_npz(Path::new(&d("out.npz"))).unwrap();
+    let want = npy::read_npz(&inputs).unwrap();
+    let want = &want.iter().find(|(k, _)| k == "out").unwrap().1;
+    assert_eq!(got[0].0, "predictions");
+    compare(&got[0].1, want, 1e-4, 1e-5).unwrap();
+    let o = run(&["inspect", model.to_str().unwrap()]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && s.contains("Total params: 35,624") && s.contains("Trainable params: 645"), "{s}");
+    let o = run(&["convert", model.to_str().unwrap(), &d("copy.keras")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&["run", &d("copy.keras"), "--inputs", inputs.to_str().unwrap(), "--output", &d("copy.npz")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(npy::read_npz(Path::new(&d("copy.npz"))).unwrap()[0].1, got[0].1);
+    // fit: five class folders of 32x32 images, the base frozen, saved as .keras.
+    let o = run(&["flowers", &d("flowers"), "--per-class", "8", "--size", "40x32"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&[
+        "fit", model.to_str().unwrap(), &d("flowers"), "--freeze-base", "--epochs", "2", "--batch", "8",
+        "--validation-split", "0.25", "--save", &d("tuned.keras"), "--quiet",
+    ]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(s.contains("30 training / 10 validation images of 5 classes; 645 of 35624 parameters trained"), "{s}");
+    assert!(s.contains("epoch 2: loss") && s.contains("steady state"), "{s}");
+    let tuned = ferroflow::keras::KerasModel::load(d("tuned.keras")).unwrap();
+    let before = ferroflow::keras::KerasModel::load(&model).unwrap();
+    let (a, b) = (tuned.weights().unwrap(), before.weights().unwrap());
+    assert_ne!(a["predictions"], b["predictions"], "the head trained");
+    let base: Vec<&String> = b.keys().filter(|k| k.starts_with("efficientnet_reduced/")).collect();
+    assert!(!base.is_empty() && base.iter().all(|k| a[*k] == b[*k]), "the frozen base kept its weights");
+    // Wrong inputs: one line naming what was expected.
+    let o = run(&["fit", model.to_str().unwrap(), &d("flowers"), "--size", "64"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("32x32") && e.lines().count() == 1, "{e}");
+    let o = run(&["keras-app", "efficientnetb0", &d("b0.keras"), "--size", "32", "--classes", "3"]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && s.contains("4053414 parameters (4011391 trainable)"), "{s}{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// mnist_training's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run
