@@ -17,9 +17,10 @@
    `train_on_batch` per batch (the loss of each step before its update, as ferroflow logs it).
    Per-step losses must agree within 1e-3 relative.
 3. Speed: training steps/s of both in phase 1 and phase 2 — the median step after the first
-   steps (warm-up: tracing, XLA, plan building): Keras `fit` over the batches cached in memory
-   (step time from a batch callback), ferroflow fit from its JPEG pipeline (its "steady state"
-   line, input wait included) — and peak RSS of each process.
+   steps (warm-up: tracing, XLA, plan building), input wait included, both fed by the seed's
+   pipeline over the same JPEGs (decode and resize on AUTOTUNE workers, batch, prefetch):
+   Keras `fit` (step time from a batch callback), ferroflow fit (its "steady state" line) —
+   and peak RSS of each process.
 
 Run:  .venv/bin/python scripts/keras_fit_compare.py [--size 224] [--batch 32] [--steps 10]
 """
@@ -99,7 +100,12 @@ def keras_side(args):
 
         def on_train_batch_end(self, batch, logs=None):
             times.append(time.perf_counter() - self.t)
-    ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(args.batch).cache().repeat().prefetch(tf.data.AUTOTUNE)
+    # The seed's pipeline over the same files: decode and resize on AUTOTUNE workers, batch,
+    # prefetch (what ferroflow's side runs too).
+    all_files, all_labels, _ = listing(args.data)
+    ds = (tf.data.Dataset.from_tensor_slices((all_files, np.asarray(all_labels, np.int64)))
+          .map(lambda p, y: (load(p), y), num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(args.batch).repeat().prefetch(tf.data.AUTOTUNE))
     model.fit(ds, epochs=1, steps_per_epoch=args.speed_steps, verbose=0, callbacks=[Timer()])
     warm = times[args.warmup:] or times
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
