@@ -22,7 +22,16 @@ Legacy (tf_keras, Keras 2; run in a subprocess with TF_USE_LEGACY_KERAS=1):
   legacy_cnn.h5     `model.save("x.h5")`: whole model (Functional with a nested Sequential)
   legacy_cnn.weights_only.h5   `save_weights` of the same model after new weights
 
-Run:  .venv/bin/python scripts/make_keras_fixtures.py
+Masks Keras propagates implicitly (not written into the config; `--masks` writes only these and
+merges them into index.json):
+  mask_*            Keras 3: Embedding(mask_zero=True) into MultiHeadAttention (plain and causal),
+                    Dense and stacked LSTMs, two transformer blocks and attentions sharing an
+                    input (MultiHeadAttention deletes its inputs' masks), merges, a Bidirectional
+                    LSTM returning sequences, a nested model; Masking into GRUs and a pooling
+  legacy_mask_*     tf_keras: Embedding(mask_zero=True) into LSTM, Bidirectional LSTMs, a
+                    MultiHeadAttention block, a nested model; Masking into GRUs
+
+Run:  .venv/bin/python scripts/make_keras_fixtures.py [--masks]
 """
 import json
 import os
@@ -100,9 +109,268 @@ def randomize(model, rng, bn_class):
                 w.assign(rng.uniform(lo, hi, w.shape).astype(np.float32))
 
 
+MASK_BATCH = 3
+
+
+def padded_tokens(length, vocab, rng):
+    """Token ids with trailing padding zeros: none in the first row, more in each later one."""
+    import numpy as np
+    t = rng.integers(1, vocab, (MASK_BATCH, length)).astype(np.int32)
+    for i in range(1, MASK_BATCH):
+        t[i, length - 2 * i:] = 0
+    return t
+
+
+def save_masked(index, name, model, data, legacy_file=False):
+    """Saves `model` and Keras's outputs on `data` (inputs by name) as fixture `name`.
+    Embeddings are drawn from [-1, 1] (not Keras's ±0.05) so masked values are not tiny."""
+    import numpy as np
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    for layer in model.layers:
+        if type(layer).__name__ == "Embedding":
+            layer.set_weights([rng.uniform(-1, 1, w.shape).astype(np.float32) for w in layer.get_weights()])
+    feed = [data[n] for n in data]
+    outs = model(feed[0] if len(feed) == 1 else feed, training=False)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    assert len(outs) == 1, name
+    model.save(os.path.join(OUT, f"{name}.h5" if legacy_file else f"{name}.keras"))
+    np.savez(os.path.join(OUT, f"{name}.npz"), **data, out=np.asarray(outs[0]))
+    cfg = json.loads(model.to_json()) if legacy_file else json.loads(json.dumps(
+        __import__("keras").saving.serialize_keras_object(model)))
+    index[name] = {"inputs": list(data), "outputs": output_names(model), **param_counts(model),
+                   "layers": len(model.layers), "classes": sorted(classes_of(cfg, set()))}
+    print(f"{name}: {len(model.layers)} layers", file=sys.stderr, flush=True)
+
+
+def masks():
+    """Keras 3 models whose masks Keras propagates at run time (`_keras_mask`)."""
+    import numpy as np
+    import keras
+    from keras import layers as L
+    index = {}
+
+    def seeded(name):
+        seed = 46000 + zlib.crc32(name.encode()) % 1000
+        keras.utils.set_random_seed(seed)
+        return np.random.default_rng(seed)
+
+    def tokens_in(length=8):
+        return keras.Input((length,), dtype="int32", name="x")
+
+    # The causal one flattens: with trailing padding only the padded queries (attending to
+    # every step, as fully masked rows do) differ from plain causal attention.
+    for name, causal in (("mask_mha", False), ("mask_mha_causal", True)):
+        rng = seeded(name)
+        t = tokens_in()
+        x = L.Embedding(20, 8, mask_zero=True, name="embedding")(t)
+        a = L.MultiHeadAttention(2, 4, name="attention")(x, x, use_causal_mask=causal)
+        h = (L.Flatten(name="flat") if causal else L.GlobalAveragePooling1D(name="pool"))(a)
+        save_masked(index, name, keras.Model(t, L.Dense(3, name="head")(h), name=name),
+                    {"x": padded_tokens(8, 20, rng)})
+        keras.backend.clear_session()
+
+    rng = seeded("mask_dense_lstm")
+    t = tokens_in(7)
+    x = L.Embedding(20, 6, mask_zero=True, name="embedding")(t)
+    x = L.Dense(6, activation="tanh", name="dense")(x)
+    x = L.LSTM(5, return_sequences=True, name="lstm_seq")(x)
+    save_masked(index, "mask_dense_lstm", keras.Model(t, L.LSTM(4, name="lstm")(x), name="mask_dense_lstm"),
+                {"x": padded_tokens(7, 20, rng)})
+    keras.backend.clear_session()
+
+    rng = seeded("mask_masking_gru")
+    x = keras.Input((7, 3), name="x")
+    h = L.Masking(0.0, name="masking")(x)
+    h = L.GRU(4, return_sequences=True, name="gru_seq")(h)
+    h = L.GRU(3, name="gru")(h)
+    xs = rng.uniform(-1, 1, (MASK_BATCH, 7, 3)).astype(np.float32)
+    xs[0, 3] = 0.0  # a masked step inside a row
+    xs[1, 5:] = 0.0  # trailing padding
+    xs[2, 0] = 0.0  # a masked first step
+    xs[2, 2, 1] = 0.0  # a zero that is not a whole step
+    save_masked(index, "mask_masking_gru", keras.Model(x, h, name="mask_masking_gru"), {"x": xs})
+    keras.backend.clear_session()
+
+    rng = seeded("mask_masking_pool")
+    x = keras.Input((6, 4), name="x")
+    h = L.Masking(0.5, name="masking")(x)
+    h = L.Dense(5, name="dense")(L.Dropout(0.3, name="dropout")(h))
+    h = L.GlobalAveragePooling1D(name="pool")(L.LayerNormalization(name="norm")(h))
+    xs = rng.uniform(-1, 1, (MASK_BATCH, 6, 4)).astype(np.float32)
+    xs[0, 1] = 0.5
+    xs[1, 3:] = 0.5
+    save_masked(index, "mask_masking_pool", keras.Model(x, L.Dense(2, name="head")(h), name="mask_masking_pool"),
+                {"x": xs})
+    keras.backend.clear_session()
+
+    # Keras 3's MultiHeadAttention deletes its inputs' masks when it runs: the residual Add
+    # then sees none on x, so the second block's attention runs unmasked (the pooling's mask
+    # is in the config, computed when the model was made).
+    rng = seeded("mask_transformer")
+    t = tokens_in()
+    x = L.Embedding(20, 8, mask_zero=True, name="embedding")(t)
+    for i in range(2):
+        a = L.MultiHeadAttention(2, 4, name=f"attention{i}")(x, x)
+        x = L.LayerNormalization(name=f"norm{i}")(L.Add(name=f"residual{i}")([x, a]))
+    h = L.GlobalAveragePooling1D(name="pool")(L.Dense(8, activation="relu", name="ffn")(x))
+    save_masked(index, "mask_transformer", keras.Model(t, L.Dense(3, name="head")(h), name="mask_transformer"),
+                {"x": padded_tokens(8, 20, rng)})
+    keras.backend.clear_session()
+
+    # Two attentions on one masked tensor (through a Dropout, which passes the same tensor
+    # on): whichever Keras runs first deletes the mask the other would read.
+    rng = seeded("mask_mha_twice")
+    t = tokens_in()
+    x = L.Embedding(20, 8, mask_zero=True, name="embedding")(t)
+    d = L.Dropout(0.2, name="dropout")(x)
+    a = L.MultiHeadAttention(2, 4, name="attention_a")(d, d)
+    b = L.MultiHeadAttention(2, 4, name="attention_b")(L.Dense(8, name="proj")(x), x)
+    c = L.MultiHeadAttention(2, 4, name="attention_c")(x, x)
+    h = L.Concatenate(name="cat")([a, b, c])
+    h = L.Flatten(name="flat")(h)
+    save_masked(index, "mask_mha_twice", keras.Model(t, L.Dense(3, name="head")(h), name="mask_mha_twice"),
+                {"x": padded_tokens(8, 20, rng)})
+    keras.backend.clear_session()
+
+    # Merges: Multiply, Maximum and Minimum use the masks in their values (Keras 3), masks
+    # OR-ed when every input has one; Concatenate's mask; poolings with and without masks.
+    rng = seeded("mask_merge")
+    t = tokens_in()
+    u = keras.Input((8, 6), name="u")
+    e = L.Embedding(20, 6, mask_zero=True, name="embedding")(t)
+    e2 = L.Embedding(20, 6, mask_zero=True, name="embedding2")(t)
+    a = L.Dense(6, name="dense_a")(e)
+    b = L.Dense(6, name="dense_b")(e2)
+    m = L.Multiply(name="mul")([a, b])  # masked steps 0
+    mx = L.Maximum(name="max")([a, u])  # masked steps of a take u's; no mask after
+    mn = L.Minimum(name="min")([a, b])
+    s = L.Add(name="add")([m, u])  # u has no mask: the sum has none
+    c = L.Concatenate(name="cat")([m, mn])
+    p = L.GlobalAveragePooling1D(name="pool")(c)
+    q = L.GlobalAveragePooling1D(name="pool_sum")(s)
+    r = L.GlobalAveragePooling1D(name="pool_max")(mx)
+    model = keras.Model([t, u], L.Dense(3, name="head")(L.Concatenate(name="all")([p, q, r])), name="mask_merge")
+    toks = padded_tokens(8, 20, rng)
+    save_masked(index, "mask_merge", model,
+                {"x": toks, "u": rng.uniform(-1, 1, (MASK_BATCH, 8, 6)).astype(np.float32)})
+    keras.backend.clear_session()
+
+    # A nested model: its call's `mask` argument masks its input; its LSTM (whose `mask` is
+    # None in the config) reads it at run time, and its output's mask reaches the attention.
+    rng = seeded("mask_nested")
+    i = keras.Input((8, 6), name="inner_in")
+    inner = keras.Model(i, L.LSTM(6, return_sequences=True, name="inner_lstm")(L.Dense(6, name="inner_dense")(i)),
+                        name="inner")
+    t = tokens_in()
+    h = inner(L.Embedding(20, 6, mask_zero=True, name="embedding")(t))
+    a = L.MultiHeadAttention(2, 3, name="attention")(h, h)
+    save_masked(index, "mask_nested", keras.Model(t, L.Dense(2, name="head")(L.Flatten(name="flat")(a)),
+                                                  name="mask_nested"), {"x": padded_tokens(8, 20, rng)})
+    keras.backend.clear_session()
+
+    rng = seeded("mask_bilstm_seq")
+    t = tokens_in(7)
+    x = L.Embedding(20, 6, mask_zero=True, name="embedding")(t)
+    x = L.Bidirectional(L.LSTM(4, return_sequences=True), name="bidirectional")(x)
+    # The sequence itself is the output: Keras zeroes its masked steps.
+    save_masked(index, "mask_bilstm_seq", keras.Model(t, L.Dense(2, name="head")(x), name="mask_bilstm_seq"),
+                {"x": padded_tokens(7, 20, rng)})
+    keras.backend.clear_session()
+    return index
+
+
+def legacy_masks():
+    """tf_keras models: Keras 2 writes no masks into the config at all."""
+    import numpy as np
+    import tf_keras as K
+    L = K.layers
+    index = {}
+
+    def seeded(name):
+        seed = 46000 + zlib.crc32(name.encode()) % 1000
+        K.utils.set_random_seed(seed)
+        return np.random.default_rng(seed)
+
+    rng = seeded("legacy_mask_lstm")
+    t = K.Input((7,), dtype="int32", name="x")
+    h = L.LSTM(5, name="lstm")(L.Embedding(20, 6, mask_zero=True, name="embedding")(t))
+    save_masked(index, "legacy_mask_lstm", K.Model(t, L.Dense(3, name="head")(h), name="legacy_mask_lstm"),
+                {"x": padded_tokens(7, 20, rng)}, legacy_file=True)
+
+    rng = seeded("legacy_mask_bilstm")
+    t = K.Input((7,), dtype="int32", name="x")
+    h = L.Embedding(20, 6, mask_zero=True, name="embedding")(t)
+    h = L.Bidirectional(L.LSTM(4), name="bidirectional")(h)
+    save_masked(index, "legacy_mask_bilstm", K.Model(t, h, name="legacy_mask_bilstm"),
+                {"x": padded_tokens(7, 20, rng)}, legacy_file=True)
+
+    rng = seeded("legacy_mask_bilstm_seq")
+    t = K.Input((7,), dtype="int32", name="x")
+    h = L.Embedding(20, 6, mask_zero=True, name="embedding")(t)
+    h = L.Bidirectional(L.LSTM(4, return_sequences=True), merge_mode="sum", name="bidirectional")(h)
+    # The sequence itself is the output: Keras zeroes its masked steps.
+    model = K.Model(t, L.Dense(5, name="dense")(h), name="legacy_mask_bilstm_seq")
+    save_masked(index, "legacy_mask_bilstm_seq", model, {"x": padded_tokens(7, 20, rng)}, legacy_file=True)
+
+    # Nested models: the first passes its input's mask out to an LSTM, the second pools with
+    # the mask it is called on.
+    rng = seeded("legacy_mask_nested")
+    i = K.Input((7, 6), name="inner_in")
+    inner = K.Model(i, L.Dense(6, activation="tanh", name="inner_dense")(i), name="inner")
+    j = K.Input((7, 5), name="pool_in")
+    pool = K.Model(j, L.GlobalAveragePooling1D(name="pool")(L.Dense(4, name="pool_dense")(j)), name="pooling")
+    t = K.Input((7,), dtype="int32", name="x")
+    h = inner(L.Embedding(20, 6, mask_zero=True, name="embedding")(t))
+    h = pool(L.LSTM(5, return_sequences=True, name="lstm")(h))
+    save_masked(index, "legacy_mask_nested", K.Model(t, L.Dense(2, name="head")(h), name="legacy_mask_nested"),
+                {"x": padded_tokens(7, 20, rng)}, legacy_file=True)
+
+    rng = seeded("legacy_mask_masking_gru")
+    x = K.Input((7, 3), name="x")
+    h = L.Masking(0.0, name="masking")(x)
+    h = L.GRU(4, return_sequences=True, name="gru_seq")(h)
+    h = L.GRU(3, name="gru")(h)
+    xs = rng.uniform(-1, 1, (MASK_BATCH, 7, 3)).astype(np.float32)
+    xs[0, 3] = 0.0
+    xs[1, 5:] = 0.0
+    xs[2, 0] = 0.0
+    save_masked(index, "legacy_mask_masking_gru", K.Model(x, h, name="legacy_mask_masking_gru"), {"x": xs},
+                legacy_file=True)
+
+    # Keras 2's MultiHeadAttention keeps its inputs' masks: the residual Add AND-s them.
+    rng = seeded("legacy_mask_transformer")
+    t = K.Input((8,), dtype="int32", name="x")
+    x = L.Embedding(20, 8, mask_zero=True, name="embedding")(t)
+    a = L.MultiHeadAttention(2, 4, name="attention")(x, x)
+    h = L.LayerNormalization(name="norm")(L.Add(name="residual")([x, a]))
+    h = L.GlobalAveragePooling1D(name="pool")(L.Dense(8, activation="relu", name="ffn")(h))
+    save_masked(index, "legacy_mask_transformer",
+                K.Model(t, L.Dense(3, name="head")(h), name="legacy_mask_transformer"),
+                {"x": padded_tokens(8, 20, rng)}, legacy_file=True)
+    return index
+
+
 def main():
     if "--legacy" in sys.argv:
         print(json.dumps(legacy()))
+        return
+    if "--legacy-masks" in sys.argv:
+        print(json.dumps(legacy_masks()))
+        return
+    if "--masks" in sys.argv:
+        os.makedirs(OUT, exist_ok=True)
+        new = masks()
+        env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+        got = subprocess.run([sys.executable, __file__, "--legacy-masks"], env=env, check=True,
+                             capture_output=True, text=True)
+        new.update(json.loads(got.stdout.strip().splitlines()[-1]))
+        path = os.path.join(OUT, "index.json")
+        with open(path) as f:
+            index = json.load(f)
+        index.update(new)
+        with open(path, "w") as f:
+            json.dump(index, f, indent=1, sort_keys=True)
+        print(f"{len(new)} mask models written, {len(index)} in the index")
         return
     import numpy as np
     import keras

@@ -148,8 +148,19 @@ fn keras_files_run_inspect_convert_fit_and_keras_app() {
     let o = run(&["flowers", &d("flowers"), "--per-class", "8", "--size", "40x32"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run(&[
-        "fit", model.to_str().unwrap(), &d("flowers"), "--freeze-base", "--epochs", "2", "--batch", "8",
-        "--validation-split", "0.25", "--save", &d("tuned.keras"), "--quiet",
+        "fit",
+        model.to_str().unwrap(),
+        &d("flowers"),
+        "--freeze-base",
+        "--epochs",
+        "2",
+        "--batch",
+        "8",
+        "--validation-split",
+        "0.25",
+        "--save",
+        &d("tuned.keras"),
+        "--quiet",
     ]);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -167,7 +178,11 @@ fn keras_files_run_inspect_convert_fit_and_keras_app() {
     assert!(!o.status.success() && e.contains("32x32") && e.lines().count() == 1, "{e}");
     let o = run(&["keras-app", "efficientnetb0", &d("b0.keras"), "--size", "32", "--classes", "3"]);
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && s.contains("4053414 parameters (4011391 trainable)"), "{s}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success() && s.contains("4053414 parameters (4011391 trainable)"),
+        "{s}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// mnist_training's evaluation without model code, on TensorFlow's own checkpoint: `ferroflow run

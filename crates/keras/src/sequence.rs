@@ -1,5 +1,10 @@
 //! Keras's sequence layers: recurrent (`SimpleRNN`, `LSTM`, `GRU`, `Bidirectional`, with
-//! masks) and attention (`MultiHeadAttention`).
+//! masks) and attention (`MultiHeadAttention`), and what masks need: `Masking`, the masked
+//! `GlobalAveragePooling1D`, Keras 3's masked `Multiply`/`Maximum`/`Minimum`, and the
+//! operations Keras 3 writes into a config to compute the masks it passes (`Any`,
+//! `LogicalOr`, ...). A call reads the masks it is given (`mask`, `value_mask`, ...) and,
+//! through [`call_masked`], the implicit ones Keras propagates beside the tensors
+//! (`_keras_mask`; see [`crate::build`]).
 //!
 //! The recurrent layers are unrolled over the time steps (the time dimension must be known
 //! when the model is built): each step is the cell of Keras 3 (`LSTMCell`, `GRUCell`,
@@ -25,6 +30,16 @@ fn err(l: &LayerSpec, reason: impl Into<String>) -> KerasError {
     KerasError::Layer { layer: l.name.clone(), class: l.class.clone(), reason: reason.into() }
 }
 
+/// The masks Keras propagates implicitly (`_keras_mask` on tensors, which Keras 2 never and
+/// Keras 3 only partly writes into the config) of one call's tensors.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Implicit<'a> {
+    /// The mask of each of the call's tensors (positional first, as `inputs`); empty: none.
+    pub masks: &'a [Option<Output>],
+    /// Whether the model is Keras 3's (its rules for filling a call's mask arguments differ).
+    pub keras3: bool,
+}
+
 /// The layers this module builds; `None` for other classes.
 pub fn call(
     net: &Net,
@@ -35,13 +50,90 @@ pub fn call(
     call: &Call,
     mode: Mode,
 ) -> Option<Result<Vec<Output>>> {
+    call_with(net, l, path, s, inputs, call, mode, Implicit::default())
+}
+
+/// Whether `l` is one of the Keras 3 operations computing masks that [`call_masked`] builds
+/// (their `dtype` is their result's, which [`crate::layers::call`] would take for a policy).
+pub fn is_mask_op(l: &LayerSpec) -> bool {
+    l.module.as_deref().is_some_and(|m| m.starts_with("keras.src.ops"))
+        && matches!(
+            l.class.as_str(),
+            "Any"
+                | "All"
+                | "LogicalOr"
+                | "LogicalAnd"
+                | "LogicalNot"
+                | "ExpandDims"
+                | "Squeeze"
+                | "ZerosLike"
+                | "OnesLike"
+                | "Concatenate"
+        )
+}
+
+/// Whether [`call_masked`] builds layer `l` (a layer that reads masks Keras passes it).
+pub fn takes_masks(l: &LayerSpec, keras3: bool) -> bool {
     if l.module.as_deref().is_some_and(|m| m.starts_with("keras.src.ops")) {
-        return None;
+        return false;
+    }
+    match l.class.as_str() {
+        "LSTM" | "GRU" | "SimpleRNN" | "Bidirectional" | "MultiHeadAttention" => true,
+        "GlobalAveragePooling1D" => channels_last(l),
+        // Keras 3's Multiply, Maximum and Minimum use their inputs' masks in their values.
+        "Multiply" | "Maximum" | "Minimum" => keras3,
+        _ => false,
+    }
+}
+
+/// One call of a layer [`takes_masks`] names, with the masks of its tensors (Keras's
+/// implicit masks): they fill the mask arguments the call does not give, as Keras does; or
+/// of an operation [`is_mask_op`] names.
+pub fn call_masked(
+    net: &Net,
+    l: &LayerSpec,
+    path: &[String],
+    inputs: &[Output],
+    call: &Call,
+    mode: Mode,
+    implicit: Implicit,
+) -> Option<Result<Vec<Output>>> {
+    let policy = l
+        .get("dtype")
+        .filter(|_| !is_mask_op(l))
+        .and_then(|dt| dt.as_str().or_else(|| dt.get("config").and_then(|c| c.get("name")).and_then(Value::as_str)));
+    if let Some(p) = policy {
+        if p != "float32" {
+            return Some(Err(err(l, format!("dtype policy '{p}' is not supported (float32 only)"))));
+        }
+    }
+    let s = net.b.scope().name_scope(&path.join("/"));
+    call_with(net, l, path, &s, inputs, call, mode, implicit)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn call_with(
+    net: &Net,
+    l: &LayerSpec,
+    path: &[String],
+    s: &Scope,
+    inputs: &[Output],
+    call: &Call,
+    mode: Mode,
+    implicit: Implicit,
+) -> Option<Result<Vec<Output>>> {
+    if l.module.as_deref().is_some_and(|m| m.starts_with("keras.src.ops")) {
+        return mask_op(net, l, s, inputs, call);
     }
     Some(match l.class.as_str() {
-        "LSTM" | "GRU" | "SimpleRNN" => rnn_layer(net, l, path, s, inputs, call, mode),
-        "Bidirectional" => bidirectional(net, l, path, s, inputs, call, mode),
-        "MultiHeadAttention" => attention(net, l, path, s, inputs, call, mode),
+        "LSTM" | "GRU" | "SimpleRNN" => rnn_layer(net, l, path, s, inputs, call, mode, implicit),
+        "Bidirectional" => bidirectional(net, l, path, s, inputs, call, mode, implicit),
+        "MultiHeadAttention" => attention(net, l, path, s, inputs, call, mode, implicit),
+        "Masking" => masking(net, l, s, inputs),
+        "GlobalAveragePooling1D" => return masked_average(net, l, s, inputs, call, implicit),
+        "Multiply" | "Maximum" | "Minimum" if implicit.keras3 && implicit.masks.iter().any(Option::is_some) => {
+            masked_merge(net, l, s, inputs, implicit)
+        }
         _ => return None,
     })
 }
@@ -49,9 +141,10 @@ pub fn call(
 // ---------------------------------------------------------------------------------------------
 // Call arguments
 
-/// A call's arguments with their tensors: positional ones named by the layer's signature.
+/// A call's arguments with their tensors: positional ones named by the layer's signature,
+/// each with the index of its first tensor in the call's tensors.
 struct Bound<'a> {
-    items: Vec<(Option<&'a str>, &'a Arg, Vec<Output>)>,
+    items: Vec<(Option<&'a str>, &'a Arg, Vec<Output>, usize)>,
 }
 
 fn count(a: &Arg) -> usize {
@@ -67,13 +160,15 @@ fn bind<'a>(l: &LayerSpec, call: &'a Call, inputs: &[Output], signature: &[&'a s
     let mut items = Vec::new();
     let positional = call.args.iter().enumerate().map(|(i, a)| (signature.get(i).copied(), a));
     let named = call.kwargs.iter().map(|(k, a)| (Some(k.as_str()), a));
+    let mut start = 0;
     for (name, a) in positional.chain(named) {
         let n = count(a);
         let ts: Vec<Output> = it.by_ref().take(n).collect();
         if ts.len() != n {
             return Err(err(l, "the call has fewer tensors than its arguments name"));
         }
-        items.push((name, a, ts));
+        items.push((name, a, ts, start));
+        start += n;
     }
     Ok(Bound { items })
 }
@@ -81,7 +176,18 @@ fn bind<'a>(l: &LayerSpec, call: &'a Call, inputs: &[Output], signature: &[&'a s
 impl Bound<'_> {
     /// The tensors of argument `name` (`None` when it has none).
     fn tensors(&self, name: &str) -> Option<&[Output]> {
-        self.items.iter().find(|(n, _, ts)| *n == Some(name) && !ts.is_empty()).map(|(_, _, ts)| ts.as_slice())
+        self.items.iter().find(|(n, _, ts, _)| *n == Some(name) && !ts.is_empty()).map(|(_, _, ts, _)| ts.as_slice())
+    }
+
+    /// The implicit mask of argument `name`'s (first) tensor.
+    fn implicit(&self, name: &str, implicit: Implicit) -> Option<Output> {
+        let (_, _, _, start) = self.items.iter().find(|(n, _, ts, _)| *n == Some(name) && !ts.is_empty())?;
+        implicit.masks.get(*start).copied().flatten()
+    }
+
+    /// How many arguments hold tensors (Keras 3 fills `mask` only for a call of one).
+    fn tensor_arguments(&self) -> usize {
+        self.items.iter().filter(|(_, _, ts, _)| !ts.is_empty()).count()
     }
 
     /// The first tensor of argument `name`.
@@ -91,7 +197,7 @@ impl Bound<'_> {
 
     /// The boolean value of argument `name`.
     fn flag(&self, name: &str) -> Option<bool> {
-        self.items.iter().find(|(n, _, _)| *n == Some(name)).and_then(|(_, a, _)| match a {
+        self.items.iter().find(|(n, _, _, _)| *n == Some(name)).and_then(|(_, a, _, _)| match a {
             Arg::Value(Value::Bool(b)) => Some(*b),
             _ => None,
         })
@@ -504,6 +610,18 @@ fn run_rnn(
 
 const RNN_SIGNATURE: &[&str] = &["sequences", "initial_state", "mask", "training"];
 
+/// A recurrent call's mask: its `mask` argument, else the sequence's implicit mask (Keras 2
+/// passes it always; Keras 3 only to a call whose one tensor argument is the sequence).
+fn rnn_mask(b: &Bound, implicit: Implicit) -> Option<Output> {
+    b.tensor("mask").or_else(|| {
+        if implicit.keras3 && b.tensor_arguments() != 1 {
+            return None;
+        }
+        b.implicit("sequences", implicit)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
 fn rnn_layer(
     net: &Net,
     l: &LayerSpec,
@@ -512,6 +630,7 @@ fn rnn_layer(
     inputs: &[Output],
     call: &Call,
     mode: Mode,
+    implicit: Implicit,
 ) -> R<Vec<Output>> {
     let b = bind(l, call, inputs, RNN_SIGNATURE)?;
     let x = b.tensor("sequences").or(inputs.first().copied()).ok_or_else(|| err(l, "called without a sequence"))?;
@@ -521,9 +640,10 @@ fn rnn_layer(
     let rc = rnn_config(l, &l.class, &l.config, mode)?;
     let (_, f) = sequence_dims(net, l, x)?;
     let w = net.weights_of(l, path, rc.specs(f, ""), mode.trainable)?;
-    run_rnn(net, l, s, &rc, &w, x, b.tensor("mask"), b.tensors("initial_state"))
+    run_rnn(net, l, s, &rc, &w, x, rnn_mask(&b, implicit), b.tensors("initial_state"))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn bidirectional(
     net: &Net,
     l: &LayerSpec,
@@ -532,6 +652,7 @@ fn bidirectional(
     inputs: &[Output],
     call: &Call,
     mode: Mode,
+    implicit: Implicit,
 ) -> R<Vec<Output>> {
     let b = bind(l, call, inputs, RNN_SIGNATURE)?;
     let x = b.tensor("sequences").or(inputs.first().copied()).ok_or_else(|| err(l, "called without a sequence"))?;
@@ -547,8 +668,8 @@ fn bidirectional(
         let c = o.get("config").and_then(Value::as_object).unwrap_or(&empty);
         rnn_config(l, class, c, mode).map(Some)
     };
-    let fwd = inner("layer")?.ok_or_else(|| err(l, "config has no 'layer'"))?;
-    let bwd = match inner("backward_layer")? {
+    let mut fwd = inner("layer")?.ok_or_else(|| err(l, "config has no 'layer'"))?;
+    let mut bwd = match inner("backward_layer")? {
         Some(r) => r,
         None => {
             // Keras makes the backward layer from the forward one's config, going backwards.
@@ -558,6 +679,10 @@ fn bidirectional(
             r
         }
     };
+    // Keras (2 and 3) forces both layers' zero_output_for_mask to their return_sequences:
+    // masked steps of a returned sequence are zeros, not the previous output.
+    fwd.zero_output_for_mask = fwd.return_sequences;
+    bwd.zero_output_for_mask = bwd.return_sequences;
     if fwd.return_sequences != bwd.return_sequences || fwd.return_state != bwd.return_state {
         return Err(err(l, "the forward and backward layers must agree on return_sequences and return_state"));
     }
@@ -566,7 +691,7 @@ fn bidirectional(
     let nf = specs.len();
     specs.extend(bwd.specs(f, &format!("{}/", bwd.name)));
     let w = net.weights_of(l, path, specs, mode.trainable)?;
-    let mask = b.tensor("mask");
+    let mask = rnn_mask(&b, implicit);
     let (fi, bi) = match b.tensors("initial_state") {
         None => (None, None),
         Some(st) => {
@@ -626,6 +751,7 @@ fn reshape_lead(s: &Scope, like: Output, lead: &[Option<usize>], tail: &[usize])
     Ok(s.concat_v2(&[head, s.constant_from(&[tail.len()], &tail)?], 0i32)?)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn attention(
     net: &Net,
     l: &LayerSpec,
@@ -634,6 +760,7 @@ fn attention(
     inputs: &[Output],
     call: &Call,
     mode: Mode,
+    implicit: Implicit,
 ) -> R<Vec<Output>> {
     let c = &l.config;
     let b = bind(l, call, inputs, MHA_SIGNATURE)?;
@@ -715,8 +842,11 @@ fn attention(
     // Keras scales the query by 1/√key_dim before the product.
     let q = s.mul(q, (1.0 / (key_dim as f64).sqrt()) as f32)?;
     let logits = s.batch_mat_mul_v2_with(q, k, attrs::BatchMatMulV2::new().adj_y(true))?; // [B, H, T, S]
-                                                                                          // The mask: value and key masks ([B, S] → [B, 1, S]), the attention mask ([B, T, S]) and
-                                                                                          // the causal one ([T, S]), and-ed; it applies to every head.
+
+    // The mask: the query's implicit mask ([B, T] → [B, T, 1]; Keras reads it from the
+    // query tensor, ignoring a `query_mask` argument), value and key masks ([B, S] →
+    // [B, 1, S]; given, else the tensors' implicit ones), the attention mask ([B, T, S]) and
+    // the causal one ([T, S]), and-ed; it applies to every head.
     let mut mask: Option<Output> = None;
     let mut and = |m: Output| -> R<()> {
         mask = Some(match mask {
@@ -725,8 +855,12 @@ fn attention(
         });
         Ok(())
     };
-    for name in ["value_mask", "key_mask"] {
-        if let Some(m) = b.tensor(name) {
+    if let Some(m) = b.implicit("query", implicit) {
+        let m = bool_mask(l, net, s, m)?;
+        and(s.expand_dims(m, -1i32)?)?;
+    }
+    for (name, tensor) in [("value_mask", "value"), ("key_mask", "key")] {
+        if let Some(m) = b.tensor(name).or_else(|| b.implicit(tensor, implicit)) {
             if name == "key_mask" && b.tensor("key").is_none() {
                 continue;
             }
@@ -769,4 +903,228 @@ fn attention(
     }
     let y = s.reshape(y, reshape_lead(s, query, &qd[..2], &[out_dim])?)?;
     Ok(if scores_out { vec![y, probs] } else { vec![y] })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Masks
+
+fn channels_last(l: &LayerSpec) -> bool {
+    l.get("data_format").and_then(Value::as_str).is_none_or(|f| f == "channels_last")
+}
+
+/// `mask` as booleans (Keras casts a mask to bool: nonzero is kept).
+pub(crate) fn as_bool(s: &Scope, m: Output) -> R<Output> {
+    Ok(match s.dtype(m) {
+        DType::Bool => m,
+        DType::Float => s.not_equal(m, 0.0f32)?,
+        DType::Int64 => s.not_equal(m, 0i64)?,
+        _ => s.not_equal(s.cast(m, DType::Int32)?, 0i32)?,
+    })
+}
+
+/// `Masking`'s mask of `x`: the steps with any feature other than `mask_value`.
+pub fn masking_mask(l: &LayerSpec, s: &Scope, x: Output, keep_dims: bool) -> R<Output> {
+    let v = number(l, &l.config, "mask_value", 0.0)? as f32;
+    let differs = s.not_equal(x, v)?;
+    Ok(s.reduce("Any", differs, &[-1], keep_dims)?)
+}
+
+/// Keras's `Masking`: the masked steps zeroed (the mask itself is the caller's, from
+/// [`masking_mask`]).
+fn masking(net: &Net, l: &LayerSpec, s: &Scope, inputs: &[Output]) -> R<Vec<Output>> {
+    let x = *inputs.first().ok_or_else(|| err(l, "called without an input tensor"))?;
+    if s.dtype(x) != DType::Float {
+        return Err(err(l, format!("input is {}; ferroflow runs Keras layers in float32", s.dtype(x))));
+    }
+    if net.dims(x, l)?.len() < 2 {
+        return Err(err(l, "takes (batch, time, ...) inputs"));
+    }
+    let keep = masking_mask(l, s, x, true)?;
+    Ok(vec![s.select_v2(keep, x, 0.0f32)?])
+}
+
+/// `GlobalAveragePooling1D` with a mask (its `mask` argument, else the implicit one): the
+/// mean over the unmasked steps. `None` without a mask (the plain layer builds it).
+fn masked_average(
+    net: &Net,
+    l: &LayerSpec,
+    s: &Scope,
+    inputs: &[Output],
+    call: &Call,
+    implicit: Implicit,
+) -> Option<R<Vec<Output>>> {
+    if !channels_last(l) {
+        return None;
+    }
+    let b = match bind(l, call, inputs, &["inputs", "mask"]) {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    let mask = b.tensor("mask").or_else(|| b.implicit("inputs", implicit))?;
+    let f = || -> R<Vec<Output>> {
+        let x = b.tensor("inputs").ok_or_else(|| err(l, "called without an input tensor"))?;
+        if net.dims(x, l)?.len() != 3 {
+            return Err(err(l, "a masked average takes (batch, time, features) inputs"));
+        }
+        let keep = flag(&l.config, "keepdims", false);
+        let m = s.expand_dims(bool_mask(l, net, s, mask)?, -1i32)?; // [B, T, 1]
+        let total = s.reduce("Sum", s.select_v2(m, x, 0.0f32)?, &[1], keep)?;
+        let n = s.reduce("Sum", s.cast(m, DType::Float)?, &[1], keep)?;
+        Ok(vec![s.real_div(total, n)?])
+    };
+    Some(f())
+}
+
+/// Keras 3's `Multiply`, `Maximum` and `Minimum` on masked inputs: a masked step of one
+/// input takes the other's value (Multiply: 1, and the product's fully masked steps 0).
+fn masked_merge(net: &Net, l: &LayerSpec, s: &Scope, inputs: &[Output], implicit: Implicit) -> R<Vec<Output>> {
+    if inputs.len() < 2 {
+        return Err(err(l, format!("needs at least 2 inputs, got {}", inputs.len())));
+    }
+    // A [B, T] mask as [B, T, 1], broadcast against its input.
+    let wide = |i: usize| -> R<Option<Output>> {
+        match implicit.masks.get(i).copied().flatten() {
+            None => Ok(None),
+            Some(m) => {
+                let m = as_bool(s, m)?;
+                let (rm, rx) = (net.dims(m, l)?.len(), net.dims(inputs[i], l)?.len());
+                Ok(Some(if rm < rx { s.expand_dims(m, -1i32)? } else { m }))
+            }
+        }
+    };
+    if l.class == "Multiply" {
+        let all = (0..inputs.len()).all(|i| implicit.masks.get(i).copied().flatten().is_some());
+        let mut out: Option<Output> = None;
+        let mut out_mask: Option<Output> = None;
+        for (i, &x) in inputs.iter().enumerate() {
+            let mut x = x;
+            if let Some(m) = wide(i)? {
+                x = s.select_v2(m, x, 1.0f32)?;
+                if all {
+                    out_mask = Some(match out_mask {
+                        None => m,
+                        Some(o) => s.logical_or(o, m)?,
+                    });
+                }
+            }
+            out = Some(match out {
+                None => x,
+                Some(o) => s.mul(o, x)?,
+            });
+        }
+        let mut out = out.expect("two inputs at least");
+        if let Some(m) = out_mask {
+            out = s.select_v2(m, out, 0.0f32)?;
+        }
+        return Ok(vec![out]);
+    }
+    let mut out = inputs[0];
+    let mut out_mask = wide(0)?;
+    for (i, &x) in inputs.iter().enumerate().skip(1) {
+        let mask = wide(i)?;
+        let x = match mask {
+            Some(m) => s.select_v2(m, x, out)?,
+            None => x,
+        };
+        if let Some(om) = out_mask {
+            out = s.select_v2(om, out, x)?;
+        }
+        out_mask = match (mask, out_mask) {
+            (Some(m), Some(om)) => Some(s.logical_or(om, m)?),
+            _ => None,
+        };
+        out = if l.class == "Maximum" { s.maximum(out, x)? } else { s.minimum(out, x)? };
+    }
+    Ok(vec![out])
+}
+
+/// The Keras 3 operations a model's config holds to compute the masks it passes to layers
+/// (`Any`, `LogicalOr`, `ExpandDims`, `ZerosLike`, `Concatenate`, ...). `None` for others.
+fn mask_op(net: &Net, l: &LayerSpec, s: &Scope, inputs: &[Output], call: &Call) -> Option<R<Vec<Output>>> {
+    let op = l.class.as_str();
+    if !is_mask_op(l) {
+        return None;
+    }
+    let f = || -> R<Vec<Output>> {
+        let x = *inputs.first().ok_or_else(|| err(l, "called without an input tensor"))?;
+        let rank = net.dims(x, l)?.len() as i64;
+        let axes = |default: Option<Vec<i64>>| -> R<Option<Vec<i32>>> {
+            let raw: Option<Vec<i64>> = match l.get("axis") {
+                None => default,
+                Some(Value::Array(a)) => Some(a.iter().map(|v| v.as_i64().unwrap_or(i64::MAX)).collect()),
+                Some(v) => Some(vec![v.as_i64().unwrap_or(i64::MAX)]),
+            };
+            raw.map(|r| {
+                r.iter()
+                    .map(|&a| {
+                        let n = if matches!(op, "ExpandDims") { rank + 1 } else { rank };
+                        let a2 = if a < 0 { a + n } else { a };
+                        if (0..n.max(1)).contains(&a2) {
+                            Ok(a2 as i32)
+                        } else {
+                            Err(err(l, format!("axis {a} is out of range for rank {rank}")))
+                        }
+                    })
+                    .collect()
+            })
+            .transpose()
+        };
+        let second = || -> R<Output> {
+            match call.args.get(1) {
+                Some(Arg::Tensor(_)) => inputs.get(1).copied().ok_or_else(|| err(l, "missing a tensor")),
+                Some(Arg::Value(Value::Bool(v))) => Ok(s.scalar(*v)?),
+                _ => Err(err(l, format!("operation '{op}' takes two tensors"))),
+            }
+        };
+        let one = |o: Output| Ok(vec![o]);
+        match op {
+            "Any" | "All" => {
+                let all: Vec<i64> = (0..rank).collect();
+                let ax = axes(Some(all))?.expect("a default");
+                one(s.reduce(op, as_bool(s, x)?, &ax, flag(&l.config, "keepdims", false))?)
+            }
+            "LogicalOr" => one(s.logical_or(as_bool(s, x)?, as_bool(s, second()?)?)?),
+            "LogicalAnd" => one(s.logical_and(as_bool(s, x)?, as_bool(s, second()?)?)?),
+            "LogicalNot" => one(s.logical_not(as_bool(s, x)?)?),
+            "ExpandDims" => {
+                let ax = axes(None)?.ok_or_else(|| err(l, "config has no 'axis'"))?;
+                let mut y = x;
+                let mut ax = ax;
+                ax.sort_unstable();
+                for a in ax {
+                    y = s.expand_dims(y, a)?;
+                }
+                one(y)
+            }
+            "Squeeze" => {
+                let ax: Vec<i64> = axes(None)?.unwrap_or_default().into_iter().map(i64::from).collect();
+                one(s.squeeze_with(x, attrs::Squeeze::new().squeeze_dims(&ax))?)
+            }
+            "ZerosLike" | "OnesLike" => {
+                let dtype = match l.get("dtype").and_then(Value::as_str) {
+                    None => s.dtype(x),
+                    Some("bool") => DType::Bool,
+                    Some("float32") => DType::Float,
+                    Some("int32") => DType::Int32,
+                    Some("int64") => DType::Int64,
+                    Some(d) => return Err(err(l, format!("dtype '{d}' is not supported"))),
+                };
+                let ones = op == "OnesLike";
+                let value = match dtype {
+                    DType::Bool => s.scalar(ones)?,
+                    DType::Float => s.scalar(if ones { 1.0f32 } else { 0.0 })?,
+                    DType::Int32 => s.scalar(i32::from(ones))?,
+                    DType::Int64 => s.scalar(i64::from(ones))?,
+                    d => return Err(err(l, format!("dtype {d} is not supported"))),
+                };
+                one(s.fill(s.shape(x)?, value)?)
+            }
+            _ => {
+                // Concatenate: a list of tensors along `axis`.
+                let ax = axes(Some(vec![0]))?.expect("a default");
+                one(s.concat_v2(inputs, ax[0])?)
+            }
+        }
+    };
+    Some(f())
 }

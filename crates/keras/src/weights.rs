@@ -319,8 +319,10 @@ fn nested_path(m: &ModelSpec, parts: &[&str]) -> Option<String> {
             if start + 1 == parts.len() {
                 return Some(name.to_string());
             }
-            if let Some(inner) = &l.model {
-                return nested_path(inner, &parts[start + 1..]).map(|p| format!("{name}/{p}"));
+            match &l.model {
+                Some(inner) => return nested_path(inner, &parts[start + 1..]).map(|p| format!("{name}/{p}")),
+                // A layer's sub-layer weight (`lstm/lstm_cell/kernel`) is the layer's.
+                None => return Some(name.to_string()),
             }
         }
     }

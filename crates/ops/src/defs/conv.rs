@@ -597,18 +597,25 @@ fn fused_batch_norm_grad(ctx: &GradCtx, gs: &[Option<Output>]) -> GradResult {
     let Some(g) = g0(gs) else { return Ok(vec![None; 5]) };
     let s = &ctx.scope;
     let (x, scale) = (ctx.input(0), ctx.input(1));
-    let (r1, r2) = if ctx.attr_bool("is_training") || !ctx.node.attrs.contains_key("is_training") {
-        (ctx.output(3), ctx.output(4))
+    let training = ctx.attr_bool("is_training") || !ctx.node.attrs.contains_key("is_training");
+    // Inference mode reads the statistics it was given, and nothing the forward op saved: the
+    // forward op's only used output stays `y`, so the optimizer can rewrite it (a frozen
+    // BatchNormalization in a fine-tuned model becomes a per-channel affine that fuses).
+    let (r1, r2, r3) = if training {
+        (ctx.output(3), ctx.output(4), ctx.output(5))
     } else {
-        (ctx.input(3), ctx.input(4))
+        let zero = match s.dtype(ctx.input(3)) {
+            ferroflow_tensor::DType::Double => s.with_name("reserve_space_3").scalar(0f64)?,
+            _ => s.with_name("reserve_space_3").scalar(0f32)?,
+        };
+        (ctx.input(3), ctx.input(4), zero)
     };
     let a = ctx.attrs_of(&["T", "U", "epsilon", "data_format", "is_training"]);
     let mut at = ferroflow_graph::Attrs::new();
     for (k, v) in a {
         at.insert(k, v);
     }
-    let id =
-        s.add_op("FusedBatchNormGradV3", "FusedBatchNormGradV3", &[g, x, scale, r1, r2, ctx.output(5)], &[], at)?;
+    let id = s.add_op("FusedBatchNormGradV3", "FusedBatchNormGradV3", &[g, x, scale, r1, r2, r3], &[], at)?;
     let out = |index| Some(Output { node: id, index });
     Ok(vec![out(0), out(1), out(2), None, None])
 }
