@@ -979,15 +979,12 @@ fn batch_norm(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, x: Output, m
         };
         Ok(vec![y, blend(s, mm, bm)?, blend(s, mv, bv)?])
     };
+    // Inference mode: a frozen layer inside a model being trained too (Keras 3 keeps it in
+    // inference mode). As elementwise ops it fuses into the convolution before it, and its
+    // gradient is one multiply by the per-channel factor (no statistics to reduce).
     let infer = |s: &Scope, ins: &[Output]| -> R<Vec<Output>> {
         let (x, g, b, mm, mv) = (ins[0], ins[1], ins[2], ins[3], ins[4]);
-        let y = if nhwc {
-            let opts = attrs::FusedBatchNormV3::new().epsilon(eps as f32).is_training(false);
-            s.fused_batch_norm_v3_with(x, g, b, mm, mv, opts)?[0]
-        } else {
-            affine(s, x, g, b, mm, mv)?
-        };
-        Ok(vec![y, s.identity(mm)?, s.identity(mv)?])
+        Ok(vec![affine(s, x, g, b, mm, mv)?, s.identity(mm)?, s.identity(mv)?])
     };
     let bn_mode = Mode { training: mode.training && (mode.trainable || net.calibrating), ..mode };
     let outs = bn_mode.switch(s, &[x, g, b, mean, var], train, infer)?;
