@@ -234,11 +234,20 @@ fn channels_last(l: &LayerSpec) -> R<()> {
 /// A Keras initializer from a layer's config (`{"class_name": "GlorotUniform", ...}` or a
 /// name); `default` when absent.
 fn initializer(l: &LayerSpec, key: &str, default: Initializer) -> R<Initializer> {
-    let Some(v) = l.get(key) else { return Ok(default) };
+    match l.get(key) {
+        None => Ok(default),
+        Some(v) => initializer_from(v, default).ok_or_else(|| layer_err(l, format!("'{key}' is not an initializer"))),
+    }
+}
+
+/// A serialized Keras initializer (a class name or `{"class_name", "config"}`); `default` for
+/// classes ferroflow has no initializer of (they only matter for a model built without its
+/// weights); `None` for a value that is no initializer.
+pub(crate) fn initializer_from(v: &Value, default: Initializer) -> Option<Initializer> {
     let (class, cfg) = match v {
         Value::String(s) => (s.as_str(), None),
         Value::Object(o) => (o.get("class_name").and_then(Value::as_str).unwrap_or(""), o.get("config")),
-        _ => return Err(layer_err(l, format!("'{key}' is not an initializer"))),
+        _ => return None,
     };
     let num = |k: &str, d: f64| cfg.and_then(|c| c.get(k)).and_then(Value::as_f64).unwrap_or(d);
     let seed = cfg.and_then(|c| c.get("seed")).and_then(Value::as_i64);
@@ -248,11 +257,15 @@ fn initializer(l: &LayerSpec, key: &str, default: Initializer) -> R<Initializer>
         distribution,
         seed,
     };
-    Ok(match class {
+    Some(match class {
         "Zeros" | "zeros" => Initializer::Zeros,
         "Ones" | "ones" => Initializer::Ones,
         "Constant" | "constant" => Initializer::Constant(num("value", 0.0)),
-        "GlorotUniform" | "glorot_uniform" => scaling(1.0, FanMode::FanAvg, Distribution::Uniform),
+        // Orthogonal (recurrent kernels' default) has no ferroflow initializer: Glorot uniform
+        // stands in for it.
+        "GlorotUniform" | "glorot_uniform" | "Orthogonal" | "orthogonal" => {
+            scaling(1.0, FanMode::FanAvg, Distribution::Uniform)
+        }
         "GlorotNormal" | "glorot_normal" => scaling(1.0, FanMode::FanAvg, Distribution::TruncatedNormal),
         "HeUniform" | "he_uniform" => scaling(2.0, FanMode::FanIn, Distribution::Uniform),
         "HeNormal" | "he_normal" => scaling(2.0, FanMode::FanIn, Distribution::TruncatedNormal),
@@ -287,7 +300,7 @@ fn initializer(l: &LayerSpec, key: &str, default: Initializer) -> R<Initializer>
     })
 }
 
-fn glorot() -> Initializer {
+pub(crate) fn glorot() -> Initializer {
     Initializer::VarianceScaling { scale: 1.0, mode: FanMode::FanAvg, distribution: Distribution::Uniform, seed: None }
 }
 

@@ -17,7 +17,7 @@
 use ferroflow_graph::Output;
 use ferroflow_ops::{attrs, Ops, RawOps, Scope};
 use ferroflow_tensor::DType;
-use ferroflow_train::{Distribution, FanMode, Initializer};
+use ferroflow_train::Initializer;
 use serde_json::{Map, Value};
 
 use crate::config::{Arg, Call, LayerSpec};
@@ -250,52 +250,9 @@ fn activate(l: &LayerSpec, s: &Scope, x: Output, name: &str) -> R<Output> {
     layers::activation(s, x, name).map_err(|m| err(l, m))
 }
 
-/// A Keras initializer from config value `key` (`default` when absent or unknown: they only
-/// matter for a model built without its weights).
+/// A Keras initializer from config value `key` (`default` when absent or unreadable).
 fn initializer(c: &Map<String, Value>, key: &str, default: Initializer) -> Initializer {
-    let Some(v) = c.get(key) else { return default };
-    let (class, cfg) = match v {
-        Value::String(s) => (s.as_str(), None),
-        Value::Object(o) => (o.get("class_name").and_then(Value::as_str).unwrap_or(""), o.get("config")),
-        _ => return default,
-    };
-    let num = |k: &str, d: f64| cfg.and_then(|c| c.get(k)).and_then(Value::as_f64).unwrap_or(d);
-    let seed = cfg.and_then(|c| c.get("seed")).and_then(Value::as_i64);
-    let scaling = |scale: f64, mode: FanMode, distribution: Distribution| Initializer::VarianceScaling {
-        scale,
-        mode,
-        distribution,
-        seed,
-    };
-    match class {
-        "Zeros" | "zeros" => Initializer::Zeros,
-        "Ones" | "ones" => Initializer::Ones,
-        "Constant" | "constant" => Initializer::Constant(num("value", 0.0)),
-        // Orthogonal (the recurrent kernels' default) has no ferroflow initializer: Glorot
-        // uniform stands in for it, which only matters for a model built without weights.
-        "GlorotUniform" | "glorot_uniform" | "Orthogonal" | "orthogonal" => {
-            scaling(1.0, FanMode::FanAvg, Distribution::Uniform)
-        }
-        "GlorotNormal" | "glorot_normal" => scaling(1.0, FanMode::FanAvg, Distribution::TruncatedNormal),
-        "HeUniform" | "he_uniform" => scaling(2.0, FanMode::FanIn, Distribution::Uniform),
-        "HeNormal" | "he_normal" => scaling(2.0, FanMode::FanIn, Distribution::TruncatedNormal),
-        "LecunUniform" | "lecun_uniform" => scaling(1.0, FanMode::FanIn, Distribution::Uniform),
-        "LecunNormal" | "lecun_normal" => scaling(1.0, FanMode::FanIn, Distribution::TruncatedNormal),
-        "RandomNormal" | "random_normal" => {
-            Initializer::RandomNormal { mean: num("mean", 0.0), stddev: num("stddev", 0.05), seed }
-        }
-        "TruncatedNormal" | "truncated_normal" => {
-            Initializer::TruncatedNormal { mean: num("mean", 0.0), stddev: num("stddev", 0.05), seed }
-        }
-        "RandomUniform" | "random_uniform" => {
-            Initializer::RandomUniform { minval: num("minval", -0.05), maxval: num("maxval", 0.05), seed }
-        }
-        _ => default,
-    }
-}
-
-fn glorot() -> Initializer {
-    Initializer::VarianceScaling { scale: 1.0, mode: FanMode::FanAvg, distribution: Distribution::Uniform, seed: None }
+    c.get(key).and_then(|v| layers::initializer_from(v, default.clone())).unwrap_or(default)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,8 +366,8 @@ fn rnn_config(l: &LayerSpec, class: &str, c: &Map<String, Value>, mode: Mode) ->
         return_state: flag(c, "return_state", false),
         go_backwards: flag(c, "go_backwards", false),
         zero_output_for_mask: flag(c, "zero_output_for_mask", false),
-        kernel_init: initializer(c, "kernel_initializer", glorot()),
-        recurrent_init: initializer(c, "recurrent_initializer", glorot()),
+        kernel_init: initializer(c, "kernel_initializer", layers::glorot()),
+        recurrent_init: initializer(c, "recurrent_initializer", layers::glorot()),
         bias_init: initializer(c, "bias_initializer", Initializer::Zeros),
     })
 }
@@ -811,7 +768,7 @@ fn attention(
         .filter(|&d| (1..1 << 24).contains(&d))
         .ok_or_else(|| err(l, format!("output_shape {v} is not supported")))?,
     };
-    let k_init = initializer(c, "kernel_initializer", glorot());
+    let k_init = initializer(c, "kernel_initializer", layers::glorot());
     let b_init = initializer(c, "bias_initializer", Initializer::Zeros);
     let mut specs = Vec::new();
     for (name, d, per) in [("query", dq, key_dim), ("key", dk, key_dim), ("value", dv, value_dim)] {

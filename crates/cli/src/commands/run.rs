@@ -15,8 +15,9 @@ use crate::{interrupt, load};
 
 mod cluster;
 
-/// Run a GraphDef (.pb binary or .pbtxt text) or a meta graph (.meta, with
-/// --checkpoint to restore its variables first) and print or save the fetched tensors.
+/// Run a GraphDef (.pb binary or .pbtxt text), a meta graph (.meta, with --checkpoint to
+/// restore its variables first), a SavedModel or a Keras model file (.keras, .h5) and print or
+/// save the fetched tensors.
 #[derive(Args)]
 pub struct RunArgs {
     /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta), a SavedModel
