@@ -140,6 +140,9 @@ def main():
     p.add_argument("--unfreeze", type=int, default=20)
     p.add_argument("--lr", type=float, default=1e-3, help="phase 1's learning rate (Keras's default)")
     p.add_argument("--lr2", type=float, default=1e-5, help="phase 2's (the Keras guide's fine-tuning rate)")
+    p.add_argument("--base", default="EfficientNetB0",
+                   help="the keras.applications base (EfficientNetB0 without its blocks' dropout, or any other "
+                        "constructor taking include_top/weights/input_shape: MobileNetV2, ResNet50V2, DenseNet121...)")
     p.add_argument("--work", default=None)
     p.add_argument("--keras-side", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--phase", default="freeze", help=argparse.SUPPRESS)
@@ -155,7 +158,7 @@ def main():
     per_class = -(-max(args.steps, args.speed_steps) * args.batch // 5)
     if not os.path.isdir(data):
         subprocess.run([args.binary, "flowers", data, "--per-class", str(per_class)], check=True, capture_output=True)
-    model_path = os.path.join(work, f"efficientnetb0_{args.size}.keras")
+    model_path = os.path.join(work, f"{args.base.lower()}_{args.size}.keras")
     if not os.path.exists(model_path):
         import numpy as np
         import keras
@@ -163,9 +166,13 @@ def main():
         sys.argv = sys.argv[:1]
         import make_zoo as Z
         keras.utils.set_random_seed(451)
-        from keras.src.applications import efficientnet
-        base = efficientnet.EfficientNet(1.0, 1.0, 224, 0.2, drop_connect_rate=0.0, name="efficientnetb0",
-                                         include_top=False, weights=None, input_shape=(args.size, args.size, 3))
+        if args.base == "EfficientNetB0":
+            from keras.src.applications import efficientnet
+            base = efficientnet.EfficientNet(1.0, 1.0, 224, 0.2, drop_connect_rate=0.0, name="efficientnetb0",
+                                             include_top=False, weights=None, input_shape=(args.size, args.size, 3))
+        else:
+            base = getattr(keras.applications, args.base)(include_top=False, weights=None,
+                                                           input_shape=(args.size, args.size, 3))
         rng = np.random.default_rng(451)
         Z.calibrate_batch_norm(base, [rng.uniform(0, 255, (4, args.size, args.size, 3)).astype(np.float32)], rng)
         x = keras.Input((args.size, args.size, 3), name="image")
