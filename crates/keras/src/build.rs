@@ -92,26 +92,17 @@ pub fn input_shape(l: &LayerSpec) -> Result<Shape> {
 
 /// Builds the top-level model: placeholders, the layers, output identities. `training`
 /// is Keras's `training` argument for the whole model (calls that pass their own keep it).
-pub fn build(
-    net: &Net,
-    spec: &ModelSpec,
-    training: bool,
-    phase: Option<Output>,
-    placeholders: Option<&[(String, Output)]>,
-) -> Result<Built> {
+pub fn build(net: &Net, spec: &ModelSpec, training: bool, phase: Option<Output>) -> Result<Built> {
     let s = net.b.scope().clone();
-    let inputs: Vec<(String, Output)> = match placeholders {
-        Some(p) => p.to_vec(),
-        None => spec
-            .inputs
-            .iter()
-            .map(|t| {
-                let l = spec.layer(&t.layer).expect("checked by the parser");
-                let ph = s.with_exact_name(&l.name).placeholder(dtype_of(l)?, &input_shape(l)?)?;
-                Ok((l.name.clone(), ph))
-            })
-            .collect::<Result<_>>()?,
-    };
+    let inputs: Vec<(String, Output)> = spec
+        .inputs
+        .iter()
+        .map(|t| {
+            let l = spec.layer(&t.layer).expect("checked by the parser");
+            let ph = s.with_exact_name(&l.name).placeholder(dtype_of(l)?, &input_shape(l)?)?;
+            Ok((l.name.clone(), ph))
+        })
+        .collect::<Result<_>>()?;
     let mut calls = Vec::new();
     let xs: Vec<Output> = inputs.iter().map(|(_, o)| *o).collect();
     let mode = Mode { training, trainable: true, phase };
@@ -123,8 +114,7 @@ pub fn build(
         if outputs.iter().any(|(k, _)| *k == key) {
             key = format!("{}_{}", t.layer, t.index);
         }
-        let name = if placeholders.is_some() { format!("{key}_training") } else { key.clone() };
-        let id = s.with_exact_name(&name).identity(o)?;
+        let id = s.with_exact_name(&key).identity(o)?;
         outputs.push((key, id));
     }
     Ok(Built { inputs, outputs, calls })

@@ -6,7 +6,7 @@
 //! cross-entropy, from logits unless the model ends in a softmax), accuracy and Adam (Keras's
 //! defaults) over the trainable weights, into a [`ferroflow_train::model::Model`] whose
 //! `fit_dataset` is the training loop (callbacks, TensorBoard, profiling, progress bar).
-use ferroflow_graph::{NodeId, Output};
+use ferroflow_graph::Output;
 use ferroflow_ops::RawOps;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::{DType, Shape};
@@ -139,7 +139,7 @@ impl KerasModel {
         let s = b.scope().clone();
         let phase = s.with_exact_name("is_training").placeholder(DType::Bool, &Shape::scalar())?;
         let net = Net::new(b.clone());
-        let built = build::build(&net, spec, true, Some(phase), None)?;
+        let built = build::build(&net, spec, true, Some(phase))?;
         let (x, out) = (built.inputs[0].1, built.outputs[0].1);
         let input_shape = build::input_shape(spec.layer(&spec.inputs[0].layer).expect("parsed"))?;
         let dims: Vec<usize> = input_shape.dims().unwrap_or(&[]).iter().skip(1).map(|d| d.unwrap_or(0)).collect();
@@ -166,13 +166,7 @@ impl KerasModel {
         let gs = b.global_step()?;
         let optimizer =
             Optimizer::Adam { learning_rate: options.learning_rate, beta1: 0.9, beta2: 0.999, epsilon: 1e-7 };
-        let mut train = optimizer.minimize(&b, loss, Some(&trainable), Some(&gs))?;
-        let updates: Vec<NodeId> = net.updates.borrow().clone();
-        if !updates.is_empty() {
-            let mut deps = vec![train];
-            deps.extend(updates);
-            train = s.with_exact_name("train_with_updates").group(&deps)?;
-        }
+        let train = optimizer.minimize_with_updates(&b, loss, Some(&trainable), Some(&gs))?;
         let init = b.global_variables_initializer()?;
         let g = b.graph();
         let name = |o: Output| g.output_name(o);

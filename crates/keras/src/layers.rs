@@ -91,7 +91,7 @@ pub struct Net {
 
 type R<T> = Result<T>;
 
-fn layer_err(l: &LayerSpec, reason: impl Into<String>) -> KerasError {
+pub(crate) fn layer_err(l: &LayerSpec, reason: impl Into<String>) -> KerasError {
     KerasError::Layer { layer: l.name.clone(), class: l.class.clone(), reason: reason.into() }
 }
 
@@ -182,7 +182,7 @@ impl Net {
 // ---------------------------------------------------------------------------------------------
 // Config values
 
-fn int_list(l: &LayerSpec, key: &str, n: usize, default: Option<usize>) -> R<Vec<usize>> {
+pub(crate) fn int_list(l: &LayerSpec, key: &str, n: usize, default: Option<usize>) -> R<Vec<usize>> {
     let v = match l.get(key) {
         None => return default.map(|d| vec![d; n]).ok_or_else(|| layer_err(l, format!("config has no '{key}'"))),
         Some(v) => v,
@@ -712,7 +712,7 @@ pub fn call(net: &Net, l: &LayerSpec, path: &[String], inputs: &[Output], call: 
         (_, "ZeroPadding2D") | (_, "Cropping2D") => {
             let x = x()?;
             let key = if l.class == "ZeroPadding2D" { "padding" } else { "cropping" };
-            let p = pairs2(l, key)?;
+            let p = pairs(l, key, 2)?;
             if l.class == "ZeroPadding2D" {
                 let pads: [i32; 8] = [0, 0, p[0][0] as i32, p[0][1] as i32, p[1][0] as i32, p[1][1] as i32, 0, 0];
                 let pads = s.constant_from(&[4, 2], &pads)?;
@@ -897,31 +897,32 @@ fn axes(l: &LayerSpec, key: &str, rank: usize, default: &[i64]) -> R<Vec<usize>>
         .collect()
 }
 
-/// `((top, bottom), (left, right))` from an int, a pair, or a pair of pairs.
-fn pairs2(l: &LayerSpec, key: &str) -> R<[[usize; 2]; 2]> {
+/// `n` (before, after) pairs from an int, n ints, a pair (1-D), or n pairs.
+pub(crate) fn pairs(l: &LayerSpec, key: &str, n: usize) -> R<Vec<[usize; 2]>> {
     let v = l.get(key).ok_or_else(|| layer_err(l, format!("config has no '{key}'")))?;
-    let n = |v: &Value| {
+    let num = |v: &Value| {
         v.as_u64()
             .and_then(|x| usize::try_from(x).ok())
             .filter(|&x| x < 1 << 20)
             .ok_or_else(|| layer_err(l, format!("bad '{key}': {v}")))
     };
     match v {
-        Value::Array(a) if a.len() == 2 => {
-            let side = |v: &Value| -> R<[usize; 2]> {
-                match v {
-                    Value::Array(p) if p.len() == 2 => Ok([n(&p[0])?, n(&p[1])?]),
-                    v => {
-                        let x = n(v)?;
-                        Ok([x, x])
-                    }
-                }
-            };
-            Ok([side(&a[0])?, side(&a[1])?])
+        Value::Array(a) if n == 1 && a.len() == 2 && a.iter().all(Value::is_number) => {
+            Ok(vec![[num(&a[0])?, num(&a[1])?]])
         }
+        Value::Array(a) if a.len() == n => a
+            .iter()
+            .map(|x| match x {
+                Value::Array(p) if p.len() == 2 => Ok([num(&p[0])?, num(&p[1])?]),
+                x => {
+                    let k = num(x)?;
+                    Ok([k, k])
+                }
+            })
+            .collect(),
         v => {
-            let x = n(v)?;
-            Ok([[x, x], [x, x]])
+            let k = num(v)?;
+            Ok(vec![[k, k]; n])
         }
     }
 }
@@ -1020,6 +1021,8 @@ fn add_moving_updates(net: &Net, l: &LayerSpec, path: &[String], s: &Scope, m: O
     for (var, value, name) in [(mean_var, m, "AssignMovingAvg"), (var_var, v, "AssignMovingAvg_1")] {
         let id = s.with_name(name).assign_variable_op(var.handle, value)?;
         net.updates.borrow_mut().push(id);
+        let update = s.with_graph(|g| g.node(id).name.clone());
+        net.b.add_to_collection(ferroflow_train::layers::UPDATE_OPS, &update);
     }
     Ok(())
 }

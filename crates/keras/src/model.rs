@@ -213,7 +213,7 @@ impl KerasModel {
 
     fn predictor_in(&self, b: Builder, options: SessionOptions) -> Result<Predictor> {
         let net = Net::new(b);
-        let built = build::build(&net, &self.spec, false, None, None)?;
+        let built = build::build(&net, &self.spec, false, None)?;
         let init = net.b.global_variables_initializer()?;
         let session = Session::new(net.b.graph(), options)?;
         let init_name = session.graph().node(init).name.clone();
@@ -231,7 +231,7 @@ impl KerasModel {
     pub fn calibrate_batch_norm(&mut self, inputs: &[Tensor]) -> Result<()> {
         let mut net = Net::new(Builder::new());
         net.calibrating = true;
-        let built = build::build(&net, &self.spec, true, None, None)?;
+        let built = build::build(&net, &self.spec, true, None)?;
         let init = net.b.global_variables_initializer()?;
         let updates: Vec<NodeId> = net.updates.borrow().clone();
         let g = net.b.graph();

@@ -9,14 +9,10 @@ use ferroflow_train::Initializer;
 use serde_json::Value;
 
 use crate::config::{Arg, Call, LayerSpec};
-use crate::layers::{self, Mode, Net};
-use crate::{KerasError, Result};
+use crate::layers::{self, int_list as ints, layer_err as err, pairs, Mode, Net};
+use crate::Result;
 
 type R<T> = Result<T>;
-
-fn err(l: &LayerSpec, reason: impl Into<String>) -> KerasError {
-    KerasError::Layer { layer: l.name.clone(), class: l.class.clone(), reason: reason.into() }
-}
 
 /// Activations Keras composes from ops; `None` for names it does not know.
 pub fn composite_activation(
@@ -171,55 +167,6 @@ fn get_item(s: &Scope, l: &LayerSpec, x: Output, key: &Arg) -> R<Output> {
         .new_axis_mask(newm)
         .shrink_axis_mask(shrink);
     Ok(s.strided_slice_with(x, &begin[..], &end[..], &strides[..], opts)?)
-}
-
-fn ints(l: &LayerSpec, key: &str, n: usize, default: Option<usize>) -> R<Vec<usize>> {
-    let v = match l.get(key) {
-        None => return default.map(|d| vec![d; n]).ok_or_else(|| err(l, format!("config has no '{key}'"))),
-        Some(v) => v,
-    };
-    let one = |v: &Value| {
-        v.as_u64()
-            .and_then(|x| usize::try_from(x).ok())
-            .filter(|&x| x < 1 << 24)
-            .ok_or_else(|| err(l, format!("bad '{key}': {v}")))
-    };
-    match v {
-        Value::Array(a) if a.len() == n => a.iter().map(one).collect(),
-        Value::Array(a) if a.len() == 1 => Ok(vec![one(&a[0])?; n]),
-        Value::Array(_) => Err(err(l, format!("'{key}' must have {n} values"))),
-        v => Ok(vec![one(v)?; n]),
-    }
-}
-
-/// `n` (before, after) pairs from an int, n ints, a pair (1-D), or n pairs.
-fn pairs(l: &LayerSpec, key: &str, n: usize) -> R<Vec<[usize; 2]>> {
-    let v = l.get(key).ok_or_else(|| err(l, format!("config has no '{key}'")))?;
-    let num = |v: &Value| {
-        v.as_u64()
-            .and_then(|x| usize::try_from(x).ok())
-            .filter(|&x| x < 1 << 20)
-            .ok_or_else(|| err(l, format!("bad '{key}': {v}")))
-    };
-    match v {
-        Value::Array(a) if n == 1 && a.len() == 2 && a.iter().all(Value::is_number) => {
-            Ok(vec![[num(&a[0])?, num(&a[1])?]])
-        }
-        Value::Array(a) if a.len() == n => a
-            .iter()
-            .map(|x| match x {
-                Value::Array(p) if p.len() == 2 => Ok([num(&p[0])?, num(&p[1])?]),
-                x => {
-                    let k = num(x)?;
-                    Ok([k, k])
-                }
-            })
-            .collect(),
-        v => {
-            let k = num(v)?;
-            Ok(vec![[k, k]; n])
-        }
-    }
 }
 
 fn pad_mode(l: &LayerSpec) -> R<&'static str> {

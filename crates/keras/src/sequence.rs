@@ -21,14 +21,10 @@ use ferroflow_train::Initializer;
 use serde_json::{Map, Value};
 
 use crate::config::{Arg, Call, LayerSpec};
-use crate::layers::{self, Mode, Net, WeightSpec};
-use crate::{KerasError, Result};
+use crate::layers::{self, layer_err as err, Mode, Net, WeightSpec};
+use crate::Result;
 
 type R<T> = Result<T>;
-
-fn err(l: &LayerSpec, reason: impl Into<String>) -> KerasError {
-    KerasError::Layer { layer: l.name.clone(), class: l.class.clone(), reason: reason.into() }
-}
 
 /// The masks Keras propagates implicitly (`_keras_mask` on tensors, which Keras 2 never and
 /// Keras 3 only partly writes into the config) of one call's tensors.

@@ -253,4 +253,29 @@ impl Optimizer {
         let gv = self.compute_gradients(b, loss, var_list)?;
         self.apply_gradients(b, &gv, global_step)
     }
+
+    /// [`Optimizer::minimize`], then the ops of the [`crate::layers::UPDATE_OPS`] collection
+    /// (batch normalization's moving statistics) run with it: the train op is a `NoOp`
+    /// `train_with_updates` depending on both when there are updates.
+    pub fn minimize_with_updates(
+        &self,
+        b: &Builder,
+        loss: Output,
+        var_list: Option<&[Variable]>,
+        global_step: Option<&Variable>,
+    ) -> Result<NodeId> {
+        let train = self.minimize(b, loss, var_list, global_step)?;
+        let s = b.scope();
+        let updates: Vec<NodeId> = b
+            .collections()
+            .get(crate::layers::UPDATE_OPS)
+            .map(|names| s.with_graph(|g| names.iter().filter_map(|n| g.find(n)).collect()))
+            .unwrap_or_default();
+        if updates.is_empty() {
+            return Ok(train);
+        }
+        let mut deps = vec![train];
+        deps.extend(updates);
+        Ok(s.with_name("train_with_updates").group(&deps)?)
+    }
 }

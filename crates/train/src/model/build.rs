@@ -2,7 +2,7 @@
 //! written in Rust, compiled with a [`Loss`] and an optimizer into a [`Model`] (placeholders
 //! `inputs`, `outputs` and `is_training`, the layers, `loss`, `accuracy`, the train op and a
 //! saver, in a session with the variables initialized).
-use ferroflow_graph::{NodeId, Output};
+use ferroflow_graph::Output;
 use ferroflow_runtime::{Session, SessionOptions};
 use ferroflow_tensor::{DType, Shape};
 
@@ -262,17 +262,7 @@ fn finish(
     };
     let loss_t = s.with_name("loss").identity(loss_t)?;
     let gs = b.global_step()?;
-    let mut train = optimizer.minimize(b, loss_t, None, Some(&gs))?;
-    let updates: Vec<NodeId> = b
-        .collections()
-        .get(layers::UPDATE_OPS)
-        .map(|names| s.with_graph(|g| names.iter().filter_map(|n| g.find(n)).collect()))
-        .unwrap_or_default();
-    if !updates.is_empty() {
-        let mut deps = vec![train];
-        deps.extend(updates);
-        train = s.with_name("train_with_updates").group(&deps)?;
-    }
+    let train = optimizer.minimize_with_updates(b, loss_t, None, Some(&gs))?;
     let init = b.global_variables_initializer()?;
     let g = b.graph();
     let name = |o: Output| g.output_name(o);
