@@ -16,6 +16,7 @@
 //! | `Squeeze(ExpandDims(x, a), [a])`, `ExpandDims(Squeeze(x, [a]), a)` → `x` | a unit axis added and removed |
 //! | `Select(c, t, e)` with constant `c` all true (false) → `t` (`e`), shapes known equal | selection of whole operands |
 //! | inference `FusedBatchNorm*` with constant statistics → `x * m + a` (`Mul`, `AddV2`), `m`, `a` folded | the kernel computes `x * m + a` with the same `m = scale / sqrt(var + eps)`, `a = offset - mean * m`, rounding after each step |
+//! | the same with statistics that are tensors (variables) → `m`, `a` as ops on the `[C]` vectors (`AddV2`, `Sqrt`, `RealDiv`, `Mul`, `Sub`) | each op rounds as the kernel's step does |
 //!
 //! The first five rules are not written per op: they come from the registry's facts, each
 //! op's exact neutral element and the side it may stand on (`Mul`: 1, either side; `AddV2`:
