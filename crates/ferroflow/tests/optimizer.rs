@@ -527,40 +527,57 @@ fn long_forwarding_chains_optimize_in_linear_time() {
 }
 
 /// A zero `Pad` of H and W before a `VALID` convolution folds into the convolution's explicit
-/// padding (Keras' MobileNetV2 and ResNet50 pad this way), bit-identical to the unfolded graph,
-/// for `DepthwiseConv2dNative` and `Conv2D`; a filter holding a non-finite value keeps its
-/// `Pad` (there `0 * inf` is not the zero a skipped tap contributes).
+/// padding (Keras' MobileNetV2, EfficientNet and ResNet50 pad this way), bit-identical to the
+/// unfolded graph, for `DepthwiseConv2dNative` and `Conv2D`, with a constant filter and with
+/// one fed at run time (a variable's value in a training graph), finite or holding an
+/// infinity (then the kernel pads the input itself: TensorFlow's `0 * inf` is NaN, not the
+/// zero a skipped tap contributes).
 #[test]
 fn a_zero_pad_folds_into_the_following_convolution_exactly() {
     use ferroflow::proto::attr;
-    for (op, finite) in [("DepthwiseConv2dNative", true), ("Conv2D", true), ("DepthwiseConv2dNative", false)] {
-        let s = Scope::new();
-        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(8), Some(4)])).unwrap();
-        let pads = s.constant(&Tensor::from_vec(&[4, 2], vec![0i32, 0, 1, 1, 0, 1, 0, 0]).unwrap()).unwrap();
-        let mut fv: Vec<f32> =
-            (0..36 * if op == "Conv2D" { 3 } else { 1 }).map(|i| (i % 7) as f32 * 0.25 - 0.6).collect();
-        if !finite {
-            fv[5] = f32::INFINITY;
+    for op in ["DepthwiseConv2dNative", "Conv2D"] {
+        for (fed, finite) in [(false, true), (true, true), (false, false), (true, false)] {
+            let s = Scope::new();
+            let x =
+                s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(9), Some(8), Some(4)])).unwrap();
+            let pads = s.constant(&Tensor::from_vec(&[4, 2], vec![0i32, 0, 1, 1, 0, 1, 0, 0]).unwrap()).unwrap();
+            let mut fv: Vec<f32> =
+                (0..36 * if op == "Conv2D" { 3 } else { 1 }).map(|i| (i % 7) as f32 * 0.25 - 0.6).collect();
+            if !finite {
+                fv[5] = f32::INFINITY;
+            }
+            let fdims: &[usize] = if op == "Conv2D" { &[3, 3, 4, 3] } else { &[3, 3, 4, 1] };
+            let filter = Tensor::from_vec(fdims, fv).unwrap();
+            let f = match fed {
+                true => s.with_name("f").placeholder(DType::Float, &Shape::unknown()).unwrap(),
+                false => s.constant(&filter).unwrap(),
+            };
+            let mut a = ferroflow::graph::Attrs::new();
+            a.insert("T".into(), attr::dtype(DType::Float));
+            let padded = Output { node: s.add_op("Pad", "pad", &[x, pads], &[], a.clone()).unwrap(), index: 0 };
+            a.insert("strides".into(), attr::ints(&[1, 2, 2, 1]));
+            a.insert("padding".into(), attr::string("VALID"));
+            let y = Output { node: s.add_op(op, "conv", &[padded, f], &[], a).unwrap(), index: 0 };
+            let g = s.graph();
+            let fetch = g.output_name(y);
+            let mut feed_names = vec!["x:0".to_string()];
+            if fed {
+                feed_names.push("f:0".into());
+            }
+            let it = Item { feeds: feed_names, fetches: vec![fetch.clone()], ..Default::default() };
+            let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+            let what = format!("{op} (fed filter: {fed}, finite: {finite})");
+            assert!(!opt.graph.nodes().iter().any(|n| n.op == "Pad"), "{what}:\n{}", opt.report.details());
+            let v: Vec<f32> = (0..2 * 9 * 8 * 4).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
+            let mut feeds = vec![("x:0".to_string(), Tensor::from_vec(&[2, 9, 8, 4], v).unwrap())];
+            if fed {
+                feeds.push(("f:0".to_string(), filter));
+            }
+            let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
+            let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
+            assert_eq!(a[0].as_slice::<f32>().unwrap().iter().any(|v| v.is_nan()), !finite, "{what}");
+            assert_bit_identical(&what, &a[0], &b[0]);
         }
-        let fdims: &[usize] = if op == "Conv2D" { &[3, 3, 4, 3] } else { &[3, 3, 4, 1] };
-        let f = s.constant(&Tensor::from_vec(fdims, fv).unwrap()).unwrap();
-        let mut a = ferroflow::graph::Attrs::new();
-        a.insert("T".into(), attr::dtype(DType::Float));
-        let padded = Output { node: s.add_op("Pad", "pad", &[x, pads], &[], a.clone()).unwrap(), index: 0 };
-        a.insert("strides".into(), attr::ints(&[1, 2, 2, 1]));
-        a.insert("padding".into(), attr::string("VALID"));
-        let y = Output { node: s.add_op(op, "conv", &[padded, f], &[], a).unwrap(), index: 0 };
-        let g = s.graph();
-        let fetch = g.output_name(y);
-        let it = Item { feeds: vec!["x:0".into()], fetches: vec![fetch.clone()], ..Default::default() };
-        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
-        let has_pad = opt.graph.nodes().iter().any(|n| n.op == "Pad");
-        assert_eq!(has_pad, !finite, "{op} (finite filter: {finite}):\n{}", opt.report.details());
-        let v: Vec<f32> = (0..2 * 9 * 8 * 4).map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0).collect();
-        let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[2, 9, 8, 4], v).unwrap())];
-        let a = run(&g, &feeds, std::slice::from_ref(&fetch), true);
-        let b = run(&g, &feeds, std::slice::from_ref(&fetch), false);
-        assert_bit_identical(op, &a[0], &b[0]);
     }
 }
 
@@ -1017,7 +1034,7 @@ fn batch_norm_and_swish_chain_onto_convolutions_after_a_dynamic_reshape() {
     assert_eq!(count("_FusedConv2DElementwise"), 1, "{ops:?}\n{}", opt.report.details());
     assert_eq!(count("_FusedDepthwiseConv2dElementwise"), 1, "{ops:?}\n{}", opt.report.details());
     // Each convolution's program ends in its swish; what is left unfused is the excite
-    // multiply (its convolution's output is the 1x1 side).
+    // (its convolution's output is the 1x1 side).
     for n in
         opt.graph.nodes().iter().filter(|n| n.op.ends_with("Conv2dElementwise") || n.op.ends_with("Conv2DElementwise"))
     {
@@ -1029,7 +1046,10 @@ fn batch_norm_and_swish_chain_onto_convolutions_after_a_dynamic_reshape() {
         };
         assert!(program.iter().any(|l| l.starts_with("Sigmoid")), "{}: {program:?}", n.name);
     }
-    assert_eq!(count("_FusedElementwise"), 1, "{ops:?}\n{}", opt.report.details());
+    // The gate's sigmoid runs on the `[N, 1, 1, K]` gate, not once per pixel inside the
+    // multiply's program: the multiply stays a `Mul` of its own.
+    assert_eq!(count("_FusedElementwise"), 0, "{ops:?}\n{}", opt.report.details());
+    assert_eq!((count("Sigmoid"), count("Mul")), (1, 1), "{ops:?}\n{}", opt.report.details());
     for batch in [1, 3] {
         let v: Vec<f32> = (0..batch * h * w * c).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
         let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, h, w, c], v).unwrap())];
@@ -1140,6 +1160,90 @@ fn pre_activations_become_prologues_of_pointwise_convolutions_exactly() {
             for (got, want) in a.iter().zip(&b) {
                 assert_bit_identical(&format!("{what}, batch {batch}"), got, want);
             }
+        }
+    }
+}
+
+/// An elementwise cluster does not take in a producer broadcast into it: Keras'
+/// `Normalization`, `(x - mean) / max(sqrt(variance), 1e-7)` with `[1, 1, 1, C]` statistics
+/// (variables, here fed), computes the square root and maximum once per channel in a small
+/// program of their own, not once per pixel in the large one — bit-identical to the unfused
+/// graph.
+#[test]
+fn a_broadcast_producer_is_not_recomputed_per_element() {
+    let s = Scope::new();
+    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(6), Some(5), Some(3)])).unwrap();
+    let stat = Shape::new(vec![Some(1), Some(1), Some(1), Some(3)]);
+    let mean = s.with_name("mean").placeholder(DType::Float, &stat).unwrap();
+    let var = s.with_name("var").placeholder(DType::Float, &stat).unwrap();
+    let den = s.maximum(s.sqrt(var).unwrap(), 1e-7f32).unwrap();
+    let y = s.real_div(s.sub(s.mul(x, 1.0f32 / 255.0).unwrap(), mean).unwrap(), den).unwrap();
+    let g = s.graph();
+    let fetches = vec![g.output_name(y)];
+    let it = Item {
+        feeds: vec!["x:0".into(), "mean:0".into(), "var:0".into()],
+        fetches: fetches.clone(),
+        ..Default::default()
+    };
+    let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+    let programs: Vec<Vec<String>> = opt
+        .graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op == "_FusedElementwise")
+        .map(|n| match n.attrs.get("program").and_then(|a| a.value.as_ref()) {
+            Some(ferroflow::proto::attr_value::Value::List(l)) => {
+                l.s.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+            }
+            _ => panic!("{} has no program", n.name),
+        })
+        .collect();
+    let with = |op: &str| programs.iter().filter(|p| p.iter().any(|l| l.starts_with(op))).collect::<Vec<_>>();
+    assert_eq!(programs.len(), 2, "{programs:?}\n{}", opt.report.details());
+    assert_eq!(with("Sqrt"), with("Maximum"), "{programs:?}");
+    assert_eq!(with("RealDiv").len(), 1, "{programs:?}");
+    assert!(with("RealDiv")[0].iter().all(|l| !l.starts_with("Sqrt")), "{programs:?}");
+    let v: Vec<f32> = (0..2 * 6 * 5 * 3).map(|i| ((i * 7919) % 1000) as f32 / 4.0).collect();
+    let feeds = vec![
+        ("x:0".to_string(), Tensor::from_vec(&[2, 6, 5, 3], v).unwrap()),
+        ("mean:0".to_string(), Tensor::from_vec(&[1, 1, 1, 3], vec![0.485f32, 0.456, 0.406]).unwrap()),
+        ("var:0".to_string(), Tensor::from_vec(&[1, 1, 1, 3], vec![0.052f32, 0.05, 0.0]).unwrap()),
+    ];
+    let a = run(&g, &feeds, &fetches, true);
+    let b = run(&g, &feeds, &fetches, false);
+    assert_bit_identical("normalization", &a[0], &b[0]);
+}
+
+/// A squeeze-and-excite scale (EfficientNet's, MobileNetV3's: `x * sigmoid(conv(mean(x)))`, a
+/// `Mul` of the NHWC tensor by an `[N, 1, 1, C]` one, either operand first) feeding a
+/// pointwise convolution becomes the convolution's prologue, each image's row of scales
+/// applied to its pixels as the GEMM's blocks are read — bit-identical to the unfused graph at
+/// batch sizes whose blocks start and end inside images and across them.
+#[test]
+fn squeeze_and_excite_scales_become_prologues_exactly() {
+    let c = 16;
+    for swapped in [false, true] {
+        let s = Scope::new();
+        let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, None, None, Some(c)])).unwrap();
+        let axes = s.constant(&Tensor::from_vec(&[2], vec![1i32, 2]).unwrap()).unwrap();
+        let squeezed = s.mean_with(x, axes, ferroflow::ops::attrs::Mean::new().keep_dims(true)).unwrap();
+        let scale = s.sigmoid(test_conv2d(&s, "excite", squeezed, (1, c, c), 1, 4)).unwrap();
+        let scaled = if swapped { s.mul(scale, x) } else { s.mul(x, scale) }.unwrap();
+        let y = test_conv2d(&s, "project", scaled, (1, c, 24), 1, 5);
+        let g = s.graph();
+        let fetches = vec![g.output_name(y)];
+        let it = Item { feeds: vec!["x:0".into()], fetches: fetches.clone(), ..Default::default() };
+        let opt = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
+        let what = format!("scale {} the tensor", if swapped { "before" } else { "after" });
+        let ops: Vec<&str> = opt.graph.nodes().iter().map(|n| n.op.as_str()).collect();
+        assert!(!ops.contains(&"Mul"), "{what}: {ops:?}\n{}", opt.report.details());
+        for (batch, h, w) in [(1, 6, 5), (3, 24, 25), (5, 7, 3)] {
+            let n = batch * h * w * c;
+            let v: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 200.0 - 2.5).collect();
+            let feeds = vec![("x:0".to_string(), Tensor::from_vec(&[batch, h, w, c], v).unwrap())];
+            let a = run(&g, &feeds, &fetches, true);
+            let b = run(&g, &feeds, &fetches, false);
+            assert_bit_identical(&format!("{what}, batch {batch}"), &a[0], &b[0]);
         }
     }
 }

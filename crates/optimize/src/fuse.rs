@@ -392,7 +392,8 @@ fn fuse_conv_prologues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
     let mut fused = false;
     for e_id in 0..graph.len() {
         let e = graph.node(e_id);
-        if e.op != "_FusedElementwise"
+        let single = matches!(elementwise(&e.op), Some(Elementwise::Binary(_))) && is_fusible(graph, e_id);
+        if (e.op != "_FusedElementwise" && !single)
             || !e.control_inputs.is_empty()
             || e.inputs.is_empty()
             || e.types.outputs.len() != 1
@@ -402,19 +403,38 @@ fn fuse_conv_prologues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         {
             continue;
         }
-        let Some(x) = dims(e.inputs[0]) else { continue };
+        // A lone binary op (a squeeze-and-excite `Multiply`) as a one-line program over its
+        // NHWC operand (`a0`) and the other.
+        let (lines, e_inputs) = match single {
+            false => match program(e) {
+                Some(lines) => (lines, e.inputs.clone()),
+                None => continue,
+            },
+            true if dims(e.inputs[0]) == dims(Output { node: e_id, index: 0 }) => {
+                (vec![format!("{} a0 a1", e.op)], e.inputs.clone())
+            }
+            true => (vec![format!("{} a1 a0", e.op)], vec![e.inputs[1], e.inputs[0]]),
+        };
+        let Some(x) = dims(e_inputs[0]) else { continue };
         let Some(&Some(channels)) = x.last() else { continue };
         if x.len() != 4 || channels < PROLOGUE_MIN_CHANNELS || dims(Output { node: e_id, index: 0 }) != Some(x.clone())
         {
             continue;
         }
-        let per_channel = e.inputs[1..].iter().all(|&o| {
+        // Per channel, or per image and channel for a chain program (the kernel's
+        // `RowOperand::PerImage`: a squeeze-and-excite scale).
+        let chain = lines.len() == 1
+            || lines.iter().skip(1).enumerate().all(|(i, l)| l.split_whitespace().any(|w| w == format!("r{i}")));
+        let per_channel = e_inputs[1..].iter().all(|&o| {
             dims(o).is_some_and(|d| {
                 let trailing: Vec<Option<usize>> = d.iter().copied().skip_while(|&v| v == Some(1)).collect();
-                d.len() <= 4 && (trailing.is_empty() || trailing == [Some(channels)])
+                let per_image = chain
+                    && d.len() == 4
+                    && d[1..] == [Some(1), Some(1), Some(channels)]
+                    && (d[0] == x[0] || d[0].is_none() || x[0].is_none());
+                per_image || (d.len() <= 4 && (trailing.is_empty() || trailing == [Some(channels)]))
             })
         });
-        let Some(lines) = program(e) else { continue };
         if !per_channel {
             continue;
         }
@@ -441,7 +461,7 @@ fn fuse_conv_prologues(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         if !edges.data[e_id].iter().all(pointwise) || ctx.out_of_time() {
             continue;
         }
-        let e = e.clone();
+        let e = ferroflow_graph::Node { inputs: e_inputs, ..e.clone() };
         let m = e.inputs.len() - 1;
         for &(c_id, _) in &edges.data[e_id] {
             let c = graph.node(c_id).clone();
@@ -590,10 +610,11 @@ fn shift_program_line(line: &str, p: usize) -> String {
 /// Folds a zero `Pad` of the spatial axes into the `VALID` convolution that consumes it
 /// (`Conv2D`, `DepthwiseConv2dNative`): the convolution takes the unpadded input with
 /// `padding = EXPLICIT` and the pad amounts, so the padded copy is never made (Keras'
-/// MobileNetV2 pads before each stride-2 depthwise convolution). Exact when every filter value
-/// is finite: a padding tap then adds `0 * w`, a zero, where the explicit form skips it. Only
-/// NHWC, a constant filter, a constant pad of zeros on H and W alone, and a `Pad` whose one
-/// consumer is the convolution.
+/// MobileNetV2 and EfficientNet pad before each stride-2 depthwise convolution, frozen or
+/// not). Exact for any filter, constant or a variable's value: the kernels skip a padding tap
+/// only when every filter value is finite (its `0 * w` is then a zero that leaves the sum
+/// unchanged) and pad the input themselves otherwise (`Window::materialized`). Only NHWC, a
+/// constant pad of zeros on H and W alone, and a `Pad` whose one consumer is the convolution.
 fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
     let edges = Edges::new(graph);
     let mut folded = false;
@@ -630,12 +651,7 @@ fn fold_pads(graph: &mut Graph, ctx: &mut PassContext) -> bool {
         if amounts.len() != 8 || amounts[..2] != [0, 0] || amounts[6..] != [0, 0] || amounts.iter().any(|&a| a < 0) {
             continue;
         }
-        let finite = crate::util::const_value(graph, c.inputs[1].node).is_some_and(|f| match f.dtype() {
-            DType::Float => f.as_slice::<f32>().is_ok_and(|v| v.iter().all(|x| x.is_finite())),
-            DType::Double => f.as_slice::<f64>().is_ok_and(|v| v.iter().all(|x| x.is_finite())),
-            _ => false,
-        });
-        if !finite || ctx.out_of_time() {
+        if ctx.out_of_time() {
             continue;
         }
         let (source, pad_name) = (p.inputs[0], p.name.clone());
@@ -682,12 +698,34 @@ fn is_fusible(graph: &Graph, id: NodeId) -> bool {
 }
 
 /// A cluster being built: its arguments (external tensors) and instructions.
-struct Cluster {
+struct Cluster<'a> {
     args: Vec<Output>,
     program: Vec<String>,
     absorbed: Vec<String>,
     /// The convolution whose chain (see [`conv_chains`]) the cluster has taken nodes of.
     conv: Option<NodeId>,
+    /// The graph's inferred shapes and the root's output dims.
+    shapes: &'a [Vec<ferroflow_tensor::Shape>],
+    root: Option<Vec<Option<usize>>>,
+}
+
+impl Cluster<'_> {
+    /// Whether `o` is known to have fewer elements than the cluster's output (a lower rank, or
+    /// a 1 where the output's axis is larger): a producer broadcast into the cluster, which the
+    /// program would recompute for every element of the output — Keras' `Normalization`
+    /// computes `sqrt(variance)` of its `[1, 1, 1, C]` statistics, on a 224×224 batch of 32 that
+    /// is 4.8 M square roots for 3 values. Such a producer stays a node of its own (or the
+    /// root of a small cluster); its values are the same.
+    fn broadcast_into(&self, o: Output) -> bool {
+        let dims = self.shapes.get(o.node).and_then(|s| s.get(o.index)).and_then(|s| s.dims());
+        match (dims, &self.root) {
+            (Some(d), Some(root)) => {
+                d.len() < root.len()
+                    || d.iter().rev().zip(root.iter().rev()).any(|(&a, &r)| a == Some(1) && r != Some(1))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// For each node, the convolution whose chain it is on: the elementwise nodes that follow a
@@ -716,7 +754,7 @@ fn conv_chains(graph: &Graph, edges: &Edges) -> Vec<Option<NodeId>> {
     chain
 }
 
-impl Cluster {
+impl Cluster<'_> {
     /// Emits the instructions computing `o` (absorbing producers where allowed); returns the
     /// operand naming its value.
     #[allow(clippy::too_many_arguments)]
@@ -738,6 +776,7 @@ impl Cluster {
                 && is_fusible(graph, id)
                 && !claimed[id]
                 && !other_chain
+                && !self.broadcast_into(o)
                 && edges.absorbable(graph, ctx, id, root_device));
         if !absorb {
             let k = match self.args.iter().position(|a| *a == o) {
@@ -801,6 +840,7 @@ impl Pass for ElementwiseFusion {
         let order = graph.topological_order()?;
         let mut claimed = vec![false; graph.len()];
         let chains = conv_chains(graph, &edges);
+        let shapes = ferroflow_ops::infer_shapes(graph).unwrap_or_default();
         let mut rewrites: Vec<(NodeId, Cluster)> = Vec::new();
         // Roots are visited consumers-first, so each cluster is as large as it can be.
         for &id in order.iter().rev() {
@@ -811,7 +851,8 @@ impl Pass for ElementwiseFusion {
                 break;
             }
             let device = graph.node(id).device.clone();
-            let mut cl = Cluster { args: vec![], program: vec![], absorbed: vec![], conv: None };
+            let root = shapes.get(id).and_then(|s| s.first()).and_then(|s| s.dims()).map(<[_]>::to_vec);
+            let mut cl = Cluster { args: vec![], program: vec![], absorbed: vec![], conv: None, shapes: &shapes, root };
             let mut trial = claimed.clone();
             cl.emit(graph, ctx, &edges, Output { node: id, index: 0 }, &device, true, &mut trial, &chains);
             if cl.absorbed.is_empty() {

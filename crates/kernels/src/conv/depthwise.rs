@@ -38,6 +38,10 @@ pub(super) struct Depthwise<T> {
 
 impl<T: Float> OpKernel for Depthwise<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        if let Some((window, padded)) = self.window.materialized::<T>(inputs)? {
+            inputs[0] = padded;
+            return Depthwise::<T> { window, _t: Default::default() }.compute(ctx, inputs, outputs);
+        }
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
             self.window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);

@@ -27,18 +27,30 @@ struct FusedDepthwise<T> {
 
 impl<T: Float + Element> OpKernel for FusedDepthwise<T> {
     fn compute(&self, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
+        match self.window.materialized::<T>(inputs)? {
+            Some((window, padded)) => {
+                inputs[0] = padded;
+                self.run(&window, ctx, inputs, outputs)
+            }
+            None => self.run(&self.window, ctx, inputs, outputs),
+        }
+    }
+}
+
+impl<T: Float + Element> FusedDepthwise<T> {
+    fn run(&self, window: &Window, ctx: &KernelContext, inputs: &mut Inputs, outputs: &mut Outputs) -> KResult<()> {
         let Geometry { input: [n, h, w, c], window: [kh, kw], multiplier: m, axes: [ah, aw] } =
-            self.window.depthwise(inputs)?;
+            window.depthwise(inputs)?;
         let (oh, ow, oc) = (ah.output, aw.output, c * m);
         let row_len = oc.max(1) * (EPILOGUE_ROW / oc.max(1)).max(1);
         let Some(ops) = self.epilogue.operands(&inputs[2..], &[n, oh, ow, oc], row_len)? else {
-            let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
+            let general = Depthwise::<T> { window: window.clone(), _t: Default::default() };
             let mut conv_out = Outputs::with_capacity(1);
             general.compute(ctx, inputs, &mut conv_out)?;
             return self.epilogue.finish(ctx, conv_out.pop().expect("one output"), &inputs[2..], outputs);
         };
         if m != 1 {
-            let general = Depthwise::<T> { window: self.window.clone(), _t: Default::default() };
+            let general = Depthwise::<T> { window: window.clone(), _t: Default::default() };
             let mut conv_inputs: Inputs = inputs[..2].to_vec();
             let mut conv_out = Outputs::with_capacity(1);
             general.compute(ctx, &mut conv_inputs, &mut conv_out)?;

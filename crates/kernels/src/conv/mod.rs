@@ -126,6 +126,35 @@ impl Window {
     }
 }
 
+impl Window {
+    /// Where the kernels' explicit padding would differ from TensorFlow's: an `EXPLICIT`
+    /// padding and a filter with a non-finite value. The kernels skip a padding tap, where
+    /// TensorFlow (which pads the input, then runs a `VALID` convolution) adds `0 * w`: the
+    /// same sum for every finite `w` (a sum started from +0 is never -0, so adding a zero
+    /// leaves it unchanged), NaN for an infinite or NaN one. There, the input padded with
+    /// zeros and the `VALID` window, so the optimizer may fold a `Pad` into any convolution.
+    fn materialized<T: Float>(&self, inputs: &Inputs) -> KResult<Option<(Window, Tensor)>> {
+        let Padding::Explicit([(t, b), (l, r)]) = self.padding else { return Ok(None) };
+        #[allow(clippy::eq_op)] // `w - w` is 0 for a finite `w`, NaN otherwise.
+        let finite = |f: &[T]| f.iter().all(|&w| w - w == T::ZERO);
+        if t + b + l + r == 0 || finite(inputs[1].as_slice::<T>()?) {
+            return Ok(None);
+        }
+        let [n, h, w, c] = nhwc(&inputs[0], "input")?;
+        let (ph, pw) = (h + t + b, w + l + r);
+        let mut padded = Tensor::zeros(T::DTYPE, &[n, ph, pw, c])?;
+        let (x, dst) = (inputs[0].as_slice::<T>()?, padded.as_mut_slice::<T>()?);
+        if w * c > 0 {
+            for (i, row) in x.chunks_exact(w * c).enumerate() {
+                let (img, y) = (i / h, i % h);
+                let at = ((img * ph + y + t) * pw + l) * c;
+                dst[at..at + w * c].copy_from_slice(row);
+            }
+        }
+        Ok(Some((Window { padding: Padding::Valid, ..self.clone() }, padded)))
+    }
+}
+
 fn nhwc(t: &Tensor, what: &str) -> KResult<[usize; 4]> {
     match t.dims() {
         &[a, b, c, d] => Ok([a, b, c, d]),
@@ -245,6 +274,10 @@ impl<T: GemmElement + Float> Conv2D<T> {
         epilogue: Option<BlockFn<T>>,
         pool: Option<[usize; 2]>,
     ) -> KResult<Option<Tensor>> {
+        if let Some((window, padded)) = self.window.materialized::<T>(inputs)? {
+            let valid = Conv2D::<T> { window, winograd_filter: Default::default(), packed_filter: Default::default() };
+            return valid.run_into(ctx, &vec![padded, inputs[1].clone()], epilogue, pool);
+        }
         let [n, h, w, c] = nhwc(&inputs[0], "input")?;
         let [kh, kw, fc, oc] = nhwc(&inputs[1], "filter")?;
         if fc != c {

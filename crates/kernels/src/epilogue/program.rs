@@ -407,12 +407,18 @@ enum RowOperand<'a, T> {
     Scalar(T),
     /// The output's shape: the block's own elements.
     Full(&'a [T]),
+    /// A vector of the channels per image (`[N, 1, 1, C]`: a squeeze-and-excite scale), each
+    /// image's tiled to one row.
+    PerImage(Vec<Vec<T>>),
 }
 
 /// The operands of a [`RowEpilogue`] for one output, in rows of one length.
 pub(crate) struct RowOperands<'a, T> {
     args: Vec<RowOperand<'a, T>>,
     row_len: usize,
+    /// Elements per image where an operand is [`RowOperand::PerImage`] (strips then stop at
+    /// image boundaries), else `usize::MAX`.
+    image_len: usize,
 }
 
 impl<T: Float + Element> RowEpilogue<T> {
@@ -430,8 +436,9 @@ impl<T: Float + Element> RowEpilogue<T> {
 
     /// The operands for an output of shape `out` (NHWC) processed in rows of `row_len`
     /// elements (a multiple of the channels): each of `args` a scalar, a vector of the
-    /// channels (`[C]`, `[1, 1, 1, C]`) or of the output's shape. `None` when one is anything
-    /// else (the caller then runs the program after the convolution: [`RowEpilogue::finish`]).
+    /// channels (`[C]`, `[1, 1, 1, C]`), of the output's shape, or (for a chain program) a
+    /// vector of the channels per image (`[N, 1, 1, C]`). `None` when one is anything else
+    /// (the caller then runs the program after the convolution: [`RowEpilogue::finish`]).
     pub(crate) fn operands<'a>(
         &self,
         args: &'a [Tensor],
@@ -440,6 +447,7 @@ impl<T: Float + Element> RowEpilogue<T> {
     ) -> KResult<Option<RowOperands<'a, T>>> {
         let channels = out.last().copied().unwrap_or(0);
         let mut ops = Vec::with_capacity(args.len());
+        let mut image_len = usize::MAX;
         for t in args {
             let v = t.as_slice::<T>()?;
             let trailing: Vec<usize> = t.dims().iter().skip_while(|&&d| d == 1).copied().collect();
@@ -449,11 +457,19 @@ impl<T: Float + Element> RowEpilogue<T> {
                 RowOperand::Full(v)
             } else if trailing == [channels] {
                 RowOperand::Tile(v.iter().copied().cycle().take(row_len).collect())
+            } else if let ([n, h, w, c], [tn, 1, 1, tc], Some(_)) = (out, t.dims(), &self.chain) {
+                if (tn, tc) != (n, c) || *c == 0 || h * w * c == 0 {
+                    return Ok(None);
+                }
+                image_len = h * w * c;
+                RowOperand::PerImage(
+                    v.chunks_exact(*c).map(|i| i.iter().copied().cycle().take(row_len).collect()).collect(),
+                )
             } else {
                 return Ok(None);
             });
         }
-        Ok(Some(RowOperands { args: ops, row_len }))
+        Ok(Some(RowOperands { args: ops, row_len, image_len }))
     }
 
     /// Runs the program in place over `block`, elements `start..` of the output (whole
@@ -469,6 +485,7 @@ impl<T: Float + Element> RowEpilogue<T> {
             RowOperand::Tile(t) => View::Tiled(t),
             RowOperand::Scalar(v) => View::Scalar(*v),
             RowOperand::Full(v) => View::Full(v),
+            RowOperand::PerImage(_) => unreachable!("operands() gives per-image operands to chains only"),
         }));
         scratch.resize((self.program.instrs.len() + 1) * len, T::ZERO);
         for (i, chunk) in block.chunks_mut(len.max(1)).enumerate() {
@@ -480,12 +497,16 @@ impl<T: Float + Element> RowEpilogue<T> {
     /// place. The same scalar functions on the same operands in the same order as the
     /// general path, so the same bits.
     fn apply_chain(&self, chain: &[Option<(usize, bool)>], start: usize, block: &mut [T], ops: &RowOperands<T>) {
-        // Blocks start at a pixel, so each row of `row_len` starts where the tiles do.
+        // Blocks start at a pixel, so each row of `row_len` starts where the tiles do; a
+        // strip ends at an image's end (per-image operands), which is a pixel's.
         let row = ops.row_len.max(1);
         for (r, elems) in block.chunks_mut(row).enumerate() {
-            for (i, strip) in elems.chunks_mut(STRIP).enumerate() {
-                let (at, len) = (i * STRIP, strip.len());
+            let mut at = 0;
+            while at < elems.len() {
                 let whole = start + r * row + at;
+                let image = whole / ops.image_len;
+                let len = STRIP.min(elems.len() - at).min(ops.image_len - whole % ops.image_len);
+                let strip = &mut elems[at..at + len];
                 for (ins, arg) in self.program.instrs.iter().zip(chain) {
                     match (&ins.in_place, arg) {
                         (InPlace::Unary(f), _) => f(strip),
@@ -494,12 +515,14 @@ impl<T: Float + Element> RowEpilogue<T> {
                                 RowOperand::Scalar(v) => Operand::Scalar(*v),
                                 RowOperand::Full(v) => Operand::Slice(&v[whole..whole + len]),
                                 RowOperand::Tile(t) => Operand::Slice(&t[at..at + len]),
+                                RowOperand::PerImage(t) => Operand::Slice(&t[image][at..at + len]),
                             };
                             f(strip, y, *swap)
                         }
                         (InPlace::Binary(_), None) => unreachable!("chain_of gives binary steps an operand"),
                     }
                 }
+                at += len;
             }
         }
     }
