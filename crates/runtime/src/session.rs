@@ -57,7 +57,7 @@ fn signature_hash(feeds: &[&str], fetches: &[&str], targets: &[&str]) -> u64 {
 
 /// Runs a graph: `run(feeds, fetches, targets)` by tensor and node names.
 pub struct Session {
-    devices: crate::device::DeviceSet,
+    devices: Arc<crate::device::DeviceSet>,
     graph: Arc<Graph>,
     /// The graph's static shapes (what plans of the graph as written use).
     shapes: Arc<Vec<Vec<Shape>>>,
@@ -83,8 +83,20 @@ impl Session {
     }
 
     fn with_env(graph: Graph, devices: crate::device::DeviceSet, env: RuntimeEnv) -> Result<Session, RuntimeError> {
+        Session::sharing(graph, Arc::new(devices), env)
+    }
+
+    fn sharing(graph: Graph, devices: Arc<crate::device::DeviceSet>, env: RuntimeEnv) -> Result<Session, RuntimeError> {
         let shapes = Arc::new(infer_shapes(&graph)?);
         Ok(Session { devices, graph: Arc::new(graph), shapes, env, plans: Mutex::new(HashMap::new()) })
+    }
+
+    /// A session over `graph` — this session's graph with nodes added (TensorFlow's
+    /// `Session.extend`: Python code that builds more of its graph after creating the
+    /// session) — with the same devices, thread pools and resources, so the variables keep
+    /// their values. Plans are compiled afresh.
+    pub fn extended(&self, graph: Graph) -> Result<Session, RuntimeError> {
+        Session::sharing(graph, self.devices.clone(), self.env.clone())
     }
 
     /// The session's variables and random-generator states (shared by every plan).
