@@ -556,7 +556,11 @@ fn long_products_and_convolutions_stop_on_time() {
     for (graph, fetch, node) in cases {
         let g = graph.to_str().unwrap();
         let ran = ferroflow(&args(&["run", g, "--fetch", fetch, "--timeout-ms", "500"]), None);
-        fails_with(&ran, &[node, "deadline exceeded"]);
+        fails_with(&ran, &["deadline exceeded"]);
+        // The error names what was running: the product, or (on a loaded machine, in a debug
+        // build) one of its random inputs still being drawn when the deadline came.
+        let line = ran.stderr.trim_end();
+        assert!(line.contains(node) || line.contains("(RandomUniform)"), "{node}: {line}");
         assert!(ran.elapsed < Duration::from_secs(3), "{node}: stopped after {:?}", ran.elapsed);
         let ran = ferroflow(&args(&["run", g, "--fetch", fetch]), Some(Duration::from_millis(700)));
         assert_eq!(ran.status, 130, "{node}: {}", ran.stderr);
