@@ -278,9 +278,9 @@ def constant(value: Any, dtype: Any = None, name: Optional[str] = None, graph: O
     """A ``Const`` node holding ``value``."""
     g = graph or get_default_graph()
     arr = np.asarray(value, dtype=None if dtype is None else as_dtype(dtype).as_numpy_dtype)
-    if dtype is None and arr.dtype == np.float64 and not isinstance(value, np.ndarray):
+    if dtype is None and arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
         arr = arr.astype(np.float32)  # Python floats are float32 tensors, as in TensorFlow
-    if dtype is None and arr.dtype == np.int64 and not isinstance(value, np.ndarray):
+    if dtype is None and arr.dtype == np.int64 and not isinstance(value, (np.ndarray, np.generic)):
         arr = arr.astype(np.int32)
     dt = as_dtype(arr.dtype if arr.dtype.kind not in "OSU" else "string")
     _, outs = g._add_op("Const", [], {"value": arr, "dtype": dt.name}, name)
@@ -291,6 +291,8 @@ def convert_to_tensor(value: Any, dtype: Any = None, graph: Optional[Graph] = No
     """``value`` if it is a Tensor, else a constant of it (of ``dtype`` when given)."""
     if isinstance(value, Tensor):
         return value
+    if hasattr(value, "read_value"):  # a variable stands for its value
+        return value.read_value()
     return constant(value, dtype=dtype, graph=graph)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List
 from ferroflow import _native
 
 _DEFS: Dict[str, dict] = {}
+_ALIASES = {"axis": "reduction_indices"}
 
 
 def _defs() -> Dict[str, dict]:
@@ -30,8 +31,16 @@ def _wrapper(op: str, d: dict) -> Callable[..., Any]:
     attr_names = {a[0] for a in d["attrs"]}
     takes = [n for n, _ in inputs] + sorted(attr_names) + ["name"]
 
+    # TensorFlow's Python wrappers rename some op-def arguments (its api_defs): the
+    # reductions' `reduction_indices` is `axis` in `tf.raw_ops`. Both are taken.
+    input_names = {n for n, _ in inputs}
+    aliases = {a: n for a, n in _ALIASES.items() if n in input_names and a not in input_names}
+
     def call(**kwargs: Any) -> Any:
         name = kwargs.pop("name", None)
+        for a, n in aliases.items():
+            if a in kwargs:
+                kwargs[n] = kwargs.pop(a)
         unknown = [k for k in kwargs if k not in attr_names and k not in {n for n, _ in inputs}]
         if unknown:
             raise TypeError(f"raw_ops.{op}() got unexpected arguments {unknown}; it takes {takes}")

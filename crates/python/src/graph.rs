@@ -82,6 +82,16 @@ impl Graph {
         self.with(|s, _| s.graph())
     }
 
+    /// Replaces the whole graph (an import into it); name-scope views made before start over
+    /// at the top.
+    pub(crate) fn replace(&self, graph: ferroflow::graph::Graph) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let root = Scope::from_graph(graph);
+        let n = inner.scopes.len();
+        inner.scopes = vec![root.clone(); n];
+        inner.shapes = ShapeTracker::default();
+    }
+
     fn output(scope: &Scope, name: &str) -> PyResult<Output> {
         scope.with_graph(|g| g.output_by_name(name)).map_err(|e| NotFoundError::new_err(e.to_string()))
     }

@@ -14,6 +14,7 @@ mod convert;
 mod errors;
 mod graph;
 mod session;
+mod train;
 
 use pyo3::prelude::*;
 
@@ -30,6 +31,8 @@ mod _native {
     use super::graph::{op_defs, Graph};
     #[pymodule_export]
     use super::session::{Buffer, Session};
+    #[pymodule_export]
+    use super::train::{gradients, import_meta_graph, latest_checkpoint, Saver};
     use pyo3::prelude::*;
 
     #[pymodule_init]

@@ -43,7 +43,7 @@ pub struct Session {
 }
 
 impl Session {
-    fn current(&self) -> PyResult<Arc<RustSession>> {
+    pub(crate) fn current(&self) -> PyResult<Arc<RustSession>> {
         self.inner
             .read()
             .unwrap_or_else(|p| p.into_inner())
