@@ -101,12 +101,12 @@ pub fn latest_checkpoint(directory: PathBuf) -> PyResult<Option<String>> {
 #[pyfunction]
 #[pyo3(signature = (graph, path, import_scope=""))]
 pub fn import_meta_graph(graph: &Graph, path: PathBuf, import_scope: &str) -> PyResult<Option<Saver>> {
-    let current = graph.snapshot();
-    let into = (current.len() > 0).then_some(&current);
-    let imported = ferroflow::train::meta_graph::import_meta_graph_file(&path, into, import_scope).map_err(to_py)?;
-    graph.replace(imported.graph);
     if import_scope.contains(':') {
         return Err(invalid("import_scope must be a name scope"));
     }
+    let current = graph.snapshot();
+    let into = (!current.nodes().is_empty()).then_some(&current);
+    let imported = ferroflow::train::meta_graph::import_meta_graph_file(&path, into, import_scope).map_err(to_py)?;
+    graph.replace(imported.graph);
     Ok(imported.saver.map(|s| Saver { inner: Mutex::new(s) }))
 }
