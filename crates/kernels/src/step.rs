@@ -25,6 +25,12 @@ impl Cancellation {
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
+
+    /// The flag itself: storing `true` cancels, as [`Cancellation::cancel`] does. For a
+    /// signal handler, which may touch an atomic but not call into the handle.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.0
+    }
 }
 
 /// Why a step stopped early.

@@ -1,8 +1,7 @@
 //! Sessions run from Python: NumPy feeds, NumPy views of the fetched tensors, the GIL
 //! released while a step runs, and Ctrl-C cancelling the step.
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use ferroflow::proto::{run_options::TraceLevel, RunMetadata, RunOptions};
 use ferroflow::runtime::{Cancellation, RuntimeError, Session as RustSession, SessionOptions};
@@ -31,9 +30,6 @@ impl Buffer {
 
 /// A step's fetched arrays and, when traced, its `RunMetadata` bytes.
 type StepResult<'py> = (Vec<Bound<'py, PyAny>>, Option<Bound<'py, PyBytes>>);
-
-/// How often a step run from the main thread looks for Ctrl-C.
-const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
 /// A session over a graph (`tf.compat.v1.Session`): steps run with the GIL released; one
 /// session may be used from many Python threads at once.
@@ -133,32 +129,50 @@ impl Session {
     }
 }
 
-/// Runs `step` on a scoped thread while the calling (main) thread, GIL released, looks for
-/// Ctrl-C every [`SIGNAL_POLL`]: on a signal the step is cancelled, joined, and the
-/// signal's exception (`KeyboardInterrupt`) returned.
+/// The cancellation flag of the step the main thread is running, for [`on_sigint`].
+static RUNNING: AtomicPtr<AtomicBool> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether SIGINT came while a main-thread step ran.
+static GOT_SIGINT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    // Async-signal-safe: atomics only.
+    let flag = RUNNING.load(Ordering::Acquire);
+    if !flag.is_null() {
+        // SAFETY: `run_interruptibly` keeps the flag alive while it is published here.
+        unsafe { (*flag).store(true, Ordering::Release) };
+    }
+    GOT_SIGINT.store(true, Ordering::Release);
+}
+
+/// Runs `step` inline with the GIL released and, while it runs, SIGINT cancelling it (the
+/// interpreter's own handler is put back after): Ctrl-C stops the step at its next node and
+/// raises `KeyboardInterrupt`. Two `sigaction` calls a step, no thread. When SIGINT is ignored
+/// the step runs without the handler.
+#[cfg(unix)]
 fn run_interruptibly<R: Send>(py: Python<'_>, step: impl FnOnce() -> R + Send, cancel: &Cancellation) -> PyResult<R> {
-    py.detach(|| {
-        std::thread::scope(|s| {
-            let (tx, rx) = mpsc::channel();
-            let worker = s.spawn(move || {
-                let r = step();
-                let _ = tx.send(());
-                r
-            });
-            let mut interrupted = None;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(SIGNAL_POLL) {
-                if interrupted.is_none() {
-                    if let Err(e) = Python::attach(|py| py.check_signals()) {
-                        cancel.cancel();
-                        interrupted = Some(e);
-                    }
-                }
-            }
-            let r = worker.join().map_err(|_| crate::errors::InternalError::new_err("the step's thread panicked"))?;
-            match interrupted {
-                Some(e) => Err(e),
-                None => Ok(r),
-            }
-        })
-    })
+    // SAFETY: plain sigaction calls; the handler only touches atomics.
+    unsafe {
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = on_sigint as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut new.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGINT, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
+            return Ok(py.detach(step));
+        }
+        GOT_SIGINT.store(false, Ordering::Release);
+        RUNNING.store(cancel.flag() as *const AtomicBool as *mut AtomicBool, Ordering::Release);
+        libc::sigaction(libc::SIGINT, &new, std::ptr::null_mut());
+        let r = py.detach(step);
+        libc::sigaction(libc::SIGINT, &old, std::ptr::null_mut());
+        RUNNING.store(std::ptr::null_mut(), Ordering::Release);
+        if GOT_SIGINT.swap(false, Ordering::AcqRel) {
+            return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(""));
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(not(unix))]
+fn run_interruptibly<R: Send>(py: Python<'_>, step: impl FnOnce() -> R + Send, _: &Cancellation) -> PyResult<R> {
+    Ok(py.detach(step))
 }
