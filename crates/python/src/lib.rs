@@ -13,6 +13,7 @@
 mod convert;
 mod errors;
 mod graph;
+mod saved_model;
 mod session;
 mod train;
 
@@ -29,6 +30,8 @@ mod _native {
     };
     #[pymodule_export]
     use super::graph::{op_defs, Graph};
+    #[pymodule_export]
+    use super::saved_model::SavedModel;
     #[pymodule_export]
     use super::session::{Buffer, Session};
     #[pymodule_export]
