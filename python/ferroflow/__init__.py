@@ -10,7 +10,7 @@ runtime, NumPy in and out.
 ``ferroflow.raw_ops`` has every registered op; ``ferroflow.errors`` TensorFlow's exception
 classes. Eager execution and ``compat.v1`` are being built on this surface.
 """
-from ferroflow import errors, raw_ops, saved_model  # noqa: F401
+from ferroflow import data, errors, keras, raw_ops, saved_model  # noqa: F401
 from ferroflow._native import __version__  # noqa: F401
 from ferroflow.client import RunMetadata, RunOptions, Session  # noqa: F401
 from ferroflow.framework import (  # noqa: F401

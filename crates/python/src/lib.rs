@@ -11,6 +11,7 @@
 #![allow(clippy::useless_conversion)] // pyo3's macros convert PyResult types
 
 mod convert;
+mod data;
 mod errors;
 mod graph;
 mod saved_model;
@@ -22,6 +23,8 @@ use pyo3::prelude::*;
 /// The module `ferroflow._native`.
 #[pymodule]
 mod _native {
+    #[pymodule_export]
+    use super::data::{image_dataset_from_directory, Dataset, Iterator};
     #[pymodule_export]
     use super::errors::{
         AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
