@@ -169,3 +169,28 @@ def test_ctrl_c_cancels_a_running_step():
         small = np.eye(2, dtype=np.float32)
         np.testing.assert_array_equal(sess.run(y, {a: small}), small)
     assert took < 5.0
+
+
+def test_hostile_graph_files_raise_without_crashing(tmp_path):
+    # A GraphDef claiming a 1 TB constant, an attr of the wrong kind, a cycle.
+    huge = tmp_path / "huge.pbtxt"
+    huge.write_text('node { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } '
+                    'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 1000000 } '
+                    'dim { size: 1000000 } dim { size: 250 } } } } } }')
+    with pytest.raises(ff.errors.OpError):
+        g = ff.load_graph(str(huge))
+        ff.Session(graph=g).run("c:0")
+    bad_attr = tmp_path / "bad.pbtxt"
+    bad_attr.write_text('node { name: "p" op: "MaxPool" attr { key: "padding" value { s: "FULL" } } }')
+    with pytest.raises(ff.errors.OpError, match="'p'"):
+        ff.Session(graph=ff.load_graph(str(bad_attr))).run("p:0")
+    r = ff.raw_ops.Reshape(tensor=ff.constant([1.0, 2.0]), shape=ff.constant([3]))
+    with pytest.raises(ff.errors.InvalidArgumentError):
+        ff.Session().run(r)
+    ff.reset_default_graph()
+    x = ff.placeholder(ff.float32, [2], name="v")
+    with ff.Session() as sess:
+        with pytest.raises(ff.errors.OpError):
+            sess.run(x, {x: np.zeros(3, np.float32)})  # wrong shape
+        with pytest.raises((ValueError, TypeError, ff.errors.OpError)):
+            sess.run(x, {x: [object(), object()]})
