@@ -108,6 +108,8 @@ class Session:
         targets: List[str] = []
         slots: List[Optional[int]] = []
         for leaf in leaves:
+            if hasattr(leaf, "read_value"):  # a variable fetches its value
+                leaf = leaf.read_value()
             if isinstance(leaf, Operation):
                 targets.append(leaf.name)
                 slots.append(None)

@@ -70,10 +70,19 @@ def test_train_save_and_restore_from_the_meta_graph(tmp_path):
                 losses.append(float(loss))
             saver.save(sess, ckpt, global_step=model.global_step)
         acc = sess.run(model.accuracy, feed_dict={model.x: x_test, model.y: y_test, model.is_training: False})
-        step = sess.run(model.global_step.value)
+        step = sess.run(model.global_step)  # a variable, as the article fetches it
+        saver.save(sess, str(tmp_path / "class" / "model.ckpt"), step)
     assert step == 24
     assert losses[-1] < losses[0] * 0.5, losses
     assert acc > 0.9, acc
+    # Restore into the model class rebuilt (the article's first way).
+    tf.reset_default_graph()
+    model = Model(config)
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        saver.restore(sess, tf.train.latest_checkpoint(str(tmp_path / "class")))
+        again = sess.run(model.accuracy, feed_dict={model.x: x_test, model.y: y_test, model.is_training: False})
+    assert again == pytest.approx(acc)
     # Restore with only the .meta and the checkpoint, as the article does.
     tf.reset_default_graph()
     with tf.Session() as sess:

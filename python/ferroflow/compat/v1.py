@@ -436,7 +436,7 @@ class Saver:
         sess._sync()
         step = None
         if global_step is not None:
-            if isinstance(global_step, (int, np.integer)):
+            if isinstance(global_step, (int, np.integer, np.ndarray)):
                 step = int(global_step)
             else:
                 step = int(sess.run(_value(global_step)))
