@@ -189,6 +189,7 @@ class Graph:
         self._native = native if native is not None else _native.Graph()
         self._scope = self._native
         self._collections: dict = {}
+        self._layer_names: set = set()  # tf.layers' default names taken (dense, dense_1, ...)
 
     def as_default(self) -> "contextlib.AbstractContextManager[Graph]":
         return _default_graph_context(self)

@@ -7,7 +7,7 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::{invalid, to_py, UnimplementedError};
 use crate::session::Buffer;
@@ -117,18 +117,13 @@ pub(crate) fn tensor_from_numpy(a: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     }
 }
 
-fn view_out<'py, T: Element + NpElement>(
-    py: Python<'py>,
-    t: &Tensor,
-    base: Bound<'py, Buffer>,
-) -> PyResult<Bound<'py, PyAny>> {
+fn view_out<'py, T: Element + NpElement>(t: &Tensor, base: Bound<'py, Buffer>) -> PyResult<Bound<'py, PyAny>> {
     let data = t.as_slice::<T>().map_err(to_py)?;
     let view = ArrayViewD::from_shape(IxDyn(t.dims()), data).map_err(|e| invalid(e.to_string()))?;
     // SAFETY: `base` owns a clone of the tensor, so the buffer outlives the array; the array is
     // made read-only (the buffer may be shared with the session's other tensors).
     let a: Bound<'py, PyArrayDyn<T>> = unsafe { PyArrayDyn::borrow_from_array(&view, base.into_any()) };
     a.readwrite().make_nonwriteable();
-    let _ = py;
     Ok(a.into_any())
 }
 
@@ -146,23 +141,21 @@ pub(crate) fn tensor_to_numpy<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound
     }
     let base = Bound::new(py, Buffer { tensor: t.clone() })?;
     match d {
-        DType::Float => view_out::<f32>(py, &t, base),
-        DType::Double => view_out::<f64>(py, &t, base),
-        DType::Half => view_out::<half::f16>(py, &t, base),
-        DType::Int8 => view_out::<i8>(py, &t, base),
-        DType::Int16 => view_out::<i16>(py, &t, base),
-        DType::Int32 => view_out::<i32>(py, &t, base),
-        DType::Int64 => view_out::<i64>(py, &t, base),
-        DType::UInt8 => view_out::<u8>(py, &t, base),
-        DType::UInt16 => view_out::<u16>(py, &t, base),
-        DType::UInt32 => view_out::<u32>(py, &t, base),
-        DType::UInt64 => view_out::<u64>(py, &t, base),
-        DType::Bool => view_out::<bool>(py, &t, base),
+        DType::Float => view_out::<f32>(&t, base),
+        DType::Double => view_out::<f64>(&t, base),
+        DType::Half => view_out::<half::f16>(&t, base),
+        DType::Int8 => view_out::<i8>(&t, base),
+        DType::Int16 => view_out::<i16>(&t, base),
+        DType::Int32 => view_out::<i32>(&t, base),
+        DType::Int64 => view_out::<i64>(&t, base),
+        DType::UInt8 => view_out::<u8>(&t, base),
+        DType::UInt16 => view_out::<u16>(&t, base),
+        DType::UInt32 => view_out::<u32>(&t, base),
+        DType::UInt64 => view_out::<u64>(&t, base),
+        DType::Bool => view_out::<bool>(&t, base),
         other => Err(UnimplementedError::new_err(format!("a {} tensor has no NumPy form", dtype_name(other)))),
     }
 }
-
-use pyo3::types::IntoPyDict;
 
 /// A shape from Python: `None` (unknown rank) or a sequence of ints and `None`s.
 pub(crate) fn shape_of(v: &Bound<'_, PyAny>) -> PyResult<Shape> {

@@ -249,8 +249,7 @@ def global_variables_initializer() -> Operation:
 
 
 def _unique_layer_name(base: str) -> str:
-    g = _g()
-    taken = g.__dict__.setdefault("_layer_names", set())
+    taken = _g()._layer_names
     name, i = base, 0
     while name in taken:
         i += 1
