@@ -61,7 +61,9 @@ class Session:
     """Runs a graph (``tf.compat.v1.Session``). ``run`` takes fetches as names, Tensors,
     Operations or nested lists, tuples and dicts of them, and returns the same structure of
     NumPy arrays (``None`` for an Operation); ``feed_dict`` is keyed by names or Tensors.
-    Steps run with the GIL released, and one session may be used from many threads."""
+    Fetched arrays are read-only views of the step's tensors; a C-contiguous, aligned feed of
+    a numeric dtype is read in place (never written; a variable assigned from it keeps a copy),
+    so do not write a fed array from another thread while a step runs. Steps run with the GIL released, and one session may be used from many threads."""
 
     def __init__(self, target: str = "", graph: Optional[Graph] = None, config: Any = None) -> None:
         if target:

@@ -57,6 +57,57 @@ def test_a_large_fetch_is_not_copied():
     assert out.shape == big.shape and out[12345] == 1.0
 
 
+def test_feeds_are_read_in_place_and_never_written():
+    x = ff.placeholder(ff.float32, [None], name="x")
+    same = ff.raw_ops.Identity(input=x)
+    plus = ff.raw_ops.AddV2(x=x, y=ff.constant(np.float32(1.0)))
+    feed = np.arange(1000, dtype=np.float32)
+    with ff.Session() as sess:
+        got_same, got_plus = sess.run([same, plus], {x: feed})
+        # The fetched Identity is the fed array's own memory: neither side copied it.
+        assert np.shares_memory(got_same, feed)
+        # A kernel free to update its input in place copies a fed array instead.
+        np.testing.assert_array_equal(got_plus, np.arange(1000, dtype=np.float32) + 1)
+        np.testing.assert_array_equal(feed, np.arange(1000, dtype=np.float32))
+        # Layouts that cannot be read in place are copied: strided, big-endian, Fortran order.
+        for odd in (feed[::2], feed.astype(">f4"), np.asfortranarray(feed.reshape(10, 100)).ravel(order="K")):
+            got = sess.run(same, {x: odd})
+            np.testing.assert_array_equal(got, np.asarray(odd, np.float32))
+    # The output keeps the fed memory alive after the feed's own name is gone.
+    del feed
+    import gc
+
+    gc.collect()
+    assert got_same[999] == 999.0
+
+
+def test_a_variable_assigned_from_a_feed_does_not_follow_the_array():
+    v = ff.raw_ops.VarHandleOp(dtype=ff.float32, shape=[3], shared_name="v", name="v")
+    x = ff.placeholder(ff.float32, [3], name="x")
+    assign = ff.raw_ops.AssignVariableOp(resource=v, value=x)
+    read = ff.raw_ops.ReadVariableOp(resource=v, dtype=ff.float32)
+    feed = np.array([1, 2, 3], np.float32)
+    with ff.Session() as sess:
+        sess.run(assign, {x: feed})
+        feed[:] = -1
+        np.testing.assert_array_equal(sess.run(read), [1, 2, 3])
+
+
+def test_a_large_feed_is_not_copied():
+    import resource
+
+    x = ff.placeholder(ff.float32, [None], name="x")
+    total = ff.raw_ops.Sum(input=x, axis=ff.constant(np.int32(0)))
+    big = np.ones(50_000_000, np.float32)  # 200 MB
+    with ff.Session() as sess:
+        sess.run(total, {x: big[:10]})
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        assert sess.run(total, {x: big}) == 50_000_000
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    # A copy of the feed would raise the peak by 200 MB (ru_maxrss is in KiB).
+    assert grown < 100_000, grown
+
+
 def test_errors_are_tensorflows_classes():
     x, y = mlp()
     with ff.Session() as sess:

@@ -26,7 +26,7 @@ impl Variable {
     /// A variable of `dtype` holding `value` (none: unassigned), for state made outside a
     /// session (an eager variable a function captures).
     pub fn new(dtype: DType, value: Option<Tensor>) -> Variable {
-        Variable { dtype, value: RwLock::new(value) }
+        Variable { dtype, value: RwLock::new(value.map(Tensor::into_owned)) }
     }
     /// The variable's dtype.
     pub fn dtype(&self) -> DType {
@@ -36,9 +36,10 @@ impl Variable {
     pub fn read(&self) -> Option<Tensor> {
         self.value.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
-    /// Replaces the value.
+    /// Replaces the value (copying foreign elements: a variable must not change when a fed
+    /// NumPy array does).
     pub fn assign(&self, t: Tensor) {
-        *self.value.write().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        *self.value.write().unwrap_or_else(|p| p.into_inner()) = Some(t.into_owned());
     }
     /// The write lock on the value (for updates that hold several variables at once; take
     /// them in a fixed order, e.g. by address, to avoid deadlock).
@@ -235,7 +236,9 @@ impl OpKernel for Assign {
         var.update(|slot| -> KResult<()> {
             match (kind, slot.as_mut()) {
                 (AssignKind::Set, _) => {
-                    *slot = Some(value);
+                    // A fed NumPy array's memory is copied: the variable must not change when
+                    // the array does.
+                    *slot = Some(value.into_owned());
                     Ok(())
                 }
                 (_, None) => Err(invalid(format!(

@@ -117,6 +117,50 @@ pub(crate) fn tensor_from_numpy(a: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     }
 }
 
+/// A tensor reading a NumPy array's memory in place (no copy) when its layout allows: a
+/// C-contiguous, aligned, native-byte-order array of a fixed-size dtype. The tensor keeps the
+/// array alive; kernels never write it (one that would update its input takes a copy) and a
+/// variable assigned from it copies it. Other arrays are copied as [`tensor_from_numpy`] does.
+/// For values used during one step (feeds, signature inputs), not ones kept (dataset elements).
+pub(crate) fn tensor_in_place(a: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let Ok(arr) = a.cast::<PyUntypedArray>() else { return tensor_from_numpy(a) };
+    let descr = arr.dtype();
+    let dtype = match (descr.kind(), descr.itemsize()) {
+        (b'f', 4) => DType::Float,
+        (b'f', 8) => DType::Double,
+        (b'f', 2) => DType::Half,
+        (b'i', 1) => DType::Int8,
+        (b'i', 2) => DType::Int16,
+        (b'i', 4) => DType::Int32,
+        (b'i', 8) => DType::Int64,
+        (b'u', 1) => DType::UInt8,
+        (b'u', 2) => DType::UInt16,
+        (b'u', 4) => DType::UInt32,
+        (b'u', 8) => DType::UInt64,
+        (b'b', 1) => DType::Bool,
+        _ => return tensor_from_numpy(a),
+    };
+    let native =
+        matches!(descr.byteorder(), b'=' | b'|') || (descr.byteorder() == b'<') == cfg!(target_endian = "little");
+    // SAFETY: `arr` is a live ndarray; its object struct is read, not written.
+    let data = unsafe { (*arr.as_array_ptr()).fields.data } as *mut u8;
+    let dims = arr.shape().to_vec();
+    let len = arr.len().checked_mul(descr.itemsize());
+    let (Some(ptr), Some(len), true, true) = (std::ptr::NonNull::new(data), len, arr.is_c_contiguous(), native) else {
+        return tensor_from_numpy(a);
+    };
+    if !(ptr.as_ptr() as usize).is_multiple_of(dtype.size().unwrap_or(1).min(8)) {
+        return tensor_from_numpy(a);
+    }
+    let owner: Py<PyAny> = a.clone().unbind();
+    // SAFETY: the array's `len` data bytes are initialized and stay allocated while the array
+    // object lives, which `owner` ensures; ferroflow never writes them (a foreign buffer is
+    // never unique). Python code may write the array while a step reads it, as with
+    // TensorFlow's fed arrays: the step then sees some mix of old and new values.
+    let buffer = unsafe { ferroflow::tensor::buffer::Buffer::from_foreign(ptr, len, Box::new(owner)) };
+    Tensor::from_foreign(dtype, &dims, buffer).map_err(to_py)
+}
+
 fn view_out<'py, T: Element + NpElement>(t: &Tensor, base: Bound<'py, Buffer>) -> PyResult<Bound<'py, PyAny>> {
     let data = t.as_slice::<T>().map_err(to_py)?;
     let view = ArrayViewD::from_shape(IxDyn(t.dims()), data).map_err(|e| invalid(e.to_string()))?;

@@ -7,7 +7,7 @@ use ferroflow::train::saved_model::SavedModel as RustSavedModel;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{dtype_name, tensor_from_numpy, tensor_to_numpy};
+use crate::convert::{dtype_name, tensor_in_place, tensor_to_numpy};
 use crate::errors::{invalid, to_py};
 
 /// A loaded SavedModel: its variables restored, its init op run.
@@ -58,7 +58,7 @@ impl SavedModel {
     ) -> PyResult<Bound<'py, PyDict>> {
         let mut feeds = Vec::with_capacity(inputs.len());
         for (k, v) in &inputs {
-            feeds.push((k.as_str(), tensor_from_numpy(v).map_err(|e| invalid(format!("input '{k}': {e}")))?));
+            feeds.push((k.as_str(), tensor_in_place(v).map_err(|e| invalid(format!("input '{k}': {e}")))?));
         }
         let outs = py.detach(|| self.inner.call(name, &feeds, &[])).map_err(to_py)?;
         let d = PyDict::new(py);

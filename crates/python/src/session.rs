@@ -9,7 +9,7 @@ use ferroflow::tensor::Tensor;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::convert::{tensor_from_numpy, tensor_to_numpy};
+use crate::convert::{tensor_in_place, tensor_to_numpy};
 use crate::errors::{invalid, to_py, CancelledError};
 use crate::graph::Graph;
 
@@ -97,8 +97,7 @@ impl Session {
         let session = self.current()?;
         let mut tensors = Vec::with_capacity(feeds.len());
         for (name, value) in &feeds {
-            tensors
-                .push((name.as_str(), tensor_from_numpy(value).map_err(|e| invalid(format!("feed '{name}': {e}")))?));
+            tensors.push((name.as_str(), tensor_in_place(value).map_err(|e| invalid(format!("feed '{name}': {e}")))?));
         }
         if TraceLevel::try_from(trace_level).is_err() {
             return Err(invalid(format!("trace_level must be 0..=3, got {trace_level}")));

@@ -213,10 +213,22 @@ const INIT: usize = 2 * std::mem::size_of::<AtomicUsize>();
 /// the bytes; [`Buffer::get_mut`] gives write access only to the sole owner and
 /// [`Buffer::make_mut`] copies first when the bytes are shared.
 pub struct Buffer {
-    /// Start of the block; the count is at offset 0, the data at `HEADER`.
+    /// Start of the block; the count is at offset 0, the data at `HEADER` (or, for a buffer
+    /// over foreign memory, elsewhere: see [`Buffer::from_foreign`]).
     block: NonNull<u8>,
+    /// The first data byte.
+    data: NonNull<u8>,
     len: usize,
 }
+
+/// What keeps foreign memory alive (a NumPy array, a memory map): dropped with the last handle.
+pub type ForeignOwner = Box<dyn std::any::Any + Send + Sync>;
+
+/// The header's size field of a foreign buffer (no block of ours is empty).
+const FOREIGN: usize = 0;
+/// Offset in a foreign buffer's header of its [`ForeignOwner`].
+const OWNER: usize = 4 * std::mem::size_of::<AtomicUsize>();
+const _: () = assert!(OWNER + std::mem::size_of::<ForeignOwner>() <= HEADER);
 
 // SAFETY: the bytes are only written through `&mut Buffer` when the count proves this handle
 // is the only one (get_mut/make_mut); the count itself is atomic. So sharing handles across
@@ -236,8 +248,51 @@ impl Buffer {
 
     #[inline]
     fn data(&self) -> *mut u8 {
-        // SAFETY: every block is at least HEADER + len bytes long.
-        unsafe { self.block.as_ptr().add(HEADER) }
+        self.data.as_ptr()
+    }
+
+    /// A buffer over `len` bytes at `data` that someone else allocated, kept alive by `owner`
+    /// until the last handle drops (then `owner` is dropped, on whichever thread that is). The
+    /// bytes are never written through it: [`Buffer::get_mut`] refuses and
+    /// [`Buffer::make_mut`] copies, so kernels that update inputs in place take a copy.
+    ///
+    /// # Safety
+    /// The `len` bytes at `data` must be initialized, stay valid while `owner` lives, and not
+    /// be written while any handle exists. `data` need not be 64-byte aligned, but must be
+    /// aligned for the element type of any tensor made over it.
+    pub unsafe fn from_foreign(data: NonNull<u8>, len: usize, owner: ForeignOwner) -> Buffer {
+        let layout = block_layout(HEADER);
+        // SAFETY: the layout has a non-zero size.
+        let header = unsafe { alloc::alloc(layout) };
+        let Some(block) = NonNull::new(header) else { alloc::handle_alloc_error(layout) };
+        // SAFETY: the header is HEADER bytes, 64-byte aligned; OWNER + the owner's size fits
+        // in it (checked above) and is aligned for a Box (OWNER is a multiple of 8).
+        unsafe {
+            let h = block.as_ptr() as *mut usize;
+            h.write(1);
+            h.byte_add(SIZE).write(FOREIGN);
+            h.byte_add(INIT).write(0);
+            (block.as_ptr().add(OWNER) as *mut ForeignOwner).write(owner);
+        }
+        Buffer { block, data, len }
+    }
+
+    /// True when the bytes live in foreign memory ([`Buffer::from_foreign`]).
+    #[inline]
+    pub fn is_foreign(&self) -> bool {
+        // SAFETY: every header holds its size at SIZE, written before the handle existed.
+        unsafe { (self.block.as_ptr() as *const usize).byte_add(SIZE).read() == FOREIGN }
+    }
+
+    /// This buffer, or a copy in a block of ours if it is over foreign memory: for values kept
+    /// after a step (a variable's), which must not change when the foreign owner writes its
+    /// memory later.
+    pub fn into_owned(self) -> Buffer {
+        if self.is_foreign() {
+            Buffer::from_bytes(self.as_slice())
+        } else {
+            self
+        }
     }
 
     /// A new buffer of `len` zero bytes, with a count of one.
@@ -271,7 +326,9 @@ impl Buffer {
             header.byte_add(INIT).write(if whole { before.max(len) } else { 0 });
             fill(block.as_ptr().add(HEADER), len <= before);
         }
-        Some(Buffer { block, len })
+        // SAFETY: every block is at least HEADER + len bytes long.
+        let data = unsafe { NonNull::new_unchecked(block.as_ptr().add(HEADER)) };
+        Some(Buffer { block, data, len })
     }
 
     /// A zero-filled buffer of `len` bytes without the limit check (for callers that made
@@ -432,18 +489,19 @@ impl Buffer {
         unsafe { std::slice::from_raw_parts(self.data(), self.len) }
     }
 
-    /// Pointer to the first byte (64-byte aligned).
+    /// Pointer to the first byte (64-byte aligned, unless the buffer is foreign).
     #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.data()
     }
 
-    /// True when no other handle shares these bytes.
+    /// True when no other handle shares these bytes (never for foreign bytes, which their
+    /// owner shares).
     #[inline]
     pub fn is_unique(&self) -> bool {
         // Acquire pairs with the Release decrement of handles dropped on other threads, so
         // their reads of the bytes happen before any write we make next.
-        self.count().load(Ordering::Acquire) == 1
+        self.count().load(Ordering::Acquire) == 1 && !self.is_foreign()
     }
 
     /// The bytes, mutably, if this is the only handle to them.
@@ -474,7 +532,7 @@ impl Clone for Buffer {
         if old > isize::MAX as usize {
             std::process::abort();
         }
-        Buffer { block: self.block, len: self.len }
+        Buffer { block: self.block, data: self.data, len: self.len }
     }
 }
 
@@ -487,6 +545,15 @@ impl Drop for Buffer {
         std::sync::atomic::fence(Ordering::Acquire);
         // SAFETY: the header's size was written when the block was handed to this buffer.
         let size = unsafe { (self.block.as_ptr() as *const usize).byte_add(SIZE).read() };
+        if size == FOREIGN {
+            // SAFETY: from_foreign wrote the owner at OWNER and allocated the header with this
+            // layout; this is the last handle, so the owner is read (and dropped) once.
+            unsafe {
+                drop((self.block.as_ptr().add(OWNER) as *const ForeignOwner).read());
+                alloc::dealloc(self.block.as_ptr(), block_layout(HEADER));
+            }
+            return;
+        }
         free_block(self.block, size);
     }
 }
@@ -658,5 +725,36 @@ mod tests {
         }
         let mut b = b;
         assert!(b.get_mut().is_some());
+    }
+
+    #[test]
+    fn foreign_memory_is_read_in_place_never_written_and_released_with_the_last_handle() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        struct Owner(Vec<u32>, Arc<AtomicBool>);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let owner = Owner((0..1000).collect(), dropped.clone());
+        let ptr = NonNull::new(owner.0.as_ptr() as *mut u8).unwrap();
+        // SAFETY: the Vec's 4000 bytes live (unmoved: a Vec's heap block stays put) as long as
+        // the owner, and nothing writes them.
+        let mut b = unsafe { Buffer::from_foreign(ptr, 4000, Box::new(owner)) };
+        assert!(b.is_foreign());
+        assert_eq!(b.as_ptr(), ptr.as_ptr() as *const u8);
+        assert!(!b.is_unique());
+        assert!(b.get_mut().is_none());
+        let c = b.clone();
+        let owned = c.clone().into_owned();
+        assert!(!owned.is_foreign() && owned.as_slice() == b.as_slice());
+        b.make_mut()[0] = 9;
+        assert!(!b.is_foreign() && b.as_slice()[0] == 9);
+        assert_eq!(c.as_slice()[0], 0);
+        let t = std::thread::spawn(move || c.as_slice()[4]).join().unwrap();
+        assert_eq!(t, 1);
+        assert!(dropped.load(Ordering::SeqCst));
     }
 }

@@ -58,6 +58,16 @@ pub enum TensorError {
         /// Bytes supplied.
         got: usize,
     },
+    /// Foreign elements not aligned for their dtype.
+    #[error("{dtype} elements at address {address:#x} are not aligned to {align} bytes")]
+    Misaligned {
+        /// The dtype.
+        dtype: DType,
+        /// The first element's address.
+        address: usize,
+        /// The alignment the dtype needs.
+        align: usize,
+    },
     /// A tensor too large to allocate.
     #[error("tensor too large: {0}")]
     TooLarge(String),

@@ -103,6 +103,43 @@ impl Tensor {
         Ok(t)
     }
 
+    /// A tensor over foreign memory (a NumPy array's) without copying it: `buffer` from
+    /// [`Buffer::from_foreign`] must hold exactly the elements of `dims`, aligned for `dtype`.
+    /// Kernels read it in place; one that would update it takes a copy, and
+    /// [`Tensor::into_owned`] copies it before it is kept beyond a step.
+    pub fn from_foreign(dtype: DType, dims: &[usize], buffer: Buffer) -> Result<Tensor, TensorError> {
+        let size = dtype.size().ok_or(TensorError::NotDense(dtype))?;
+        let n = count(dims)?;
+        if n.checked_mul(size) != Some(buffer.len()) {
+            return Err(TensorError::ByteLength { dtype, dims: dims.to_vec(), got: buffer.len() });
+        }
+        let align = match dtype {
+            DType::Complex64 => 4,
+            DType::Complex128 => 8,
+            _ => size,
+        };
+        if !(buffer.as_ptr() as usize).is_multiple_of(align) {
+            return Err(TensorError::Misaligned { dtype, address: buffer.as_ptr() as usize, align });
+        }
+        Ok(Tensor { dtype, dims: dims.into(), storage: Storage::Bytes(buffer) })
+    }
+
+    /// True when the elements live in foreign memory ([`Tensor::from_foreign`]).
+    pub fn is_foreign(&self) -> bool {
+        matches!(&self.storage, Storage::Bytes(b) if b.is_foreign())
+    }
+
+    /// This tensor, with foreign elements copied into memory of its own: for values kept
+    /// after a step (a variable's), which must not change when their owner writes them later.
+    pub fn into_owned(self) -> Tensor {
+        match self.storage {
+            Storage::Bytes(b) if b.is_foreign() => {
+                Tensor { dtype: self.dtype, dims: self.dims, storage: Storage::Bytes(b.into_owned()) }
+            }
+            _ => self,
+        }
+    }
+
     /// A scalar.
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Self::from_slice(&[], &[value]).expect("a scalar has one element")
