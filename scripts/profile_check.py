@@ -53,8 +53,8 @@ def main():
     common = ["--size", "128", "--batch", "16", "--profile-batch", "3,8", "--train-steps", "10"]
     out = {}
     for run, extra in (("serial", []), ("prefetch", ["--parallel", "auto", "--prefetch", "auto"])):
-        r = subprocess.run([EXE, "pipeline", data, "--logdir", os.path.join(log, run)] + common + extra,
-                           capture_output=True, text=True, env=dict(os.environ, FERROFLOW_DATA_QUIET="1"))
+        r = subprocess.run([EXE, "-q", "pipeline", data, "--logdir", os.path.join(log, run)] + common + extra,
+                           capture_output=True, text=True)
         out[run] = r.stdout
         check(r.returncode == 0 and "profile of batches 3,8" in r.stdout,
               f"ferroflow pipeline --logdir {run}: trained and wrote a profile" + ("" if r.returncode == 0 else f": {r.stderr}"))

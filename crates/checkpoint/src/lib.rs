@@ -20,6 +20,7 @@ use prost::Message;
 
 /// An error reading or writing a checkpoint; names the file and, where known, the tensor.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckpointError {
     /// A file could not be read or written.
     #[error("{path}: {source}")]

@@ -9,6 +9,7 @@
 //!
 //! Buffers are raw element bytes with their [`Kind`]; [`all_reduce`], [`all_gather`] and
 //! [`broadcast`] are the typed forms.
+#![warn(missing_docs)]
 use std::sync::{Arc, RwLock};
 
 /// Element types the collectives reduce.
@@ -54,6 +55,7 @@ impl Elem for i64 {
 
 /// How values from the ranks combine (TensorFlow's `merge_op`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReduceOp {
     /// `Add`.
     Sum,
@@ -80,6 +82,7 @@ impl ReduceOp {
 
 /// A collective failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CollectiveError {
     /// Arguments that cannot work (sizes, roots, kinds).
     #[error("{0}")]

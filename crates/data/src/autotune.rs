@@ -27,7 +27,8 @@ pub struct Budget {
     pub cpu: usize,
     /// Bytes all prefetch buffers may hold together (default: 1/4 of physical memory).
     pub ram_bytes: u64,
-    /// Print each tuning change on stderr.
+    /// Log each tuning change (at info level through the `log` facade, target
+    /// `ferroflow_data::autotune`; whether it appears is the logger's choice).
     pub log: bool,
 }
 
@@ -36,7 +37,7 @@ impl Default for Budget {
         Budget {
             cpu: std::thread::available_parallelism().map_or(1, |n| n.get()),
             ram_bytes: physical_memory() / 4,
-            log: std::env::var_os("FERROFLOW_DATA_QUIET").is_none(),
+            log: true,
         }
     }
 }
@@ -53,6 +54,7 @@ fn physical_memory() -> u64 {
 
 /// The kind of value a knob sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KnobKind {
     /// Worker threads of a parallel map or interleave.
     Parallelism,
@@ -237,7 +239,7 @@ impl Knob {
             self.value.store(new, Ordering::Relaxed);
             let stage = self.stage.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if self.log.load(Ordering::Relaxed) {
-                eprintln!("[ferroflow data] autotune {stage}: {} {old} -> {new} ({reason})", self.kind);
+                log::info!("autotune {stage}: {} {old} -> {new} ({reason})", self.kind);
             }
             self.history.lock().unwrap_or_else(|p| p.into_inner()).push((old, new, reason));
         }

@@ -83,8 +83,8 @@ impl ElementIter for MemoryWriter {
 impl Drop for MemoryWriter {
     fn drop(&mut self) {
         if self.recorded.as_ref().is_some_and(|r| !r.is_empty()) {
-            eprintln!(
-                "[ferroflow data] {}: the iterator did not read the whole dataset being cached, so the partial cache is discarded \
+            log::warn!(
+                "{}: the iterator did not read the whole dataset being cached, so the partial cache is discarded \
                  (a pipeline like cache().take(k).repeat() causes this; use take(k).cache().repeat())",
                 self.path
             );
@@ -120,12 +120,12 @@ impl Node for FileCache {
         if index.exists() {
             match open_cache(&self.prefix, &want) {
                 Ok(Some((reader, n))) => return Ok(Box::new(replay(reader, n, self.prefix.clone()))),
-                Ok(None) => eprintln!(
-                    "[ferroflow data] {}: cache {} was written by a different pipeline; rebuilding it",
+                Ok(None) => log::warn!(
+                    "{}: cache {} was written by a different pipeline; rebuilding it",
                     ctx.path,
                     self.prefix.display()
                 ),
-                Err(e) => eprintln!("[ferroflow data] {}: cache unreadable ({e}); rebuilding it", ctx.path),
+                Err(e) => log::warn!("{}: cache unreadable ({e}); rebuilding it", ctx.path),
             }
         }
         remove_stale_temporaries(&self.prefix);
@@ -234,12 +234,7 @@ impl FileWriter {
         w.add(FINGERPRINT, &Tensor::from_strings(&[], vec![self.fingerprint.clone().into_bytes()])?).map_err(io)?;
         let bytes = w.data_bytes();
         w.finish().map_err(io)?;
-        eprintln!(
-            "[ferroflow data] {}: cached {} elements ({bytes} bytes) in {}",
-            self.path,
-            self.count,
-            self.prefix.display()
-        );
+        log::info!("{}: cached {} elements ({bytes} bytes) in {}", self.path, self.count, self.prefix.display());
         Ok(())
     }
 }
@@ -261,8 +256,8 @@ impl ElementIter for FileWriter {
             }
             Some(Err(err)) => {
                 if self.writer.take().is_some() {
-                    eprintln!(
-                        "[ferroflow data] {}: an element failed, so this pass is not cached in {}",
+                    log::warn!(
+                        "{}: an element failed, so this pass is not cached in {}",
                         self.path,
                         self.prefix.display()
                     );

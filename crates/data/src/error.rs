@@ -17,6 +17,7 @@ pub type SharedError = Arc<dyn Error + Send + Sync>;
 /// An input-pipeline error. Each names the stage (`Iterator::Root::Batch::Map`) or the file
 /// it comes from; element errors can be skipped with `ignore_errors`.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum DataError {
     /// Producing one element failed (a map function, a decode, a read); the pipeline can go
     /// on with the next element.
@@ -52,6 +53,7 @@ pub enum DataError {
 
 /// Why an element failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum ElementCause {
     /// A check of the pipeline's own (shapes in a batch, a feature's type), or a message
     /// from user code ([`DataError::msg`]).

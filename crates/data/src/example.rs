@@ -10,6 +10,7 @@ use crate::{DataError, Result};
 
 /// How to parse one feature.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum FeatureSpec {
     /// `tf.io.FixedLenFeature(shape, dtype, default_value)`: exactly `shape`'s element count
     /// of values; `default` (of `shape`, or a scalar repeated) when the feature is missing.

@@ -233,11 +233,11 @@ fn readable_file(p: &Path) -> bool {
     match std::fs::metadata(p) {
         Ok(m) if m.is_file() => true,
         Ok(m) => {
-            eprintln!("warning: skipping {}: not a regular file ({})", p.display(), file_kind(&m.file_type()));
+            log::warn!("skipping {}: not a regular file ({})", p.display(), file_kind(&m.file_type()));
             false
         }
         Err(e) => {
-            eprintln!("warning: skipping {}: {e}", p.display());
+            log::warn!("skipping {}: {e}", p.display());
             false
         }
     }
@@ -328,7 +328,7 @@ pub fn list_classes(dir: &Path) -> Result<Classes> {
 /// classes." line.
 pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subset: Subset) -> Result<ImageDirectory> {
     let Classes { names: class_names, mut files, mut labels } = list_classes(dir)?;
-    eprintln!("Found {} files belonging to {} classes.", files.len(), class_names.len());
+    log::info!("Found {} files belonging to {} classes.", files.len(), class_names.len());
     if files.is_empty() {
         return Err(DataError::Invalid(format!(
             "{}: no images found (extensions {IMAGE_EXTENSIONS:?}) in the class folders",
@@ -354,12 +354,12 @@ pub fn image_dataset_from_directory(dir: &Path, options: &DirectoryOptions, subs
             Subset::Training => {
                 files.truncate(cut);
                 labels.truncate(cut);
-                eprintln!("Using {} files for training.", files.len());
+                log::info!("Using {} files for training.", files.len());
             }
             Subset::Validation => {
                 files.drain(..cut);
                 labels.drain(..cut);
-                eprintln!("Using {} files for validation.", files.len());
+                log::info!("Using {} files for validation.", files.len());
             }
             Subset::All => {}
         }

@@ -66,15 +66,15 @@ impl Node for Shuffle {
                         None => input = None,
                     }
                     if logged.elapsed() > Duration::from_secs(5) {
-                        eprintln!(
-                            "[ferroflow data] {path}: filling up shuffle buffer (this may take a while): {} of {size}",
+                        log::info!(
+                            "{path}: filling up shuffle buffer (this may take a while): {} of {size}",
                             buffer.len()
                         );
                         logged = Instant::now();
                     }
                 }
                 if start.elapsed() > Duration::from_secs(5) {
-                    eprintln!("[ferroflow data] {path}: shuffle buffer filled");
+                    log::info!("{path}: shuffle buffer filled");
                 }
             }
             if buffer.is_empty() {

@@ -572,7 +572,7 @@ impl Node for IgnoreErrors {
                 Err(e) => {
                     let n = ignored.fetch_add(1, Ordering::Relaxed) + 1;
                     if log {
-                        eprintln!("[ferroflow data] {path}: skipped element ({n} so far): {e}");
+                        log::warn!("{path}: skipped element ({n} so far): {e}");
                     }
                 }
             }

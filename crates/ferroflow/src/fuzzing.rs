@@ -239,7 +239,7 @@ pub fn bundle_index(data: &[u8]) {
 
 /// The `.index` of `fixtures/tf/checkpoints/mixed` (TensorFlow's: floats, ints, bools,
 /// strings, scalars and empty tensors).
-const MIXED_INDEX: &[u8] = include_bytes!("../../../fixtures/tf/checkpoints/mixed.index");
+const MIXED_INDEX: &[u8] = include_bytes!("../data/mixed.index");
 
 /// A directory of its own for one checkpoint (tmpfs where there is one), removed on drop.
 struct Scratch(PathBuf);

@@ -21,9 +21,14 @@ extern crate self as ferroflow;
 
 use std::path::Path;
 
+// The demo's workflows and the test and fuzzing helpers serve this repository's CLI, tests
+// and fuzz targets; they are not part of the supported API (no semver promise).
+#[doc(hidden)]
 pub mod fuzzing;
 pub mod saved_model;
+#[doc(hidden)]
 pub mod testing;
+#[doc(hidden)]
 pub mod workflows;
 
 pub use ferroflow_autodiff as autodiff;
@@ -39,6 +44,9 @@ pub use ferroflow_kernels as kernels;
 /// `if`/`while`/`for` over tensors functional control flow when traced (see
 /// [`function::autograph`]).
 pub use ferroflow_macros::function;
+/// MPI as the collective world of multi-process runs (the `mpi` feature builds it with Open
+/// MPI; without it, [`mpi::init`] says how to get it).
+pub use ferroflow_mpi as mpi;
 pub use ferroflow_ops as ops;
 pub use ferroflow_optimize as optimize;
 pub use ferroflow_profiler as profiler;
@@ -48,18 +56,27 @@ pub use ferroflow_summary as summary;
 pub use ferroflow_tensor as tensor;
 pub use ferroflow_train as train;
 
-/// The names most programs use.
+/// The names most programs use: graphs and sessions, eager execution and traced functions,
+/// datasets, models and their training, checkpoints, and the facade's [`Error`].
 pub mod prelude {
+    pub use crate::{load_graph, Error};
+    pub use ferroflow_data::{Dataset, AUTOTUNE};
+    pub use ferroflow_function::{function, ConcreteFunction, Eager, Function, GradientTape, Value, Variable};
     pub use ferroflow_graph::{Graph, Output};
+    pub use ferroflow_keras::KerasModel;
     pub use ferroflow_ops::{OpTarget, Ops, RawOps, Scope};
     pub use ferroflow_runtime::{Session, SessionOptions};
     pub use ferroflow_tensor::{DType, Shape, Tensor};
+    pub use ferroflow_train::model::{FitOptions, Functional, Model, Sequential};
+    pub use ferroflow_train::optimizers::Optimizer;
+    pub use ferroflow_train::saver::Saver;
 }
 
 /// Any ferroflow error: every library crate's error converts into it (`?` works across
 /// layers), keeping its type for a `match` (the MPI crate's `MpiError`, outside this facade,
 /// is the CLI's).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Tensors, `.npy`/`.npz` files and the allocation limit.
     #[error(transparent)]
@@ -136,6 +153,16 @@ pub enum Error {
     /// Eager execution, traced functions and AutoGraph.
     #[error(transparent)]
     Function(#[from] ferroflow_function::FunctionError),
+    /// One eager op call.
+    #[error(transparent)]
+    Op(#[from] ferroflow_function::OpError),
+    /// A checkpoint's `.index` table (its LevelDB-format blocks).
+    #[error(transparent)]
+    Table(#[from] ferroflow_checkpoint::table::TableError),
+    /// Starting or joining an MPI world ([`mpi`]; without the `mpi` feature, the error
+    /// that says so).
+    #[error(transparent)]
+    Mpi(#[from] ferroflow_mpi::MpiError),
     /// Training, checkpoints and TensorBoard callbacks.
     #[error(transparent)]
     Train(#[from] ferroflow_train::TrainError),
@@ -161,6 +188,22 @@ impl Error {
         Error::Workflow { step: step.into(), source: Box::new(self) }
     }
 }
+
+// The types programs share between threads are Send + Sync; this fails to compile otherwise.
+// (`Scope`, `function::Function` and `function::GradientTape` are single-threaded by design:
+// see their docs.)
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<tensor::Tensor>();
+    shared::<graph::Graph>();
+    shared::<runtime::Session>();
+    shared::<train::saved_model::SavedModel>();
+    shared::<data::Dataset<Vec<tensor::Tensor>>>();
+    shared::<data::Dataset<i64>>();
+    shared::<train::saver::Saver>();
+    shared::<keras::KerasModel>();
+    shared::<Error>();
+};
 
 /// Reads a GraphDef file (`.pb` binary, `.pbtxt` text) and imports it, validated.
 pub fn load_graph(path: &Path) -> Result<graph::Graph, Error> {

@@ -293,7 +293,7 @@ fn restore_tf_fixture(name: &str) -> TfFixture {
     let sess = Session::new(imported.graph.clone(), SessionOptions::default()).unwrap();
     let report = imported.saver.as_ref().unwrap().restore(&sess, &prefix).unwrap();
     assert_eq!(report.restored.len(), 21); // 6 variables + 12 Adam slots + beta powers + global_step
-    let mnist = ferroflow::train::mnist::load(&root.join("data/mnist")).unwrap();
+    let mnist = ferroflow::train::mnist::load(&ferroflow::train::mnist::bundled_dir()).unwrap();
     TfFixture { prefix, imported, sess, expected, mnist }
 }
 

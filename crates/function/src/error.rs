@@ -11,6 +11,7 @@ use ferroflow_tensor::TensorError;
 
 /// An error of eager execution, tracing or AutoGraph.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum FunctionError {
     /// An op call failed: run eagerly (`inputs` are its inputs' dtypes and shapes, as
     /// `float[2, 3], float[3]`) or added to a trace (`inputs` is `(traced)`).
@@ -45,6 +46,7 @@ pub enum FunctionError {
 
 /// Why an op call failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpError {
     /// The registry has no such op.
     #[error("no such op in the registry")]

@@ -6,6 +6,7 @@
 //!
 //! Ops are called through the one op surface ([`ferroflow_ops::RawOps`], [`ferroflow_ops::Ops`]):
 //! on tensors with the [`Eager`] target, on [`Value`]s with the [`Traced`] target.
+#![warn(missing_docs)]
 pub mod autograph;
 mod context;
 pub mod control;

@@ -57,6 +57,9 @@ thread_local! {
 
 /// Records eager ops on watched tensors (TensorFlow's `tf.GradientTape`). Recording starts at
 /// `new` and ends when the tape is dropped; [`GradientTape::stop_recording`] pauses it.
+///
+/// `!Send` by design: a tape records the ops of the thread that made it (the recording tapes
+/// are thread-local, as in TensorFlow), so it is used and dropped on that thread.
 pub struct GradientTape {
     state: Rc<RefCell<State>>,
     persistent: bool,

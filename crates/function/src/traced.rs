@@ -117,6 +117,10 @@ impl ConcreteFunction {
 pub type Body<'f> = dyn Fn(&[Value]) -> Result<Vec<Value>, FunctionError> + 'f;
 
 /// A function traced into graphs on demand (see the module docs).
+///
+/// `!Send` by design: it holds its body (any closure, which may capture thread-bound state)
+/// and traces on the calling thread, whose eager context and tapes are thread-local. Its
+/// [`ConcreteFunction`]s' graphs can be run by a `Session` shared between threads.
 pub struct Function<'f> {
     name: String,
     body: Box<Body<'f>>,
@@ -325,8 +329,8 @@ impl<'f> Function<'f> {
             .map(|changes| format!("retraced '{}' because {}", self.name, changes.join(", ")));
         traced.push(sig.clone());
         if traced.len() > self.warn_after.get() {
-            eprintln!(
-                "warning: function '{}' has been traced {} times ({}); pass an input signature with unknown dimensions, \
+            log::warn!(
+                "function '{}' has been traced {} times ({}); pass an input signature with unknown dimensions, \
                  or keep argument shapes and non-tensor arguments stable",
                 self.name,
                 traced.len(),

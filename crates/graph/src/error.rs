@@ -40,6 +40,7 @@ impl std::fmt::Display for UnknownOp {
 
 /// An invalid graph, node or tensor name. Every variant names the node or tensor at fault.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GraphError {
     /// Two nodes share a name.
     #[error("duplicate node name '{0}'")]

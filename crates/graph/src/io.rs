@@ -5,6 +5,7 @@ use ferroflow_proto::GraphDef;
 
 /// An error reading or writing a GraphDef file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GraphFileError {
     /// The file could not be read or written.
     #[error("{path}: {source}")]

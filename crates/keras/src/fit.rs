@@ -23,6 +23,7 @@ use crate::{KerasError, KerasModel, Result};
 
 /// Which layers train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Freeze {
     /// As the file says.
     AsSaved,

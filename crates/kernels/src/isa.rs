@@ -43,7 +43,11 @@ pub(crate) fn intel_avx512() -> bool {
     {
         static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *INTEL.get_or_init(|| {
-            let id = std::arch::x86_64::__cpuid(0);
+            // `__cpuid` is a safe function from Rust 1.94 and unsafe before it (the declared
+            // rust-version is older); leaf 0 exists on every x86-64 CPU.
+            #[allow(unused_unsafe)]
+            // SAFETY: CPUID leaf 0 is defined on every x86-64 processor.
+            let id = unsafe { std::arch::x86_64::__cpuid(0) };
             let vendor = [id.ebx, id.edx, id.ecx].map(u32::to_le_bytes).concat();
             vendor == b"GenuineIntel"
         }) && has_avx512f()

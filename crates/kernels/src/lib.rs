@@ -65,6 +65,7 @@ pub type Outputs = Vec<Tensor>;
 
 /// An error creating or running a kernel. The executor adds the node and op names.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// No kernel is registered for this op and dtype.
     #[error("no CPU kernel for op '{op}' with {attr}={dtype} (node '{node}'); registered: {registered}")]

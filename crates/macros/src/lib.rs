@@ -19,6 +19,7 @@
 //!   numbers alike.
 //!
 //! Constructs it cannot translate are compile errors that say what to write instead.
+#![warn(missing_docs)]
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{format_ident, quote, quote_spanned};
@@ -54,12 +55,7 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
             .into();
     };
     match expand(f) {
-        Ok(t) => {
-            if std::env::var_os("FERROFLOW_AG_DEBUG").is_some() {
-                eprintln!("{t}");
-            }
-            t.into()
-        }
+        Ok(t) => t.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }

@@ -11,6 +11,7 @@
 //! slower in Debian's Open MPI 4.1 at 2 ranks; Open MPI's all-reduce also gives every rank the
 //! same bits for a sum (2 ranks: `a + b == b + a`; the MPI tests check 4), which is what keeps
 //! data-parallel replicas bitwise identical.
+#![warn(missing_docs)]
 #[cfg(feature = "mpi")]
 mod world;
 #[cfg(feature = "mpi")]
@@ -18,6 +19,7 @@ pub use world::{init, Mpi, MpiGuard};
 
 /// Why MPI could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MpiError {
     /// This build has no MPI.
     #[error(

@@ -9,6 +9,7 @@ use crate::{LibraryOps, OpRegistry};
 
 /// Why a library function cannot be instantiated (or inlined) for a call.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FunctionDefError {
     /// The call names a function the library does not have.
     #[error("the graph's library has no function '{0}'")]

@@ -12,6 +12,7 @@ use crate::{BuildError, OpRegistry, Scope};
 
 /// An error building gradients.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GradError {
     /// An op on the path from `xs` to `ys` has no gradient function.
     #[error("no gradient is defined for op '{op}' (node '{node}'), which lies between the xs and the ys{}", reason_suffix(.reason))]

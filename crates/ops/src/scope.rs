@@ -12,6 +12,7 @@ use crate::{ArgDTypes, OpRegistry};
 
 /// An error while building a graph.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The graph rejected the node.
     #[error(transparent)]
@@ -43,6 +44,11 @@ pub enum BuildError {
 type Result<T> = std::result::Result<T, BuildError>;
 
 /// A place to add ops: the shared graph plus a name scope and a device.
+///
+/// A `Scope` and its clones share the graph through an `Rc<RefCell<_>>`, so it is `!Send`:
+/// a graph is built on one thread (as TensorFlow's Python graph building is). Hand the
+/// finished [`ferroflow_graph::Graph`] (which is `Send + Sync`) to a `Session` used from any
+/// number of threads.
 ///
 /// ```
 /// use ferroflow_ops::{Ops, RawOps, Scope};

@@ -86,6 +86,7 @@ pub type DumpFn<'a> = dyn FnMut(usize, &str, &Graph) -> Result<(), Box<dyn std::
 
 /// An optimizer error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OptimizeError {
     /// The item names a tensor or node the graph lacks.
     #[error("{what} '{name}': {source}")]

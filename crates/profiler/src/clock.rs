@@ -2,15 +2,25 @@
 //! `rdtsc` is ~15 ns here, where `Instant::now` costs ~60 ns under this machine's
 //! virtualisation), else a monotonic clock in ns. Ticks are turned into ns since the
 //! profile's start with a scale measured across the profile itself.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
+
+static SYSTEM_CLOCK: AtomicBool = AtomicBool::new(false);
+
+/// Makes trace timestamps come from the system's monotonic clock even where the time-stamp
+/// counter is invariant (for a machine whose TSC the kernel flags wrongly, or to compare the
+/// two). Takes effect only before the first timestamp of the process is taken.
+pub fn use_system_clock() {
+    SYSTEM_CLOCK.store(true, Ordering::Relaxed);
+}
 
 /// Whether the time-stamp counter ticks at a constant rate across cores and sleep states.
 fn tsc_usable() -> bool {
     static USABLE: OnceLock<bool> = OnceLock::new();
     *USABLE.get_or_init(|| {
         cfg!(target_arch = "x86_64")
-            && std::env::var_os("FERROFLOW_PROFILER_NO_TSC").is_none()
+            && !SYSTEM_CLOCK.load(Ordering::Relaxed)
             && std::fs::read_to_string("/proc/cpuinfo")
                 .map(|s| {
                     let flags = s.lines().find(|l| l.starts_with("flags")).unwrap_or("");

@@ -24,6 +24,7 @@ pub type NameId = u32;
 /// What an event is; it decides how the exporters and the report treat it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum Kind {
     /// One executed op (`name:Type`).
     Op,

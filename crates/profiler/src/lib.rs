@@ -39,6 +39,7 @@ pub use collect::{
 
 /// An error of the profiler.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProfileError {
     /// `start` while a profile runs.
     #[error("a profile is already running (one at a time per process)")]

@@ -9,6 +9,7 @@ pub const MAX_TENSOR_BYTES: usize = 1 << 34;
 
 /// An error converting a `TensorProto`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConvertError {
     /// The proto names an unsupported dtype or has inconsistent contents.
     #[error("{0}")]

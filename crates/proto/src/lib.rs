@@ -28,6 +28,7 @@ pub(crate) static DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR")
 
 /// An error reading or writing a protobuf message.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProtoError {
     /// Bytes that are not a valid binary encoding of the message.
     #[error("{what}: not a valid binary {message}: {reason}")]

@@ -8,6 +8,7 @@
 //! released; a [`Graph`] is built on the thread that made it (`unsendable`: it wraps a
 //! `Scope`). NumPy outputs are views of the tensors' buffers (read-only, kept alive by the
 //! array's base), never copies.
+#![warn(missing_docs)]
 #![allow(clippy::useless_conversion)] // pyo3's macros convert PyResult types
 
 mod convert;

@@ -13,6 +13,7 @@ use crate::placer::PlacementError;
 /// An error building a plan or running a step. Each variant names the tensor, node or file at
 /// fault and carries what was expected as typed fields.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// The graph is invalid (including shape inference: the node and op whose shapes do not
     /// fit).
@@ -243,6 +244,7 @@ impl RuntimeError {
 
 /// `_Send`/`_Recv` pairs that do not match.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RendezvousError {
     /// Two `_Send`s of one tensor name.
     #[error("rendezvous: tensor_name '{tensor}' is sent twice: by '{first}' and by '{second}'")]

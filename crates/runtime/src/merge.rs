@@ -13,6 +13,7 @@ use ferroflow_proto::{attr_value, AttrValue, GraphDef, NodeDef};
 
 /// A problem with a set of partition graphs.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     /// A `_Recv` whose tensor no `_Send` sends.
     #[error("_Recv '{node}' in partition {partition} receives tensor_name '{tensor}', which no _Send sends")]

@@ -22,6 +22,7 @@ use crate::device::DeviceSet;
 
 /// Why a graph cannot be partitioned.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PartitionError {
     /// TensorFlow 1 control flow (frames cannot span devices here yet).
     #[error("node '{node}' ({op}): graphs with TensorFlow 1 control flow cannot be partitioned across devices yet")]

@@ -17,6 +17,7 @@ pub use writer::SummaryWriter;
 
 /// An error reading or writing an event file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SummaryError {
     /// The file could not be read or written.
     #[error("{file}: {source}")]

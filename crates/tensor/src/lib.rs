@@ -23,6 +23,7 @@ pub use tensor::{Dims, Tensor};
 
 /// Errors from building, viewing or reading tensors.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TensorError {
     /// A TensorFlow dtype enum value ferroflow does not support.
     #[error("unsupported dtype enum value {0}")]

@@ -11,6 +11,7 @@ use ferroflow_ops::{Ops, RawOps};
 
 /// An activation applied after a layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Activation {
     /// None (linear).
     Linear,

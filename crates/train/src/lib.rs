@@ -39,6 +39,7 @@ pub const DEFAULT_GRAPH_SEED: i64 = 87654321;
 /// An error while building or training. Errors from the crates below keep their type
 /// (`Build`, `Runtime`, `Data`, ...); the message names the step, tensor, file or argument.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrainError {
     /// Building graph nodes failed.
     #[error(transparent)]
@@ -182,6 +183,7 @@ pub type Result<T> = std::result::Result<T, TrainError>;
 
 /// How a variable gets its first value.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Initializer {
     /// All zeros.
     Zeros,

@@ -1,8 +1,9 @@
 //! MNIST in the standard IDX format (`train-images-idx3-ubyte[.gz]`, ...), gzipped or not.
 //!
-//! The repository bundles a real 10,000-digit sample under `data/mnist/` (8,000 training and
-//! 2,000 test digits; see `scripts/make_mnist.py` for the split); point [`load`] at a
-//! directory holding the full MNIST files to use all 70,000.
+//! This crate bundles a real 10,000-digit sample (8,000 training and 2,000 test digits, 1.6 MB
+//! gzipped; see `scripts/make_mnist.py` for the split) in `crates/train/data/mnist/`, and
+//! compiled into the library, so an installed binary has it too ([`bundled_dir`]); point
+//! [`load`] at a directory holding the full MNIST files to use all 70,000.
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -192,15 +193,64 @@ pub fn load(dir: &Path) -> Result<Mnist> {
     })
 }
 
-/// The bundled sample's directory (`data/mnist` at the repository root).
+/// The bundled sample's files, compiled in.
+const BUNDLED: [(&str, &[u8]); 4] = [
+    ("train-images-idx3-ubyte.gz", include_bytes!("../data/mnist/train-images-idx3-ubyte.gz")),
+    ("train-labels-idx1-ubyte.gz", include_bytes!("../data/mnist/train-labels-idx1-ubyte.gz")),
+    ("t10k-images-idx3-ubyte.gz", include_bytes!("../data/mnist/t10k-images-idx3-ubyte.gz")),
+    ("t10k-labels-idx1-ubyte.gz", include_bytes!("../data/mnist/t10k-labels-idx1-ubyte.gz")),
+];
+
+/// The bundled sample's directory: the crate's own `data/mnist` when its sources are on this
+/// machine (a checkout), otherwise the compiled-in copy written once to
+/// `$XDG_CACHE_HOME/ferroflow/mnist-sample-<version>` (or `~/.cache/…`, or the temp directory),
+/// each file atomically (an installed binary, whose sources are gone). If that cannot be
+/// written, the path is still returned and [`load`] reports what is missing there.
 pub fn bundled_dir() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/mnist");
-    p.canonicalize().unwrap_or(p)
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist");
+    if BUNDLED.iter().all(|(name, bytes)| source.join(name).metadata().is_ok_and(|m| m.len() == bytes.len() as u64)) {
+        return source;
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = cache.join("ferroflow").join(concat!("mnist-sample-", env!("CARGO_PKG_VERSION")));
+    if let Err(e) = write_bundled(&dir) {
+        log::warn!("cannot write the bundled MNIST sample to {}: {e}", dir.display());
+    }
+    dir
+}
+
+/// Writes the compiled-in sample's files into `dir` (those not there already with their size).
+fn write_bundled(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for (name, bytes) in BUNDLED {
+        let path = dir.join(name);
+        if path.metadata().is_ok_and(|m| m.len() == bytes.len() as u64) {
+            continue;
+        }
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compiled_in_sample_is_the_checked_in_one() {
+        let dir = std::env::temp_dir().join(format!("ff-mnist-{}", std::process::id()));
+        write_bundled(&dir).unwrap();
+        let (a, b) = (load(&dir).unwrap(), load(&bundled_dir()).unwrap());
+        assert_eq!(a.train.labels, b.train.labels);
+        assert_eq!(a.test.images.as_slice::<f32>().unwrap(), b.test.images.as_slice::<f32>().unwrap());
+        write_bundled(&dir).unwrap(); // present already: nothing rewritten
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn bundled_sample_loads_with_the_documented_split() {

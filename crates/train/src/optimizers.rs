@@ -16,6 +16,7 @@ type UpdateSpec<'a> = (&'a str, Vec<Variable>, Vec<Output>, Vec<(&'a str, bool)>
 
 /// An optimizer and its hyper-parameters (TensorFlow 1's defaults in the constructors).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Optimizer {
     /// `var -= lr * grad` (`ResourceApplyGradientDescent`).
     GradientDescent {

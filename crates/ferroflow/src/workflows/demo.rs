@@ -42,9 +42,9 @@ pub struct DemoOptions<'a> {
 }
 
 /// The bundled TensorFlow MLP fixture: graph, inputs and TensorFlow's outputs.
-const MLP_PB: &[u8] = include_bytes!("../../../../fixtures/tf/mlp.pb");
-const MLP_INPUTS: &[u8] = include_bytes!("../../../../fixtures/tf/mlp.inputs.npz");
-const MLP_EXPECTED: &[u8] = include_bytes!("../../../../fixtures/tf/mlp.expected.npz");
+const MLP_PB: &[u8] = include_bytes!("../../data/mlp.pb");
+const MLP_INPUTS: &[u8] = include_bytes!("../../data/mlp.inputs.npz");
+const MLP_EXPECTED: &[u8] = include_bytes!("../../data/mlp.expected.npz");
 
 /// Runs the demo, writing what it does to `w`; the last line is `test_accuracy=<value>`
 /// (`mnist_training`'s). The workflows' own progress (training losses, progress bars) goes

@@ -15,6 +15,7 @@ use ferroflow_ops::RawOps;
 
 /// A layer of a [`Sequential`] model.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Layer {
     /// A dense layer.
     Dense {
@@ -92,6 +93,7 @@ impl Layer {
 
 /// The training loss of a model whose last layer gives class scores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Loss {
     /// Cross-entropy with one-hot float labels `[batch, classes]`. A final softmax is folded
     /// into the loss (computed from its logits, numerically stable).

@@ -217,7 +217,7 @@ impl Model {
                         s.cancel();
                     }
                     if steps_per_epoch.is_some() {
-                        eprintln!(
+                        log::warn!(
                             "the input ran out of data after {count} of {} steps of epoch {}; give the dataset a repeat()",
                             steps_per_epoch.unwrap_or(0),
                             epoch + 1
@@ -241,7 +241,7 @@ impl Model {
                 sum += loss;
                 count += 1;
                 if opts.log_every > 0 && out.history.steps % opts.log_every == 0 {
-                    eprintln!("{} step loss: {loss}", out.history.steps);
+                    log::info!("{} step loss: {loss}", out.history.steps);
                 }
             }
             out.history.loss.push(sum / count.max(1) as f64);
