@@ -102,7 +102,7 @@ def jpeg_fixtures():
     files["no_eoi420.jpg"] = b[:-2]
     for name, data in files.items():
         save("jpeg_" + name, bytes(data))
-    # Speed benchmark input (examples/bench.rs): 500x375 4:2:0 at quality 90.
+    # Speed benchmark input (as crates/codec/examples/decode_bench.rs reads): 500x375 4:2:0, quality 90.
     save("bench_500x375.jpg", tf.io.encode_jpeg(photo(375, 500, 4), quality=90).numpy())
 
     for name in files:
@@ -194,10 +194,88 @@ def png_fixtures():
                          lambda: tf.io.decode_png(data, channels=ch, dtype=dt))
 
 
+def set_dqt(data, value, precision=0):
+    """Rewrites every DQT table of a JPEG so that all 64 entries are `value` (8-bit tables, or
+    16-bit ones with precision=1), keeping the tables' ids."""
+    out, i = bytearray(data[:2]), 2
+    while i < len(data):
+        marker = data[i + 1]
+        if marker == 0xDA:  # start of scan: copy the rest verbatim
+            out += data[i:]
+            break
+        seglen = struct.unpack(">H", data[i + 2:i + 4])[0]
+        seg = data[i + 4:i + 2 + seglen]
+        if marker == 0xDB:
+            body, j = bytearray(), 0
+            while j < len(seg):
+                pq, tq = seg[j] >> 4, seg[j] & 15
+                j += 1 + 64 * (pq + 1)
+                body.append(precision << 4 | tq)
+                body += bytes([value] * 64) if precision == 0 else struct.pack(">64H", *([value] * 64))
+            out += b"\xff\xdb" + struct.pack(">H", len(body) + 2) + body
+        else:
+            out += data[i:i + 2 + seglen]
+        i += 2 + seglen
+    return bytes(out)
+
+
+def jpeg_simd_fixtures():
+    """Files on which libjpeg-turbo's portable C differs from TF's SIMD build: the IDCTs (SSE2,
+    16-bit lanes that wrap) overflow on sharp quality-100 content and on large DQT entries.
+    The decoder must match TF here (crates/codec/src/jsimd). Written after all other cases, so
+    the files and manifest lines above stay as they were."""
+    def checker(size, cell, offset=0):
+        yy, xx = np.mgrid[0:size, 0:size] + offset
+        return np.repeat(((yy // cell + xx // cell) % 2 * 255).astype(np.uint8)[..., None], 3, axis=2)
+
+    px = photo(24, 40, 5)
+    base = tf.io.encode_jpeg(px, quality=90).numpy()
+    base444 = tf.io.encode_jpeg(px, quality=90, chroma_downsampling=False).numpy()
+    files = {
+        # Black/white 8x8 image of 4x4 squares: the IFAST IDCT overflows at quality 100.
+        "simd_checker_q100_420.jpg": tf.io.encode_jpeg(checker(8, 4), quality=100).numpy(),
+        "simd_checker_q100_444.jpg": tf.io.encode_jpeg(checker(8, 4), quality=100,
+                                                       chroma_downsampling=False).numpy(),
+        "simd_checker5_q100_420.jpg": tf.io.encode_jpeg(checker(16, 5, 3), quality=100).numpy(),
+        "simd_photo_q95.jpg": tf.io.encode_jpeg(photo(24, 40, 6), quality=95).numpy(),
+        "simd_photo_q98.jpg": tf.io.encode_jpeg(photo(24, 40, 7), quality=98).numpy(),
+        "simd_photo_q100.jpg": tf.io.encode_jpeg(photo(24, 40, 8), quality=100).numpy(),
+        "simd_photo_q100_444.jpg": tf.io.encode_jpeg(photo(24, 40, 9), quality=100,
+                                                     chroma_downsampling=False).numpy(),
+        "simd_photo_q100_gray.jpg": tf.io.encode_jpeg(photo(24, 40, 10)[..., :1], quality=100).numpy(),
+        "simd_photo_q100_422.jpg": pil_bytes(Image.fromarray(photo(24, 40, 11)), "JPEG", quality=100,
+                                             subsampling=1),
+    }
+    for v in (20, 60, 255):
+        files[f"simd_dqt{v}_420.jpg"] = set_dqt(base, v)
+        files[f"simd_dqt{v}_444.jpg"] = set_dqt(base444, v)
+    # 16-bit tables: 20000 makes IFAST multipliers that do not fit 16 bits (TF's `short`
+    # table truncates them).
+    for v in (3000, 20000):
+        files[f"simd_dqt16_{v}_420.jpg"] = set_dqt(base, v, precision=1)
+    for name, data in files.items():
+        save("jpeg_" + name, bytes(data))
+    for name in files:
+        src = "jpeg_" + name
+        stem = src[:-4]
+        data = tf.constant(bytes(files[name]))
+        for ch in (0, 1):
+            add_case("jpeg", src, dict(channels=ch), f"{stem}__c{ch}",
+                     lambda: tf.io.decode_jpeg(data, channels=ch))
+            add_case("jpeg", src, dict(channels=ch, dct="INTEGER_ACCURATE"), f"{stem}__c{ch}_accurate",
+                     lambda: tf.io.decode_jpeg(data, channels=ch, dct_method="INTEGER_ACCURATE"))
+        add_case("jpeg", src, dict(channels=3, fancy=0), f"{stem}__c3_nofancy",
+                 lambda: tf.io.decode_jpeg(data, channels=3, fancy_upscaling=False))
+        for ratio in (2, 4, 8):  # the reduced-size IDCTs (4x4, 2x2)
+            add_case("jpeg", src, dict(channels=3, ratio=ratio), f"{stem}__c3_r{ratio}",
+                     lambda: tf.io.decode_jpeg(data, channels=3, ratio=ratio))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     jpeg_fixtures()
     png_fixtures()
+    jpeg_simd_fixtures()
     with open(os.path.join(OUT, "manifest.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"{len(lines)} cases in {OUT}")

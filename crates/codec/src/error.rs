@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 /// A codec error.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodecError {
     /// An option or argument the codec does not take (channels, ratio, quality, a pixel buffer
     /// of the wrong size).
@@ -27,6 +28,9 @@ pub enum CodecError {
     /// The caller asked the decode to stop (a step's cancellation or deadline).
     #[error("decoding stopped: cancelled or past its deadline")]
     Stopped,
+    /// This build leaves the codec out (the `jpeg` cargo feature is off).
+    #[error("{0} is not in this build: ferroflow was built without its `jpeg` feature (on by default; it needs a C compiler)")]
+    NotBuilt(&'static str),
     /// The caller's pixel buffer could not be made.
     #[error(transparent)]
     Buffer(Arc<dyn std::error::Error + Send + Sync>),

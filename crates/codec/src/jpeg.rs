@@ -2,8 +2,14 @@
 //! `encode_jpeg`.
 //!
 //! The codec is libjpeg as built by `mozjpeg-sys` (libjpeg-turbo's C sources plus mozjpeg's encoder, compiled
-//! with `cc`; without nasm the portable C paths are used, which give the same pixels as TF's SIMD build, see the
-//! parity tests). The decode path follows TF's `tensorflow/core/lib/jpeg/jpeg_mem.cc` and `jpeg_handle.cc` step
+//! with `cc`, always without its nasm SIMD). The portable C alone does not give TF's pixels everywhere: TF's
+//! libjpeg-turbo runs its x86-64 SIMD kernels, and its default IFAST IDCT (SSE2) computes in 16-bit lanes that
+//! wrap where the C computes in 32 bits, so files whose IDCT overflows 16 bits (quality-100 sharp edges, large
+//! DQT entries) decode differently (by up to 255). On x86-64 this crate therefore supplies libjpeg-turbo's
+//! `jsimd_*` entry points itself (`crate::jsimd`): ports of the SSE2 IDCTs that wrap as TF's do, and AVX2 colour
+//! conversion and fancy upsampling with libjpeg-turbo's integer formulas; TF's pixels on every parity fixture,
+//! at about SIMD speed. On other architectures the portable C runs (TF's pixels except where the IFAST IDCT
+//! overflows). The decode path follows TF's `tensorflow/core/lib/jpeg/jpeg_mem.cc` and `jpeg_handle.cc` step
 //! by step: the same memory source (including its fake-EOI recovery for truncated files), the same colour
 //! space choices, TF's own CMYK -> RGB formula, the same size limit and the same partial-read rules.
 //!
@@ -13,15 +19,20 @@
 //! boundary, where it becomes an `Err`. This needs `panic = "unwind"` (the default); under `panic = "abort"`
 //! every malformed JPEG would abort the process.
 
+#[cfg(feature = "jpeg")]
 use mozjpeg_sys as ffi;
+#[cfg(feature = "jpeg")]
 use std::ffi::{c_int, c_long, c_uint, CStr};
+#[cfg(feature = "jpeg")]
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::CodecError;
 
 /// TF rejects images whose `height * width * jpeg_components` reaches 2^29 (`jpeg_mem.cc`).
+#[cfg(feature = "jpeg")]
 const TF_MAX_ELEMENTS: u64 = 1 << 29;
 const JPEG_MAGIC: &[u8] = b"\xff\xd8\xff";
+#[cfg(feature = "jpeg")]
 const APP14: c_int = 0xEE;
 
 /// IDCT used by the decoder; TF's `dct_method` attribute.
@@ -80,6 +91,7 @@ pub struct DecodeOptions {
     pub try_recover_truncated: bool,
     /// Smallest fraction of rows that must be read for a damaged file to be accepted.
     pub acceptable_fraction: f32,
+    /// The IDCT (`dct_method`: `""`/`INTEGER_FAST` or `INTEGER_ACCURATE`).
     pub dct_method: DctMethod,
     /// Largest decoded image (bytes) accepted; checked from the header, before anything is allocated.
     pub max_bytes: usize,
@@ -131,6 +143,24 @@ pub fn decode_jpeg_into<B: PixelBuffer>(
     opts: &DecodeOptions,
     make: impl FnOnce([usize; 3]) -> Result<B, CodecError>,
 ) -> Result<(B, [usize; 3]), CodecError> {
+    #[cfg(feature = "jpeg")]
+    {
+        turbo_decode_jpeg_into(bytes, opts, make)
+    }
+    #[cfg(not(feature = "jpeg"))]
+    {
+        let _ = (opts, make);
+        check_magic(bytes)?;
+        Err(CodecError::NotBuilt("JPEG decoding"))
+    }
+}
+
+#[cfg(feature = "jpeg")]
+fn turbo_decode_jpeg_into<B: PixelBuffer>(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    make: impl FnOnce([usize; 3]) -> Result<B, CodecError>,
+) -> Result<(B, [usize; 3]), CodecError> {
     if !matches!(opts.ratio, 1 | 2 | 4 | 8) {
         return Err(CodecError::Argument(format!("ratio must be 1, 2, 4, or 8, got {}", opts.ratio)));
     }
@@ -138,6 +168,11 @@ pub fn decode_jpeg_into<B: PixelBuffer>(
         return Err(CodecError::Argument(format!("JPEG channels must be 0, 1 or 3, got {}", opts.channels)));
     }
     check_magic(bytes)?;
+    // Puts the Rust `jsimd_*` functions into every link that decodes (see crate::jsimd).
+    #[cfg(target_arch = "x86_64")]
+    crate::jsimd::keep_linked();
+    // SAFETY: `cinfo` is a live decompressor reading `bytes`; `progress` outlives the decode
+    // and is unhooked before it is dropped.
     with_decompressor(bytes, opts.try_recover_truncated, |cinfo| unsafe {
         let mut progress = Progress {
             public: ffi::jpeg_progress_mgr {
@@ -159,6 +194,7 @@ pub fn decode_jpeg_into<B: PixelBuffer>(
 
 /// libjpeg's progress monitor with what it checks: called for every row read and, in a
 /// progressive file, for every row of every scan as it is absorbed.
+#[cfg(feature = "jpeg")]
 #[repr(C)]
 struct Progress {
     public: ffi::jpeg_progress_mgr, // must be first: libjpeg sees a `jpeg_progress_mgr*`
@@ -167,10 +203,13 @@ struct Progress {
 }
 
 /// `error_exit`'s code for a file over the scan limit (libjpeg's own codes are positive).
+#[cfg(feature = "jpeg")]
 const TOO_MANY_SCANS: c_int = -1;
 /// `error_exit`'s code for a decode stopped by its caller.
+#[cfg(feature = "jpeg")]
 const STOPPED: c_int = -2;
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn progress_monitor(cinfo: &mut ffi::jpeg_common_struct) {
     // SAFETY: set by decode_jpeg_into to a Progress that outlives the decode.
     let progress = &*(cinfo.progress as *const Progress);
@@ -197,6 +236,10 @@ unsafe extern "C-unwind" fn progress_monitor(cinfo: &mut ffi::jpeg_common_struct
 /// scan, so a progressive file damaged after its header fails there and succeeds here.
 pub fn jpeg_shape(bytes: &[u8]) -> Result<[usize; 3], CodecError> {
     check_magic(bytes)?;
+    #[cfg(not(feature = "jpeg"))]
+    return Err(CodecError::NotBuilt("JPEG header parsing"));
+    #[cfg(feature = "jpeg")]
+    // SAFETY: `cinfo` is a live decompressor reading `bytes`.
     with_decompressor(bytes, false, |cinfo| unsafe {
         read_header(cinfo)?;
         ffi::jpeg_calc_output_dimensions(cinfo);
@@ -220,6 +263,7 @@ fn check_magic(bytes: &[u8]) -> Result<(), CodecError> {
 
 /// The body of TF's `UncompressLow` + `Uncompress` (without crop, stride or RGBA output, which decode_jpeg never
 /// uses).
+#[cfg(feature = "jpeg")]
 unsafe fn decode_low<B: PixelBuffer>(
     cinfo: &mut ffi::jpeg_decompress_struct,
     opts: &DecodeOptions,
@@ -328,6 +372,7 @@ unsafe fn decode_low<B: PixelBuffer>(
 }
 
 /// TF's CMYK -> RGB conversion (`jpeg_mem.cc`): Adobe files store inverted CMYK.
+#[cfg(feature = "jpeg")]
 fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], adobe: bool) {
     for (src, dst) in cmyk.chunks_exact(4).zip(rgb.chunks_exact_mut(3)) {
         let k = src[3] as u32;
@@ -339,6 +384,7 @@ fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], adobe: bool) {
 }
 
 /// libjpeg sets `saw_Adobe_marker` for an APP14 segment of at least 12 bytes starting with "Adobe".
+#[cfg(feature = "jpeg")]
 unsafe fn saw_adobe_marker(cinfo: &ffi::jpeg_decompress_struct) -> bool {
     let mut m = cinfo.marker_list;
     while let Some(marker) = m.as_ref() {
@@ -353,6 +399,7 @@ unsafe fn saw_adobe_marker(cinfo: &ffi::jpeg_decompress_struct) -> bool {
     false
 }
 
+#[cfg(feature = "jpeg")]
 unsafe fn read_header(cinfo: &mut ffi::jpeg_decompress_struct) -> Result<(), CodecError> {
     // JPEG_HEADER_OK == 1; the source never suspends in the header, but guard anyway.
     if ffi::jpeg_read_header(cinfo, 1) != 1 {
@@ -361,6 +408,7 @@ unsafe fn read_header(cinfo: &mut ffi::jpeg_decompress_struct) -> Result<(), Cod
     Ok(())
 }
 
+#[cfg(feature = "jpeg")]
 unsafe fn read_row(cinfo: &mut ffi::jpeg_decompress_struct, row: &mut [u8]) -> usize {
     let mut ptr = row.as_mut_ptr();
     ffi::jpeg_read_scanlines(cinfo, &mut ptr, 1) as usize
@@ -370,11 +418,13 @@ unsafe fn read_row(cinfo: &mut ffi::jpeg_decompress_struct, row: &mut [u8]) -> u
 // libjpeg plumbing: error manager, memory source (TF's jpeg_handle.cc), destination into a Vec.
 
 /// Payload of the unwind started by `error_exit`.
+#[cfg(feature = "jpeg")]
 struct LibjpegError {
     code: c_int,
     message: String,
 }
 
+#[cfg(feature = "jpeg")]
 impl LibjpegError {
     fn into_error(self) -> CodecError {
         match self.code {
@@ -389,6 +439,7 @@ impl LibjpegError {
     }
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn error_exit(cinfo: &mut ffi::jpeg_common_struct) {
     let err = &mut *cinfo.err;
     let mut buf = [0u8; 80];
@@ -402,12 +453,14 @@ unsafe extern "C-unwind" fn error_exit(cinfo: &mut ffi::jpeg_common_struct) {
 }
 
 /// Warnings are counted (as libjpeg's default does) but not printed.
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn emit_message(cinfo: &mut ffi::jpeg_common_struct, level: c_int) {
     if level < 0 {
         (*cinfo.err).num_warnings += 1;
     }
 }
 
+#[cfg(feature = "jpeg")]
 fn new_error_mgr() -> Box<ffi::jpeg_error_mgr> {
     // SAFETY: an all-zero jpeg_error_mgr (null pointers, `None` callbacks, zero ints) is valid;
     // jpeg_std_error fills it in.
@@ -421,6 +474,7 @@ fn new_error_mgr() -> Box<ffi::jpeg_error_mgr> {
 }
 
 /// Runs `f` with a fresh decompressor reading `bytes`; turns libjpeg's fatal errors into `Err`.
+#[cfg(feature = "jpeg")]
 fn with_decompressor<T>(
     bytes: &[u8],
     try_recover_truncated: bool,
@@ -444,6 +498,8 @@ fn with_decompressor<T>(
     cinfo.common.err = &mut *err;
     let src_ptr: *mut ffi::jpeg_source_mgr = &mut src.public;
     let mut d = Decompressor { cinfo, _err: err, _src: src };
+    // SAFETY: the error manager and source live in `d` as long as the decompressor; libjpeg's
+    // fatal errors unwind out of the C frames (compiled with -fexceptions) to this catch_unwind.
     let result = catch_unwind(AssertUnwindSafe(|| unsafe {
         // jpeg_CreateDecompress zeroes the struct but keeps `err`.
         ffi::jpeg_create_decompress(&mut *d.cinfo);
@@ -462,6 +518,7 @@ fn with_decompressor<T>(
 
 /// TF's `MemSourceMgr`: the whole file in memory; at its end either a fatal error or, with
 /// `try_recover_truncated`, a warning and a fake EOI marker.
+#[cfg(feature = "jpeg")]
 #[repr(C)]
 struct MemSource {
     public: ffi::jpeg_source_mgr, // must be first: libjpeg sees a `jpeg_source_mgr*`
@@ -472,14 +529,17 @@ struct MemSource {
     end_refills: u32,
 }
 
+#[cfg(feature = "jpeg")]
 static FAKE_EOI: [u8; 2] = [0xFF, 0xD9];
 
 /// With `try_recover_truncated`, TF answers every refill at the end of the data with "ok" (re-serving bytes that
 /// libjpeg has not yet synced, or another fake EOI). libjpeg's marker scanner can then re-read the same 0xFF byte
 /// forever: TF 2.21 hangs on such files (e.g. one cut right after a 0xFF). Decodes that end need a handful of these
 /// refills; after this many we fail instead.
+#[cfg(feature = "jpeg")]
 const MAX_END_REFILLS: u32 = 1 << 20;
 
+#[cfg(feature = "jpeg")]
 impl MemSource {
     fn new(bytes: &[u8], try_recover_truncated: bool) -> Self {
         MemSource {
@@ -500,22 +560,26 @@ impl MemSource {
     }
 }
 
+#[cfg(feature = "jpeg")]
 unsafe fn mem_source(cinfo: &mut ffi::jpeg_decompress_struct) -> &mut MemSource {
     &mut *(cinfo.src as *mut MemSource)
 }
 
+#[cfg(feature = "jpeg")]
 unsafe fn fail(cinfo: &mut ffi::jpeg_decompress_struct, code: c_int) -> ! {
     (*cinfo.common.err).msg_code = code;
     error_exit(&mut cinfo.common);
     unreachable!("error_exit unwinds")
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn mem_init_source(cinfo: &mut ffi::jpeg_decompress_struct) {
     let src = mem_source(cinfo);
     src.public.next_input_byte = src.data;
     src.public.bytes_in_buffer = src.len;
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn mem_fill_input_buffer(cinfo: &mut ffi::jpeg_decompress_struct) -> ffi::boolean {
     let src = mem_source(cinfo);
     if src.public.bytes_in_buffer == 0 && src.public.next_input_byte == src.data {
@@ -541,6 +605,7 @@ unsafe extern "C-unwind" fn mem_fill_input_buffer(cinfo: &mut ffi::jpeg_decompre
     }
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn mem_skip_input_data(cinfo: &mut ffi::jpeg_decompress_struct, jump: c_long) {
     let src = mem_source(cinfo);
     if jump < 0 {
@@ -555,6 +620,7 @@ unsafe extern "C-unwind" fn mem_skip_input_data(cinfo: &mut ffi::jpeg_decompress
     }
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn mem_term_source(_cinfo: &mut ffi::jpeg_decompress_struct) {}
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -566,30 +632,40 @@ pub enum JpegFormat {
     /// `""`: from the channel count (1 -> grayscale, 3 -> RGB).
     #[default]
     Auto,
+    /// `"grayscale"`: one channel.
     Grayscale,
+    /// `"rgb"`: three channels.
     Rgb,
 }
 
 /// `density_unit` attribute: `"in"` or `"cm"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DensityUnit {
+    /// `"in"`: dots per inch.
     #[default]
     Inch,
+    /// `"cm"`: dots per centimetre.
     Centimeter,
 }
 
 /// `tf.io.encode_jpeg` attributes with TF's defaults.
 #[derive(Clone, Debug)]
 pub struct EncodeOptions {
+    /// `format`: the pixels' layout.
     pub format: JpegFormat,
     /// 0..=100.
     pub quality: u8,
+    /// `progressive`: write a progressive JPEG.
     pub progressive: bool,
+    /// `optimize_size`: optimal Huffman tables (slower, smaller).
     pub optimize_size: bool,
     /// 4:2:0 chroma when true, 4:4:4 when false.
     pub chroma_downsampling: bool,
+    /// `density_unit` of the JFIF header.
     pub density_unit: DensityUnit,
+    /// `x_density`: horizontal pixels per density unit.
     pub x_density: u16,
+    /// `y_density`: vertical pixels per density unit.
     pub y_density: u16,
     /// Written as an APP1 XMP packet when not empty.
     pub xmp_metadata: Vec<u8>,
@@ -614,6 +690,25 @@ impl Default for EncodeOptions {
 /// Encodes HWC `u8` pixels (`channels` 1 or 3) like `tf.io.encode_jpeg` (TF's `CompressInternal` with
 /// libjpeg-turbo's default settings, not mozjpeg's).
 pub fn encode_jpeg(
+    pixels: &[u8],
+    height: usize,
+    width: usize,
+    channels: usize,
+    opts: &EncodeOptions,
+) -> Result<Vec<u8>, CodecError> {
+    #[cfg(feature = "jpeg")]
+    {
+        turbo_encode_jpeg(pixels, height, width, channels, opts)
+    }
+    #[cfg(not(feature = "jpeg"))]
+    {
+        let _ = (pixels, height, width, channels, opts);
+        Err(CodecError::NotBuilt("JPEG encoding"))
+    }
+}
+
+#[cfg(feature = "jpeg")]
+fn turbo_encode_jpeg(
     pixels: &[u8],
     height: usize,
     width: usize,
@@ -665,6 +760,8 @@ pub fn encode_jpeg(
     cinfo.common.err = &mut *err;
     let guess = (height * row_len / 4).clamp(1024, 1 << 20);
     let mut c = Compressor { cinfo, _err: err, dest: Box::new(VecDest::new(guess)) };
+    // SAFETY: the error manager and destination live in `c` as long as the compressor; rows
+    // handed to libjpeg are `row_len` bytes of `pixels`; fatal errors unwind to this catch_unwind.
     let result = catch_unwind(AssertUnwindSafe(|| unsafe {
         let cinfo = &mut *c.cinfo;
         ffi::jpeg_create_compress(cinfo);
@@ -725,12 +822,14 @@ pub fn encode_jpeg(
 }
 
 /// Destination manager that grows a `Vec<u8>`.
+#[cfg(feature = "jpeg")]
 #[repr(C)]
 struct VecDest {
     public: ffi::jpeg_destination_mgr, // must be first
     buf: Vec<u8>,
 }
 
+#[cfg(feature = "jpeg")]
 impl VecDest {
     fn new(initial: usize) -> Self {
         VecDest {
@@ -746,10 +845,12 @@ impl VecDest {
     }
 }
 
+#[cfg(feature = "jpeg")]
 unsafe fn vec_dest(cinfo: &mut ffi::jpeg_compress_struct) -> &mut VecDest {
     &mut *(cinfo.dest as *mut VecDest)
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn dest_init(cinfo: &mut ffi::jpeg_compress_struct) {
     let d = vec_dest(cinfo);
     let cap = d.buf.capacity().max(1024);
@@ -760,6 +861,7 @@ unsafe extern "C-unwind" fn dest_init(cinfo: &mut ffi::jpeg_compress_struct) {
 }
 
 /// Called when the buffer is full: double it and continue after the bytes already written.
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn dest_empty(cinfo: &mut ffi::jpeg_compress_struct) -> ffi::boolean {
     let d = vec_dest(cinfo);
     let used = d.buf.len();
@@ -769,6 +871,7 @@ unsafe extern "C-unwind" fn dest_empty(cinfo: &mut ffi::jpeg_compress_struct) ->
     1
 }
 
+#[cfg(feature = "jpeg")]
 unsafe extern "C-unwind" fn dest_term(cinfo: &mut ffi::jpeg_compress_struct) {
     let d = vec_dest(cinfo);
     let len = d.buf.len() - d.public.free_in_buffer;

@@ -8,8 +8,15 @@
 //!
 //! Parity with TensorFlow is tested byte for byte on fixtures TensorFlow wrote
 //! (`scripts/make_codec_fixtures.py` → `fixtures/codec/`).
+//!
+//! JPEG decoding on x86-64 runs libjpeg-turbo's C with this crate's own SIMD kernels in place
+//! of libjpeg-turbo's assembly (`jsimd`, see [`simd_report`]): the same pixels as TensorFlow's
+//! SIMD build, with no assembler needed to build.
+#![warn(missing_docs)]
 mod error;
 pub mod jpeg;
+#[cfg(all(feature = "jpeg", target_arch = "x86_64"))]
+mod jsimd;
 pub mod png;
 
 pub use error::CodecError;
@@ -27,7 +34,26 @@ pub enum Format {
     Bmp,
 }
 
-/// The format of `bytes` by signature (what `tf.io.decode_image` dispatches on).
+/// Which SIMD paths the JPEG codec uses on this machine, and the CPU features seen, e.g.
+/// `jpeg: libjpeg-turbo 2.x C (mozjpeg-sys 2.2.3) + Rust SIMD (idct_ifast sse2, idct_islow sse2,
+/// ycc_rgb avx2, h2v2/h2v1 fancy upsample avx2); cpu: sse2 ssse3 sse4.1 avx avx2 fma avx512f`.
+pub fn simd_report() -> String {
+    #[cfg(all(feature = "jpeg", target_arch = "x86_64"))]
+    {
+        jsimd::report()
+    }
+    #[cfg(all(feature = "jpeg", not(target_arch = "x86_64")))]
+    {
+        "jpeg: libjpeg-turbo 2.x portable C (mozjpeg-sys 2.2.3; no SIMD on this architecture, \
+         IFAST pixels may differ from TensorFlow's x86-64 build where its 16-bit IDCT overflows)"
+            .to_string()
+    }
+    #[cfg(not(feature = "jpeg"))]
+    {
+        "jpeg: not built (the `jpeg` feature is off)".to_string()
+    }
+}
+
 /// Asked while a decode runs (JPEG: every row of every scan; PNG: every row): `true` stops it
 /// with [`CodecError::Stopped`] (a step's cancellation or deadline).
 #[derive(Clone)]
@@ -49,6 +75,7 @@ impl std::fmt::Debug for Stop {
     }
 }
 
+/// The format of `bytes` by signature (what `tf.io.decode_image` dispatches on).
 pub fn sniff(bytes: &[u8]) -> Option<Format> {
     if bytes.starts_with(b"\xff\xd8\xff") {
         Some(Format::Jpeg)
@@ -60,5 +87,25 @@ pub fn sniff(bytes: &[u8]) -> Option<Format> {
         Some(Format::Bmp)
     } else {
         None
+    }
+}
+
+#[cfg(all(test, not(feature = "jpeg")))]
+mod without_jpeg {
+    use super::*;
+
+    #[test]
+    fn jpeg_calls_say_the_feature_is_off_and_png_still_works() {
+        let jpeg = b"\xff\xd8\xff\xe0 not decoded";
+        let e = jpeg::decode_jpeg(jpeg, &jpeg::DecodeOptions::default()).unwrap_err();
+        assert!(matches!(e, CodecError::NotBuilt(_)) && e.to_string().contains("`jpeg` feature"), "{e}");
+        assert!(matches!(jpeg::jpeg_shape(jpeg), Err(CodecError::NotBuilt(_))));
+        let e = jpeg::encode_jpeg(&[0; 3], 1, 1, 3, &jpeg::EncodeOptions::default()).unwrap_err();
+        assert!(matches!(e, CodecError::NotBuilt(_)));
+        // Not a JPEG at all: still the format error.
+        assert!(matches!(jpeg::decode_jpeg(b"GIF89a", &Default::default()), Err(CodecError::NotFormat(_))));
+        let png = png::encode_png(&png::PngPixels::U8(vec![1, 2, 3]), 1, 1, 3, -1).unwrap();
+        let (pixels, shape) = png::decode_png(&png, &Default::default()).unwrap();
+        assert_eq!((pixels, shape), (png::PngPixels::U8(vec![1, 2, 3]), [1, 1, 3]));
     }
 }

@@ -17,8 +17,10 @@ const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 /// Output sample type (`dtype` of `tf.io.decode_png`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PngDtype {
+    /// `uint8` samples.
     #[default]
     U8,
+    /// `uint16` samples.
     U16,
 }
 
@@ -27,6 +29,7 @@ pub enum PngDtype {
 pub struct PngDecodeOptions {
     /// 0 (as stored; palette -> 3, or 4 with tRNS), 1 (gray), 3 (RGB) or 4 (RGBA).
     pub channels: u8,
+    /// Sample type of the output.
     pub dtype: PngDtype,
     /// Largest decoded image (bytes) accepted, checked from the header before allocating.
     pub max_bytes: usize,
@@ -43,7 +46,9 @@ impl Default for PngDecodeOptions {
 /// Decoded pixels, HWC.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PngPixels {
+    /// 8-bit samples.
     U8(Vec<u8>),
+    /// 16-bit samples.
     U16(Vec<u16>),
 }
 

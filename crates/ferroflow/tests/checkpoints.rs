@@ -514,3 +514,21 @@ impl TfFixture {
         assert_eq!(compared, 21);
     }
 }
+
+/// The facade compiles in copies of a few fixtures (the demo's TensorFlow MLP, the fuzzing
+/// seed's checkpoint index) so that its package is self-contained: they must stay the
+/// fixtures `scripts/` regenerates.
+#[test]
+fn the_facades_bundled_fixtures_are_the_checked_in_ones() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (copy, fixture) in [
+        ("mlp.pb", "tf/mlp.pb"),
+        ("mlp.inputs.npz", "tf/mlp.inputs.npz"),
+        ("mlp.expected.npz", "tf/mlp.expected.npz"),
+        ("mixed.index", "tf/checkpoints/mixed.index"),
+    ] {
+        let a = std::fs::read(root.join("data").join(copy)).unwrap();
+        let b = std::fs::read(root.join("../../fixtures").join(fixture)).unwrap();
+        assert!(a == b, "crates/ferroflow/data/{copy} differs from fixtures/{fixture}: copy it again");
+    }
+}
