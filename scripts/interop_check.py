@@ -20,8 +20,17 @@
    TensorFlow's TFRecordDataset reads every record (CRCs checked), parse_single_example
    gives each file's bytes, label and name, and decode_jpeg of the bytes equals decoding
    the file.
+6. freeze: each TF1 meta graph + checkpoint of fixtures/tf/checkpoints/seed_003* (resource
+   variables, TF1 ref variables, cond_v2's functional If) frozen by `ferroflow convert
+   MODEL.meta --checkpoint DIR --fetch ... -o frozen.pb|.pbtxt`: TensorFlow imports the frozen
+   graph (no variables left) and runs it to the outputs, bit for bit, of the graph TensorFlow's
+   own tf.compat.v1.graph_util.convert_variables_to_constants freezes (whose nodes, names and
+   ops, it has), and to those of the meta graph with the checkpoint restored within 1e-5 (the
+   same accuracy: Grappler rewrites constant weights differently from variables, so the
+   softmax may differ in the last bits).
 
-Run:  .venv/bin/python scripts/interop_check.py   (exit status 0 when every check passes)
+Run:  .venv/bin/python scripts/interop_check.py          (exit status 0 when every check passes)
+      .venv/bin/python scripts/interop_check.py freeze   (only check 6)
 """
 import os
 import subprocess
@@ -123,8 +132,58 @@ def tensorflow_reads_ferroflow_tfrecords(exe, tmp):
                             f"and names equal the files")
 
 
+def tensorflow_runs_frozen_meta_graphs(exe, tmp):
+    """`ferroflow convert MODEL.meta --checkpoint DIR --fetch ...`: TensorFlow runs the frozen
+    graph to the outputs of the meta graph restored from the checkpoint, and its nodes are those
+    TensorFlow's convert_variables_to_constants keeps."""
+    from bench_mnist import load_split
+    x, y = load_split("t10k")
+    feeds = {"inputs:0": x, "outputs:0": y, "is_training:0": False}
+    fetches = ["out_layer/Softmax:0", "accuracy:0"]
+    for name in ("seed_003", "seed_003_ref", "seed_003_v2"):
+        ckpt = os.path.join(FIX, "checkpoints", name)
+        prefix = tf.train.latest_checkpoint(ckpt)
+        g = tf.Graph()
+        with g.as_default():
+            saver = tf.compat.v1.train.import_meta_graph(prefix + ".meta")
+            with tf.compat.v1.Session(graph=g) as sess:
+                saver.restore(sess, prefix)
+                want = sess.run(fetches, feeds)
+                theirs = tf.compat.v1.graph_util.convert_variables_to_constants(
+                    sess, g.as_graph_def(), [f.split(":")[0] for f in fetches])
+        for ext in ("pb", "pbtxt"):
+            out = os.path.join(tmp, f"{name}.frozen.{ext}")
+            cmd = [exe, "convert", prefix + ".meta", "--checkpoint", ckpt, "-o", out]
+            for f in fetches:
+                cmd += ["--fetch", f]
+            subprocess.run(cmd, check=True, capture_output=True)
+            gd = read_graph(out)
+            ops = {n.op for n in gd.node}
+            got = run_graph(gd, feeds, fetches)
+            frozen_by_tf = run_graph(theirs, feeds, fetches)
+            same = all(np.array_equal(a, b) for a, b in zip(got, frozen_by_tf))
+            close = np.allclose(got[0], want[0], rtol=1e-5, atol=1e-6) and got[1] == want[1]
+            check(same and close and not ops & {"VarHandleOp", "VariableV2", "ReadVariableOp", "RestoreV2"},
+                  f"{name} frozen by ferroflow (.{ext}, {len(gd.node)} nodes, no variables): TensorFlow runs it, "
+                  f"outputs bit-identical to TensorFlow's own frozen graph, within 1e-5 of the meta graph "
+                  f"restored from its checkpoint (accuracy {got[1]:.4f} = {want[1]:.4f})")
+            ours_nodes = sorted((n.name, n.op) for n in gd.node)
+            tf_nodes = sorted((n.name, n.op) for n in theirs.node)
+            check(ours_nodes == tf_nodes,
+                  f"{name} frozen by ferroflow (.{ext}): the nodes (names, ops) of TensorFlow's "
+                  f"convert_variables_to_constants ({len(tf_nodes)})"
+                  + ("" if ours_nodes == tf_nodes else
+                     f"; only ferroflow's: {sorted(set(ours_nodes) - set(tf_nodes))[:5]}, "
+                     f"only TensorFlow's: {sorted(set(tf_nodes) - set(ours_nodes))[:5]}"))
+
+
 def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow-cli"], cwd=ROOT, check=True)
+    if sys.argv[1:] == ["freeze"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            tensorflow_runs_frozen_meta_graphs(os.path.join(ROOT, "target", "release", "ferroflow"), tmp)
+        print(f"\n{len(failures)} failure(s)")
+        return 1 if failures else 0
     subprocess.run(["cargo", "build", "--release", "--quiet", "-p", "ferroflow", "--example", "what_runs"],
                    cwd=ROOT, check=True)
     exe = os.path.join(ROOT, "target", "release", "ferroflow")
@@ -189,6 +248,7 @@ def main():
                 check([(n.name, n.op) for n in gd.node] == [("Mul", "Const")], "what_runs optimized: one node Mul, op Const")
         train_ferroflow_graph_in_tensorflow(tmp)
         tensorflow_reads_ferroflow_tfrecords(exe, tmp)
+        tensorflow_runs_frozen_meta_graphs(exe, tmp)
     print(f"\n{len(failures)} failure(s)")
     return 1 if failures else 0
 

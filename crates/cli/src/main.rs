@@ -1,24 +1,41 @@
 //! `ferroflow`: run, convert and inspect TensorFlow graphs; run the demo.
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
-/// `println!` that ignores a closed stdout (e.g. piped into `head`) instead of panicking.
+/// `println!` for the CLI's stdout: a closed stdout (the command piped into `head`) ends the
+/// process quietly with status 0 instead of panicking ([`output`]).
 macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
+    () => {
+        $crate::output::print_str("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
 }
 
 mod commands;
 mod interrupt;
 mod load;
+mod logging;
+mod output;
 mod world;
 
 use commands::*;
 
+/// Run, inspect, convert, freeze, optimize, profile and benchmark TensorFlow graphs,
+/// checkpoints, SavedModels and Keras model files; train TensorFlow-style models.
 #[derive(Parser)]
-#[command(name = "ferroflow", version, about = "A TensorFlow-class dataflow system in Rust")]
+#[command(name = "ferroflow", version, disable_version_flag = true)]
 struct Cli {
+    /// Print errors only (the library's progress and warnings on stderr are left out).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print more of the library's diagnostics on stderr, each with its level and source: -v
+    /// debug, -vv trace (by default: progress and warnings).
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    verbose: u8,
+    /// Print the version (`ferroflow info` adds the build's features, CPU features and codecs).
+    #[arg(short = 'V', long, action = ArgAction::Version)]
+    version: Option<bool>,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,10 +60,15 @@ enum Command {
     Demo(demo::DemoArgs),
     Fit(fit::FitArgs),
     KerasApp(keras_app::KerasAppArgs),
+    Info(info::InfoArgs),
+    Completions(completions::CompletionsArgs),
 }
 
 fn main() {
-    let result = match Cli::parse().command {
+    output::install_panic_hook();
+    let cli = Cli::parse();
+    logging::init(cli.quiet, cli.verbose);
+    let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Optimize(args) => optimize::run(args),
         Command::MergePartitions(args) => merge_partitions::run(args),
@@ -64,6 +86,8 @@ fn main() {
         Command::Demo(args) => demo::run(args),
         Command::Fit(args) => fit::run(args),
         Command::KerasApp(args) => keras_app::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Completions(args) => completions::run(args, Cli::command()),
     };
     if let Err(e) = result {
         eprintln!("error: {}", one_line(&e));
@@ -104,6 +128,12 @@ fn printable(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+
     #[test]
     fn error_lines_escape_control_characters() {
         assert_eq!(super::printable("a\nb\0c\u{1b}[31m"), "a b\\u{0}c\\u{1b}[31m");

@@ -7,10 +7,12 @@ use ferroflow::prelude::*;
 
 use crate::world;
 
-/// All-reduce bandwidth of ferroflow's collective against raw MPI_Allreduce on the same
-/// buffer sizes (`mpirun -np N ferroflow allreduce-bench`, a build with --features mpi);
-/// rank 0 prints one row per size: milliseconds and GB/s (bytes / time) of each, their
-/// ratio, and the CollectiveReduceV2 op run by a session.
+/// Measure all-reduce bandwidth: ferroflow's collective against raw MPI_Allreduce.
+///
+/// Under `mpirun -np N` (a build with `--features mpi`): the all-reduce (sum) of f32 buffers of
+/// each --mb size by ferroflow's collective engine (what `CollectiveReduceV2` runs on), by raw
+/// `MPI_Allreduce` and by a session running the `CollectiveReduceV2` op; rank 0 prints one row per
+/// size: milliseconds and GB/s (bytes / time) of each and their ratio.
 #[derive(Args)]
 pub struct AllreduceBenchArgs {
     /// Buffer sizes in MB (1e6 bytes of f32), comma-separated.

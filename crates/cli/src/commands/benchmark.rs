@@ -6,13 +6,18 @@ use anyhow::{bail, Result};
 use clap::Args;
 use ferroflow::prelude::*;
 use ferroflow::proto::RunOptions;
+use serde_json::{json, Value};
 
 use crate::load;
 
-/// Time a graph (TensorFlow's benchmark_model): load it once, run it --warmup times, then
-/// --runs times, and print the per-run latency; the last line is `median_ms=<v> min_ms=<v>
-/// max_ms=<v> peak_rss_mb=<v> page_faults_per_run=<v>` (minor page faults per timed run: memory touched for the first time). With --profile, also the time per op type and the slowest
-/// nodes (from step stats of the same runs, traced after the timed ones).
+/// Time a GraphDef's runs, as TensorFlow's benchmark_model does.
+///
+/// Loads the graph once, runs it --warmup times, then --runs times, and prints the per-run
+/// latency; the last line is `median_ms=<v> min_ms=<v> max_ms=<v> peak_rss_mb=<v>
+/// page_faults_per_run=<v>` (minor page faults per timed run: memory touched for the first
+/// time). With --profile, also the time per op type and the slowest nodes (from RunMetadata step
+/// stats of FULL_TRACE runs after the timed ones). --json prints the same figures as JSON
+/// (docs/CLI-JSON.md).
 #[derive(Args)]
 pub struct BenchmarkArgs {
     /// The graph file (.pb or .pbtxt).
@@ -47,6 +52,9 @@ pub struct BenchmarkArgs {
     /// How many of the slowest nodes --profile lists.
     #[arg(long, default_value_t = 25, value_name = "N")]
     top: usize,
+    /// Print JSON instead of text (see docs/CLI-JSON.md).
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: BenchmarkArgs) -> Result<()> {
@@ -62,6 +70,7 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
         no_optimize,
         profile,
         top,
+        json,
     } = args;
     let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
     options.optimizer.enabled = !no_optimize;
@@ -89,12 +98,16 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
     let faults = faults_before.zip(ferroflow::testing::minor_page_faults()).map(|(a, b)| b.saturating_sub(a));
     let mean = ms.iter().sum::<f64>() / ms.len() as f64;
     ms.sort_by(f64::total_cmp);
-    out!(
+    let header = format!(
         "{}: {} nodes ({} after optimization), {runs} runs after {warmup} warm-up, mean {mean:.3} ms",
         graph.display(),
         sess.graph().len(),
         plan.graph().len()
     );
+    if !json {
+        out!("{header}");
+    }
+    let mut profiled = None;
     if let Some(top) = profile {
         let traced = runs.clamp(1, 10);
         let options = RunOptions {
@@ -126,25 +139,60 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
         let total: f64 = by_op.values().map(|v| v.0).sum();
         let mut rows: Vec<(String, f64, usize)> = by_op.into_iter().map(|(k, (t, n))| (k, t, n)).collect();
         rows.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out!("time per op type, mean of {traced} traced runs (op time summed over threads):");
-        out!("  {:<28} {:>10} {:>7} {:>6}", "op", "ms/run", "share", "nodes");
-        for (op, t, n) in rows {
-            out!("  {op:<28} {:>10.3} {:>6.1}% {:>6}", t / traced as f64, 100.0 * t / total.max(1e-12), n / traced);
-        }
         let mut nodes: Vec<(String, f64, String)> = by_node.into_iter().map(|(k, (t, what))| (k, t, what)).collect();
         nodes.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out!("slowest nodes (ms/run, share, op and first output's shape):");
-        for (name, t, what) in nodes.iter().take(top) {
-            out!("  {name:<40} {:>10.3} {:>6.1}%  {what}", t / traced as f64, 100.0 * t / total.max(1e-12));
+        nodes.truncate(top);
+        let share = |t: f64| 100.0 * t / total.max(1e-12);
+        let per_run = |t: f64| t / traced as f64;
+        if json {
+            let ops: Vec<Value> = rows
+                .iter()
+                .map(|(op, t, n)| json!({"op": op, "ms_per_run": per_run(*t), "share_pct": share(*t), "nodes": n / traced}))
+                .collect();
+            let slowest: Vec<Value> = nodes
+                .iter()
+                .map(|(name, t, what)| {
+                    let (op, shape) = what.split_once(' ').unwrap_or((what.as_str(), ""));
+                    let shape: Value = serde_json::from_str(shape).unwrap_or(Value::Null);
+                    json!({"node": name, "ms_per_run": per_run(*t), "share_pct": share(*t), "op": op, "shape": shape})
+                })
+                .collect();
+            profiled = Some(json!({"traced_runs": traced, "op_types": ops, "slowest_nodes": slowest}));
+        } else {
+            out!("time per op type, mean of {traced} traced runs (op time summed over threads):");
+            out!("  {:<28} {:>10} {:>7} {:>6}", "op", "ms/run", "share", "nodes");
+            for (op, t, n) in rows {
+                out!("  {op:<28} {:>10.3} {:>6.1}% {:>6}", per_run(t), share(t), n / traced);
+            }
+            out!("slowest nodes (ms/run, share, op and first output's shape):");
+            for (name, t, what) in &nodes {
+                out!("  {name:<40} {:>10.3} {:>6.1}%  {what}", per_run(*t), share(*t));
+            }
         }
     }
+    let (median, min, max) = (ms[ms.len() / 2], ms[0], ms[ms.len() - 1]);
+    let peak_rss_mb = ferroflow::testing::peak_rss_mb().unwrap_or(0.0);
+    let faults_per_run = faults.map(|f| f as f64 / runs as f64);
+    if json {
+        return super::print_json(&json!({
+            "graph": graph.display().to_string(),
+            "nodes": sess.graph().len(),
+            "nodes_optimized": plan.graph().len(),
+            "runs": runs,
+            "warmup": warmup,
+            "mean_ms": mean,
+            "median_ms": median,
+            "min_ms": min,
+            "max_ms": max,
+            "run_ms": ms,
+            "peak_rss_mb": peak_rss_mb,
+            "page_faults_per_run": faults_per_run,
+            "profile": profiled,
+        }));
+    }
     out!(
-        "median_ms={:.3} min_ms={:.3} max_ms={:.3} peak_rss_mb={:.1} page_faults_per_run={:.0}",
-        ms[ms.len() / 2],
-        ms[0],
-        ms[ms.len() - 1],
-        ferroflow::testing::peak_rss_mb().unwrap_or(0.0),
-        faults.map_or(f64::NAN, |f| f as f64 / runs as f64)
+        "median_ms={median:.3} min_ms={min:.3} max_ms={max:.3} peak_rss_mb={peak_rss_mb:.1} page_faults_per_run={:.0}",
+        faults_per_run.unwrap_or(f64::NAN)
     );
     Ok(())
 }

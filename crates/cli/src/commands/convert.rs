@@ -1,5 +1,6 @@
-//! `ferroflow convert`: a graph imported, validated and written back (text or binary), or a
-//! SavedModel's signature frozen into a GraphDef.
+//! `ferroflow convert`: a graph imported, validated and written back (text or binary), a
+//! SavedModel's signature or a meta graph with its checkpoint frozen into a GraphDef, or a
+//! Keras model file written back.
 use ferroflow::proto::attr::AttrMap;
 use std::path::{Path, PathBuf};
 
@@ -9,23 +10,43 @@ use ferroflow::prelude::*;
 
 use crate::load;
 
-/// Import a GraphDef (validating it) and write it back: .pbtxt as text, otherwise binary.
-/// A Keras model file is built and written back through ferroflow's writer: OUT.keras
-/// (a Keras 3 archive) or OUT.weights.h5 (its weights).
+/// Convert a model: GraphDef text/binary, freeze a .meta + checkpoint or a SavedModel.
+///
+/// A GraphDef (.pb, .pbtxt) is imported, validated and written back (.pbtxt as text, otherwise
+/// binary). A TF1 meta graph (.meta) with its checkpoint is frozen as TensorFlow's `freeze_graph`
+/// and `convert_variables_to_constants` freeze it: each variable the --fetch tensors need becomes
+/// a Const holding its checkpointed value, each read of it an Identity, and everything the
+/// fetches do not need is pruned. A SavedModel signature is frozen as
+/// `convert_variables_to_constants_v2` freezes it. A Keras model file (.keras, .h5) is built and
+/// written back as OUT.keras or OUT.weights.h5.
 #[derive(Args)]
 pub struct ConvertArgs {
-    /// Input graph (.pb or .pbtxt), a SavedModel directory (one signature is frozen:
-    /// calls inlined, variables made constants, inputs and outputs named by their keys), or
-    /// a Keras model file (.keras, .h5).
+    /// The input: a GraphDef (.pb or .pbtxt), a meta graph (.meta, with --fetch), a SavedModel
+    /// directory (one signature is frozen: calls inlined, variables made constants, inputs and
+    /// outputs named by their keys), or a Keras model file (.keras, .h5).
     input: PathBuf,
-    /// Output graph (.pb or .pbtxt), or for a Keras model OUT.keras or OUT.weights.h5.
-    output: PathBuf,
+    /// The output GraphDef (.pb or .pbtxt), or for a Keras model OUT.keras or OUT.weights.h5
+    /// (or give it as -o OUT).
+    #[arg(value_name = "OUT", required_unless_present = "output")]
+    out: Option<PathBuf>,
+    /// The output file (the same as the positional OUT).
+    #[arg(short = 'o', long, value_name = "OUT", conflicts_with = "out")]
+    output: Option<PathBuf>,
+    /// With a .meta: the checkpoint whose values the variables take (a prefix such as
+    /// `model.ckpt-200`, or a directory: its latest checkpoint; default: the checkpoint the
+    /// .meta was saved with, MODEL without `.meta`).
+    #[arg(long, value_name = "PREFIX|DIR")]
+    checkpoint: Option<PathBuf>,
+    /// With a .meta: a tensor (or node) the frozen graph computes, e.g. `out_layer/Softmax:0`
+    /// (repeatable; everything none of them needs is pruned).
+    #[arg(long = "fetch", value_name = "NAME")]
+    fetches: Vec<String>,
     /// With a Keras model: read its weights from this file first (.weights.h5 or a Keras
     /// 2 .h5; layers matched as Keras's load_weights matches them).
     #[arg(long, value_name = "FILE")]
     weights: Option<PathBuf>,
     /// With a SavedModel: the signature to freeze.
-    #[arg(long, default_value = "serving_default")]
+    #[arg(long, value_name = "NAME", default_value = "serving_default")]
     signature: String,
     /// With a SavedModel: a tag of the meta graph to load (repeatable; default `serve`).
     #[arg(long = "tag", value_name = "TAG")]
@@ -33,17 +54,60 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> Result<()> {
+    let output = args.output.clone().or_else(|| args.out.clone()).context("give the output file (OUT or -o OUT)")?;
+    let is_meta = args.input.extension().is_some_and(|e| e == "meta");
+    if !is_meta && (args.checkpoint.is_some() || !args.fetches.is_empty()) {
+        bail!("--checkpoint and --fetch freeze a meta graph (.meta), not {}", args.input.display());
+    }
     if super::keras::is_keras(&args.input) {
-        return super::keras::convert(&args.input, &args.output, args.weights.as_deref());
+        return super::keras::convert(&args.input, &output, args.weights.as_deref());
     }
     if args.weights.is_some() {
         bail!("--weights applies to a Keras model file (.keras or .h5), not {}", args.input.display());
     }
-    if super::is_saved_model(&args.input)? {
-        freeze_saved_model(&args.input, &args.output, &args.signature, &args.tags)
+    if is_meta {
+        freeze_meta_graph(&args.input, args.checkpoint.as_deref(), &args.fetches, &output)
+    } else if super::is_saved_model(&args.input)? {
+        freeze_saved_model(&args.input, &output, &args.signature, &args.tags)
     } else {
-        convert(&args.input, &args.output)
+        convert(&args.input, &output)
     }
+}
+
+/// `ferroflow convert MODEL.meta OUT --checkpoint PREFIX --fetch NAME...`: the meta graph's
+/// variables frozen into constants ([`super::freeze`]), validated before it is written.
+fn freeze_meta_graph(meta: &Path, checkpoint: Option<&Path>, fetches: &[String], output: &Path) -> Result<()> {
+    let checkpoint = match checkpoint {
+        Some(c) => c.to_path_buf(),
+        None => super::freeze::default_checkpoint(meta).with_context(|| {
+            format!(
+                "{}: give the checkpoint with --checkpoint PREFIX|DIR (no checkpoint beside the .meta)",
+                meta.display()
+            )
+        })?,
+    };
+    let frozen = super::freeze::freeze(meta, &checkpoint, fetches)?;
+    let g = ferroflow::ops::import_graph_def(&frozen.graph).context("the frozen graph does not import")?;
+    validate(&g)?;
+    ferroflow::graph::io::write_graph_def(output, &frozen.graph)?;
+    out!(
+        "{}: {} variables from {} frozen into {} nodes -> {}",
+        meta.display(),
+        frozen.variables.len(),
+        frozen.prefix.display(),
+        frozen.graph.node.len(),
+        output.display()
+    );
+    let feeds: Vec<String> = frozen
+        .graph
+        .node
+        .iter()
+        .filter(|n| matches!(n.op.as_str(), "Placeholder" | "PlaceholderWithDefault"))
+        .map(|n| format!("{}:0", n.name))
+        .collect();
+    out!("  feed  {}", if feeds.is_empty() { "none".to_string() } else { feeds.join(", ") });
+    out!("  fetch {}", fetches.join(", "));
+    Ok(())
 }
 
 fn convert(input: &Path, output: &Path) -> Result<()> {

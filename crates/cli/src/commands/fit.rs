@@ -6,12 +6,13 @@ use clap::Args;
 use ferroflow::keras::Freeze;
 use ferroflow::workflows::fine_tune::{fine_tune, FineTuneOptions};
 
-/// Fine-tune a Keras model (.keras) on DATA_DIR's class folders of JPEGs, as seed 001 and
-/// Keras's transfer-learning guide do: image_dataset_from_directory's listing and split, the
-/// seed's pipeline (shuffle 1223, parallel decode and resize, batch, prefetch AUTOTUNE),
-/// Adam and sparse categorical cross-entropy (from logits unless the model ends in a
-/// softmax), Keras's progress bar, the TensorBoard callback with profiling, and the trained
-/// model written as a .keras file Keras loads.
+/// Fine-tune a Keras model (.keras) on class folders of images, as Keras's model.fit does.
+///
+/// Follows Keras's transfer-learning guide: image_dataset_from_directory's listing and
+/// validation split, a tf.data pipeline (shuffle, parallel decode and resize, batch, prefetch
+/// AUTOTUNE), Adam and sparse categorical cross-entropy (from logits unless the model ends in a
+/// softmax), Keras's progress bar (left out with -q), the TensorBoard callback with profiling, and
+/// the trained model written as a .keras file Keras loads.
 #[derive(Args)]
 pub struct FitArgs {
     /// The model (.keras): one image input [batch, size, size, 3] taking pixels 0-255, one
@@ -56,19 +57,16 @@ pub struct FitArgs {
     /// With --logdir: profile these batches (Keras's profile_batch, e.g. 110,120).
     #[arg(long, value_name = "A,B", requires = "logdir")]
     profile_batch: Option<String>,
-    /// Write the trained model to this .keras file.
-    #[arg(long, value_name = "OUT.keras")]
-    save: Option<PathBuf>,
+    /// Write the trained model to this .keras file (Keras's `model.save`).
+    #[arg(short = 'o', long, value_name = "OUT.keras", alias = "save")]
+    output: Option<PathBuf>,
     /// Print every Nth step's loss on stderr (0: never).
     #[arg(long, value_name = "N", default_value_t = 0)]
     log_every: u64,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
 }
 
 pub fn run(a: FitArgs) -> Result<()> {
-    if let Some(out) = &a.save {
+    if let Some(out) = &a.output {
         ferroflow::keras::model::check_keras_suffix(out)?;
     }
     if a.batch == 0 || a.epochs == 0 {
@@ -90,8 +88,8 @@ pub fn run(a: FitArgs) -> Result<()> {
         shuffle: !a.no_shuffle,
         seed: a.seed,
         tensorboard: a.logdir.clone().map(|d| (d, a.profile_batch.clone())),
-        save: a.save.clone(),
-        verbose: !a.quiet,
+        save: a.output.clone(),
+        verbose: !crate::logging::quiet(),
         log_every: a.log_every,
     };
     let run = fine_tune(&a.model, &a.data_dir, &options)?;
@@ -132,7 +130,7 @@ pub fn run(a: FitArgs) -> Result<()> {
     if let Some(p) = &h.profile {
         out!("profile: {}", p.display());
     }
-    if let Some(out) = &a.save {
+    if let Some(out) = &a.output {
         out!("saved {}", out.display());
     }
     Ok(())

@@ -8,12 +8,19 @@ use ferroflow::data::TFRecordWriter;
 use ferroflow::tensor::Tensor;
 use ferroflow::workflows::flowers::{self, FlowersOptions};
 
-/// Generate a flowers-like dataset: five class folders (daisy, dandelion, roses,
-/// sunflowers, tulips) of photo-like JPEGs, for the input_pipeline workflow and its models.
+/// Generate a flowers-like image dataset: tf_flowers' five class folders of JPEGs.
+///
+/// Five class folders (daisy, dandelion, roses, sunflowers, tulips) of photo-like JPEGs (nothing
+/// is downloaded), laid out as `image_dataset_from_directory` reads them, for `ferroflow
+/// pipeline` and `ferroflow fit`; --tfrecord also writes them as a TFRecord of tf.train.Examples.
 #[derive(Args)]
 pub struct FlowersArgs {
-    /// Where to write the class folders.
-    dir: PathBuf,
+    /// The directory to write the class folders to (or give it as -o DIR).
+    #[arg(value_name = "DIR", required_unless_present = "output")]
+    dir: Option<PathBuf>,
+    /// The directory to write the class folders to (the same as the positional DIR).
+    #[arg(short = 'o', long, value_name = "DIR", conflicts_with = "dir")]
+    output: Option<PathBuf>,
     /// Images per class.
     #[arg(long, default_value_t = 40)]
     per_class: usize,
@@ -31,7 +38,8 @@ pub struct FlowersArgs {
 }
 
 pub fn run(args: FlowersArgs) -> Result<()> {
-    let FlowersArgs { dir, per_class, size, seed, tfrecord } = args;
+    let FlowersArgs { dir, output, per_class, size, seed, tfrecord } = args;
+    let dir = output.or(dir).context("give the output directory (DIR or -o DIR)")?;
     let size = match size.as_deref() {
         None => None,
         Some(s) => {
@@ -44,7 +52,7 @@ pub fn run(args: FlowersArgs) -> Result<()> {
         }
     };
     let files = flowers::generate(&dir, &FlowersOptions { per_class, size, seed, ..Default::default() })?;
-    println!("wrote {} images in {} class folders under {}", files.len(), flowers::CLASSES.len(), dir.display());
+    out!("wrote {} images in {} class folders under {}", files.len(), flowers::CLASSES.len(), dir.display());
     if let Some(out) = &tfrecord {
         let mut w = TFRecordWriter::create(out).with_context(|| format!("creating {}", out.display()))?;
         for f in &files {
@@ -60,7 +68,7 @@ pub fn run(args: FlowersArgs) -> Result<()> {
             w.write(&record)?;
         }
         w.close()?;
-        println!("wrote {} tf.train.Examples to {}", files.len(), out.display());
+        out!("wrote {} tf.train.Examples to {}", files.len(), out.display());
     }
     Ok(())
 }

@@ -57,10 +57,38 @@ pub fn run(path: &Path, inputs: Option<&Path>, output: Option<&Path>, opts: Sess
     Ok(())
 }
 
-/// `ferroflow inspect MODEL.keras`: what `model.summary()` prints.
-pub fn inspect(path: &Path) -> Result<()> {
+/// `ferroflow inspect MODEL.keras`: what `model.summary()` prints (as JSON with `as_json`).
+pub fn inspect(path: &Path, as_json: bool) -> Result<()> {
     let model = KerasModel::load(path)?;
-    out!("{}", model.summary()?);
+    let s = model.summary()?;
+    if as_json {
+        let layers: Vec<serde_json::Value> = s
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name,
+                    "class": r.class,
+                    "output_shape": r.output_shape,
+                    "params": r.params,
+                    "connected_to": r.connected,
+                })
+            })
+            .collect();
+        return super::print_json(&serde_json::json!({
+            "model": path.display().to_string(),
+            "format": "keras",
+            "name": s.name,
+            "sequential": s.sequential,
+            "layers": layers,
+            "total_params": s.total,
+            "trainable_params": s.trainable,
+            "non_trainable_params": s.non_trainable,
+            "trainable_bytes": s.trainable_bytes,
+            "non_trainable_bytes": s.non_trainable_bytes,
+        }));
+    }
+    out!("{s}");
     Ok(())
 }
 

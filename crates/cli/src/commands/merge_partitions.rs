@@ -4,8 +4,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-/// Merge partition graphs (ferroflow's or TensorFlow's RunMetadata.partition_graphs) into
-/// one graph that runs with the original feed and fetch names.
+/// Merge a step's partition graphs into one GraphDef that runs with the original names.
+///
+/// The partition graphs of one step (TensorFlow's or ferroflow's RunMetadata.partition_graphs,
+/// one per device): _Send/_Recv pairs matched by tensor_name and removed with the _Arg/_Retval
+/// plumbing, so the merged graph runs with the original feed and fetch names.
 #[derive(Args)]
 pub struct MergePartitionsArgs {
     /// The partition graphs (.pb or .pbtxt), one per device.

@@ -9,9 +9,14 @@ use ferroflow::workflows::mnist_training::{self, Config, Outputs};
 
 use crate::world;
 
-/// Train mnist_training's MLP (dropout, dense+relu 256x2, softmax, Adam 1e-3, batch 100,
-/// global_step) in a session on MNIST IDX files, then run `accuracy:0` on the test split by
-/// tensor names; prints `test_accuracy=<value>` last.
+/// Train a TF1-style MLP on MNIST in a Session, with a Saver and SavedModel export.
+///
+/// The model of TensorFlow 1's MNIST tutorials, built as a graph and trained in a Session:
+/// placeholders `inputs`, `outputs` and `is_training`; dropout, two dense+relu layers of 256,
+/// softmax, cross-entropy, Adam 1e-3 with `global_step`, batches of 100. Reads MNIST's IDX files
+/// (default: a bundled 8,000/2,000-digit sample), then runs `accuracy:0` on the test split by
+/// tensor name; prints `test_accuracy=<value>` last. --save writes a TF1 Saver checkpoint with its
+/// .meta, --saved-model a SavedModel TensorFlow loads, --logdir TensorBoard logs.
 #[derive(Args)]
 pub struct MnistArgs {
     /// Training steps (batches of 100).

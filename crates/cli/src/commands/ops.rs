@@ -11,8 +11,11 @@ use ferroflow::proto::attr_value::Value;
 use ferroflow::proto::AttrValue;
 use serde_json::{json, Value as Json};
 
-/// List the op registry: every op with its family, CPU kernel dtypes and gradient; with an
-/// OP, that op's inputs, outputs, attrs with defaults, kernels, gradient and facts.
+/// List the op registry (what tf.raw_ops lists): signatures, attrs, CPU kernels, gradients.
+///
+/// Every op with its family, CPU kernel dtypes and gradient; with an OP, that op's inputs,
+/// outputs, attrs with defaults, kernels, gradient (with the reason where there is none) and
+/// facts.
 #[derive(Args)]
 pub struct OpsArgs {
     /// One op, e.g. `Relu6`.

@@ -5,10 +5,17 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ferroflow::prelude::*;
+use serde_json::json;
 
 use crate::load;
 
-/// Optimize a graph for the given fetches and print what each pass did.
+/// Optimize a GraphDef with Grappler's passes and report what each pass did.
+///
+/// Runs ferroflow's graph optimizer — TensorFlow's Grappler passes: pruning, common subexpression
+/// elimination, constant folding, arithmetic simplification, MatMul/Conv2D + BiasAdd + activation
+/// fusion, elementwise fusion, dependency optimization — on a GraphDef for the given fetches,
+/// prints a table of what each pass did (with --report, every change by node name) and writes the
+/// optimized GraphDef. --json prints the report as JSON (docs/CLI-JSON.md).
 #[derive(Args)]
 pub struct OptimizeArgs {
     /// The graph file (.pb or .pbtxt).
@@ -23,11 +30,15 @@ pub struct OptimizeArgs {
     #[arg(long = "target", value_name = "NODE")]
     targets: Vec<String>,
     /// Write the optimized graph here (.pbtxt as text, otherwise binary).
-    #[arg(short = 'o', long = "output")]
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
     output: Option<PathBuf>,
     /// Print every change by node name after the per-pass table.
     #[arg(long)]
     report: bool,
+    /// Print the report as JSON (every pass with every change by node name; see
+    /// docs/CLI-JSON.md).
+    #[arg(long)]
+    json: bool,
     /// Write the graph after each pass to DIR/NN_round<R>_<pass>.pbtxt.
     #[arg(long, value_name = "DIR")]
     dump_dir: Option<PathBuf>,
@@ -47,11 +58,12 @@ pub fn run(args: OptimizeArgs) -> Result<()> {
         targets,
         output,
         report: details,
+        json,
         dump_dir,
         inexact_float_rewrites,
         disabled,
     } = args;
-    let item = ferroflow::optimize::Item { feeds, fetches, targets, keep: vec![] };
+    let item = ferroflow::optimize::Item { feeds, fetches: fetches.clone(), targets, keep: vec![] };
     let options = ferroflow::optimize::OptimizerOptions {
         inexact_float_rewrites,
         disabled_passes: disabled,
@@ -89,13 +101,61 @@ pub fn run(args: OptimizeArgs) -> Result<()> {
     };
     let optimized = ferroflow::optimize::MetaOptimizer::new(options).optimize_with_dump(&g, &item, &mut dump)?;
     let report = &optimized.report;
-    out!("{}", if details { report.details() } else { report.table() }.trim_end());
     if let Some(out) = output {
         ferroflow::graph::io::write_graph_def(out, &optimized.graph.to_graph_def())?;
+    }
+    if json {
+        let mut v = report_json(report);
+        v["graph"] = json!(graph.display().to_string());
+        v["fetches"] = json!(fetches);
+        v["output"] = json!(output.map(|o| o.display().to_string()));
+        v["dump_dir"] = json!(dump_dir.map(|d| d.display().to_string()));
+        return super::print_json(&v);
+    }
+    out!("{}", if details { report.details() } else { report.table() }.trim_end());
+    if let Some(out) = output {
         out!("wrote {} ({} nodes)", out.display(), optimized.graph.len());
     }
     if let Some(dir) = dump_dir {
         out!("wrote the graph after each pass to {}", dir.display());
     }
     Ok(())
+}
+
+/// The optimizer's report as JSON: the totals and every pass with every change.
+fn report_json(r: &ferroflow::optimize::Report) -> serde_json::Value {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let passes: Vec<serde_json::Value> = r
+        .passes
+        .iter()
+        .map(|p| {
+            json!({
+                "round": p.round,
+                "pass": p.pass,
+                "nodes_before": p.nodes_before,
+                "nodes_after": p.nodes_after,
+                "removed": p.removed,
+                "added": p.added,
+                "folded": p.folded,
+                "merged": p.merged.iter().map(|(node, into)| json!({"node": node, "into": into})).collect::<Vec<_>>(),
+                "fused": p
+                    .fused
+                    .iter()
+                    .map(|(node, absorbed, op)| json!({"node": node, "op": op, "absorbed": absorbed}))
+                    .collect::<Vec<_>>(),
+                "rewritten": p.rewritten.iter().map(|(node, what)| json!({"node": node, "what": what})).collect::<Vec<_>>(),
+                "control_edges_removed": p.control_edges_removed,
+                "time_ms": ms(p.time),
+                "timed_out": p.timed_out,
+                "error": p.error,
+            })
+        })
+        .collect();
+    json!({
+        "nodes_before": r.nodes_before,
+        "nodes_after": r.nodes_after,
+        "rounds": r.rounds,
+        "time_ms": ms(r.time),
+        "passes": passes,
+    })
 }

@@ -19,10 +19,13 @@ fn parse_tunable(s: &str) -> Result<i64, String> {
     }
 }
 
-/// Run input_pipeline over a directory of class folders of JPEGs: file list →
-/// map(read_file → decode_jpeg → resize) → batch → prefetch; prints `class_names=[...]`,
-/// images/s per epoch and what AUTOTUNE chose. With --logdir it trains a small CNN from
-/// the pipeline instead, profiles --profile-batch and prints the profile's report.
+/// Run a tf.data image pipeline over class folders and report images/s and AUTOTUNE's choices.
+///
+/// The pipeline `image_dataset_from_directory` builds: file list → map(read_file → decode_jpeg →
+/// resize) → batch → prefetch, with --parallel, --prefetch and --cache as tf.data's
+/// num_parallel_calls, prefetch and cache; prints `class_names=[...]`, images/s per epoch and
+/// what AUTOTUNE chose. With --logdir it trains a small CNN from the pipeline instead, profiles
+/// --profile-batch as Keras's TensorBoard callback does and prints the profile's report.
 #[derive(Args)]
 pub struct PipelineArgs {
     /// A directory with one folder of images per class (e.g. from `ferroflow flowers`).
@@ -53,15 +56,15 @@ pub struct PipelineArgs {
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
     cache: Option<PathBuf>,
     /// Write the first --dump-batches batches as images0, labels0, images1, ... to this .npz.
-    #[arg(long, value_name = "OUT.npz")]
-    dump: Option<PathBuf>,
-    /// Batches --dump writes.
+    #[arg(short = 'o', long, value_name = "OUT.npz", alias = "dump")]
+    output: Option<PathBuf>,
+    /// Batches --output writes.
     #[arg(long, default_value_t = 1)]
     dump_batches: usize,
     /// Bytes AUTOTUNE's buffers may hold (default: a quarter of physical memory).
     #[arg(long, value_name = "BYTES")]
     ram_budget: Option<u64>,
-    /// Train input_pipeline's small CNN from the pipeline instead of only reading it, with this
+    /// Train a small CNN from the pipeline instead of only reading it, with this
     /// TensorBoard log directory (the profile of --profile-batch goes to
     /// LOGDIR/plugins/profile/<run>/<host>.xplane.pb).
     #[arg(long, value_name = "DIR")]
@@ -115,8 +118,8 @@ pub fn run(a: PipelineArgs) -> Result<()> {
     let (ds, classes) =
         input_pipeline::pipeline(&a.dir, &options).with_context(|| format!("pipeline over {}", a.dir.display()))?;
     let quoted: Vec<String> = classes.iter().map(|c| format!("'{c}'")).collect();
-    println!("class_names=[{}]", quoted.join(", "));
-    println!(
+    out!("class_names=[{}]", quoted.join(", "));
+    out!(
         "pipeline: {} (parallel map {}, prefetch {}, cache {})",
         ds.describe(),
         shown(a.parallel),
@@ -130,7 +133,7 @@ pub fn run(a: PipelineArgs) -> Result<()> {
     if let Some(logdir) = &a.logdir {
         let h = input_pipeline::train_profiled_cnn(&a.dir, &options, a.train_steps, logdir, &a.profile_batch)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        println!(
+        out!(
             "trained {} steps: {:.1} ms per step, input wait {:.0}% of the loop, final loss {:.4}",
             h.history.steps,
             1e3 * h.mean_step_seconds(),
@@ -138,9 +141,9 @@ pub fn run(a: PipelineArgs) -> Result<()> {
             h.history.loss.last().copied().unwrap_or(f64::NAN)
         );
         if let Some(p) = &h.profile {
-            println!("profile of batches {}: {}", a.profile_batch, p.display());
+            out!("profile of batches {}: {}", a.profile_batch, p.display());
             let space = ferroflow::profiler::xspace::read_xspace(p)?;
-            print!("{}", ferroflow::profiler::report::analyze(&space)?);
+            crate::output::print_str(&ferroflow::profiler::report::analyze(&space)?.to_string());
         }
         return Ok(());
     }
@@ -150,16 +153,18 @@ pub fn run(a: PipelineArgs) -> Result<()> {
         // Progress as it happens (the figures are printed at the end).
         if started != Some(epoch) {
             started = Some(epoch);
-            eprintln!("[pipeline] epoch {} of {}", epoch + 1, a.epochs);
+            if !crate::logging::quiet() {
+                eprintln!("[pipeline] epoch {} of {}", epoch + 1, a.epochs);
+            }
         }
-        if a.dump.is_some() && epoch == 0 && i < a.dump_batches {
+        if a.output.is_some() && epoch == 0 && i < a.dump_batches {
             dumped.push((format!("images{i}"), x.clone()));
             dumped.push((format!("labels{i}"), y.clone()));
         }
         Ok(())
     })?;
     for (i, e) in epochs.iter().enumerate() {
-        println!(
+        out!(
             "epoch {}: {} images in {} batches, {:.3} s, {:.1} images/s",
             i + 1,
             e.images,
@@ -169,14 +174,14 @@ pub fn run(a: PipelineArgs) -> Result<()> {
         );
     }
     for t in &tuned {
-        println!("autotune {}: {}={} ({})", t.stage, t.kind, t.value, t.reason);
+        out!("autotune {}: {}={} ({})", t.stage, t.kind, t.value, t.reason);
     }
-    if let Some(out) = &a.dump {
+    if let Some(out) = &a.output {
         npy::write_npz(out, &dumped).with_context(|| format!("writing {}", out.display()))?;
-        println!("wrote {} batches to {}", dumped.len() / 2, out.display());
+        out!("wrote {} batches to {}", dumped.len() / 2, out.display());
     }
     if let Some(counter) = &options.ignore_errors {
-        println!("ignored_errors={}", counter.load(std::sync::atomic::Ordering::Relaxed));
+        out!("ignored_errors={}", counter.load(std::sync::atomic::Ordering::Relaxed));
     }
     Ok(())
 }

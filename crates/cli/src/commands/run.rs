@@ -15,9 +15,12 @@ use crate::{interrupt, load};
 
 mod cluster;
 
-/// Run a GraphDef (.pb binary or .pbtxt text), a meta graph (.meta, with --checkpoint to
-/// restore its variables first), a SavedModel or a Keras model file (.keras, .h5) and print or
-/// save the fetched tensors.
+/// Run a GraphDef, a meta graph with its checkpoint, a SavedModel or a Keras model.
+///
+/// Runs a GraphDef (.pb binary or .pbtxt text), a TF1 meta graph (.meta, with --checkpoint to
+/// restore its variables first, as `tf.train.import_meta_graph` + `saver.restore`), a SavedModel
+/// signature or a Keras model file (.keras, .h5) once, as `session.run` does, and prints the
+/// fetched tensors (dtype, shape, first values) or saves them with -o OUT.npz.
 #[derive(Args)]
 pub struct RunArgs {
     /// The graph file (.pb, .pbtxt, or a TensorFlow/ferroflow .meta), a SavedModel
@@ -50,7 +53,7 @@ pub struct RunArgs {
     #[arg(long = "target", value_name = "NODE")]
     targets: Vec<String>,
     /// Write the fetched tensors to this .npz, each under its fetch name as given.
-    #[arg(long)]
+    #[arg(short = 'o', long, value_name = "OUT.npz")]
     output: Option<PathBuf>,
     /// Threads running independent nodes (0 = one per core).
     #[arg(long, default_value_t = 0)]
@@ -222,7 +225,9 @@ fn run_graph(args: &RunArgs, opts: SessionOptions, cancel: Option<Cancellation>)
         let saver = saver.ok_or_else(|| anyhow::anyhow!("{}: the meta graph has no saver_def", graph.display()))?;
         let prefix = load::checkpoint_prefix(ckpt)?;
         let report = saver.restore(&sess, &prefix)?;
-        eprintln!("restored {} variables from {}", report.restored.len(), prefix.display());
+        if !crate::logging::quiet() {
+            eprintln!("restored {} variables from {}", report.restored.len(), prefix.display());
+        }
     }
     let feed_refs: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetch_refs: Vec<&str> = fetches.iter().map(String::as_str).collect();
@@ -243,7 +248,10 @@ fn run_graph(args: &RunArgs, opts: SessionOptions, cancel: Option<Cancellation>)
         let p = ferroflow::profiler::stop()?;
         let path = ferroflow::profiler::xspace::write_to_logdir(&p, dir)?;
         out!("wrote the profile to {}", path.display());
-        print!("{}", ferroflow::profiler::report::analyze(&ferroflow::profiler::xspace::to_xspace(&p, "localhost"))?);
+        crate::output::print_str(
+            &ferroflow::profiler::report::analyze(&ferroflow::profiler::xspace::to_xspace(&p, "localhost"))?
+                .to_string(),
+        );
     }
     args.write_output(results)
 }

@@ -4,8 +4,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::Args;
 
-/// Write a GraphDef (.pb or .pbtxt; merged partitions or any TensorFlow graph) as a
-/// TensorBoard run: LOGDIR/RUN/events.out.tfevents.<time>.<host> with a graph event.
+/// Write a GraphDef as a TensorBoard run (its Graphs tab shows it).
+///
+/// Any GraphDef (.pb or .pbtxt: a frozen model, merged partitions, any TensorFlow graph) is
+/// written as LOGDIR/RUN/events.out.tfevents.<time>.<host> with a graph event, as
+/// tf.summary.trace_export / FileWriter.add_graph write it.
 #[derive(Args)]
 pub struct TensorboardArgs {
     /// The graph file.
