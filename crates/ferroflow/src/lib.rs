@@ -205,6 +205,14 @@ const _: () = {
     shared::<Error>();
 };
 
+/// The cargo features this build of the library has (`jpeg`, `mpi`).
+pub const FEATURES: &[&str] = &[
+    #[cfg(feature = "jpeg")]
+    "jpeg",
+    #[cfg(feature = "mpi")]
+    "mpi",
+];
+
 /// Reads a GraphDef file (`.pb` binary, `.pbtxt` text) and imports it, validated.
 pub fn load_graph(path: &Path) -> Result<graph::Graph, Error> {
     let def = graph::io::read_graph_def(path)?;

@@ -17,13 +17,9 @@ pub struct InfoArgs {
     json: bool,
 }
 
-/// The cargo features this binary was built with.
+/// The cargo features this binary was built with (the library's: `jpeg`, `mpi`).
 fn features() -> Vec<&'static str> {
-    let mut f = Vec::new();
-    if cfg!(feature = "mpi") {
-        f.push("mpi");
-    }
-    f
+    ferroflow::FEATURES.to_vec()
 }
 
 /// The CPU features the kernels look for, each with whether this machine has it.
