@@ -405,7 +405,7 @@ fn a_large_capture_streams_its_chrome_trace() {
 fn many_scan_jpeg(side: usize, scans: usize) -> Vec<u8> {
     use ferroflow::codec::jpeg::{encode_jpeg, EncodeOptions};
     let pixels = vec![128u8; side * side];
-    let opts = EncodeOptions { progressive: true, ..Default::default() };
+    let opts = EncodeOptions::default().with_progressive(true);
     let jpeg = encode_jpeg(&pixels, side, side, 1, &opts).unwrap();
     // Each scan: an SOS marker (ff da) up to the next marker that is not a stuffed byte or
     // a restart marker; the file ends with EOI (ff d9).

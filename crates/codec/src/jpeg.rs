@@ -79,7 +79,11 @@ pub fn default_max_scans() -> u32 {
 pub use crate::Stop;
 
 /// `tf.io.decode_jpeg` attributes, plus a memory bound.
+///
+/// `#[non_exhaustive]`: other crates build a `DecodeOptions` from `DecodeOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct DecodeOptions {
     /// 0 (as stored: 1 for gray, 3 otherwise, CMYK converted to RGB), 1 (gray) or 3 (RGB).
     pub channels: u8,
@@ -99,6 +103,62 @@ pub struct DecodeOptions {
     pub max_scans: u32,
     /// Whether to stop early, asked as the decode goes.
     pub stop: Option<Stop>,
+}
+
+impl DecodeOptions {
+    /// Sets [`DecodeOptions::channels`].
+    pub fn with_channels(mut self, channels: u8) -> Self {
+        self.channels = channels;
+        self
+    }
+
+    /// Sets [`DecodeOptions::ratio`].
+    pub fn with_ratio(mut self, ratio: u8) -> Self {
+        self.ratio = ratio;
+        self
+    }
+
+    /// Sets [`DecodeOptions::fancy_upscaling`].
+    pub fn with_fancy_upscaling(mut self, fancy_upscaling: bool) -> Self {
+        self.fancy_upscaling = fancy_upscaling;
+        self
+    }
+
+    /// Sets [`DecodeOptions::try_recover_truncated`].
+    pub fn with_try_recover_truncated(mut self, try_recover_truncated: bool) -> Self {
+        self.try_recover_truncated = try_recover_truncated;
+        self
+    }
+
+    /// Sets [`DecodeOptions::acceptable_fraction`].
+    pub fn with_acceptable_fraction(mut self, acceptable_fraction: f32) -> Self {
+        self.acceptable_fraction = acceptable_fraction;
+        self
+    }
+
+    /// Sets [`DecodeOptions::dct_method`].
+    pub fn with_dct_method(mut self, dct_method: DctMethod) -> Self {
+        self.dct_method = dct_method;
+        self
+    }
+
+    /// Sets [`DecodeOptions::max_bytes`].
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets [`DecodeOptions::max_scans`].
+    pub fn with_max_scans(mut self, max_scans: u32) -> Self {
+        self.max_scans = max_scans;
+        self
+    }
+
+    /// Sets [`DecodeOptions::stop`].
+    pub fn with_stop(mut self, stop: Option<Stop>) -> Self {
+        self.stop = stop;
+        self
+    }
 }
 
 impl Default for DecodeOptions {
@@ -649,7 +709,11 @@ pub enum DensityUnit {
 }
 
 /// `tf.io.encode_jpeg` attributes with TF's defaults.
+///
+/// `#[non_exhaustive]`: other crates build a `EncodeOptions` from `EncodeOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EncodeOptions {
     /// `format`: the pixels' layout.
     pub format: JpegFormat,
@@ -669,6 +733,62 @@ pub struct EncodeOptions {
     pub y_density: u16,
     /// Written as an APP1 XMP packet when not empty.
     pub xmp_metadata: Vec<u8>,
+}
+
+impl EncodeOptions {
+    /// Sets [`EncodeOptions::format`].
+    pub fn with_format(mut self, format: JpegFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Sets [`EncodeOptions::quality`].
+    pub fn with_quality(mut self, quality: u8) -> Self {
+        self.quality = quality;
+        self
+    }
+
+    /// Sets [`EncodeOptions::progressive`].
+    pub fn with_progressive(mut self, progressive: bool) -> Self {
+        self.progressive = progressive;
+        self
+    }
+
+    /// Sets [`EncodeOptions::optimize_size`].
+    pub fn with_optimize_size(mut self, optimize_size: bool) -> Self {
+        self.optimize_size = optimize_size;
+        self
+    }
+
+    /// Sets [`EncodeOptions::chroma_downsampling`].
+    pub fn with_chroma_downsampling(mut self, chroma_downsampling: bool) -> Self {
+        self.chroma_downsampling = chroma_downsampling;
+        self
+    }
+
+    /// Sets [`EncodeOptions::density_unit`].
+    pub fn with_density_unit(mut self, density_unit: DensityUnit) -> Self {
+        self.density_unit = density_unit;
+        self
+    }
+
+    /// Sets [`EncodeOptions::x_density`].
+    pub fn with_x_density(mut self, x_density: u16) -> Self {
+        self.x_density = x_density;
+        self
+    }
+
+    /// Sets [`EncodeOptions::y_density`].
+    pub fn with_y_density(mut self, y_density: u16) -> Self {
+        self.y_density = y_density;
+        self
+    }
+
+    /// Sets [`EncodeOptions::xmp_metadata`].
+    pub fn with_xmp_metadata(mut self, xmp_metadata: Vec<u8>) -> Self {
+        self.xmp_metadata = xmp_metadata;
+        self
+    }
 }
 
 impl Default for EncodeOptions {

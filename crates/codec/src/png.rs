@@ -25,7 +25,11 @@ pub enum PngDtype {
 }
 
 /// `tf.io.decode_png` attributes, plus a memory bound.
+///
+/// `#[non_exhaustive]`: other crates build a `PngDecodeOptions` from `PngDecodeOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PngDecodeOptions {
     /// 0 (as stored; palette -> 3, or 4 with tRNS), 1 (gray), 3 (RGB) or 4 (RGBA).
     pub channels: u8,
@@ -35,6 +39,32 @@ pub struct PngDecodeOptions {
     pub max_bytes: usize,
     /// Whether to stop early, asked before every row.
     pub stop: Option<crate::Stop>,
+}
+
+impl PngDecodeOptions {
+    /// Sets [`PngDecodeOptions::channels`].
+    pub fn with_channels(mut self, channels: u8) -> Self {
+        self.channels = channels;
+        self
+    }
+
+    /// Sets [`PngDecodeOptions::dtype`].
+    pub fn with_dtype(mut self, dtype: PngDtype) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Sets [`PngDecodeOptions::max_bytes`].
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets [`PngDecodeOptions::stop`].
+    pub fn with_stop(mut self, stop: Option<crate::Stop>) -> Self {
+        self.stop = stop;
+        self
+    }
 }
 
 impl Default for PngDecodeOptions {

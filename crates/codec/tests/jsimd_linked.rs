@@ -48,7 +48,7 @@ fn overflowing_idct_gives_tensorflows_pixels() {
         ("jpeg_simd_dqt255_420.jpg", DctMethod::IntegerAccurate, "jpeg_simd_dqt255_420__c0_accurate.npy"),
     ] {
         let bytes = std::fs::read(dir.join(file)).unwrap();
-        let opts = DecodeOptions { dct_method: dct, ..Default::default() };
+        let opts = DecodeOptions::default().with_dct_method(dct);
         let (pixels, shape) = decode_jpeg(&bytes, &opts).unwrap();
         let tf = ferroflow_tensor::npy::read_npy(&dir.join(expected)).unwrap();
         assert_eq!(tf.dims(), &shape[..], "{file}");

@@ -90,15 +90,13 @@ fn run_case(codec: &str, input: &Path, p: &HashMap<&str, &str>, expected: &Path)
     let bytes = std::fs::read(input).unwrap();
     match codec {
         "jpeg" => {
-            let opts = DecodeOptions {
-                channels: p.get("channels").map_or(0, |v| v.parse().unwrap()),
-                ratio: p.get("ratio").map_or(1, |v| v.parse().unwrap()),
-                fancy_upscaling: flag(p, "fancy", true),
-                try_recover_truncated: flag(p, "recover", false),
-                acceptable_fraction: p.get("fraction").map_or(1.0, |v| v.parse().unwrap()),
-                dct_method: DctMethod::from_tf(p.get("dct").copied().unwrap_or("")).unwrap(),
-                ..Default::default()
-            };
+            let opts = DecodeOptions::default()
+                .with_channels(p.get("channels").map_or(0, |v| v.parse().unwrap()))
+                .with_ratio(p.get("ratio").map_or(1, |v| v.parse().unwrap()))
+                .with_fancy_upscaling(flag(p, "fancy", true))
+                .with_try_recover_truncated(flag(p, "recover", false))
+                .with_acceptable_fraction(p.get("fraction").map_or(1.0, |v| v.parse().unwrap()))
+                .with_dct_method(DctMethod::from_tf(p.get("dct").copied().unwrap_or("")).unwrap());
             outcome(expected, jpeg::decode_jpeg(&bytes, &opts), |npy, (px, shape)| compare(npy, &shape, &px, 1))
         }
         "jpeg_shape" => outcome(expected, jpeg::jpeg_shape(&bytes), |npy, shape| {
@@ -112,7 +110,7 @@ fn run_case(codec: &str, input: &Path, p: &HashMap<&str, &str>, expected: &Path)
         }),
         "png" => {
             let dtype = if p["dtype"] == "u16" { PngDtype::U16 } else { PngDtype::U8 };
-            let opts = PngDecodeOptions { channels: p["channels"].parse().unwrap(), dtype, ..Default::default() };
+            let opts = PngDecodeOptions::default().with_channels(p["channels"].parse().unwrap()).with_dtype(dtype);
             let elem = if dtype == PngDtype::U16 { 2 } else { 1 };
             outcome(expected, png::decode_png(&bytes, &opts), |npy, (px, shape)| {
                 assert_eq!(npy.descr, if elem == 2 { "<u2" } else { "|u1" });
@@ -147,21 +145,24 @@ fn run_case(codec: &str, input: &Path, p: &HashMap<&str, &str>, expected: &Path)
 
 fn encode_options(p: &HashMap<&str, &str>) -> EncodeOptions {
     let d = EncodeOptions::default();
-    EncodeOptions {
-        format: match p.get("format").copied() {
+    EncodeOptions::default()
+        .with_format(match p.get("format").copied() {
             Some("grayscale") => JpegFormat::Grayscale,
             Some("rgb") => JpegFormat::Rgb,
             _ => JpegFormat::Auto,
-        },
-        quality: p.get("quality").map_or(d.quality, |v| v.parse().unwrap()),
-        progressive: flag(p, "progressive", d.progressive),
-        optimize_size: flag(p, "optimize_size", d.optimize_size),
-        chroma_downsampling: flag(p, "chroma_downsampling", d.chroma_downsampling),
-        density_unit: if p.get("density_unit") == Some(&"cm") { DensityUnit::Centimeter } else { DensityUnit::Inch },
-        x_density: p.get("x_density").map_or(d.x_density, |v| v.parse().unwrap()),
-        y_density: p.get("y_density").map_or(d.y_density, |v| v.parse().unwrap()),
-        xmp_metadata: p.get("xmp_metadata").map_or(Vec::new(), |v| v.as_bytes().to_vec()),
-    }
+        })
+        .with_quality(p.get("quality").map_or(d.quality, |v| v.parse().unwrap()))
+        .with_progressive(flag(p, "progressive", d.progressive))
+        .with_optimize_size(flag(p, "optimize_size", d.optimize_size))
+        .with_chroma_downsampling(flag(p, "chroma_downsampling", d.chroma_downsampling))
+        .with_density_unit(if p.get("density_unit") == Some(&"cm") {
+            DensityUnit::Centimeter
+        } else {
+            DensityUnit::Inch
+        })
+        .with_x_density(p.get("x_density").map_or(d.x_density, |v| v.parse().unwrap()))
+        .with_y_density(p.get("y_density").map_or(d.y_density, |v| v.parse().unwrap()))
+        .with_xmp_metadata(p.get("xmp_metadata").map_or(Vec::new(), |v| v.as_bytes().to_vec()))
 }
 
 #[test]

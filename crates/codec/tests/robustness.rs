@@ -27,14 +27,13 @@ fn jpeg_errors_are_clear() {
     assert!(matches!(e, CodecError::Truncated(_)) && e.to_string().starts_with("truncated JPEG"), "{e}");
     let e = jpeg::decode_jpeg(b"\xff\xd8\xff\xe0\x00\x02garbage", &d).unwrap_err();
     assert!(matches!(e, CodecError::Invalid(_) | CodecError::Truncated(_)), "{e:?}");
-    let e = jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { ratio: 3, ..d.clone() }).unwrap_err();
+    let e = jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &d.clone().with_ratio(3)).unwrap_err();
     assert!(matches!(e, CodecError::Argument(_)) && e.to_string().contains("ratio"), "{e}");
-    let e =
-        jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &DecodeOptions { channels: 4, ..d.clone() }).unwrap_err();
+    let e = jpeg::decode_jpeg(&fixture("jpeg_baseline420.jpg"), &d.clone().with_channels(4)).unwrap_err();
     assert!(matches!(e, CodecError::Argument(_)) && e.to_string().contains("channels"), "{e}");
     assert!(matches!(jpeg::DctMethod::from_tf("FLOAT"), Err(CodecError::Argument(_))));
     // CMYK to gray is not a libjpeg conversion; TF fails too.
-    let e = jpeg::decode_jpeg(&fixture("jpeg_cmyk_adobe.jpg"), &DecodeOptions { channels: 1, ..d }).unwrap_err();
+    let e = jpeg::decode_jpeg(&fixture("jpeg_cmyk_adobe.jpg"), &d.with_channels(1)).unwrap_err();
     assert!(matches!(e, CodecError::Invalid(_)) && e.to_string().starts_with("invalid JPEG"), "{e}");
 }
 
@@ -43,7 +42,7 @@ fn jpeg_truncation() {
     let data = fixture("jpeg_truncated420.jpg");
     let d = DecodeOptions::default();
     assert!(matches!(jpeg::decode_jpeg(&data, &d), Err(CodecError::Truncated(_))));
-    let (px, shape) = jpeg::decode_jpeg(&data, &DecodeOptions { try_recover_truncated: true, ..d }).unwrap();
+    let (px, shape) = jpeg::decode_jpeg(&data, &d.with_try_recover_truncated(true)).unwrap();
     assert_eq!(shape, [29, 37, 3]);
     assert_eq!(px.len(), 29 * 37 * 3);
 }
@@ -52,7 +51,7 @@ fn jpeg_truncation() {
 #[test]
 fn jpeg_recover_does_not_loop_forever() {
     let data = fixture("regress_recover_loop.jpg");
-    let opts = DecodeOptions { try_recover_truncated: true, ..Default::default() };
+    let opts = DecodeOptions::default().with_try_recover_truncated(true);
     let e = jpeg::decode_jpeg(&data, &opts).unwrap_err();
     assert!(matches!(e, CodecError::Truncated(_)), "{e:?}");
 }
@@ -60,15 +59,15 @@ fn jpeg_recover_does_not_loop_forever() {
 #[test]
 fn jpeg_size_limits_apply_before_decoding() {
     let data = fixture("jpeg_baseline420.jpg");
-    let small = DecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..Default::default() };
+    let small = DecodeOptions::default().with_max_bytes(29 * 37 * 3 - 1);
     assert!(matches!(jpeg::decode_jpeg(&data, &small), Err(CodecError::TooLarge(_))));
-    let exact = DecodeOptions { max_bytes: 29 * 37 * 3, ..Default::default() };
+    let exact = DecodeOptions::default().with_max_bytes(29 * 37 * 3);
     assert!(jpeg::decode_jpeg(&data, &exact).is_ok());
     // Claim 65000x65000 in the SOF header: rejected by TF's 2^29 limit without touching the scan data.
     let mut huge = data.clone();
     let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     huge[sof + 5..sof + 9].copy_from_slice(&[0xFD, 0xE8, 0xFD, 0xE8]);
-    let e = jpeg::decode_jpeg(&huge, &DecodeOptions { max_bytes: usize::MAX, ..Default::default() }).unwrap_err();
+    let e = jpeg::decode_jpeg(&huge, &DecodeOptions::default().with_max_bytes(usize::MAX)).unwrap_err();
     assert!(matches!(e, CodecError::TooLarge(_)) && e.to_string().contains("2^29"), "{e}");
     assert_eq!(jpeg::jpeg_shape(&huge).unwrap(), [65000, 65000, 3]);
 }
@@ -80,7 +79,7 @@ fn jpeg_encode_round_trip_and_validation() {
     {
         for progressive in [false, true] {
             let px = gradient(h, w, c);
-            let opts = EncodeOptions { format, progressive, quality: 100, ..Default::default() };
+            let opts = EncodeOptions::default().with_format(format).with_progressive(progressive).with_quality(100);
             let enc = jpeg::encode_jpeg(&px, h, w, c, &opts).unwrap();
             assert_eq!(jpeg::jpeg_shape(&enc).unwrap(), [h, w, c]);
             let (back, shape) = jpeg::decode_jpeg(&enc, &DecodeOptions::default()).unwrap();
@@ -91,8 +90,8 @@ fn jpeg_encode_round_trip_and_validation() {
     }
     let px = gradient(4, 4, 3);
     let d = EncodeOptions::default();
-    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &EncodeOptions { quality: 101, ..d.clone() }).is_err());
-    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &EncodeOptions { format: JpegFormat::Grayscale, ..d.clone() }).is_err());
+    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &d.clone().with_quality(101)).is_err());
+    assert!(jpeg::encode_jpeg(&px, 4, 4, 3, &d.clone().with_format(JpegFormat::Grayscale)).is_err());
     assert!(jpeg::encode_jpeg(&px[..47], 4, 4, 3, &d).is_err());
     assert!(jpeg::encode_jpeg(&gradient(4, 4, 4), 4, 4, 4, &d).is_err());
     assert!(jpeg::encode_jpeg(&[], 0, 4, 3, &d).is_err());
@@ -115,14 +114,12 @@ fn jpeg_corrupted_inputs_never_panic() {
             if i % 5 == 0 {
                 data.truncate(3 + rng.below(data.len() - 3));
             }
-            let opts = DecodeOptions {
-                channels: [0, 1, 3][rng.below(3)],
-                ratio: [1, 2, 4, 8][rng.below(4)],
-                try_recover_truncated: rng.below(2) == 0,
-                acceptable_fraction: 0.5,
-                fancy_upscaling: rng.below(2) == 0,
-                ..Default::default()
-            };
+            let opts = DecodeOptions::default()
+                .with_channels([0, 1, 3][rng.below(3)])
+                .with_ratio([1, 2, 4, 8][rng.below(4)])
+                .with_try_recover_truncated(rng.below(2) == 0)
+                .with_acceptable_fraction(0.5)
+                .with_fancy_upscaling(rng.below(2) == 0);
             match jpeg::decode_jpeg(&data, &opts) {
                 Ok((px, s)) => {
                     assert_eq!(px.len(), s[0] * s[1] * s[2]);
@@ -144,9 +141,9 @@ fn png_errors_and_limits() {
     assert!(e.to_string().starts_with("not a PNG file: starts with ff d8 ff"), "{e}");
     let e = png::decode_png(&fixture("png_truncated.png"), &d).unwrap_err();
     assert!(matches!(e, CodecError::Truncated(_) | CodecError::Invalid(_)) && e.to_string().contains("PNG"), "{e}");
-    let e = png::decode_png(&fixture("png_rgb8.png"), &PngDecodeOptions { channels: 2, ..d.clone() });
+    let e = png::decode_png(&fixture("png_rgb8.png"), &d.clone().with_channels(2));
     assert!(matches!(e, Err(CodecError::Argument(_))));
-    let small = PngDecodeOptions { max_bytes: 29 * 37 * 3 - 1, ..d };
+    let small = d.with_max_bytes(29 * 37 * 3 - 1);
     let e = png::decode_png(&fixture("png_rgb8.png"), &small).unwrap_err();
     assert!(matches!(e, CodecError::TooLarge(_)) && e.to_string().starts_with("PNG too large"), "{e}");
 }
@@ -160,7 +157,7 @@ fn png_round_trip() {
         for (pixels, dtype) in [(PngPixels::U8(px8.clone()), PngDtype::U8), (PngPixels::U16(px16), PngDtype::U16)] {
             for level in [-1, 0, 1, 6, 9] {
                 let enc = png::encode_png(&pixels, h, w, c, level).unwrap();
-                let opts = PngDecodeOptions { dtype, ..Default::default() };
+                let opts = PngDecodeOptions::default().with_dtype(dtype);
                 let (back, shape) = png::decode_png(&enc, &opts).unwrap();
                 assert_eq!(shape, [h, w, c]);
                 assert_eq!(back, pixels);
@@ -185,11 +182,9 @@ fn png_corrupted_inputs_never_panic() {
             if i % 4 == 0 {
                 data.truncate(8 + rng.below(data.len() - 8));
             }
-            let opts = PngDecodeOptions {
-                channels: [0, 1, 3, 4][rng.below(4)],
-                dtype: if rng.below(2) == 0 { PngDtype::U8 } else { PngDtype::U16 },
-                ..Default::default()
-            };
+            let opts = PngDecodeOptions::default()
+                .with_channels([0, 1, 3, 4][rng.below(4)])
+                .with_dtype(if rng.below(2) == 0 { PngDtype::U8 } else { PngDtype::U16 });
             let _ = png::decode_png(&data, &opts);
         }
     }
@@ -209,7 +204,7 @@ fn an_interlaced_png_decodes_row_by_row() {
     assert_eq!(px, PngPixels::U8(want));
     // A decode asked to stop stops before its first row.
     let stop = ferroflow_codec::Stop(std::sync::Arc::new(|| true));
-    let opts = PngDecodeOptions { stop: Some(stop), ..Default::default() };
+    let opts = PngDecodeOptions::default().with_stop(Some(stop));
     let e = png::decode_png(&fixture("png_rgb8.png"), &opts).unwrap_err();
     assert!(matches!(e, ferroflow_codec::CodecError::Stopped), "{e}");
 }

@@ -21,7 +21,11 @@ pub const AUTOTUNE: i64 = -1;
 const WINDOW: u64 = 16;
 
 /// What the tuner may use.
+///
+/// `#[non_exhaustive]`: other crates build a `Budget` from `Budget::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Budget {
     /// Threads a parallel stage may use at most (default: the machine's cores).
     pub cpu: usize,
@@ -30,6 +34,26 @@ pub struct Budget {
     /// Log each tuning change (at info level through the `log` facade, target
     /// `ferroflow_data::autotune`; whether it appears is the logger's choice).
     pub log: bool,
+}
+
+impl Budget {
+    /// Sets [`Budget::cpu`].
+    pub fn with_cpu(mut self, cpu: usize) -> Self {
+        self.cpu = cpu;
+        self
+    }
+
+    /// Sets [`Budget::ram_bytes`].
+    pub fn with_ram_bytes(mut self, ram_bytes: u64) -> Self {
+        self.ram_bytes = ram_bytes;
+        self
+    }
+
+    /// Sets [`Budget::log`].
+    pub fn with_log(mut self, log: bool) -> Self {
+        self.log = log;
+        self
+    }
 }
 
 impl Default for Budget {

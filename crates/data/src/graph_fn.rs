@@ -37,7 +37,7 @@ impl GraphFunction {
             h.write(b";");
         }
         let name = format!("graph {:016x} ({} -> {})", h.finish(), inputs.join(", "), outputs.join(", "));
-        let options = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+        let options = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(1);
         let session = Session::new(graph, options).map_err(|e| DataError::pipeline("map graph", e))?;
         let plan = session.plan(inputs, outputs, &[]).map_err(|e| DataError::pipeline("map graph", e))?;
         Ok(GraphFunction { session, plan, name })

@@ -168,7 +168,11 @@ pub enum LabelMode {
 }
 
 /// Options of [`image_dataset_from_directory`] (Keras's, with its defaults).
+///
+/// `#[non_exhaustive]`: other crates build a `DirectoryOptions` from `DirectoryOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DirectoryOptions {
     /// `(height, width)` images are resized to (default 256×256).
     pub image_size: [usize; 2],
@@ -186,6 +190,56 @@ pub struct DirectoryOptions {
     pub validation_split: Option<f32>,
     /// Decode and resize on worker threads (default AUTOTUNE).
     pub num_parallel_calls: i64,
+}
+
+impl DirectoryOptions {
+    /// Sets [`DirectoryOptions::image_size`].
+    pub fn with_image_size(mut self, image_size: [usize; 2]) -> Self {
+        self.image_size = image_size;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::batch_size`].
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::channels`].
+    pub fn with_channels(mut self, channels: u8) -> Self {
+        self.channels = channels;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::label_mode`].
+    pub fn with_label_mode(mut self, label_mode: LabelMode) -> Self {
+        self.label_mode = label_mode;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::shuffle`].
+    pub fn with_shuffle(mut self, shuffle: bool) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::seed`].
+    pub fn with_seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::validation_split`].
+    pub fn with_validation_split(mut self, validation_split: Option<f32>) -> Self {
+        self.validation_split = validation_split;
+        self
+    }
+
+    /// Sets [`DirectoryOptions::num_parallel_calls`].
+    pub fn with_num_parallel_calls(mut self, num_parallel_calls: i64) -> Self {
+        self.num_parallel_calls = num_parallel_calls;
+        self
+    }
 }
 
 impl Default for DirectoryOptions {

@@ -581,7 +581,11 @@ impl Node for IgnoreErrors {
 }
 
 /// How a map runs.
+///
+/// `#[non_exhaustive]`: other crates build a `MapOptions` from `MapOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MapOptions {
     /// `None`: on the consumer's thread; `Some(n)`: `n` worker threads; `Some(AUTOTUNE)`:
     /// tuned (see [`crate::autotune`]).
@@ -590,6 +594,26 @@ pub struct MapOptions {
     pub deterministic: bool,
     /// The function's name in fingerprints (default: its Rust type name).
     pub name: Option<String>,
+}
+
+impl MapOptions {
+    /// Sets [`MapOptions::num_parallel_calls`].
+    pub fn with_num_parallel_calls(mut self, num_parallel_calls: Option<i64>) -> Self {
+        self.num_parallel_calls = num_parallel_calls;
+        self
+    }
+
+    /// Sets [`MapOptions::deterministic`].
+    pub fn with_deterministic(mut self, deterministic: bool) -> Self {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// Sets [`MapOptions::name`].
+    pub fn with_name(mut self, name: Option<String>) -> Self {
+        self.name = name;
+        self
+    }
 }
 
 impl Default for MapOptions {

@@ -25,7 +25,7 @@ fn graph(text_or_file: Result<&str, &Path>) -> ferroflow_graph::Graph {
 }
 
 fn quiet() -> Budget {
-    Budget { log: false, ..Budget::default() }
+    Budget::default().with_log(false)
 }
 
 #[test]
@@ -37,7 +37,7 @@ fn a_tensorflow_graph_is_a_map_function() {
     for parallel in [None, Some(2)] {
         let f =
             GraphFunction::new(graph(Err(&fixtures().join("read_decode_resize.pb"))), &["path:0"], &["out:0"]).unwrap();
-        let options = MapOptions { num_parallel_calls: parallel, ..Default::default() };
+        let options = MapOptions::default().with_num_parallel_calls(parallel);
         let ds: Dataset<Tensor> = Dataset::from_tensor_slices(Tensor::from_strings(&[5], paths.clone()).unwrap())
             .unwrap()
             .with_budget(quiet())

@@ -10,7 +10,7 @@ use ferroflow_data::{Budget, Cardinality, DataError, Dataset, ElementCause, MapO
 use ferroflow_tensor::{DType, Tensor};
 
 fn quiet() -> Budget {
-    Budget { log: false, ..Budget::default() }
+    Budget::default().with_log(false)
 }
 
 fn ints(ds: &Dataset<Tensor>) -> Vec<i64> {
@@ -74,8 +74,10 @@ fn parallel_map_keeps_input_order_and_uses_several_threads() {
     });
     assert_eq!(ints(&ds), (0..200).map(|v| v * 2).collect::<Vec<_>>());
     assert!(threads.lock().unwrap().len() > 1);
-    let sloppy = range(100)
-        .map_with(&MapOptions { num_parallel_calls: Some(3), deterministic: false, name: None }, |i: Tensor| Ok(i));
+    let sloppy = range(100).map_with(
+        &MapOptions::default().with_num_parallel_calls(Some(3)).with_deterministic(false).with_name(None),
+        |i: Tensor| Ok(i),
+    );
     let mut got = ints(&sloppy);
     got.sort();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
@@ -299,7 +301,7 @@ fn memory_cache_replays_without_running_upstream() {
 fn counted_pipeline(calls: &Arc<AtomicUsize>, scale: i64, file: &std::path::Path) -> Dataset<(Tensor, Tensor)> {
     let c = calls.clone();
     range(6)
-        .map_with(&MapOptions { name: Some(format!("scale{scale}")), ..Default::default() }, move |x: Tensor| {
+        .map_with(&MapOptions::default().with_name(Some(format!("scale{scale}"))), move |x: Tensor| {
             c.fetch_add(1, Ordering::Relaxed);
             let v = x.scalar_value::<i64>()?;
             Ok((Tensor::scalar(v * scale), Tensor::from_strings(&[], vec![format!("s{v}").into_bytes()])?))
@@ -426,7 +428,7 @@ fn autotuned_prefetch_stays_within_the_ram_budget() {
     let produced = Arc::new(AtomicUsize::new(0));
     let p = produced.clone();
     let element = 1 << 16; // 64 KiB of f32s
-    let budget = Budget { cpu: 2, ram_bytes: 3 * element as u64, log: false };
+    let budget = Budget::default().with_cpu(2).with_ram_bytes(3 * element as u64).with_log(false);
     let ds = Dataset::range(0, 200, 1)
         .unwrap()
         .map(move |_x: Tensor| {
@@ -458,7 +460,7 @@ fn autotuned_parallel_map_reports_its_choice() {
             std::thread::sleep(Duration::from_millis(2));
             Ok(x)
         })
-        .with_budget(Budget { cpu: 2, ram_bytes: 1 << 30, log: false });
+        .with_budget(Budget::default().with_cpu(2).with_ram_bytes(1 << 30).with_log(false));
     assert_eq!(ints(&ds), (0..96).collect::<Vec<_>>());
     let r = &ds.autotune_report()[0];
     assert_eq!(r.stage, "Iterator::Root::ParallelMap");

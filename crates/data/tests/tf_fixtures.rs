@@ -31,12 +31,12 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
 #[test]
 fn image_dataset_from_directory_matches_keras_without_shuffle() {
     let want = npz("keras_batches.npz");
-    let options = DirectoryOptions { image_size: [40, 48], batch_size: 4, shuffle: false, ..Default::default() };
+    let options = DirectoryOptions::default().with_image_size([40, 48]).with_batch_size(4).with_shuffle(false);
     let d = image::image_dataset_from_directory(&dir().join("flowers_tiny"), &options, Subset::All).unwrap();
     let names: Vec<String> =
         want["class_names"].as_strings().unwrap().iter().map(|s| String::from_utf8(s.clone()).unwrap()).collect();
     assert_eq!(d.class_names, names);
-    let ds = d.dataset.with_budget(Budget { log: false, ..Budget::default() });
+    let ds = d.dataset.with_budget(Budget::default().with_log(false));
     let batches: Vec<(Tensor, Tensor)> = ds.iter().unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(batches.len(), 3);
     for (i, (x, y)) in batches.iter().enumerate() {

@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
             let sess = Session::new(graph.clone(), {
                 // Executor overhead as written: the optimizer would fuse the chain and merge
                 // the identical wide ops.
-                let mut o = SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() };
+                let mut o = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(1);
                 o.optimizer.enabled = false;
                 o
             })
@@ -34,7 +34,7 @@ fn bench(c: &mut Criterion) {
     }
     // Step-stats collection (RunOptions FULL_TRACE) on the chain, next to NO_TRACE.
     let (graph, fetch) = graphs::chain(N);
-    let mut opts = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+    let mut opts = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(1);
     opts.optimizer.enabled = false;
     let sess = Session::new(graph, opts).unwrap();
     let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();
@@ -57,7 +57,8 @@ fn bench(c: &mut Criterion) {
             let mut left = iters;
             while left > 0 {
                 let n = left.min(100);
-                profiler::start(&profiler::ProfilerOptions { max_events: (n as usize + 1) * (N + 100) }).unwrap();
+                profiler::start(&profiler::ProfilerOptions::default().with_max_events((n as usize + 1) * (N + 100)))
+                    .unwrap();
                 let t = std::time::Instant::now();
                 for _ in 0..n {
                     sess.run_plan(&plan, &feeds).unwrap();
@@ -89,7 +90,7 @@ fn bench(c: &mut Criterion) {
             while left > 0 {
                 let n = left.min(1 << 20);
                 // Room for the events and each buffer's run-id record.
-                profiler::start(&profiler::ProfilerOptions { max_events: n as usize + 64 }).unwrap();
+                profiler::start(&profiler::ProfilerOptions::default().with_max_events(n as usize + 64)).unwrap();
                 let t = std::time::Instant::now();
                 let mut t0 = clock::ticks();
                 for _ in 0..n {

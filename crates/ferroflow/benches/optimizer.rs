@@ -18,8 +18,7 @@ fn mlp(c: &mut Criterion) {
         let (graph, fetch) = graphs::mlp(&[784, 256, 256, 10], act);
         for (variant, disabled) in [("fused", vec![]), ("unfused", vec!["contraction_fusion", "elementwise_fusion"])] {
             for threads in [1, 2] {
-                let mut opts =
-                    SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+                let mut opts = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
                 opts.optimizer.disabled_passes = disabled.iter().map(|s| s.to_string()).collect();
                 let sess = Session::new(graph.clone(), opts).unwrap();
                 let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();

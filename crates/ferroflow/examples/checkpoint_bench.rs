@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         b.variable(b.scope(), &format!("var_{i}"), &[per], DType::Float, &init, true)?;
     }
     b.global_variables_initializer()?;
-    let mut saver = Saver::new(&b, None, SaverOptions { max_to_keep: 1, ..Default::default() })?;
+    let mut saver = Saver::new(&b, None, SaverOptions::default().with_max_to_keep(1))?;
     let sess = Session::new(b.graph(), SessionOptions::default())?;
     sess.run(&[], &[], &["init"])?;
     let mb = (per * vars * 4) as f64 / 1e6;

@@ -17,7 +17,7 @@ fn main() -> anyhow::Result<()> {
     for threads in [1, 2] {
         let sess = Session::new(
             graph.clone(),
-            SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() },
+            SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads),
         )?;
         let plan = sess.plan(&["x:0"], &["Identity:0"], &[])?;
         let feeds = [x.clone()];

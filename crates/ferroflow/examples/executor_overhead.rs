@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
             let sess = Session::new(graph.clone(), {
                 // Executor overhead as written: the optimizer would fuse the chain and merge
                 // the identical wide ops.
-                let mut o = SessionOptions { inter_op_threads: threads, intra_op_threads: 1, ..Default::default() };
+                let mut o = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(1);
                 o.optimizer.enabled = false;
                 o
             })?;

@@ -8,7 +8,7 @@ fn main() {
     let which = std::env::args().nth(1).unwrap_or_else(|| "chain".into());
     let steps: usize = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(100);
     let (graph, fetch) = if which.starts_with("wide") { graphs::wide(2000) } else { graphs::chain(2000) };
-    let mut o = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+    let mut o = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(1);
     o.optimizer.enabled = false;
     let sess = Session::new(graph, o).unwrap();
     let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();

@@ -15,7 +15,7 @@ fn main() {
             let (graph, fetch) = graphs::mlp(&[784, 256, 256, 10], act);
             let mut sessions = vec![];
             for disabled in [vec![], vec!["contraction_fusion", "elementwise_fusion"]] {
-                let mut opts = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+                let mut opts = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(1);
                 opts.optimizer.disabled_passes = disabled.iter().map(|s| s.to_string()).collect();
                 let sess = Session::new(graph.clone(), opts).expect("session");
                 let plan = sess.plan(&["x:0"], &[&fetch], &[]).expect("plan");

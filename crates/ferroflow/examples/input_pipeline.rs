@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 batch: 32,
                 parallel: parallel.then_some(AUTOTUNE),
                 prefetch: prefetch.then_some(AUTOTUNE),
-                budget: Budget { log: false, ..Budget::default() },
+                budget: Budget::default().with_log(false),
                 ..Default::default()
             };
             let (ds, classes) = input_pipeline::pipeline(&dir, &options)?;
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .push(Layer::Flatten)
                 .push(Layer::dense(classes.len(), Activation::Softmax))
                 .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(1e-3), SessionOptions::default())?;
-            let opts = FitOptions { epochs: 1, verbose: false, ..Default::default() };
+            let opts = FitOptions::default().with_epochs(1).with_verbose(false);
             let h = model.fit_dataset(&ds, &opts, Some(steps), None)?;
             // The first steps warm up the pipeline and the tuner: measure the rest.
             let tail = &h.step_seconds[h.step_seconds.len() / 3..];

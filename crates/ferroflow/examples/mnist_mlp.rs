@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         );
         return Ok(());
     }
-    let options = SessionOptions { intra_op_threads: intra, ..Default::default() };
+    let options = SessionOptions::default().with_intra_op_threads(intra);
     let r = mnist_training::train(&data, steps, seed, options, 500, None)?;
     eprintln!("MNIST from {}: {} training, {} test digits", data.display(), r.examples.0, r.examples.1);
     eprintln!("global_step = {}", r.global_step);

@@ -43,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let model =
         model.compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(1e-3), SessionOptions::default())?;
-    let opts = FitOptions { epochs, batch_size: 100, ..Default::default() };
+    let opts = FitOptions::default().with_epochs(epochs).with_batch_size(100);
     let hist = model.fit(&xtr, &m.train.sparse_labels(), &opts, Some((&xte, &m.test.sparse_labels())))?;
     let (loss, acc) = *hist.validation.last().ok_or("no epochs ran")?;
     println!("val_loss={loss:.4} val_accuracy={:.4} steps_per_sec={:.1}", acc.unwrap_or(f64::NAN), hist.steps_per_sec);

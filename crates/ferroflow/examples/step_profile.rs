@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let roles = mnist_training::build(&b, &mnist_training::Config::default())?;
     // `step_profile [intra_op_threads]`
     let intra = std::env::args().nth(1).map_or(Ok(0), |v| v.parse())?;
-    let sopts = SessionOptions { intra_op_threads: intra, ..Default::default() };
+    let sopts = SessionOptions::default().with_intra_op_threads(intra);
     let sess = Session::new(b.graph(), sopts)?;
     sess.run(&[], &[], &[&roles.init])?;
     let idx: Vec<usize> = (0..100).collect();

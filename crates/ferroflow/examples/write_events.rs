@@ -21,7 +21,7 @@ fn main() -> anyhow::Result<()> {
     let mut graph = graph;
     let add_1 = graph.find("Add_1").expect("what_runs has Add_1");
     graph.node_mut(add_1).device = "/cpu:1".into();
-    let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
+    let mut opts = SessionOptions::default().with_cpu_devices(2);
     opts.optimizer.enabled = false;
     let sess = Session::new(graph, opts)?;
     let run_options =

@@ -317,9 +317,9 @@ pub fn jpeg(data: &[u8]) {
     let d = DecodeOptions::default();
     for opts in [
         d.clone(),
-        DecodeOptions { channels: 1, ..d.clone() },
-        DecodeOptions { ratio: 4, dct_method: DctMethod::IntegerAccurate, fancy_upscaling: false, ..d.clone() },
-        DecodeOptions { channels: 3, try_recover_truncated: true, acceptable_fraction: 0.5, ..d },
+        d.clone().with_channels(1),
+        d.clone().with_ratio(4).with_dct_method(DctMethod::IntegerAccurate).with_fancy_upscaling(false),
+        d.with_channels(3).with_try_recover_truncated(true).with_acceptable_fraction(0.5),
     ] {
         ok(kernels::image::decode_jpeg(data, &opts));
     }

@@ -20,7 +20,7 @@ fn matches_tensorflow(name: &str) {
     let fetches: Vec<String> = outputs.iter().map(|o| format!("{o}:0")).collect();
     let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
     for (threads, optimize) in [(1, true), (2, true), (1, false), (2, false)] {
-        let mut options = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let mut options = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         options.optimizer.enabled = optimize;
         let sess = Session::new(graph.clone(), options).unwrap();
         let got = sess.run(&[("x:0", want["x"].clone())], &fetches, &[]).unwrap();

@@ -249,7 +249,7 @@ fn errors_name_the_function_the_statement_and_the_variable() {
         e.contains("loop variable `acc` changes dtype across iterations: int32[] before the loop, float32[] after an iteration"),
         "{e}"
     );
-    let f = forever_function().session_options(SessionOptions { max_loop_iterations: 10_000, ..Default::default() });
+    let f = forever_function().session_options(SessionOptions::default().with_max_loop_iterations(10_000));
     let e = f.call(&[Tensor::scalar(1i32)]).unwrap_err().to_string();
     assert!(e.contains("the loop ran 10000 iterations, the limit set by max_loop_iterations"), "{e}");
 

@@ -64,7 +64,7 @@ fn hooks_run_in_keras_order_and_early_stopping_stops() {
     let mut logger = CsvLogger::new(&csv);
     // min_delta so large that nothing counts as an improvement: stops after `patience` epochs.
     let mut stop = EarlyStopping::new("val_loss", 1e9, 2);
-    let opts = FitOptions { epochs: 10, verbose: false, ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(10).with_verbose(false);
     let h = model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut trace, &mut logger, &mut stop]).unwrap();
     assert_eq!(h.history.loss.len(), 3, "epoch 0 sets the best, epochs 1 and 2 do not improve");
     assert_eq!(stop.stopped_epoch, Some(2));
@@ -98,7 +98,7 @@ fn checkpoints_and_bad_setups() {
     let (model, ds) = model_and_data();
     let dir = tempfile::tempdir().unwrap();
     let mut ckpt = ModelCheckpoint::new(&dir.path().join("ckpt/model"), "val_loss", true);
-    let opts = FitOptions { epochs: 3, verbose: false, ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(3).with_verbose(false);
     model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut ckpt]).unwrap();
     assert!(!ckpt.saved.is_empty() && ckpt.saved.len() <= 3);
     for p in &ckpt.saved {
@@ -125,7 +125,7 @@ fn the_progress_bar_shows_steps_eta_rate_and_metrics() {
     use ferroflow::train::callbacks::ProgbarLogger;
     let (model, ds) = model_and_data();
     let mut bar = ProgbarLogger::new(false);
-    let opts = FitOptions { epochs: 2, verbose: false, ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(2).with_verbose(false);
     model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut bar]).unwrap();
     let logs = Logs::from([("loss".to_string(), 0.5), ("val_loss".to_string(), 0.25)]);
     let line = bar.line(Some(&logs));
@@ -165,7 +165,7 @@ fn early_stopping_restores_the_best_epochs_weights() {
     // Only epoch 0 counts as an improvement: training stops after epoch 2 and ends with epoch
     // 0's weights, which epochs 1 and 2 changed.
     let mut stop = EarlyStopping::new("val_loss", 1e9, 2).restore_best_weights(true);
-    let opts = FitOptions { epochs: 10, verbose: false, ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(10).with_verbose(false);
     model.fit_dataset_with(&ds, &opts, None, Some(&ds), &mut [&mut seen, &mut stop]).unwrap();
     assert_eq!((stop.best_epoch, stop.stopped_epoch, seen.0.len()), (Some(0), Some(2), 3));
     assert_ne!(seen.0[0], seen.0[2], "training moved the weights");
@@ -207,7 +207,7 @@ fn two_profiles_of_one_fit_are_refused_at_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let mut tb = TensorBoard::new(dir.path(), 0, false, UpdateFreq::Epoch, "1,2").unwrap();
     let profile = ferroflow::train::profile::ProfileBatches::parse(dir.path(), "1").unwrap();
-    let opts = FitOptions { epochs: 1, verbose: false, profile: Some(profile), ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(1).with_verbose(false).with_profile(Some(profile));
     let e = model.fit_dataset_with(&ds, &opts, None, None, &mut [&mut tb]).unwrap_err().to_string();
     assert!(e.contains("1..=1") && e.contains("1..=2") && e.contains("one profile"), "{e}");
 }

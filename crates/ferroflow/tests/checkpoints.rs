@@ -32,7 +32,7 @@ fn small(max_to_keep: usize) -> Small {
     let gs = b.global_step().unwrap();
     let train = Optimizer::adam(0.05).minimize(&b, loss, None, Some(&gs)).unwrap();
     b.global_variables_initializer().unwrap();
-    let saver = Saver::new(&b, None, SaverOptions { max_to_keep, ..Default::default() }).unwrap();
+    let saver = Saver::new(&b, None, SaverOptions::default().with_max_to_keep(max_to_keep)).unwrap();
     let graph = b.graph();
     let train = graph.node(train).name.clone();
     let out = graph.output_name(out);
@@ -165,7 +165,7 @@ fn restore_names_missing_and_unexpected_keys_and_can_be_partial() {
     let e = saver.restore(&fresh, &path).unwrap_err().to_string();
     assert!(e.contains("m.index") && e.contains("\"extra\"") && e.contains("\"renamed\""), "{e}");
     assert!(e.contains("\"out/kernel\"") && e.contains("allow_partial"), "{e}");
-    let report = saver.restore_with(&fresh, &path, &RestoreOptions { allow_partial: true }).unwrap();
+    let report = saver.restore_with(&fresh, &path, &RestoreOptions::default().with_allow_partial(true)).unwrap();
     assert_eq!(report.restored, ["layer_0/bias", "layer_0/kernel"]);
     assert_eq!(report.missing, ["extra", "renamed"]);
     assert!(report.unexpected.contains(&"out/kernel".to_string()));
@@ -367,7 +367,7 @@ fn crash_model() -> (Graph, Saver) {
         );
         s.with_name(&name).add_op("AssignVariableOp", "AssignVariableOp", &[v.handle, p], &[], a).unwrap();
     }
-    let saver = Saver::new(&b, None, SaverOptions { max_to_keep: 2, ..Default::default() }).unwrap();
+    let saver = Saver::new(&b, None, SaverOptions::default().with_max_to_keep(2)).unwrap();
     (b.graph(), saver)
 }
 

@@ -77,7 +77,7 @@ fn a_function_that_calls_itself_is_an_error() {
 fn a_loop_that_never_ends_stops_at_the_iteration_limit() {
     let w = r#"node { name: "call" op: "While" input: "x" attr { key: "T" value { list { type: DT_FLOAT } } } attr { key: "cond" value { func { name: "always" } } } attr { key: "body" value { func { name: "same" } } } }
 "#;
-    let opts = SessionOptions { max_loop_iterations: 1000, ..Default::default() };
+    let opts = SessionOptions::default().with_max_loop_iterations(1000);
     let e = run(&session(w, opts).unwrap(), 1.0).unwrap_err();
     assert!(e.contains("node 'call' (While)") && e.contains("1000 iterations"), "{e}");
 }
@@ -139,7 +139,7 @@ node { name: "body" op: "Identity" input: "s:1" attr { key: "T" value { type: DT
 node { name: "next" op: "NextIteration" input: "body" attr { key: "T" value { type: DT_FLOAT } } }
 node { name: "exit" op: "Exit" input: "s" attr { key: "T" value { type: DT_FLOAT } } }
 "#;
-    let opts = SessionOptions { max_loop_iterations: 500, ..Default::default() };
+    let opts = SessionOptions::default().with_max_loop_iterations(500);
     let e = v1(l, opts, "exit:0").unwrap_err();
     assert!(e.contains("node 'next' (NextIteration)") && e.contains("500 iterations"), "{e}");
 }

@@ -123,7 +123,7 @@ fn conv2d_matches_a_direct_convolution_on_every_path() {
             }
         }
         for threads in [1, 2] {
-            let opts = SessionOptions { inter_op_threads: 1, intra_op_threads: threads, ..Default::default() };
+            let opts = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(threads);
             let sess = Session::new(g.clone(), opts).unwrap();
             let feed = Tensor::from_vec(&[n, h, w, c], xv.clone()).unwrap();
             let got = sess.run(&[("x:0", feed)], &[fetch.as_str()], &[]).unwrap().remove(0);

@@ -26,7 +26,7 @@ fn run(name: &str, rtol: f64, atol: f64) {
     let feeds: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
     let fetches: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
     for (threads, optimize) in [(1, true), (2, true), (1, false), (2, false)] {
-        let mut opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let mut opts = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         opts.optimizer.enabled = optimize;
         let sess = Session::new(graph.clone(), opts).unwrap();
         let got = sess.run(&feeds, &fetches, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -32,7 +32,7 @@ fn graph_with(x_shape: Shape) -> (Graph, Vec<String>) {
 
 fn run(devices: usize, optimize: bool) -> (Vec<Tensor>, ferroflow::proto::RunMetadata) {
     let (g, fetches) = graph();
-    let mut opts = SessionOptions { cpu_devices: devices, ..Default::default() };
+    let mut opts = SessionOptions::default().with_cpu_devices(devices);
     opts.optimizer.enabled = optimize;
     let sess = Session::new(g, opts).unwrap();
     let x = Tensor::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]).unwrap();
@@ -86,7 +86,7 @@ fn two_cpu_devices_partition_run_and_merge() {
 #[test]
 fn an_error_in_one_partition_aborts_the_step() {
     let (g, fetches) = graph_with(Shape::unknown());
-    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    let sess = Session::new(g, SessionOptions::default().with_cpu_devices(2)).unwrap();
     // x with 4 columns: the MatMul on CPU:0 fails while CPU:1 waits for its result; the step
     // ends with that error, no hang.
     let x = Tensor::from_vec(&[1, 4], vec![1.0f32; 4]);
@@ -100,7 +100,7 @@ fn impossible_placements_are_errors_naming_node_and_device() {
     let (mut g, fetches) = graph();
     let r = g.find("r").unwrap();
     g.node_mut(r).device = "/cpu:7".into();
-    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    let sess = Session::new(g, SessionOptions::default().with_cpu_devices(2)).unwrap();
     let x = Tensor::from_vec(&[1, 3], vec![1.0f32; 3]).unwrap();
     let e = sess.run(&[("x:0", x)], &[&fetches[0]], &[]).unwrap_err().to_string();
     assert!(e.contains("'r'") && e.contains("CPU:7"), "{e}");
@@ -145,7 +145,7 @@ fn hooks_run_around_steps_and_write_partition_graphs() {
     use ferroflow::runtime::hooks::{MonitoredSession, PartitionGraphHook};
     let dir = tempfile::tempdir().unwrap();
     let (g, fetches) = graph();
-    let sess = Session::new(g, SessionOptions { cpu_devices: 2, ..Default::default() }).unwrap();
+    let sess = Session::new(g, SessionOptions::default().with_cpu_devices(2)).unwrap();
     let probe = Probe::default();
     let calls = probe.calls.clone();
     let hooks: Vec<Box<dyn ferroflow::runtime::hooks::SessionRunHook>> =

@@ -128,8 +128,7 @@ fn a_device_beyond_the_cluster_is_an_error_naming_node_device_and_size() {
     let a = s.scalar(1.0f32).unwrap();
     let far = s.with_name("far").with_device("/job:worker/task:5/device:CPU:0").unary("Neg", a).unwrap();
     let _ = far;
-    let options =
-        SessionOptions { cluster: Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }), ..Default::default() };
+    let options = SessionOptions::default().with_cluster(Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }));
     let sess = Session::new(s.graph(), options).unwrap();
     let e = sess.run(&[], &["far:0"], &[]).unwrap_err().to_string();
     assert!(e.contains("'far'") && e.contains("/job:worker/task:5/device:CPU:0") && e.contains("2 task(s)"), "{e}");
@@ -144,8 +143,7 @@ fn cluster_steps_check_the_world_and_where_fetches_are() {
     let a = s.scalar(1.0f32).unwrap();
     let _ = s.with_name("here").unary("Neg", a).unwrap();
     let _ = s.with_name("there").with_device("/job:worker/task:1/device:CPU:0").unary("Neg", a).unwrap();
-    let options =
-        SessionOptions { cluster: Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }), ..Default::default() };
+    let options = SessionOptions::default().with_cluster(Some(ferroflow::runtime::Cluster { tasks: 2, task: 0 }));
     let sess = Session::new(s.graph(), options).unwrap();
     let e = sess.run(&[], &["here:0"], &[]).unwrap_err().to_string();
     assert!(e.contains("cluster has 2 task(s)") && e.contains("world has 1 rank(s)"), "{e}");

@@ -240,7 +240,7 @@ fn random_batch(n: usize, hw: usize, classes: usize, seed: u64) -> (Tensor, Tens
 fn reduced_efficientnet_loss_decreases_over_training_steps() {
     // Width 0.25, depth 0.5, three stages on 32x32 input: stem, block1a, block2a, block3a
     // (each MBConv with expansion, depthwise, SE, projection), head, pooling, dropout, dense.
-    let config = EfficientNetConfig { seed: Some(3), ..EfficientNetConfig::reduced(5, 0.25, 0.5, 3) };
+    let config = (EfficientNetConfig::reduced(5, 0.25, 0.5, 3)).with_seed(Some(3));
     let model = Functional::new(&[32, 32, 3])
         .seed(7)
         .compile(
@@ -279,7 +279,7 @@ fn batch_normalization_moving_statistics_follow_keras_during_fit() {
         )
         .unwrap();
     let (x, y) = random_batch(6, 4, 2, 5);
-    let opts = FitOptions { epochs: 1, batch_size: 6, verbose: false, ..FitOptions::default() };
+    let opts = FitOptions::default().with_epochs(1).with_batch_size(6).with_verbose(false);
     model.fit(&x, &y, &opts, None).unwrap();
     let read = |name: &str| {
         let v = model.session().resources().lookup(&format!("localhost/bn/{name}")).unwrap().read().unwrap();

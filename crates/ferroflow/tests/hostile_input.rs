@@ -77,7 +77,7 @@ fn mutated_graphs_never_panic_the_optimizer() {
                 graph.nodes().iter().filter(|n| n.op == "Identity").map(|n| format!("{}:0", n.name)).collect();
             let item = Item { fetches, ..Default::default() };
             for fail in [false, true] {
-                let opts = OptimizerOptions { fail_on_pass_error: fail, ..Default::default() };
+                let opts = OptimizerOptions::default().with_fail_on_pass_error(fail);
                 let _ = MetaOptimizer::new(opts).optimize(&graph, &item);
             }
         }

@@ -46,7 +46,7 @@ fn item(c: &Case) -> Item {
 }
 
 fn run(graph: &Graph, feeds: &[(String, Tensor)], fetches: &[String], optimize: bool) -> Vec<Tensor> {
-    let mut opts = SessionOptions { inter_op_threads: 2, intra_op_threads: 2, ..Default::default() };
+    let mut opts = SessionOptions::default().with_inter_op_threads(2).with_intra_op_threads(2);
     opts.optimizer.enabled = optimize;
     let sess = Session::new(graph.clone(), opts).unwrap();
     let feeds: Vec<(&str, Tensor)> = feeds.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
@@ -235,7 +235,7 @@ fn per_pass_dumps_and_time_budget() {
     assert_eq!(dumps.len(), 1 + opt.report.passes.len());
     assert_eq!(dumps.last().unwrap().2, opt.graph.len());
     // A zero budget stops passes at their first check; the graph stays valid and runs.
-    let opts = OptimizerOptions { pass_time_budget: std::time::Duration::ZERO, ..Default::default() };
+    let opts = OptimizerOptions::default().with_pass_time_budget(std::time::Duration::ZERO);
     let opt = MetaOptimizer::new(opts).optimize(&c.graph, &item(&c)).unwrap();
     assert!(opt.report.passes.iter().any(|p| p.timed_out));
     let fetches: Vec<String> = c.expected.iter().map(|(n, _)| n.clone()).collect();
@@ -317,7 +317,7 @@ fn inexact_rules_only_with_their_option() {
     let it = Item { feeds: vec!["x:0".into()], fetches: vec![g.output_name(y)], ..Default::default() };
     let exact = MetaOptimizer::new(OptimizerOptions::default()).optimize(&g, &it).unwrap();
     assert!(exact.graph.nodes().iter().any(|n| n.op == "RealDiv"), "x / 3 is kept by default");
-    let opts = OptimizerOptions { inexact_float_rewrites: true, ..Default::default() };
+    let opts = OptimizerOptions::default().with_inexact_float_rewrites(true);
     let fast = MetaOptimizer::new(opts).optimize(&g, &it).unwrap();
     assert!(!fast.graph.nodes().iter().any(|n| n.op == "RealDiv"));
     assert!(fast.report.details().contains("INEXACT: x / c -> x * (1/c)"));
@@ -452,7 +452,7 @@ fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
         p.insert(1, Box::new(Breaker));
         p
     };
-    let opts = OptimizerOptions { fail_on_pass_error: false, ..Default::default() };
+    let opts = OptimizerOptions::default().with_fail_on_pass_error(false);
     let opt = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).unwrap();
     let failed: Vec<_> = opt.report.passes.iter().filter(|p| p.error.is_some()).collect();
     assert_eq!(failed.len(), 1);
@@ -461,7 +461,7 @@ fn a_failing_pass_is_switched_off_and_reported_or_fails_when_asked() {
     assert!(opt.report.table().contains("FAILED"));
     // The other passes still ran: `what_runs` is one constant.
     assert_eq!(opt.graph.len(), 1);
-    let opts = OptimizerOptions { fail_on_pass_error: true, ..Default::default() };
+    let opts = OptimizerOptions::default().with_fail_on_pass_error(true);
     let e = MetaOptimizer::with_passes(passes(), opts).optimize(&graph, &it).err().unwrap().to_string();
     assert!(e.contains("optimizer pass 'breaker' failed"), "{e}");
 }

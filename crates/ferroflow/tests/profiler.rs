@@ -108,7 +108,7 @@ fn profiled_training_writes_an_xspace_that_xprof_can_read_and_a_report() {
 #[test]
 fn threads_record_into_their_own_buffers_and_the_budget_holds() {
     let _only = profiler::exclusive();
-    profiler::start(&profiler::ProfilerOptions { max_events: 50_000 }).unwrap();
+    profiler::start(&profiler::ProfilerOptions::default().with_max_events(50_000)).unwrap();
     assert!(matches!(profiler::start(&Default::default()), Err(profiler::ProfileError::AlreadyRunning)));
     let name = profiler::intern("work:Work");
     std::thread::scope(|s| {

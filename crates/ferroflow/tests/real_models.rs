@@ -16,7 +16,7 @@ fn mobilenet_v2_gives_tensorflow_s_logits() {
     let logits = want["logits"].as_slice::<f32>().unwrap();
     let scale = logits.iter().fold(0f32, |m, v| m.max(v.abs()));
     for (threads, optimize) in [(1, true), (2, true), (2, false)] {
-        let mut options = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let mut options = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         options.optimizer.enabled = optimize;
         let sess = Session::new(graph.clone(), options).unwrap();
         let got = sess.run(&[("x:0", want["x"].clone())], &["logits:0"], &[]).unwrap();

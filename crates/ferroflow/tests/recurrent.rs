@@ -32,7 +32,7 @@ fn check(what: &str, got: &Tensor, want: &Tensor) -> f32 {
 }
 
 fn options(threads: usize, optimize: bool) -> SessionOptions {
-    let mut o = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+    let mut o = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
     o.optimizer.enabled = optimize;
     o
 }

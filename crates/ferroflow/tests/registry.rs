@@ -65,7 +65,7 @@ fn tensor(dtype: DType, dims: &[usize], v: Vec<f64>) -> Tensor {
 }
 
 fn run(graph: &ferroflow::graph::Graph, feeds: &[(&str, Tensor)], fetch: &str, optimize: bool) -> Tensor {
-    let mut opts = SessionOptions { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+    let mut opts = SessionOptions::default().with_inter_op_threads(1).with_intra_op_threads(1);
     opts.optimizer.enabled = optimize;
     let sess = Session::new(graph.clone(), opts).unwrap();
     sess.run(feeds, &[fetch], &[]).unwrap_or_else(|e| panic!("{fetch}: {e}")).remove(0)

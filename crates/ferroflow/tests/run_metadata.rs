@@ -67,7 +67,7 @@ fn traced_steps_record_every_node_and_make_the_protos_on_request() {
     // A chain of hand-offs and a wide part, on 2 inter-op threads: every node's record reaches
     // the trace whichever thread ran it.
     let (g, fetch) = ferroflow::testing::graphs::wide(200);
-    let mut options = SessionOptions { inter_op_threads: 2, intra_op_threads: 1, ..Default::default() };
+    let mut options = SessionOptions::default().with_inter_op_threads(2).with_intra_op_threads(1);
     options.optimizer.enabled = false;
     let sess = Session::new(g, options).unwrap();
     let plan = sess.plan(&["x:0"], &[&fetch], &[]).unwrap();

@@ -40,7 +40,7 @@ fn plans_are_compiled_once_per_signature() {
 fn what_runs_is_nine_on_one_and_two_threads() {
     let (g, out) = ferroflow::workflows::what_runs::graph().unwrap();
     for threads in [1, 2] {
-        let opts = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let opts = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         let sess = Session::new(g.clone(), opts).unwrap();
         for _ in 0..3 {
             let r = sess.run(&[], &[&out], &[]).unwrap();

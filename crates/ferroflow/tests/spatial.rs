@@ -24,7 +24,7 @@ fn check(name: &str) {
     let scale = y.iter().fold(1f32, |m, v| m.max(v.abs()));
     let mut worst_all = 0f32;
     for (threads, optimize) in [(1, true), (2, true), (1, false), (2, false)] {
-        let mut options = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let mut options = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         options.optimizer.enabled = optimize;
         let sess = Session::new(graph.clone(), options).unwrap_or_else(|e| panic!("{name}: {e}"));
         let got = sess.run(&[("x:0", want["x"].clone())], &["y:0"], &[]).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -38,7 +38,7 @@ fn every_fixture_matches_tensorflow_from_pb_and_pbtxt() {
                 run_fixture(
                     g.clone(),
                     fx,
-                    SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() },
+                    SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads),
                 );
             }
         }

@@ -198,7 +198,7 @@ fn mnist_training_model_learns_mnist() {
     }
     let model = Model::new(Session::new(graph, SessionOptions::default()).unwrap(), roles, &[784]);
     model.initialize().unwrap();
-    let opts = FitOptions { epochs: 1, batch_size: 100, max_steps: Some(300), verbose: false, ..Default::default() };
+    let opts = FitOptions::default().with_epochs(1).with_batch_size(100).with_max_steps(Some(300)).with_verbose(false);
     let hist = model.fit(&m.train.images, &m.train.one_hot(10).unwrap(), &opts, None).unwrap();
     assert_eq!(hist.steps, 80, "one epoch of 8,000 digits in batches of 100");
     let step = model.session().run(&[], &["global_step/Read/ReadVariableOp:0"], &[]).unwrap();
@@ -242,7 +242,7 @@ fn sequential_models_train_with_every_optimizer() {
             .push(Layer::dense(3, Activation::Softmax))
             .compile(Loss::SparseCategoricalCrossentropy, &opt, SessionOptions::default())
             .unwrap();
-        let opts = FitOptions { epochs: 30, batch_size: 24, verbose: false, ..Default::default() };
+        let opts = FitOptions::default().with_epochs(30).with_batch_size(24).with_verbose(false);
         let hist = model.fit(&x, &y, &opts, Some((&x, &y))).unwrap();
         let (loss, acc) = *hist.validation.last().unwrap();
         assert!(hist.loss.last().unwrap() < &hist.loss[0], "{}: loss falls", opt.name());
@@ -261,14 +261,14 @@ fn bad_input_during_training_names_the_step_and_tensor() {
     // A batch of the wrong shape.
     let wrong = Tensor::from_vec(&[8, 5], vec![0.5f32; 40]).unwrap();
     let y = Tensor::from_vec(&[8], vec![0i64, 1, 2, 0, 1, 2, 0, 1]).unwrap();
-    let opts = FitOptions { epochs: 1, batch_size: 4, verbose: false, ..Default::default() };
+    let opts = FitOptions::default().with_epochs(1).with_batch_size(4).with_verbose(false);
     let e = model.fit(&wrong, &y, &opts, None).unwrap_err();
     assert!(matches!(e, TrainError::BatchShape { ref when, .. } if when == "step 1"), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("step 1") && e.contains("inputs:0") && e.contains("[4, 5]"), "{e}");
     // Labels out of range for sparse cross-entropy: the step and the loss node are named.
     let bad = Tensor::from_vec(&[8], vec![0i64, 1, 2, 0, 1, 7, 0, 1]).unwrap();
-    let e = model.fit(&x, &bad, &FitOptions { shuffle_seed: 0, ..opts.clone() }, None).unwrap_err();
+    let e = model.fit(&x, &bad, &opts.clone().with_shuffle_seed(0), None).unwrap_err();
     assert!(matches!(e, TrainError::Step { .. }), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("step ") && e.contains("SparseSoftmaxCrossEntropyWithLogits") && e.contains('7'), "{e}");
@@ -285,7 +285,7 @@ fn bad_input_during_training_names_the_step_and_tensor() {
         .unwrap();
     let t = Tensor::from_vec(&[8, 1], vec![1f32; 8]).unwrap();
     let x = Tensor::from_vec(&[8, 4], (0..32).map(|i| i as f32).collect()).unwrap();
-    let opts = FitOptions { epochs: 50, batch_size: 8, verbose: false, ..Default::default() };
+    let opts = FitOptions::default().with_epochs(50).with_batch_size(8).with_verbose(false);
     match model.fit(&x, &t, &opts, None) {
         Err(TrainError::NonFinite { step, tensor, .. }) => {
             assert!(step > 1, "the first steps are finite");
@@ -325,7 +325,7 @@ fn sequential_cnn_learns_mnist_digits() {
         .push(Layer::dense(10, Activation::Softmax))
         .compile(Loss::SparseCategoricalCrossentropy, &Optimizer::adam(0.005), SessionOptions::default())
         .unwrap();
-    let opts = FitOptions { epochs: 2, batch_size: 50, verbose: false, ..Default::default() };
+    let opts = FitOptions::default().with_epochs(2).with_batch_size(50).with_verbose(false);
     let hist = model.fit(&xtr, &ytr, &opts, Some((&xte, &yte))).unwrap();
     let acc = hist.validation.last().unwrap().1.unwrap();
     assert!(acc > 0.8, "CNN test accuracy after 2 epochs on 1,500 digits: {acc}");

@@ -125,7 +125,7 @@ fn check(name: &str) -> Result<f64, String> {
     fetches.sort();
     let mut worst = 0f64;
     for (threads, optimize) in [(1, true), (2, true), (1, false), (2, false)] {
-        let mut options = SessionOptions { inter_op_threads: threads, intra_op_threads: threads, ..Default::default() };
+        let mut options = SessionOptions::default().with_inter_op_threads(threads).with_intra_op_threads(threads);
         options.optimizer.enabled = optimize;
         let config = format!("{threads} thread(s), optimizer {}", if optimize { "on" } else { "off" });
         let sess = Session::new(graph.clone(), options).map_err(|e| format!("{config}: session: {e}"))?;

@@ -69,7 +69,7 @@ fn a_traced_loop_variable_must_keep_its_shape_and_a_loop_that_never_ends_stops()
     let forever = function("forever", |a| {
         while_loop(|v| Traced.greater(&v[0], 0i32), |v| Ok(vec![Traced.add_v2(&v[0], 1i32)?]), a)
     })
-    .session_options(SessionOptions { max_loop_iterations: 1000, ..SessionOptions::default() });
+    .session_options(SessionOptions::default().with_max_loop_iterations(1000));
     let e = forever.call(&[Tensor::scalar(1i32)]).unwrap_err().to_string();
     assert!(e.contains("limit set by max_loop_iterations"), "{e}");
 }

@@ -36,12 +36,30 @@ pub enum Freeze {
 }
 
 /// How [`KerasModel::compile`] trains.
+///
+/// `#[non_exhaustive]`: other crates build a `TrainOptions` from `TrainOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TrainOptions {
     /// Adam's learning rate (Keras's default 0.001).
     pub learning_rate: f64,
     /// The graph-level seed (dropout and initializers), if any.
     pub seed: Option<i64>,
+}
+
+impl TrainOptions {
+    /// Sets [`TrainOptions::learning_rate`].
+    pub fn with_learning_rate(mut self, learning_rate: f64) -> Self {
+        self.learning_rate = learning_rate;
+        self
+    }
+
+    /// Sets [`TrainOptions::seed`].
+    pub fn with_seed(mut self, seed: Option<i64>) -> Self {
+        self.seed = seed;
+        self
+    }
 }
 
 impl Default for TrainOptions {

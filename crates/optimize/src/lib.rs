@@ -46,7 +46,11 @@ pub struct Item {
 }
 
 /// Optimizer settings.
+///
+/// `#[non_exhaustive]`: other crates build a `OptimizerOptions` from `OptimizerOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OptimizerOptions {
     /// Run the optimizer at all (a session's switch).
     pub enabled: bool,
@@ -64,6 +68,50 @@ pub struct OptimizerOptions {
     pub fail_on_pass_error: bool,
     /// Passes to skip, by name.
     pub disabled_passes: Vec<String>,
+}
+
+impl OptimizerOptions {
+    /// Sets [`OptimizerOptions::enabled`].
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::max_rounds`].
+    pub fn with_max_rounds(mut self, max_rounds: usize) -> Self {
+        self.max_rounds = max_rounds;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::pass_time_budget`].
+    pub fn with_pass_time_budget(mut self, pass_time_budget: Duration) -> Self {
+        self.pass_time_budget = pass_time_budget;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::max_folded_constant_bytes`].
+    pub fn with_max_folded_constant_bytes(mut self, max_folded_constant_bytes: usize) -> Self {
+        self.max_folded_constant_bytes = max_folded_constant_bytes;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::inexact_float_rewrites`].
+    pub fn with_inexact_float_rewrites(mut self, inexact_float_rewrites: bool) -> Self {
+        self.inexact_float_rewrites = inexact_float_rewrites;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::fail_on_pass_error`].
+    pub fn with_fail_on_pass_error(mut self, fail_on_pass_error: bool) -> Self {
+        self.fail_on_pass_error = fail_on_pass_error;
+        self
+    }
+
+    /// Sets [`OptimizerOptions::disabled_passes`].
+    pub fn with_disabled_passes(mut self, disabled_passes: Vec<String>) -> Self {
+        self.disabled_passes = disabled_passes;
+        self
+    }
 }
 
 impl Default for OptimizerOptions {

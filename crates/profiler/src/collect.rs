@@ -138,12 +138,24 @@ impl Profile {
 }
 
 /// What a profile may use.
+///
+/// `#[non_exhaustive]`: other crates build a `ProfilerOptions` from `ProfilerOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProfilerOptions {
     /// Most events kept (16-byte records; a change of a thread's run or step argument takes
     /// one more): threads reserve buffers from this budget, and once
     /// it is spent, further events are counted as dropped.
     pub max_events: usize,
+}
+
+impl ProfilerOptions {
+    /// Sets [`ProfilerOptions::max_events`].
+    pub fn with_max_events(mut self, max_events: usize) -> Self {
+        self.max_events = max_events;
+        self
+    }
 }
 
 impl Default for ProfilerOptions {

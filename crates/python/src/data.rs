@@ -25,7 +25,7 @@ fn wrap(d: RustDataset<Elem>) -> Dataset {
 }
 
 fn num_parallel(n: Option<i64>) -> MapOptions {
-    MapOptions { num_parallel_calls: n, ..Default::default() }
+    MapOptions::default().with_num_parallel_calls(n)
 }
 
 #[pymethods]
@@ -173,15 +173,13 @@ pub fn image_dataset_from_directory(
         Some("validation") => fdata::image::Subset::Validation,
         Some(s) => return Err(invalid(format!("subset must be 'training' or 'validation', got '{s}'"))),
     };
-    let options = fdata::image::DirectoryOptions {
-        image_size: [image_size.0, image_size.1],
-        batch_size,
-        shuffle,
-        seed,
-        validation_split,
-        label_mode,
-        ..Default::default()
-    };
+    let options = fdata::image::DirectoryOptions::default()
+        .with_image_size([image_size.0, image_size.1])
+        .with_batch_size(batch_size)
+        .with_shuffle(shuffle)
+        .with_seed(seed)
+        .with_validation_split(validation_split)
+        .with_label_mode(label_mode);
     let dir = fdata::image::image_dataset_from_directory(&directory, &options, subset).map_err(to_py)?;
     Ok((wrap(dir.dataset.map(|(x, y)| Ok(vec![x, y]))), dir.class_names))
 }

@@ -60,7 +60,8 @@ impl Session {
         intra_op_threads: usize,
         optimize: bool,
     ) -> PyResult<Self> {
-        let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
+        let mut options =
+            SessionOptions::default().with_inter_op_threads(inter_op_threads).with_intra_op_threads(intra_op_threads);
         options.optimizer.enabled = optimize;
         let s = RustSession::new(graph.snapshot(), options).map_err(to_py)?;
         Ok(Session { inner: RwLock::new(Some(Arc::new(s))) })

@@ -3,7 +3,11 @@
 use ferroflow_optimize::OptimizerOptions;
 
 /// Session configuration.
+///
+/// `#[non_exhaustive]`: other crates build a `SessionOptions` from `SessionOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// Threads that run independent nodes concurrently (0 = one per core).
     pub inter_op_threads: usize,
@@ -40,6 +44,56 @@ pub struct SessionOptions {
     /// any rank, every rank records them and rank 0's `RunMetadata` holds every task's.
     /// `None`: one process.
     pub cluster: Option<Cluster>,
+}
+
+impl SessionOptions {
+    /// Sets [`SessionOptions::inter_op_threads`].
+    pub fn with_inter_op_threads(mut self, inter_op_threads: usize) -> Self {
+        self.inter_op_threads = inter_op_threads;
+        self
+    }
+
+    /// Sets [`SessionOptions::intra_op_threads`].
+    pub fn with_intra_op_threads(mut self, intra_op_threads: usize) -> Self {
+        self.intra_op_threads = intra_op_threads;
+        self
+    }
+
+    /// Sets [`SessionOptions::max_loop_iterations`].
+    pub fn with_max_loop_iterations(mut self, max_loop_iterations: u64) -> Self {
+        self.max_loop_iterations = max_loop_iterations;
+        self
+    }
+
+    /// Sets [`SessionOptions::optimizer`].
+    pub fn with_optimizer(mut self, optimizer: OptimizerOptions) -> Self {
+        self.optimizer = optimizer;
+        self
+    }
+
+    /// Sets [`SessionOptions::cpu_devices`].
+    pub fn with_cpu_devices(mut self, cpu_devices: usize) -> Self {
+        self.cpu_devices = cpu_devices;
+        self
+    }
+
+    /// Sets [`SessionOptions::placement`].
+    pub fn with_placement(mut self, placement: crate::placer::PlacementOptions) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// Sets [`SessionOptions::memory_limit_bytes`].
+    pub fn with_memory_limit_bytes(mut self, memory_limit_bytes: usize) -> Self {
+        self.memory_limit_bytes = memory_limit_bytes;
+        self
+    }
+
+    /// Sets [`SessionOptions::cluster`].
+    pub fn with_cluster(mut self, cluster: Option<Cluster>) -> Self {
+        self.cluster = cluster;
+        self
+    }
 }
 
 /// A cluster of `tasks` processes, this one being `task` (see [`SessionOptions::cluster`]).

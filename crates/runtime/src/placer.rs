@@ -8,13 +8,31 @@ use ferroflow_proto::attr_value;
 use crate::device::{DeviceName, DeviceSet};
 
 /// How to place.
+///
+/// `#[non_exhaustive]`: other crates build a `PlacementOptions` from `PlacementOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct PlacementOptions {
     /// Device for nodes that request none (default: the first device).
     pub default_device: Option<String>,
     /// Place nodes whose request matches no device on an existing device instead of failing
     /// (TensorFlow's `allow_soft_placement`).
     pub soft_placement: bool,
+}
+
+impl PlacementOptions {
+    /// Sets [`PlacementOptions::default_device`].
+    pub fn with_default_device(mut self, default_device: Option<String>) -> Self {
+        self.default_device = default_device;
+        self
+    }
+
+    /// Sets [`PlacementOptions::soft_placement`].
+    pub fn with_soft_placement(mut self, soft_placement: bool) -> Self {
+        self.soft_placement = soft_placement;
+        self
+    }
 }
 
 /// A node that cannot be placed.

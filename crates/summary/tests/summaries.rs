@@ -76,7 +76,7 @@ fn the_writer_writes_every_kind_and_one_writer_per_directory() {
     assert_eq!(plugins, ["scalars", "histograms", "images", "text"]);
     match &values[2].value {
         Some(summary::value::Value::Image(img)) => {
-            let opts = ferroflow_codec::png::PngDecodeOptions { channels: 3, ..Default::default() };
+            let opts = ferroflow_codec::png::PngDecodeOptions::default().with_channels(3);
             let (px, shape) = ferroflow_codec::png::decode_png(&img.encoded_image_string, &opts).unwrap();
             assert_eq!(shape, [4, 5, 3]);
             assert!(matches!(px, ferroflow_codec::png::PngPixels::U8(ref v) if *v == pixels));

@@ -53,7 +53,12 @@ pub const B0_STAGES: [StageArgs; 7] = [
 pub const SE_RATIO: f64 = 0.25;
 
 /// How to scale EfficientNet-B0.
+///
+/// `#[non_exhaustive]`: other crates build one from its constructors ([`EfficientNetConfig::b0`],
+/// [`EfficientNetConfig::reduced`]) and its `with_*` setters, so fields can be added without
+/// breaking them.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct EfficientNetConfig {
     /// Channel multiplier (B0: 1.0).
     pub width_coefficient: f64,
@@ -71,6 +76,56 @@ pub struct EfficientNetConfig {
     pub bn_epsilon: f64,
     /// Op seed offset of the weight initializers (with the graph seed).
     pub seed: Option<i64>,
+}
+
+impl EfficientNetConfig {
+    /// Sets [`EfficientNetConfig::width_coefficient`].
+    pub fn with_width_coefficient(mut self, width_coefficient: f64) -> Self {
+        self.width_coefficient = width_coefficient;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::depth_coefficient`].
+    pub fn with_depth_coefficient(mut self, depth_coefficient: f64) -> Self {
+        self.depth_coefficient = depth_coefficient;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::stages`].
+    pub fn with_stages(mut self, stages: usize) -> Self {
+        self.stages = stages;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::dropout_rate`].
+    pub fn with_dropout_rate(mut self, dropout_rate: f64) -> Self {
+        self.dropout_rate = dropout_rate;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::classes`].
+    pub fn with_classes(mut self, classes: usize) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::bn_momentum`].
+    pub fn with_bn_momentum(mut self, bn_momentum: f64) -> Self {
+        self.bn_momentum = bn_momentum;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::bn_epsilon`].
+    pub fn with_bn_epsilon(mut self, bn_epsilon: f64) -> Self {
+        self.bn_epsilon = bn_epsilon;
+        self
+    }
+
+    /// Sets [`EfficientNetConfig::seed`].
+    pub fn with_seed(mut self, seed: Option<i64>) -> Self {
+        self.seed = seed;
+        self
+    }
 }
 
 impl EfficientNetConfig {

@@ -25,13 +25,31 @@ use crate::{Builder, Result, TrainError, Variable};
 use ferroflow_ops::{OpTarget, RawOps};
 
 /// How a [`Saver`] keeps checkpoints.
+///
+/// `#[non_exhaustive]`: other crates build a `SaverOptions` from `SaverOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SaverOptions {
     /// How many recent checkpoints to keep (0 keeps all); older ones are deleted after a
     /// newer one is complete.
     pub max_to_keep: usize,
     /// Also keep one checkpoint per this many hours of training, however many are newer.
     pub keep_checkpoint_every_n_hours: f32,
+}
+
+impl SaverOptions {
+    /// Sets [`SaverOptions::max_to_keep`].
+    pub fn with_max_to_keep(mut self, max_to_keep: usize) -> Self {
+        self.max_to_keep = max_to_keep;
+        self
+    }
+
+    /// Sets [`SaverOptions::keep_checkpoint_every_n_hours`].
+    pub fn with_keep_checkpoint_every_n_hours(mut self, keep_checkpoint_every_n_hours: f32) -> Self {
+        self.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours;
+        self
+    }
 }
 
 impl Default for SaverOptions {
@@ -42,11 +60,23 @@ impl Default for SaverOptions {
 }
 
 /// How [`Saver::restore_with`] treats a checkpoint that does not match the graph.
+///
+/// `#[non_exhaustive]`: other crates build a `RestoreOptions` from `RestoreOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct RestoreOptions {
     /// Restore the variables the checkpoint has and leave the others as they are (instead
     /// of failing when any is missing).
     pub allow_partial: bool,
+}
+
+impl RestoreOptions {
+    /// Sets [`RestoreOptions::allow_partial`].
+    pub fn with_allow_partial(mut self, allow_partial: bool) -> Self {
+        self.allow_partial = allow_partial;
+        self
+    }
 }
 
 /// What a restore did: keys are checkpoint tensor names (variable names).

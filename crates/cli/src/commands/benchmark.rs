@@ -72,7 +72,8 @@ pub fn run(args: BenchmarkArgs) -> Result<()> {
         top,
         json,
     } = args;
-    let mut options = SessionOptions { inter_op_threads, intra_op_threads, ..Default::default() };
+    let mut options =
+        SessionOptions::default().with_inter_op_threads(inter_op_threads).with_intra_op_threads(intra_op_threads);
     options.optimizer.enabled = !no_optimize;
     let profile = profile.then_some(top);
     if runs == 0 {

@@ -68,11 +68,9 @@ pub struct MnistArgs {
 }
 
 pub fn run(args: MnistArgs) -> Result<()> {
-    let options = SessionOptions {
-        intra_op_threads: args.intra_op_threads,
-        inter_op_threads: args.inter_op_threads,
-        ..Default::default()
-    };
+    let options = SessionOptions::default()
+        .with_intra_op_threads(args.intra_op_threads)
+        .with_inter_op_threads(args.inter_op_threads);
     let outputs = Outputs {
         save: args.save.as_deref(),
         saved_model: args.saved_model.as_deref(),

@@ -64,12 +64,10 @@ pub fn run(args: OptimizeArgs) -> Result<()> {
         disabled,
     } = args;
     let item = ferroflow::optimize::Item { feeds, fetches: fetches.clone(), targets, keep: vec![] };
-    let options = ferroflow::optimize::OptimizerOptions {
-        inexact_float_rewrites,
-        disabled_passes: disabled,
-        fail_on_pass_error: false,
-        ..Default::default()
-    };
+    let options = ferroflow::optimize::OptimizerOptions::default()
+        .with_inexact_float_rewrites(inexact_float_rewrites)
+        .with_disabled_passes(disabled)
+        .with_fail_on_pass_error(false);
     let (output, dump_dir) = (output.as_deref(), dump_dir.as_deref());
     const PASSES: &[&str] = &[
         "pruning",

@@ -103,14 +103,12 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     ferroflow::codec::jpeg::set_default_max_scans(args.jpeg_max_scans);
-    let mut opts = SessionOptions {
-        inter_op_threads: args.inter_op_threads,
-        intra_op_threads: args.intra_op_threads,
-        max_loop_iterations: args.max_loop_iterations,
-        cpu_devices: args.cpu_devices,
-        memory_limit_bytes: args.memory_limit,
-        ..Default::default()
-    };
+    let mut opts = SessionOptions::default()
+        .with_inter_op_threads(args.inter_op_threads)
+        .with_intra_op_threads(args.intra_op_threads)
+        .with_max_loop_iterations(args.max_loop_iterations)
+        .with_cpu_devices(args.cpu_devices)
+        .with_memory_limit_bytes(args.memory_limit);
     opts.optimizer.enabled = !args.no_optimize;
     if super::keras::is_keras(&args.graph) {
         return super::keras::run(&args.graph, args.inputs.as_deref(), args.output.as_deref(), opts);

@@ -123,7 +123,7 @@ fn what_runs_on_two_devices(w: &mut dyn Write, out_dir: &Path) -> Result<(), Err
     let (graph, fetch) = what_runs::two_device_graph()?;
     let logdir = out_dir.join("logdir");
     for (label, optimize) in [("as written", false), ("optimized", true)] {
-        let mut opts = SessionOptions { cpu_devices: 2, ..Default::default() };
+        let mut opts = SessionOptions::default().with_cpu_devices(2);
         opts.optimizer.enabled = optimize;
         let dir = out_dir.join(if optimize { "partitions_optimized" } else { "partitions" });
         let hook = PartitionGraphHook::new(&dir, 1);
@@ -239,7 +239,7 @@ fn input_pipeline_and_training(
     say!(w, "200 photo-like JPEGs (320-500 x 240-375) in 5 class folders under {}", dir.display());
     let cache = out_dir.join("flowers.cache");
     let _ = std::fs::remove_file(&cache);
-    let quiet = Budget { log: false, ..Budget::default() };
+    let quiet = Budget::default().with_log(false);
     // (name, parallel map, prefetch, cache)
     type Run<'a> = (&'a str, Option<i64>, Option<i64>, Option<Option<PathBuf>>);
     let runs: [Run; 4] = [

@@ -126,8 +126,10 @@ pub fn batches(
     if let Some(seed) = shuffle {
         ds = ds.shuffle(SHUFFLE_BUFFER, Some(seed), true)?;
     }
-    let map =
-        MapOptions { num_parallel_calls: Some(AUTOTUNE), deterministic: true, name: Some(format!("load_jpeg{size}")) };
+    let map = MapOptions::default()
+        .with_num_parallel_calls(Some(AUTOTUNE))
+        .with_deterministic(true)
+        .with_name(Some(format!("load_jpeg{size}")));
     Ok(ds.map_with(&map, super::input_pipeline::load_image(size)).batch(batch, false)?.prefetch(AUTOTUNE))
 }
 
@@ -159,7 +161,7 @@ pub fn fine_tune(model: &Path, dir: &Path, o: &FineTuneOptions) -> Result<FineTu
     }
     let (train_list, val_list, classes) = split(dir, o)?;
     let trainer = keras.compile(
-        &TrainOptions { learning_rate: o.learning_rate, seed: Some(o.seed as i64) },
+        &TrainOptions::default().with_learning_rate(o.learning_rate).with_seed(Some(o.seed as i64)),
         crate::runtime::SessionOptions::default(),
     )?;
     let outputs = trainer.model.roles().predictions.clone().unwrap_or_default();
@@ -193,13 +195,11 @@ pub fn fine_tune(model: &Path, dir: &Path, o: &FineTuneOptions) -> Result<FineTu
         )?),
         None => None,
     };
-    let fit = FitOptions {
-        epochs: o.epochs,
-        verbose: o.verbose,
-        log_every: o.log_every,
-        max_steps: o.max_steps,
-        ..FitOptions::default()
-    };
+    let fit = FitOptions::default()
+        .with_epochs(o.epochs)
+        .with_verbose(o.verbose)
+        .with_log_every(o.log_every)
+        .with_max_steps(o.max_steps);
     let mut callbacks: Vec<&mut dyn crate::train::callbacks::Callback> = Vec::new();
     if let Some(tb) = tensorboard.as_mut() {
         callbacks.push(tb);

@@ -151,7 +151,7 @@ pub fn generate(dir: &Path, options: &FlowersOptions) -> Result<Vec<PathBuf>, Da
             let (w, h) =
                 options.size.unwrap_or_else(|| (g.uniform(320.0, 500.0) as usize, g.uniform(240.0, 375.0) as usize));
             let pixels = image(h, w, class, g.next());
-            let opts = EncodeOptions { quality: options.quality, ..Default::default() };
+            let opts = EncodeOptions::default().with_quality(options.quality);
             let jpeg =
                 encode_jpeg(&pixels, h, w, 3, &opts).map_err(|e| DataError::io(&folder, std::io::Error::other(e)))?;
             let path = folder.join(format!("{name}_{i:04}.jpg"));

@@ -77,8 +77,10 @@ pub fn pipeline(dir: &Path, o: &PipelineOptions) -> Result<(Batches, Vec<String>
         ds = ds.shuffle(n, Some(o.seed), true)?;
     }
     let size = o.size;
-    let map =
-        MapOptions { num_parallel_calls: o.parallel, deterministic: true, name: Some(format!("load_jpeg{size}")) };
+    let map = MapOptions::default()
+        .with_num_parallel_calls(o.parallel)
+        .with_deterministic(true)
+        .with_name(Some(format!("load_jpeg{size}")));
     let mut ds = ds.map_with(&map, load_image(size));
     if let Some(counter) = &o.ignore_errors {
         ds = ds.ignore_errors(counter.clone(), true);
@@ -176,13 +178,11 @@ pub fn train_efficientnet(
     use crate::train::model::{FitOptions, Functional, Loss};
     use crate::train::optimizers::Optimizer;
 
-    let options = DirectoryOptions {
-        image_size: [size, size],
-        batch_size: 32,
-        seed: Some(seed),
-        validation_split: Some(0.2),
-        ..Default::default()
-    };
+    let options = DirectoryOptions::default()
+        .with_image_size([size, size])
+        .with_batch_size(32)
+        .with_seed(Some(seed))
+        .with_validation_split(Some(0.2));
     let scaled = |d: crate::data::image::ImageDirectory| {
         let n = d.files.len();
         let ds = d
@@ -198,20 +198,18 @@ pub fn train_efficientnet(
     };
     let (train, classes, n_train) = scaled(image_dataset_from_directory(dir, &options, Subset::Training)?);
     let (val, _, n_val) = scaled(image_dataset_from_directory(dir, &options, Subset::Validation)?);
-    let config = EfficientNetConfig {
-        seed: Some(seed as i64),
-        // Keras' 0.99 needs hundreds of steps before the moving statistics that evaluation
-        // uses are meaningful; a few dozen steps need a faster average.
-        bn_momentum: 0.9,
-        ..EfficientNetConfig::reduced(classes.len(), 0.25, 0.5, stages)
-    };
+    // Keras' 0.99 batch-norm momentum needs hundreds of steps before the moving statistics
+    // that evaluation uses are meaningful; a few dozen steps need a faster average.
+    let config = EfficientNetConfig::reduced(classes.len(), 0.25, 0.5, stages)
+        .with_seed(Some(seed as i64))
+        .with_bn_momentum(0.9);
     let model = Functional::new(&[size, size, 3]).seed(seed as i64).compile(
         |b, x, training| efficientnet::efficientnet(b, x, training, &config),
         Loss::SparseCategoricalCrossentropy,
         &Optimizer::adam(1e-3),
         crate::runtime::SessionOptions::default(),
     )?;
-    let fit = FitOptions { epochs, verbose: true, ..FitOptions::default() };
+    let fit = FitOptions::default().with_epochs(epochs).with_verbose(true);
     let history = model.fit_dataset(&train, &fit, None, Some(&val))?;
     Ok(EfficientNetRun { history, classes, images: (n_train, n_val) })
 }
@@ -288,7 +286,7 @@ pub fn train_profiled_cnn(
             crate::runtime::SessionOptions::default(),
         )?;
     // verbose: Keras's progress bar.
-    let fit = FitOptions { epochs: 2, verbose: true, ..FitOptions::default() };
+    let fit = FitOptions::default().with_epochs(2).with_verbose(true);
     let mut h = model.fit_dataset_with(&train, &fit, Some(steps.div_ceil(2)), None, &mut [&mut tensorboard])?;
     h.profile = tensorboard.profile_path().map(Path::to_path_buf);
     Ok(h)

@@ -243,16 +243,15 @@ pub fn train_config(
     if let Some(bc) = &broadcast {
         bc.run(model.session(), 0)?;
     }
-    let opts = FitOptions {
-        epochs: usize::MAX,
-        batch_size: config.batch_size,
-        max_steps: Some(steps),
-        shuffle_seed: seed as u64,
-        verbose: false,
-        log_every,
-        profile: rank_profile,
-        shard: config.distributed.then_some((ranks, rank)),
-    };
+    let opts = FitOptions::default()
+        .with_epochs(usize::MAX)
+        .with_batch_size(config.batch_size)
+        .with_max_steps(Some(steps))
+        .with_shuffle_seed(seed as u64)
+        .with_verbose(false)
+        .with_log_every(log_every)
+        .with_profile(rank_profile)
+        .with_shard(config.distributed.then_some((ranks, rank)));
     let mut callbacks: Vec<&mut dyn Callback> = tb.iter_mut().map(|t| t as &mut dyn Callback).collect();
     let hist = model.fit_with(&m.train.images, &m.train.one_hot(10)?, &opts, None, &mut callbacks)?;
     let sess = model.session();

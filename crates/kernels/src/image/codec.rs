@@ -73,20 +73,20 @@ impl OpKernel for WriteFile {
 fn jpeg_options(d: &NodeDesc) -> KResult<DecodeOptions> {
     let channels = d.int("channels")?;
     let ratio = d.int("ratio")?;
-    Ok(DecodeOptions {
-        channels: u8::try_from(channels).map_err(|_| invalid(format!("channels must be 0, 1 or 3, got {channels}")))?,
-        ratio: u8::try_from(ratio).map_err(|_| invalid(format!("ratio must be 1, 2, 4 or 8, got {ratio}")))?,
-        fancy_upscaling: d.bool("fancy_upscaling")?,
-        try_recover_truncated: d.bool("try_recover_truncated")?,
-        acceptable_fraction: d.float("acceptable_fraction")?,
-        dct_method: DctMethod::from_tf(&d.string("dct_method")?)?,
-        ..Default::default()
-    })
+    Ok(DecodeOptions::default()
+        .with_channels(
+            u8::try_from(channels).map_err(|_| invalid(format!("channels must be 0, 1 or 3, got {channels}")))?,
+        )
+        .with_ratio(u8::try_from(ratio).map_err(|_| invalid(format!("ratio must be 1, 2, 4 or 8, got {ratio}")))?)
+        .with_fancy_upscaling(d.bool("fancy_upscaling")?)
+        .with_try_recover_truncated(d.bool("try_recover_truncated")?)
+        .with_acceptable_fraction(d.float("acceptable_fraction")?)
+        .with_dct_method(DctMethod::from_tf(&d.string("dct_method")?)?))
 }
 
 /// Decodes a JPEG into a `uint8` `[height, width, channels]` tensor under the memory limit.
 pub fn decode_jpeg(bytes: &[u8], opts: &DecodeOptions) -> KResult<Tensor> {
-    let opts = DecodeOptions { max_bytes: ferroflow_tensor::limit::current(), ..opts.clone() };
+    let opts = opts.clone().with_max_bytes(ferroflow_tensor::limit::current());
     let make = |shape: [usize; 3]| Tensor::zeros(DType::UInt8, &shape).map(PixelTensor).map_err(CodecError::buffer);
     let (PixelTensor(t), _) = jpeg::decode_jpeg_into(bytes, &opts, make)?;
     Ok(t)
@@ -131,7 +131,7 @@ impl OpKernel for DecodeJpeg {
                 decode_png(bytes, self.0.channels, DType::UInt8, stop_for(ctx)).map_err(|e| interrupted(ctx, e))?
             }
             _ => {
-                let opts = DecodeOptions { stop: stop_for(ctx), ..self.0.clone() };
+                let opts = self.0.clone().with_stop(stop_for(ctx));
                 decode_jpeg(bytes, &opts).map_err(|e| interrupted(ctx, e))?
             }
         };
@@ -143,12 +143,11 @@ impl OpKernel for DecodeJpeg {
 /// Decodes a PNG into a `dtype` (uint8 or uint16) `[height, width, channels]` tensor,
 /// asking `stop` before each row.
 pub fn decode_png(bytes: &[u8], channels: u8, dtype: DType, stop: Option<jpeg::Stop>) -> KResult<Tensor> {
-    let opts = PngDecodeOptions {
-        channels,
-        dtype: if dtype == DType::UInt16 { PngDtype::U16 } else { PngDtype::U8 },
-        max_bytes: ferroflow_tensor::limit::current(),
-        stop,
-    };
+    let opts = PngDecodeOptions::default()
+        .with_channels(channels)
+        .with_dtype(if dtype == DType::UInt16 { PngDtype::U16 } else { PngDtype::U8 })
+        .with_max_bytes(ferroflow_tensor::limit::current())
+        .with_stop(stop);
     let (pixels, shape) = png::decode_png(bytes, &opts)?;
     Ok(match pixels {
         PngPixels::U8(v) => Tensor::from_vec(&shape, v)?,
@@ -182,7 +181,7 @@ pub fn decode_image(bytes: &[u8], channels: u8, dtype: DType, stop: Option<jpeg:
             if channels == 4 {
                 return Err(invalid("channels=4 is not supported for JPEG images"));
             }
-            decode_jpeg(bytes, &DecodeOptions { channels, stop, ..Default::default() })?
+            decode_jpeg(bytes, &DecodeOptions::default().with_channels(channels).with_stop(stop))?
         }
         Some(Format::Png) => {
             decode_png(bytes, channels, if dtype == DType::UInt8 { DType::UInt8 } else { DType::UInt16 }, stop)?
@@ -265,28 +264,31 @@ fn k_encode_jpeg(d: &NodeDesc) -> KResult<Box<dyn OpKernel>> {
         let v = d.int(name)?;
         u16::try_from(v).map_err(|_| invalid(format!("{name} must be in 0..=65535, got {v}")))
     };
-    Ok(Box::new(EncodeJpeg(EncodeOptions {
-        format: match d.string("format")?.as_str() {
-            "" => JpegFormat::Auto,
-            "grayscale" => JpegFormat::Grayscale,
-            "rgb" => JpegFormat::Rgb,
-            f => return Err(invalid(format!("format must be '', 'grayscale' or 'rgb', got '{f}'"))),
-        },
-        quality: u8::try_from(quality)
-            .ok()
-            .filter(|q| *q <= 100)
-            .ok_or_else(|| invalid(format!("quality must be in [0, 100], got {quality}")))?,
-        progressive: d.bool("progressive")?,
-        optimize_size: d.bool("optimize_size")?,
-        chroma_downsampling: d.bool("chroma_downsampling")?,
-        density_unit: match d.string("density_unit")?.as_str() {
-            "cm" => DensityUnit::Centimeter,
-            _ => DensityUnit::Inch,
-        },
-        x_density: density("x_density")?,
-        y_density: density("y_density")?,
-        xmp_metadata: d.string("xmp_metadata")?.into_bytes(),
-    })))
+    Ok(Box::new(EncodeJpeg(
+        EncodeOptions::default()
+            .with_format(match d.string("format")?.as_str() {
+                "" => JpegFormat::Auto,
+                "grayscale" => JpegFormat::Grayscale,
+                "rgb" => JpegFormat::Rgb,
+                f => return Err(invalid(format!("format must be '', 'grayscale' or 'rgb', got '{f}'"))),
+            })
+            .with_quality(
+                u8::try_from(quality)
+                    .ok()
+                    .filter(|q| *q <= 100)
+                    .ok_or_else(|| invalid(format!("quality must be in [0, 100], got {quality}")))?,
+            )
+            .with_progressive(d.bool("progressive")?)
+            .with_optimize_size(d.bool("optimize_size")?)
+            .with_chroma_downsampling(d.bool("chroma_downsampling")?)
+            .with_density_unit(match d.string("density_unit")?.as_str() {
+                "cm" => DensityUnit::Centimeter,
+                _ => DensityUnit::Inch,
+            })
+            .with_x_density(density("x_density")?)
+            .with_y_density(density("y_density")?)
+            .with_xmp_metadata(d.string("xmp_metadata")?.into_bytes()),
+    )))
 }
 
 struct EncodePng(i32);

@@ -16,7 +16,11 @@ use crate::callbacks::{Callback, Hooks, Logs};
 use crate::{Result, TrainError};
 
 /// Options of [`Model::fit`].
+///
+/// `#[non_exhaustive]`: other crates build a `FitOptions` from `FitOptions::default()` and its
+/// `with_*` setters, so fields can be added without breaking them.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FitOptions {
     /// Passes over the training data.
     pub epochs: usize,
@@ -39,6 +43,56 @@ pub struct FitOptions {
     /// parts and this process trains on part `rank`, so the ranks together see exactly the
     /// batches one process would (`Dataset::shard`'s role for in-memory arrays).
     pub shard: Option<(usize, usize)>,
+}
+
+impl FitOptions {
+    /// Sets [`FitOptions::epochs`].
+    pub fn with_epochs(mut self, epochs: usize) -> Self {
+        self.epochs = epochs;
+        self
+    }
+
+    /// Sets [`FitOptions::batch_size`].
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets [`FitOptions::max_steps`].
+    pub fn with_max_steps(mut self, max_steps: Option<u64>) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// Sets [`FitOptions::shuffle_seed`].
+    pub fn with_shuffle_seed(mut self, shuffle_seed: u64) -> Self {
+        self.shuffle_seed = shuffle_seed;
+        self
+    }
+
+    /// Sets [`FitOptions::verbose`].
+    pub fn with_verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
+    }
+
+    /// Sets [`FitOptions::log_every`].
+    pub fn with_log_every(mut self, log_every: u64) -> Self {
+        self.log_every = log_every;
+        self
+    }
+
+    /// Sets [`FitOptions::profile`].
+    pub fn with_profile(mut self, profile: Option<crate::profile::ProfileBatches>) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Sets [`FitOptions::shard`].
+    pub fn with_shard(mut self, shard: Option<(usize, usize)>) -> Self {
+        self.shard = shard;
+        self
+    }
 }
 
 impl Default for FitOptions {
