@@ -211,9 +211,11 @@ pub fn bundled_dir() -> PathBuf {
     if BUNDLED.iter().all(|(name, bytes)| source.join(name).metadata().is_ok_and(|m| m.len() == bytes.len() as u64)) {
         return source;
     }
+    // XDG: an empty or relative XDG_CACHE_HOME is ignored, as an unset one.
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
     let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .and_then(absolute)
+        .or_else(|| std::env::var_os("HOME").and_then(absolute).map(|h| h.join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     let dir = cache.join("ferroflow").join(concat!("mnist-sample-", env!("CARGO_PKG_VERSION")));
     if let Err(e) = write_bundled(&dir) {
