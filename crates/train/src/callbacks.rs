@@ -498,11 +498,9 @@ impl Callback for ProgbarLogger {
 
     fn on_epoch_end(&mut self, _model: &Model, _epoch: usize, logs: &Logs) -> Result<()> {
         let line = self.line(Some(logs));
-        if self.terminal {
-            println!("\r\x1b[2K{line}");
-        } else {
-            println!("{line}");
-        }
+        // Written, not `println!`ed: a closed stdout (`| head`) must not panic the library.
+        let mut out = std::io::stdout().lock();
+        let _ = if self.terminal { writeln!(out, "\r\x1b[2K{line}") } else { writeln!(out, "{line}") };
         Ok(())
     }
 }
