@@ -7,6 +7,7 @@
 //! thread rereads the base paths; a new version is loaded and warmed up before it takes
 //! traffic, a removed one is dropped once its in-flight requests finish. No request can take
 //! the server down: each failure is an `{"error": ...}` answer.
+#![warn(missing_docs)]
 mod config;
 mod json;
 mod manager;
