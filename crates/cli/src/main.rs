@@ -61,12 +61,13 @@ enum Command {
     Fit(fit::FitArgs),
     KerasApp(keras_app::KerasAppArgs),
     Info(info::InfoArgs),
+    Serve(serve::ServeArgs),
     Completions(completions::CompletionsArgs),
 }
 
 fn main() {
     output::install_panic_hook();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(serve::drop_ignored_flags(std::env::args_os().collect()));
     logging::init(cli.quiet, cli.verbose);
     let result = match cli.command {
         Command::Run(args) => run::run(args),
@@ -87,6 +88,7 @@ fn main() {
         Command::Fit(args) => fit::run(args),
         Command::KerasApp(args) => keras_app::run(args),
         Command::Info(args) => info::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Completions(args) => completions::run(args, Cli::command()),
     };
     if let Err(e) = result {

@@ -166,7 +166,8 @@ fn help_options() -> BTreeMap<String, BTreeSet<String>> {
                     let l = l.trim_start();
                     let l = if l.len() > 4 && l.starts_with('-') && &l[2..4] == ", " { &l[4..] } else { l };
                     let name = l.strip_prefix("--")?;
-                    let name: String = name.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+                    let name: String =
+                        name.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
                     (!name.is_empty()).then_some(name)
                 })
                 .filter(|o| !["help", "quiet", "verbose"].contains(&o.as_str()))
@@ -191,7 +192,8 @@ fn readme_synopses() -> (BTreeMap<String, BTreeSet<String>>, BTreeSet<String>) {
         while let Some(i) = rest.find("--") {
             let before = rest[..i].chars().last();
             rest = &rest[i + 2..];
-            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            let name: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
             if before.is_none_or(|c| !c.is_ascii_alphanumeric() && c != '-') && !name.is_empty() {
                 found.insert(name.trim_end_matches('-').to_string());
             }

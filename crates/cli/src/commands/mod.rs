@@ -20,6 +20,7 @@ pub mod optimize;
 pub mod pipeline;
 pub mod profile;
 pub mod run;
+pub mod serve;
 pub mod tensorboard;
 
 /// Whether `path` is a SavedModel directory; a directory without `saved_model.pb` is an error

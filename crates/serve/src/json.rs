@@ -1,0 +1,435 @@
+//! TensorFlow Serving's JSON for tensors: request values (row `instances` and columnar
+//! `inputs`) converted to the signature's dtypes and shapes, and output tensors written back
+//! (floats with 6 significant digits unless that does not round-trip, `NaN`/`Infinity`, raw
+//! strings or `{"b64": ...}` for aliases ending `_bytes`).
+use base64::Engine as _;
+use ferroflow::tensor::{DType, Tensor};
+use ferroflow::train::saved_model::TensorSpec;
+use serde_json::Value;
+
+use crate::ApiError;
+
+const NAN: &str = "\u{0}ferroflow:NaN";
+const INF: &str = "\u{0}ferroflow:Infinity";
+const NEG_INF: &str = "\u{0}ferroflow:-Infinity";
+
+/// Parses a request body: JSON plus TensorFlow Serving's bare `NaN`, `Infinity` and
+/// `-Infinity` (read into sentinel strings that the float conversion knows).
+pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|_| ApiError::invalid("JSON Parse error: the body is not UTF-8"))?;
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let replaced =
+            [("NaN", NAN), ("Infinity", INF), ("-Infinity", NEG_INF)].iter().find(|(word, _)| rest.starts_with(word));
+        if let Some((word, sentinel)) = replaced {
+            out.push('"');
+            out.push_str(&sentinel.replace('\u{0}', "\\u0000"));
+            out.push('"');
+            rest = &rest[word.len()..];
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    serde_json::from_str(&out).map_err(|e| ApiError::invalid(format!("JSON Parse error: {e}")))
+}
+
+/// Whether `v` is a string tensor's element written as `{"b64": "..."}`.
+fn is_b64(v: &Value) -> bool {
+    matches!(v, Value::Object(m) if m.len() == 1 && m.get("b64").is_some_and(Value::is_string))
+}
+
+/// The dims of a nested list, checking that it is not ragged; leaves are counted as scalars.
+fn dims_of(v: &Value, name: &str) -> Result<Vec<usize>, ApiError> {
+    let mut dims = Vec::new();
+    let mut cur = v;
+    while let Value::Array(a) = cur {
+        dims.push(a.len());
+        match a.first() {
+            Some(first) => cur = first,
+            None => break,
+        }
+    }
+    check_shape(v, &dims, name)?;
+    Ok(dims)
+}
+
+fn check_shape(v: &Value, dims: &[usize], name: &str) -> Result<(), ApiError> {
+    match (v, dims.split_first()) {
+        (Value::Array(a), Some((&n, rest))) => {
+            if a.len() != n {
+                return Err(ApiError::invalid(format!(
+                    "Expecting tensor size: {n} but got: {} for input '{name}' (the list is ragged)",
+                    a.len()
+                )));
+            }
+            a.iter().try_for_each(|x| check_shape(x, rest, name))
+        }
+        (Value::Array(_), None) => Err(ApiError::invalid(format!("input '{name}': the list is ragged (too deep)"))),
+        (_, Some(_)) => {
+            Err(ApiError::invalid(format!("input '{name}': the list is ragged (a scalar where a list is)")))
+        }
+        (_, None) => Ok(()),
+    }
+}
+
+fn leaves<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
+        other => out.push(other),
+    }
+}
+
+fn float_of(v: &Value, name: &str) -> Result<f64, ApiError> {
+    match v {
+        Value::Number(n) => n.as_f64().ok_or_else(|| ApiError::invalid(format!("input '{name}': bad number {n}"))),
+        Value::String(s) if s == NAN => Ok(f64::NAN),
+        Value::String(s) if s == INF => Ok(f64::INFINITY),
+        Value::String(s) if s == NEG_INF => Ok(f64::NEG_INFINITY),
+        other => Err(type_error(name, "a number", other)),
+    }
+}
+
+fn int_of(v: &Value, name: &str, min: i128, max: i128) -> Result<i128, ApiError> {
+    let n = match v {
+        Value::Number(n) if n.is_i64() => n.as_i64().map(i128::from),
+        Value::Number(n) if n.is_u64() => n.as_u64().map(i128::from),
+        other => return Err(type_error(name, "an integer", other)),
+    };
+    n.filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| ApiError::invalid(format!("input '{name}': {v} is out of range for its dtype")))
+}
+
+fn type_error(name: &str, want: &str, got: &Value) -> ApiError {
+    let shown = match got {
+        Value::String(s) if s.starts_with('\u{0}') => s.trim_start_matches("\u{0}ferroflow:").to_string(),
+        other => {
+            let t = other.to_string();
+            if t.len() > 64 {
+                format!("{}...", &t[..t.char_indices().nth(60).map_or(t.len(), |(i, _)| i)])
+            } else {
+                t
+            }
+        }
+    };
+    ApiError::invalid(format!("input '{name}': expected {want}, got {shown}"))
+}
+
+/// `v` as a tensor of `spec`'s dtype whose shape must fit `spec`'s.
+pub fn to_tensor(v: &Value, spec: &TensorSpec) -> Result<Tensor, ApiError> {
+    let name = spec.key.as_str();
+    let dims = dims_of(v, name)?;
+    if let Some(rank) = spec.shape.rank() {
+        if rank != dims.len() {
+            return Err(ApiError::invalid(format!(
+                "input '{name}': a value of rank {} for a tensor of rank {rank} ({})",
+                dims.len(),
+                spec.shape.spec(spec.dtype)
+            )));
+        }
+    }
+    if !spec.shape.is_compatible_with(&dims) {
+        return Err(ApiError::invalid(format!(
+            "input '{name}': shape {dims:?} does not fit the signature's {}",
+            spec.shape.spec(spec.dtype)
+        )));
+    }
+    let mut items = Vec::new();
+    leaves(v, &mut items);
+    let err = |e: ferroflow::tensor::TensorError| ApiError::invalid(format!("input '{name}': {e}"));
+    macro_rules! ints {
+        ($t:ty) => {{
+            let data: Vec<$t> = items
+                .iter()
+                .map(|x| int_of(x, name, <$t>::MIN as i128, <$t>::MAX as i128).map(|n| n as $t))
+                .collect::<Result<_, _>>()?;
+            Tensor::from_vec(&dims, data).map_err(err)
+        }};
+    }
+    match spec.dtype {
+        DType::Float => {
+            let data: Vec<f32> = items.iter().map(|x| float_of(x, name).map(|f| f as f32)).collect::<Result<_, _>>()?;
+            Tensor::from_vec(&dims, data).map_err(err)
+        }
+        DType::Double => {
+            let data: Vec<f64> = items.iter().map(|x| float_of(x, name)).collect::<Result<_, _>>()?;
+            Tensor::from_vec(&dims, data).map_err(err)
+        }
+        DType::Int8 => ints!(i8),
+        DType::Int16 => ints!(i16),
+        DType::Int32 => ints!(i32),
+        DType::Int64 => ints!(i64),
+        DType::UInt8 => ints!(u8),
+        DType::UInt16 => ints!(u16),
+        DType::UInt32 => ints!(u32),
+        DType::UInt64 => ints!(u64),
+        DType::Bool => {
+            let data: Vec<bool> = items
+                .iter()
+                .map(|x| match x {
+                    Value::Bool(b) => Ok(*b),
+                    other => Err(type_error(name, "true or false", other)),
+                })
+                .collect::<Result<_, _>>()?;
+            Tensor::from_vec(&dims, data).map_err(err)
+        }
+        DType::String => {
+            let data: Vec<Vec<u8>> = items
+                .iter()
+                .map(|x| match x {
+                    Value::String(s) if !s.starts_with('\u{0}') => Ok(s.as_bytes().to_vec()),
+                    Value::Object(m) if is_b64(x) => {
+                        let s = m["b64"].as_str().unwrap_or_default();
+                        base64::engine::general_purpose::STANDARD
+                            .decode(s)
+                            .map_err(|e| ApiError::invalid(format!("input '{name}': bad base64: {e}")))
+                    }
+                    other => Err(type_error(name, "a string or {\"b64\": ...}", other)),
+                })
+                .collect::<Result<_, _>>()?;
+            Tensor::from_strings(&dims, data).map_err(err)
+        }
+        other => Err(ApiError::invalid(format!("input '{name}': dtype {other:?} is not supported over REST"))),
+    }
+}
+
+/// The inputs of a predict request as values per signature input, in the signature's order,
+/// and whether they came as rows (`instances`: each input's rows stacked into one list). A
+/// string element `{"b64": ...}` is a value, not a named row: [`dims_of`] never descends into
+/// objects and [`to_tensor`] decodes them.
+pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>, bool), ApiError> {
+    let Value::Object(obj) = body else {
+        return Err(ApiError::invalid("JSON Value: is not an object"));
+    };
+    for key in obj.keys() {
+        if !["signature_name", "instances", "inputs"].contains(&key.as_str()) {
+            return Err(ApiError::invalid(format!("Unknown field in the request: '{key}'")));
+        }
+    }
+    let by_name = |m: &serde_json::Map<String, Value>, what: &str| -> Result<Vec<Value>, ApiError> {
+        for k in m.keys() {
+            if !inputs.iter().any(|s| &s.key == k) {
+                return Err(ApiError::invalid(format!(
+                    "{what}: '{k}' is not an input of the signature; its inputs: {}",
+                    inputs.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        inputs
+            .iter()
+            .map(|s| {
+                m.get(&s.key).cloned().ok_or_else(|| ApiError::invalid(format!("{what}: input '{}' is missing", s.key)))
+            })
+            .collect()
+    };
+    let named = |v: &Value| matches!(v, Value::Object(_)) && !is_b64(v);
+    match (obj.get("instances"), obj.get("inputs")) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("JSON Value: has both 'instances' and 'inputs'; give one")),
+        (None, None) => Err(ApiError::invalid("Missing 'inputs' or 'instances' key")),
+        (Some(instances), None) => {
+            let Value::Array(rows) = instances else {
+                return Err(ApiError::invalid("'instances' is not a list"));
+            };
+            if rows.is_empty() {
+                return Err(ApiError::invalid("No instances in the request ('instances' is an empty list)"));
+            }
+            if rows.iter().any(named) {
+                if !rows.iter().all(named) {
+                    return Err(ApiError::invalid("instances mix named (object) and bare rows"));
+                }
+                let mut columns: Vec<Vec<Value>> = vec![Vec::with_capacity(rows.len()); inputs.len()];
+                for row in rows {
+                    let Value::Object(m) = row else { unreachable!("checked: every row is an object") };
+                    for (i, v) in by_name(m, "instances")?.into_iter().enumerate() {
+                        columns[i].push(v);
+                    }
+                }
+                Ok((columns.into_iter().map(Value::Array).collect(), true))
+            } else if inputs.len() == 1 {
+                Ok((vec![instances.clone()], true))
+            } else {
+                Err(ApiError::invalid(format!(
+                    "the signature has {} inputs: each instance must be an object keyed by them",
+                    inputs.len()
+                )))
+            }
+        }
+        (None, Some(v)) => {
+            if named(v) {
+                let Value::Object(m) = v else { unreachable!("checked: named") };
+                Ok((by_name(m, "inputs")?, false))
+            } else if inputs.len() == 1 {
+                Ok((vec![v.clone()], false))
+            } else {
+                Err(ApiError::invalid(format!(
+                    "the signature has {} inputs: 'inputs' must be an object keyed by them",
+                    inputs.len()
+                )))
+            }
+        }
+    }
+}
+
+/// `%.*g` of C's printf.
+fn format_g(x: f64, precision: usize) -> String {
+    let sci = format!("{:.*e}", precision - 1, x);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= precision as i32 {
+        format!("{}e{}{:02}", trim(mantissa), if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else {
+        let decimals = (precision as i32 - 1 - exp).max(0) as usize;
+        trim(&format!("{x:.decimals$}"))
+    }
+}
+
+/// A float as TensorFlow Serving writes it: 6 significant digits, or 9 (float32) / 17
+/// (float64) when 6 do not read back the same; `.0` when there is no `.` or exponent.
+pub fn format_float(x: f64, is_f32: bool) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+    }
+    let round_trips = |s: &str| {
+        if is_f32 {
+            s.parse::<f32>().ok() == Some(x as f32)
+        } else {
+            s.parse::<f64>().ok() == Some(x)
+        }
+    };
+    let mut s = format_g(x, 6);
+    if !round_trips(&s) {
+        s = format_g(x, if is_f32 { 9 } else { 17 });
+    }
+    if !s.contains(['.', 'e', 'n', 'N', 'I']) {
+        s.push_str(".0");
+    }
+    s
+}
+
+fn write_string(out: &mut String, bytes: &[u8], b64: bool) {
+    if b64 {
+        out.push_str("{\"b64\":");
+        out.push_str(&Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)).to_string());
+        out.push('}');
+    } else {
+        out.push_str(&Value::String(String::from_utf8_lossy(bytes).into_owned()).to_string());
+    }
+}
+
+/// Writes element `i` of `t`.
+fn write_element(out: &mut String, t: &Tensor, i: usize, b64: bool) -> Result<(), ApiError> {
+    use std::fmt::Write as _;
+    let e = |e: ferroflow::tensor::TensorError| ApiError::internal(format!("output: {e}"));
+    macro_rules! int {
+        ($t:ty) => {{
+            let _ = write!(out, "{}", t.as_slice::<$t>().map_err(e)?[i]);
+        }};
+    }
+    match t.dtype() {
+        DType::Float => out.push_str(&format_float(f64::from(t.as_slice::<f32>().map_err(e)?[i]), true)),
+        DType::Double => out.push_str(&format_float(t.as_slice::<f64>().map_err(e)?[i], false)),
+        DType::Int8 => int!(i8),
+        DType::Int16 => int!(i16),
+        DType::Int32 => int!(i32),
+        DType::Int64 => int!(i64),
+        DType::UInt8 => int!(u8),
+        DType::UInt16 => int!(u16),
+        DType::UInt32 => int!(u32),
+        DType::UInt64 => int!(u64),
+        DType::Bool => out.push_str(if t.as_slice::<bool>().map_err(e)?[i] { "true" } else { "false" }),
+        DType::String => write_string(out, &t.as_strings().map_err(e)?[i], b64),
+        other => return Err(ApiError::invalid(format!("an output of dtype {other:?} cannot be written as JSON"))),
+    }
+    Ok(())
+}
+
+/// Writes the part of `t` starting at flat element `start` with dims `dims` as nested lists.
+fn write_nested(out: &mut String, t: &Tensor, dims: &[usize], start: usize, b64: bool) -> Result<(), ApiError> {
+    match dims.split_first() {
+        None => write_element(out, t, start, b64),
+        Some((&n, rest)) => {
+            let stride: usize = rest.iter().product();
+            out.push('[');
+            for k in 0..n {
+                if k > 0 {
+                    out.push(',');
+                }
+                write_nested(out, t, rest, start + k * stride, b64)?;
+            }
+            out.push(']');
+            Ok(())
+        }
+    }
+}
+
+/// Writes the whole tensor.
+pub fn write_tensor(out: &mut String, t: &Tensor, alias: &str) -> Result<(), ApiError> {
+    write_nested(out, t, t.dims(), 0, alias.ends_with("_bytes"))
+}
+
+/// Writes row `r` of `t` (its first dimension).
+pub fn write_row(out: &mut String, t: &Tensor, r: usize, alias: &str) -> Result<(), ApiError> {
+    let rest = &t.dims()[1..];
+    write_nested(out, t, rest, r * rest.iter().product::<usize>(), alias.ends_with("_bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_as_tensorflow_serving_does() {
+        assert_eq!(format_float(1.0, true), "1.0");
+        assert_eq!(format_float(0.5, true), "0.5");
+        assert_eq!(format_float(f64::from(0.1f32), true), "0.1");
+        assert_eq!(format_float(1e6, true), "1e+06");
+        assert_eq!(format_float(123456.0, true), "123456.0");
+        assert_eq!(format_float(1234567.0, true), "1234567.0");
+        assert_eq!(format_float(f64::from(std::f32::consts::PI), true), "3.14159274");
+        assert_eq!(format_float(0.0001, false), "0.0001");
+        assert_eq!(format_float(0.00001, false), "1e-05");
+        assert_eq!(format_float(-2.5, false), "-2.5");
+        assert_eq!(format_float(0.1, false), "0.1");
+        assert_eq!(format_float(1.0 / 3.0, false), "0.33333333333333331");
+        assert_eq!(format_float(f64::NAN, true), "NaN");
+        assert_eq!(format_float(f64::NEG_INFINITY, true), "-Infinity");
+    }
+
+    #[test]
+    fn nan_and_infinity_are_read_outside_strings_only() {
+        let v = parse_body(br#"{"a": [NaN, Infinity, -Infinity, "NaN"]}"#).unwrap();
+        let a = v["a"].as_array().unwrap();
+        assert_eq!(a[0].as_str(), Some(NAN));
+        assert_eq!(a[1].as_str(), Some(INF));
+        assert_eq!(a[2].as_str(), Some(NEG_INF));
+        assert_eq!(a[3].as_str(), Some("NaN"));
+        assert!(parse_body(b"{\"a\": [1,").is_err());
+    }
+}

@@ -1,0 +1,310 @@
+//! The models' versions: which numbered directories are served, loading (and warming up) new
+//! ones before the old ones go, and finding the version a request names. A served version is an
+//! `Arc<Servable>`; unloading drops the manager's reference, so a request still running keeps
+//! its version alive until it finishes.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use ferroflow::runtime::SessionOptions;
+use ferroflow::tensor::{DType, Tensor};
+use ferroflow::train::saved_model::SavedModel;
+
+use crate::config::{ModelConfig, VersionPolicy};
+use crate::{ApiError, ServeOptions};
+
+/// TensorFlow Serving's version states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Being loaded (and warmed up).
+    Loading,
+    /// Taking traffic.
+    Available,
+    /// Unloaded, or failed to load (then with its error).
+    End,
+}
+
+impl State {
+    /// The name in status JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Loading => "LOADING",
+            State::Available => "AVAILABLE",
+            State::End => "END",
+        }
+    }
+}
+
+/// A loaded version.
+pub struct Servable {
+    /// Its version number.
+    pub version: i64,
+    /// The SavedModel.
+    pub model: SavedModel,
+}
+
+struct Entry {
+    state: State,
+    error: Option<String>,
+    servable: Option<Arc<Servable>>,
+}
+
+struct Model {
+    config: ModelConfig,
+    versions: Mutex<BTreeMap<i64, Entry>>,
+}
+
+/// What a request asks for.
+#[derive(Clone, Debug)]
+pub enum Which {
+    /// The highest available version.
+    Latest,
+    /// A version number.
+    Version(i64),
+    /// A label.
+    Label(String),
+}
+
+/// The status of one version: (version, state, error message).
+pub type VersionStatus = (i64, State, Option<String>);
+
+/// Every model's versions.
+pub struct Manager {
+    models: BTreeMap<String, Model>,
+    tags: Vec<String>,
+    warmup: bool,
+    /// One poll at a time (the poller thread and `poll_now`).
+    polling: Mutex<()>,
+}
+
+/// The version directories under `base`: children whose names parse as non-negative int64s.
+fn versions_on_disk(base: &Path) -> Vec<i64> {
+    let Ok(dir) = std::fs::read_dir(base) else { return Vec::new() };
+    let mut out: Vec<i64> = dir
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()))
+        .filter(|v| *v >= 0)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The directory of `version` (its name may have leading zeros: `00000123`).
+fn version_dir(base: &Path, version: i64) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(base).ok()?.flatten().map(|e| e.path()).find(|p| {
+        p.is_dir() && p.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<i64>().ok()) == Some(version)
+    })
+}
+
+impl Manager {
+    /// A manager for the models of `options` (nothing loaded until [`Manager::poll`]).
+    pub fn new(options: &ServeOptions) -> Manager {
+        let models = options
+            .models
+            .iter()
+            .map(|c| (c.name.clone(), Model { config: c.clone(), versions: Mutex::new(BTreeMap::new()) }))
+            .collect();
+        Manager { models, tags: options.tags.clone(), warmup: options.warmup, polling: Mutex::new(()) }
+    }
+
+    /// Reads every base path once: loads the versions the policies want that are not loaded
+    /// (each becomes AVAILABLE after loading and warming up, or END with its error), then
+    /// unloads the served versions no longer wanted. A version that failed is not retried
+    /// while its directory stays.
+    pub fn poll(&self) {
+        let _one = self.polling.lock().unwrap_or_else(|e| e.into_inner());
+        for model in self.models.values() {
+            self.poll_model(model);
+        }
+    }
+
+    fn poll_model(&self, model: &Model) {
+        let config = &model.config;
+        let on_disk = versions_on_disk(&config.base_path);
+        if on_disk.is_empty() {
+            log::warn!("No versions of servable {} found under base path {}", config.name, config.base_path.display());
+        }
+        {
+            // A failed version whose directory went away may be retried when it comes back.
+            let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+            versions.retain(|v, e| !(e.state == State::End && e.error.is_some() && !on_disk.contains(v)));
+        }
+        // Load first (availability-preserving: the old version serves until the new one is up).
+        // A version that fails to load leaves the policy's choice: the next one down is wanted
+        // instead, so the version serving now keeps serving.
+        let mut wanted;
+        loop {
+            let failed: Vec<i64> = {
+                let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+                versions.iter().filter(|(_, e)| e.state == State::End && e.error.is_some()).map(|(v, _)| *v).collect()
+            };
+            let candidates: Vec<i64> = on_disk.iter().copied().filter(|v| !failed.contains(v)).collect();
+            wanted = match &config.policy {
+                VersionPolicy::Latest(n) => candidates.iter().rev().take(*n).copied().collect::<Vec<i64>>(),
+                VersionPolicy::All => candidates.clone(),
+                VersionPolicy::Specific(list) => candidates.iter().copied().filter(|v| list.contains(v)).collect(),
+            };
+            let to_load: Vec<i64> = {
+                let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+                wanted
+                    .iter()
+                    .rev()
+                    .copied()
+                    .filter(|v| versions.get(v).is_none_or(|e| e.state != State::Available))
+                    .collect()
+            };
+            if to_load.is_empty() {
+                break;
+            }
+            let mut all_loaded = true;
+            for v in to_load {
+                all_loaded &= self.load(model, v);
+            }
+            if all_loaded {
+                break;
+            }
+        }
+        let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+        for (v, e) in versions.iter_mut() {
+            if e.state == State::Available && !wanted.contains(v) {
+                log::info!("unloading servable {} version {v}", config.name);
+                e.state = State::End;
+                e.servable = None;
+            }
+        }
+    }
+
+    /// Loads one version; whether it became AVAILABLE.
+    fn load(&self, model: &Model, version: i64) -> bool {
+        let name = &model.config.name;
+        {
+            let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+            versions.insert(version, Entry { state: State::Loading, error: None, servable: None });
+        }
+        log::info!("loading servable {name} version {version}");
+        let result = (|| -> Result<Servable, String> {
+            let dir = version_dir(&model.config.base_path, version)
+                .ok_or_else(|| format!("version directory {version} vanished"))?;
+            let tags: Vec<&str> = self.tags.iter().map(String::as_str).collect();
+            let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| e.to_string())?;
+            if self.warmup {
+                warm_up(&m);
+            }
+            Ok(Servable { version, model: m })
+        })();
+        let ok = result.is_ok();
+        let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = match result {
+            Ok(s) => {
+                log::info!("servable {name} version {version} is available");
+                Entry { state: State::Available, error: None, servable: Some(Arc::new(s)) }
+            }
+            Err(e) => {
+                log::error!("servable {name} version {version} failed to load: {e}");
+                Entry { state: State::End, error: Some(e), servable: None }
+            }
+        };
+        versions.insert(version, entry);
+        ok
+    }
+
+    /// The model's config, or NOT_FOUND.
+    fn model(&self, name: &str, which: &Which) -> Result<&Model, ApiError> {
+        self.models.get(name).ok_or_else(|| not_found(name, which, None))
+    }
+
+    /// The servable a request names.
+    pub fn resolve(&self, name: &str, which: &Which) -> Result<Arc<Servable>, ApiError> {
+        let model = self.model(name, which)?;
+        let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+        let version = match which {
+            Which::Latest => {
+                return versions
+                    .values()
+                    .rev()
+                    .find_map(|e| e.servable.clone())
+                    .ok_or_else(|| not_found(name, which, None));
+            }
+            Which::Version(v) => *v,
+            Which::Label(l) => *model
+                .config
+                .labels
+                .get(l)
+                .ok_or_else(|| ApiError::invalid(format!("Unrecognized servable version label: {l}")))?,
+        };
+        versions.get(&version).and_then(|e| e.servable.clone()).ok_or_else(|| not_found(name, which, Some(version)))
+    }
+
+    /// The status of the model's versions (newest first), or of one.
+    pub fn status(&self, name: &str, which: &Which) -> Result<Vec<VersionStatus>, ApiError> {
+        let model = self.model(name, which)?;
+        let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+        let all: Vec<VersionStatus> = versions.iter().rev().map(|(v, e)| (*v, e.state, e.error.clone())).collect();
+        let one = match which {
+            Which::Latest => {
+                if all.is_empty() {
+                    return Err(ApiError::not_found(format!("Could not find any versions of model {name}")));
+                }
+                return Ok(all);
+            }
+            Which::Version(v) => *v,
+            Which::Label(l) => *model
+                .config
+                .labels
+                .get(l)
+                .ok_or_else(|| ApiError::invalid(format!("Unrecognized servable version label: {l}")))?,
+        };
+        let found: Vec<VersionStatus> = all.into_iter().filter(|s| s.0 == one).collect();
+        if found.is_empty() {
+            return Err(ApiError::not_found(format!("Could not find version {one} of model {name}")));
+        }
+        Ok(found)
+    }
+}
+
+fn not_found(name: &str, which: &Which, version: Option<i64>) -> ApiError {
+    ApiError::not_found(match (which, version) {
+        (Which::Latest, _) => format!("Servable not found for request: Latest({name})"),
+        (Which::Version(v), _) => format!("Servable not found for request: Specific({name}, {v})"),
+        (Which::Label(_), Some(v)) => format!("Servable not found for request: Specific({name}, {v})"),
+        (Which::Label(l), None) => format!("Servable not found for request: Label({name}, {l})"),
+    })
+}
+
+/// Runs each signature once on zeros (batch 1 where the first dimension is unknown), so the
+/// first request does not pay for planning. Signatures with other unknown dimensions, unknown
+/// ranks or string inputs are skipped; a failing run is logged, not fatal (zeros may be
+/// outside a model's domain).
+fn warm_up(model: &SavedModel) {
+    for sig in model.signatures().values() {
+        let mut feeds: Vec<(&str, Tensor)> = Vec::new();
+        let mut feasible = true;
+        for spec in &sig.inputs {
+            let Some(dims) = spec.shape.dims() else {
+                feasible = false;
+                break;
+            };
+            if dims.iter().skip(1).any(Option::is_none) || matches!(spec.dtype, DType::String | DType::Variant) {
+                feasible = false;
+                break;
+            }
+            let concrete: Vec<usize> = dims.iter().map(|d| d.unwrap_or(1)).collect();
+            match Tensor::zeros(spec.dtype, &concrete) {
+                Ok(t) => feeds.push((spec.key.as_str(), t)),
+                Err(_) => {
+                    feasible = false;
+                    break;
+                }
+            }
+        }
+        if !feasible {
+            log::debug!("warmup: signature '{}' skipped (inputs of unknown shape or strings)", sig.name);
+            continue;
+        }
+        if let Err(e) = model.call(&sig.name, &feeds, &[]) {
+            log::warn!("warmup: signature '{}' failed on zeros: {e}", sig.name);
+        }
+    }
+}

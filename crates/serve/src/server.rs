@@ -1,0 +1,222 @@
+//! The server: the tokio runtime, the listener with hyper's HTTP/1.1 connections, graceful
+//! shutdown (stop accepting, let in-flight requests finish), and the poller thread.
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+
+use crate::manager::Manager;
+use crate::rest::{handle, Shared};
+use crate::{ServeError, ServeOptions};
+
+/// How long a connection may take to send its request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Starts servers.
+pub struct Server;
+
+/// A running server: its address, and the way to stop it.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    runtime: Option<tokio::runtime::Runtime>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    accept: Option<tokio::task::JoinHandle<()>>,
+    manager: Arc<Manager>,
+    poller: Option<std::thread::JoinHandle<()>>,
+    poller_stop: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Server {
+    /// Loads the models' served versions (waiting for each load, as TensorFlow Serving does
+    /// before it opens its ports), binds `host:rest_port` and starts answering; polls the base
+    /// paths every `poll_wait_seconds` in a thread of its own.
+    pub fn start(options: ServeOptions) -> Result<ServerHandle, ServeError> {
+        if options.models.is_empty() {
+            return Err(ServeError::Config(
+                "no model to serve: give --model_base_path (and --model_name) or --model_config_file".into(),
+            ));
+        }
+        let manager = Arc::new(Manager::new(&options));
+        manager.poll();
+        let threads = if options.num_threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            options.num_threads
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("ferroflow-serve")
+            .enable_all()
+            .build()
+            .map_err(|source| ServeError::Io { what: "starting the server's threads".into(), source })?;
+        let bind = format!("{}:{}", options.host, options.rest_port);
+        let std_listener = std::net::TcpListener::bind(&bind)
+            .map_err(|source| ServeError::Io { what: format!("binding the REST API to {bind}"), source })?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?;
+        let addr = std_listener
+            .local_addr()
+            .map_err(|source| ServeError::Io { what: "reading the bound address".into(), source })?;
+        let listener = {
+            let _enter = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?
+        };
+        let shared = Arc::new(Shared {
+            manager: manager.clone(),
+            timeout: (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms)),
+            max_body: options.max_body_bytes,
+        });
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let accept = runtime.spawn(accept_loop(listener, shared, stop_rx));
+        let poller_stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let poller = (options.poll_wait_seconds > 0).then(|| {
+            let manager = manager.clone();
+            let stop = poller_stop.clone();
+            let wait = Duration::from_secs(options.poll_wait_seconds);
+            std::thread::Builder::new()
+                .name("ferroflow-serve-poll".into())
+                .spawn(move || loop {
+                    let (lock, cv) = &*stop;
+                    let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    let (guard, _) = cv.wait_timeout_while(guard, wait, |s| !*s).unwrap_or_else(|e| e.into_inner());
+                    if *guard {
+                        return;
+                    }
+                    drop(guard);
+                    manager.poll();
+                })
+                .expect("spawning the poller thread")
+        });
+        log::info!("REST API at http://{addr}/v1/models/");
+        Ok(ServerHandle {
+            addr,
+            runtime: Some(runtime),
+            stop: Some(stop_tx),
+            accept: Some(accept),
+            manager,
+            poller,
+            poller_stop,
+        })
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait, do not spin or stop.
+                        log::warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                let service = service_fn(move |req| handle(shared.clone(), req));
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        log::debug!("connection: {e}");
+                    }
+                });
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+impl ServerHandle {
+    /// The bound address (the ephemeral port when started with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Rereads the base paths now (what the poller does every `poll_wait_seconds`); returns when
+    /// the new versions are loaded and the removed ones unloaded.
+    pub fn poll_now(&self) {
+        self.manager.poll();
+    }
+
+    /// Blocks until SIGTERM or SIGINT, then shuts down as [`ServerHandle::shutdown`].
+    pub fn run_until_terminated(self) {
+        if let Some(rt) = &self.runtime {
+            rt.block_on(terminated());
+        }
+        log::info!("shutting down: no new connections; finishing the requests in flight");
+        self.shutdown();
+    }
+
+    /// Stops accepting connections, waits for the requests in flight to be answered, stops
+    /// the poller.
+    pub fn shutdown(mut self) {
+        self.stop_all();
+    }
+
+    fn stop_all(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let (Some(rt), Some(accept)) = (&self.runtime, self.accept.take()) {
+            let _ = rt.block_on(accept);
+        }
+        {
+            let (lock, cv) = &*self.poller_stop;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            cv.notify_all();
+        }
+        if let Some(p) = self.poller.take() {
+            let _ = p.join();
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C).
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
