@@ -10,6 +10,7 @@ fn main() {
         "ferroflow/meta_graph.proto",
         "ferroflow/example.proto",
         "ferroflow/xplane.proto",
+        "ferroflow/serving.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed=protos/{f}");

@@ -14,6 +14,7 @@ from ferroflow._native import (  # noqa: F401
     OutOfRangeError,
     PermissionDeniedError,
     ResourceExhaustedError,
+    UnauthenticatedError,
     UnavailableError,
     UnimplementedError,
     UnknownError,
@@ -23,5 +24,5 @@ __all__ = [
     "OpError", "CancelledError", "UnknownError", "InvalidArgumentError", "DeadlineExceededError",
     "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "ResourceExhaustedError",
     "FailedPreconditionError", "AbortedError", "OutOfRangeError", "UnimplementedError",
-    "InternalError", "UnavailableError", "DataLossError",
+    "InternalError", "UnavailableError", "DataLossError", "UnauthenticatedError",
 ]

@@ -24,13 +24,15 @@ fn serve_takes_tensorflow_servings_flags_answers_and_stops_on_sigterm() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/saved_model/keras_mlp");
     copy_dir(&fixture, &dir.path().join("1"));
     // A free port: bound and released (another process could take it in between; unlikely).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port, grpc_port) = (free(), free());
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferroflow"))
         .arg("serve")
         .arg("--model_name=mlp")
         .arg(format!("--model_base_path={}", dir.path().display()))
         .arg(format!("--rest_api_port={port}"))
-        .args(["--port=0", "--enable_batching", "--tensorflow_session_parallelism", "2"])
+        .arg(format!("--port={grpc_port}"))
+        .args(["--enable_batching", "--tensorflow_session_parallelism", "2"])
         .args(["--rest-api-timeout-in-ms", "5000", "--file_system_poll_wait_seconds=0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -40,6 +42,9 @@ fn serve_takes_tensorflow_servings_flags_answers_and_stops_on_sigterm() {
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), format!("serving REST API at http://127.0.0.1:{port}/v1/models/"));
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), format!("serving gRPC API at 127.0.0.1:{grpc_port}"));
 
     let body = r#"{"instances": [[0.1, 0.2, 0.3, 0.4]]}"#;
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -61,7 +66,7 @@ fn serve_takes_tensorflow_servings_flags_answers_and_stops_on_sigterm() {
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(status.success(), "{status:?}: {err}");
-    assert!(err.contains("--enable_batching is not implemented"), "{err}");
+    assert!(err.contains("batching: 1 tasks (1 rows) ran in 1 batches"), "{err}");
     assert!(err.contains("--tensorflow_session_parallelism is not implemented"), "{err}");
 }
 

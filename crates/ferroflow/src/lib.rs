@@ -26,6 +26,7 @@ use std::path::Path;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod saved_model;
+pub mod status;
 #[doc(hidden)]
 pub mod testing;
 #[doc(hidden)]

@@ -18,6 +18,11 @@ mod generated {
     pub mod profiler {
         include!(concat!(env!("OUT_DIR"), "/tensorflow.profiler.rs"));
     }
+    /// TensorFlow Serving's API messages (`tensorflow.serving`): predict, classify, regress,
+    /// model metadata and status.
+    pub mod serving {
+        include!(concat!(env!("OUT_DIR"), "/tensorflow.serving.rs"));
+    }
 }
 
 pub use generated::*;

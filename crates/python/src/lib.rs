@@ -30,7 +30,8 @@ mod _native {
     use super::errors::{
         AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
         FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OpError, OutOfRangeError,
-        PermissionDeniedError, ResourceExhaustedError, UnavailableError, UnimplementedError, UnknownError,
+        PermissionDeniedError, ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError,
+        UnknownError,
     };
     #[pymodule_export]
     use super::graph::{op_defs, Graph};

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::batch::BatchingParameters;
 use crate::ServeError;
 
 /// Which version directories of a model are served (TensorFlow Serving's
@@ -67,8 +68,16 @@ pub struct ServeOptions {
     pub models: Vec<ModelConfig>,
     /// The address the REST API binds (`127.0.0.1`).
     pub host: String,
-    /// The REST port (0: an ephemeral port, reported by [`crate::ServerHandle::addr`]).
-    pub rest_port: u16,
+    /// The REST port (0: an ephemeral port, reported by [`crate::ServerHandle::rest_addr`];
+    /// `None`: no REST API).
+    pub rest_port: Option<u16>,
+    /// The gRPC port (0: an ephemeral port, reported by [`crate::ServerHandle::grpc_addr`];
+    /// `None`: no gRPC API).
+    pub grpc_port: Option<u16>,
+    /// The largest gRPC message accepted, in bytes.
+    pub grpc_max_message_bytes: usize,
+    /// Batching of predict requests (`--enable_batching`), with its parameters.
+    pub batching: Option<BatchingParameters>,
     /// Worker threads of the REST server (0: the number of CPUs).
     pub num_threads: usize,
     /// The deadline of one request's model run, in milliseconds (0: none); past it, 504.
@@ -88,7 +97,10 @@ impl Default for ServeOptions {
         ServeOptions {
             models: Vec::new(),
             host: "127.0.0.1".into(),
-            rest_port: 8501,
+            rest_port: Some(8501),
+            grpc_port: None,
+            grpc_max_message_bytes: 64 << 20,
+            batching: None,
             num_threads: 0,
             timeout_ms: 30_000,
             poll_wait_seconds: 1,
@@ -100,7 +112,8 @@ impl Default for ServeOptions {
 }
 
 impl ServeOptions {
-    /// Defaults: no models, 127.0.0.1:8501, 30 s deadline, polls every second, 64 MiB bodies.
+    /// Defaults: no models, REST on 127.0.0.1:8501, no gRPC, no batching, 30 s deadline,
+    /// polls every second, 64 MiB bodies and messages.
     pub fn new() -> ServeOptions {
         ServeOptions::default()
     }
@@ -114,9 +127,24 @@ impl ServeOptions {
         self.host = host.to_string();
         self
     }
-    /// Sets the REST port (0: ephemeral).
-    pub fn with_rest_port(mut self, port: u16) -> ServeOptions {
-        self.rest_port = port;
+    /// Sets the REST port (0: ephemeral; `None`: no REST API).
+    pub fn with_rest_port(mut self, port: impl Into<Option<u16>>) -> ServeOptions {
+        self.rest_port = port.into();
+        self
+    }
+    /// Sets the gRPC port (0: ephemeral; `None`: no gRPC API).
+    pub fn with_grpc_port(mut self, port: impl Into<Option<u16>>) -> ServeOptions {
+        self.grpc_port = port.into();
+        self
+    }
+    /// Sets the largest gRPC message accepted.
+    pub fn with_grpc_max_message_bytes(mut self, n: usize) -> ServeOptions {
+        self.grpc_max_message_bytes = n;
+        self
+    }
+    /// Turns batching on with `params` (`None`: off).
+    pub fn with_batching(mut self, params: Option<BatchingParameters>) -> ServeOptions {
+        self.batching = params;
         self
     }
     /// Sets the number of worker threads.

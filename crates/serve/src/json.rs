@@ -56,6 +56,16 @@ fn is_b64(v: &Value) -> bool {
     matches!(v, Value::Object(m) if m.len() == 1 && m.get("b64").is_some_and(Value::is_string))
 }
 
+/// The bytes of a `{"b64": "..."}` value (`None` if `v` is not one; an error if the base64
+/// does not decode).
+pub fn b64_of(v: &Value) -> Option<Result<Vec<u8>, String>> {
+    if !is_b64(v) {
+        return None;
+    }
+    let s = v["b64"].as_str().unwrap_or_default();
+    Some(base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("bad base64: {e}")))
+}
+
 /// The dims of a nested list, checking that it is not ragged; leaves are counted as scalars.
 fn dims_of(v: &Value, name: &str) -> Result<Vec<usize>, ApiError> {
     let mut dims = Vec::new();
@@ -195,12 +205,9 @@ pub fn to_tensor(v: &Value, spec: &TensorSpec) -> Result<Tensor, ApiError> {
                 .iter()
                 .map(|x| match x {
                     Value::String(s) if !s.starts_with('\u{0}') => Ok(s.as_bytes().to_vec()),
-                    Value::Object(m) if is_b64(x) => {
-                        let s = m["b64"].as_str().unwrap_or_default();
-                        base64::engine::general_purpose::STANDARD
-                            .decode(s)
-                            .map_err(|e| ApiError::invalid(format!("input '{name}': bad base64: {e}")))
-                    }
+                    Value::Object(_) if is_b64(x) => b64_of(x)
+                        .expect("checked as b64")
+                        .map_err(|e| ApiError::invalid(format!("input '{name}': {e}"))),
                     other => Err(type_error(name, "a string or {\"b64\": ...}", other)),
                 })
                 .collect::<Result<_, _>>()?;

@@ -11,7 +11,7 @@ use ferroflow::tensor::{DType, Tensor};
 use ferroflow::train::saved_model::SavedModel;
 
 use crate::config::{ModelConfig, VersionPolicy};
-use crate::{ApiError, ServeOptions};
+use crate::{ApiError, Code, ServeOptions};
 
 /// TensorFlow Serving's version states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +37,8 @@ impl State {
 
 /// A loaded version.
 pub struct Servable {
+    /// The model's name.
+    pub name: String,
     /// Its version number.
     pub version: i64,
     /// The SavedModel.
@@ -45,7 +47,7 @@ pub struct Servable {
 
 struct Entry {
     state: State,
-    error: Option<String>,
+    error: Option<(Code, String)>,
     servable: Option<Arc<Servable>>,
 }
 
@@ -65,8 +67,8 @@ pub enum Which {
     Label(String),
 }
 
-/// The status of one version: (version, state, error message).
-pub type VersionStatus = (i64, State, Option<String>);
+/// The status of one version: (version, state, error code and message).
+pub type VersionStatus = (i64, State, Option<(Code, String)>);
 
 /// Every model's versions.
 pub struct Manager {
@@ -184,15 +186,18 @@ impl Manager {
             versions.insert(version, Entry { state: State::Loading, error: None, servable: None });
         }
         log::info!("loading servable {name} version {version}");
-        let result = (|| -> Result<Servable, String> {
+        let result = (|| -> Result<Servable, (Code, String)> {
             let dir = version_dir(&model.config.base_path, version)
-                .ok_or_else(|| format!("version directory {version} vanished"))?;
+                .ok_or_else(|| (Code::NotFound, format!("version directory {version} vanished")))?;
             let tags: Vec<&str> = self.tags.iter().map(String::as_str).collect();
-            let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| e.to_string())?;
+            let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| {
+                let e = ApiError::from_error(&e);
+                (e.code, e.message)
+            })?;
             if self.warmup {
                 warm_up(&m);
             }
-            Ok(Servable { version, model: m })
+            Ok(Servable { name: name.clone(), version, model: m })
         })();
         let ok = result.is_ok();
         let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
@@ -202,7 +207,7 @@ impl Manager {
                 Entry { state: State::Available, error: None, servable: Some(Arc::new(s)) }
             }
             Err(e) => {
-                log::error!("servable {name} version {version} failed to load: {e}");
+                log::error!("servable {name} version {version} failed to load: {}", e.1);
                 Entry { state: State::End, error: Some(e), servable: None }
             }
         };

@@ -1,12 +1,11 @@
-//! The REST API: routing TensorFlow Serving's paths, reading bodies within the limit, running
-//! predict requests on the blocking pool under the deadline, and the status and metadata JSON.
+//! The REST API: routing TensorFlow Serving's paths, reading bodies within the limit, the
+//! JSON of predict, classify and regress requests (run by [`crate::service`]), and the status
+//! and metadata JSON.
 use std::io::Read as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferroflow::proto::RunOptions;
-use ferroflow::runtime::Cancellation;
 use ferroflow::tensor::Tensor;
 use ferroflow::train::saved_model::TensorSpec;
 use http_body_util::{BodyExt, Full, Limited};
@@ -14,19 +13,12 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::json;
-use crate::manager::{Manager, Servable, Which};
-use crate::ApiError;
+use crate::manager::Which;
+use crate::service::{self, Shared};
+use crate::{examples, json, ApiError};
 
 /// How long a request body may take to arrive (a slow client's connection is dropped after).
 const BODY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// What the handlers share.
-pub struct Shared {
-    pub manager: Arc<Manager>,
-    pub timeout: Option<Duration>,
-    pub max_body: usize,
-}
 
 /// A parsed `/v1/models/...` path.
 #[derive(Debug)]
@@ -118,7 +110,9 @@ pub async fn handle(
                 predict(&shared, &route, body).await
             }
             (&Method::POST, Some(v @ ("classify" | "regress")), false) => {
-                Err(ApiError::new(501, format!("the {v} API is not implemented yet by ferroflow serve (predict is)")))
+                let classify = v == "classify";
+                let body = read_body(&shared, req).await?;
+                infer(&shared, &route, body, classify).await
             }
             _ => Err(malformed(&method, &path)),
         }
@@ -182,8 +176,8 @@ fn status(shared: &Shared, route: &Route) -> Result<String, ApiError> {
                 "version": version_json(v),
                 "state": state.name(),
                 "status": {
-                    "error_code": if err.is_some() { "UNKNOWN" } else { "OK" },
-                    "error_message": err.unwrap_or_default(),
+                    "error_code": err.as_ref().map_or("OK", |(code, _)| code.name()),
+                    "error_message": err.map(|(_, m)| m).unwrap_or_default(),
                 }
             })
         })
@@ -248,137 +242,123 @@ fn metadata(shared: &Shared, route: &Route) -> Result<String, ApiError> {
     .to_string())
 }
 
-async fn predict(shared: &Shared, route: &Route, body: Bytes) -> Result<String, ApiError> {
-    let servable = shared.manager.resolve(&route.model, &route.which)?;
-    let cancel = Cancellation::new();
-    let timeout = shared.timeout;
-    // Parsing, converting and running all block: they run on the blocking pool, under the
-    // deadline, so the connection threads stay free.
-    let task = {
-        let cancel = cancel.clone();
-        tokio::task::spawn_blocking(move || {
-            let request = json::parse_body(&body)?;
-            drop(body);
-            let signature_name = match request.get("signature_name") {
-                None => "serving_default",
-                Some(Value::String(s)) => s.as_str(),
-                Some(_) => return Err(ApiError::invalid("'signature_name' is not a string")),
-            };
-            run_predict(&servable, signature_name, &request, timeout, &cancel)
-        })
-    };
-    let joined = match timeout {
-        Some(t) => match tokio::time::timeout(t, task).await {
-            Ok(j) => j,
-            Err(_) => {
-                cancel.cancel();
-                return Err(ApiError::new(
-                    504,
-                    "Deadline exceeded: the model run took longer than rest_api_timeout_in_ms",
-                ));
-            }
-        },
-        None => task.await,
-    };
-    joined.map_err(|e| ApiError::internal(format!("the model run failed: {e}")))?
+/// The request's `signature_name` (`serving_default` when absent).
+fn signature_name(request: &Value) -> Result<&str, ApiError> {
+    match request.get("signature_name") {
+        None => Ok(service::DEFAULT_SIGNATURE),
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(_) => Err(ApiError::invalid("'signature_name' is not a string")),
+    }
 }
 
-/// Converts, runs and writes one predict request (on the blocking pool).
-fn run_predict(
-    servable: &Servable,
-    signature_name: &str,
-    request: &Value,
-    timeout: Option<Duration>,
-    cancel: &Cancellation,
-) -> Result<String, ApiError> {
-    let model = &servable.model;
-    let sig = model.signatures().get(signature_name).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "Serving signature name: \"{signature_name}\" not found in signature def; it has: {}",
-            model.signatures().keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    })?;
-    let (values, row) = json::request_inputs(request, &sig.inputs)?;
-    let mut feeds: Vec<(&str, Tensor)> = Vec::with_capacity(values.len());
-    for (spec, value) in sig.inputs.iter().zip(&values) {
-        feeds.push((spec.tensor.as_str(), json::to_tensor(value, spec)?));
-    }
-    if row {
-        let n = feeds.first().map(|(_, t)| t.dims().first().copied().unwrap_or(0));
-        if feeds.iter().any(|(_, t)| t.dims().first().copied() != n) {
-            return Err(ApiError::invalid("instances: the inputs have different numbers of rows"));
+async fn predict(shared: &Arc<Shared>, route: &Route, body: Bytes) -> Result<String, ApiError> {
+    let servable = shared.manager.resolve(&route.model, &route.which)?;
+    service::blocking(shared, None, move |shared, cancel, timeout| {
+        let request = json::parse_body(&body)?;
+        drop(body);
+        let sig = service::signature(&servable, signature_name(&request)?)?;
+        let (values, row) = json::request_inputs(&request, &sig.inputs)?;
+        let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(values.len());
+        for (spec, value) in sig.inputs.iter().zip(&values) {
+            inputs.push((spec.key.clone(), json::to_tensor(value, spec)?));
         }
-    }
-    let fetches: Vec<&str> = sig.outputs.iter().map(|s| s.tensor.as_str()).collect();
-    let options = RunOptions {
-        timeout_in_ms: timeout.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
-        ..Default::default()
-    };
-    let outputs = model
-        .session()
-        .run_with(&feeds, &fetches, &[], &options, Some(cancel))
-        .map_err(|e| {
-            if cancel.is_cancelled() {
-                ApiError::new(504, "Deadline exceeded")
-            } else {
-                ApiError::invalid(format!("the model run failed: {e}"))
-            }
-        })?
-        .0;
-    drop(feeds);
-    let mut out = String::new();
-    if row {
-        out.push_str("{\"predictions\":");
-        let rows = outputs.first().and_then(|t| t.dims().first().copied()).unwrap_or(0);
-        for (spec, t) in sig.outputs.iter().zip(&outputs) {
-            if t.dims().first().copied() != Some(rows) {
-                return Err(ApiError::invalid(format!(
-                    "output '{}' of shape {:?} does not have the same first dimension ({rows}) as the other outputs; use the columnar format ('inputs')",
-                    spec.key,
-                    t.dims()
-                )));
+        drop(values);
+        drop(request);
+        if row {
+            let n = inputs.first().map(|(_, t)| t.dims().first().copied().unwrap_or(0));
+            if inputs.iter().any(|(_, t)| t.dims().first().copied() != n) {
+                return Err(ApiError::invalid("instances: the inputs have different numbers of rows"));
             }
         }
-        out.push('[');
-        for r in 0..rows {
-            if r > 0 {
+        let outputs = service::predict(shared, &servable, sig, inputs, &[], timeout, cancel)?;
+        write_predict(&outputs, row)
+    })
+    .await
+}
+
+/// `{"predictions": [row, ...]}` (a row is an object by alias with several outputs) or
+/// `{"outputs": value}` (an object by alias with several outputs).
+fn write_predict(outputs: &[(String, Tensor)], row: bool) -> Result<String, ApiError> {
+    // One output is written bare; several as an object keyed by alias, in signature order.
+    fn write_all(
+        out: &mut String,
+        outputs: &[(String, Tensor)],
+        write: impl Fn(&mut String, &Tensor, &str) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        if let [(alias, t)] = outputs {
+            return write(out, t, alias);
+        }
+        out.push('{');
+        for (k, (alias, t)) in outputs.iter().enumerate() {
+            if k > 0 {
                 out.push(',');
             }
-            if outputs.len() == 1 {
-                json::write_row(&mut out, &outputs[0], r, &sig.outputs[0].key)?;
-            } else {
-                out.push('{');
-                for (k, (spec, t)) in sig.outputs.iter().zip(&outputs).enumerate() {
-                    if k > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(spec.key.clone()).to_string());
-                    out.push(':');
-                    json::write_row(&mut out, t, r, &spec.key)?;
-                }
-                out.push('}');
-            }
-        }
-        out.push_str("]}");
-    } else {
-        out.push_str("{\"outputs\":");
-        if outputs.len() == 1 {
-            json::write_tensor(&mut out, &outputs[0], &sig.outputs[0].key)?;
-        } else {
-            out.push('{');
-            for (k, (spec, t)) in sig.outputs.iter().zip(&outputs).enumerate() {
-                if k > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(spec.key.clone()).to_string());
-                out.push(':');
-                json::write_tensor(&mut out, t, &spec.key)?;
-            }
-            out.push('}');
+            out.push_str(&Value::String(alias.clone()).to_string());
+            out.push(':');
+            write(out, t, alias)?;
         }
         out.push('}');
+        Ok(())
     }
+    let mut out = String::new();
+    if !row {
+        out.push_str("{\"outputs\":");
+        write_all(&mut out, outputs, json::write_tensor)?;
+        out.push('}');
+        return Ok(out);
+    }
+    let rows = outputs.first().and_then(|(_, t)| t.dims().first().copied()).unwrap_or(0);
+    for (alias, t) in outputs {
+        if t.dims().first().copied() != Some(rows) {
+            return Err(ApiError::invalid(format!(
+                "output '{alias}' of shape {:?} does not have the same first dimension ({rows}) as the other outputs; use the columnar format ('inputs')",
+                t.dims()
+            )));
+        }
+    }
+    out.push_str("{\"predictions\":[");
+    for r in 0..rows {
+        if r > 0 {
+            out.push(',');
+        }
+        write_all(&mut out, outputs, |out, t, alias| json::write_row(out, t, r, alias))?;
+    }
+    out.push_str("]}");
     Ok(out)
+}
+
+/// A classify or regress request: `{"results": [[[label, score], ...], ...]}` or
+/// `{"results": [value, ...]}`.
+async fn infer(shared: &Arc<Shared>, route: &Route, body: Bytes, classify: bool) -> Result<String, ApiError> {
+    let servable = shared.manager.resolve(&route.model, &route.which)?;
+    service::blocking(shared, None, move |_, cancel, timeout| {
+        let request = json::parse_body(&body)?;
+        drop(body);
+        let sig = service::signature(&servable, signature_name(&request)?)?;
+        let examples = examples::from_json(&request)?;
+        drop(request);
+        let float = |x: f32| json::format_float(f64::from(x), true);
+        let results: Vec<String> = if classify {
+            let result = service::classify(&servable, sig, examples, timeout, cancel)?;
+            result
+                .classifications
+                .iter()
+                .map(|c| {
+                    let pairs: Vec<String> = c
+                        .classes
+                        .iter()
+                        .map(|k| format!("[{},{}]", Value::String(k.label.clone()), float(k.score)))
+                        .collect();
+                    format!("[{}]", pairs.join(","))
+                })
+                .collect()
+        } else {
+            let result = service::regress(&servable, sig, examples, timeout, cancel)?;
+            result.regressions.iter().map(|r| float(r.value)).collect()
+        };
+        Ok(format!("{{\"results\":[{}]}}", results.join(",")))
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -1,15 +1,20 @@
-//! The server: the tokio runtime, the listener with hyper's HTTP/1.1 connections, graceful
-//! shutdown (stop accepting, let in-flight requests finish), and the poller thread.
+//! The server: the tokio runtime, the listeners (REST on hyper's HTTP/1.1, gRPC on its
+//! HTTP/2), graceful shutdown (stop accepting, let in-flight requests finish), and the poller
+//! thread.
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use tonic::codegen::Service as _;
 
+use crate::batch::Batcher;
+use crate::grpc::Api;
 use crate::manager::Manager;
-use crate::rest::{handle, Shared};
+use crate::rest::handle;
+use crate::service::Shared;
 use crate::{ServeError, ServeOptions};
 
 /// How long a connection may take to send its request head.
@@ -20,11 +25,13 @@ pub struct Server;
 
 /// A running server: its address, and the way to stop it.
 pub struct ServerHandle {
-    addr: SocketAddr,
+    rest_addr: Option<SocketAddr>,
+    grpc_addr: Option<SocketAddr>,
     runtime: Option<tokio::runtime::Runtime>,
     stop: Option<tokio::sync::watch::Sender<bool>>,
-    accept: Option<tokio::task::JoinHandle<()>>,
+    accept: Vec<tokio::task::JoinHandle<()>>,
     manager: Arc<Manager>,
+    shared: Arc<Shared>,
     poller: Option<std::thread::JoinHandle<()>>,
     poller_stop: Arc<(Mutex<bool>, Condvar)>,
 }
@@ -52,27 +59,44 @@ impl Server {
             .enable_all()
             .build()
             .map_err(|source| ServeError::Io { what: "starting the server's threads".into(), source })?;
-        let bind = format!("{}:{}", options.host, options.rest_port);
-        let std_listener = std::net::TcpListener::bind(&bind)
-            .map_err(|source| ServeError::Io { what: format!("binding the REST API to {bind}"), source })?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?;
-        let addr = std_listener
-            .local_addr()
-            .map_err(|source| ServeError::Io { what: "reading the bound address".into(), source })?;
-        let listener = {
+        if options.rest_port.is_none() && options.grpc_port.is_none() {
+            return Err(ServeError::Config("neither the REST API nor gRPC has a port: nothing to serve".into()));
+        }
+        let bind = |port: u16, what: &str| -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+            let bind = format!("{}:{port}", options.host);
+            let std_listener = std::net::TcpListener::bind(&bind)
+                .map_err(|source| ServeError::Io { what: format!("binding the {what} to {bind}"), source })?;
+            std_listener
+                .set_nonblocking(true)
+                .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?;
+            let addr = std_listener
+                .local_addr()
+                .map_err(|source| ServeError::Io { what: "reading the bound address".into(), source })?;
             let _enter = runtime.enter();
-            tokio::net::TcpListener::from_std(std_listener)
-                .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?
+            let listener = tokio::net::TcpListener::from_std(std_listener)
+                .map_err(|source| ServeError::Io { what: "setting up the listener".into(), source })?;
+            Ok((listener, addr))
         };
+        let rest = options.rest_port.map(|p| bind(p, "REST API")).transpose()?;
+        let grpc = options.grpc_port.map(|p| bind(p, "gRPC API")).transpose()?;
         let shared = Arc::new(Shared {
             manager: manager.clone(),
             timeout: (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms)),
             max_body: options.max_body_bytes,
+            batcher: options.batching.clone().map(Batcher::new),
         });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let accept = runtime.spawn(accept_loop(listener, shared, stop_rx));
+        let mut accept = Vec::new();
+        let (rest_addr, grpc_addr) = (rest.as_ref().map(|r| r.1), grpc.as_ref().map(|g| g.1));
+        if let Some((listener, addr)) = rest {
+            accept.push(runtime.spawn(accept_loop(listener, shared.clone(), None, stop_rx.clone())));
+            log::info!("REST API at http://{addr}/v1/models/");
+        }
+        if let Some((listener, addr)) = grpc {
+            let servers = Api::new(shared.clone()).servers(options.grpc_max_message_bytes);
+            accept.push(runtime.spawn(accept_loop(listener, shared.clone(), Some(servers), stop_rx.clone())));
+            log::info!("gRPC API (tensorflow.serving.PredictionService, ModelService) at {addr}");
+        }
         let poller_stop = Arc::new((Mutex::new(false), Condvar::new()));
         let poller = (options.poll_wait_seconds > 0).then(|| {
             let manager = manager.clone();
@@ -92,22 +116,31 @@ impl Server {
                 })
                 .expect("spawning the poller thread")
         });
-        log::info!("REST API at http://{addr}/v1/models/");
         Ok(ServerHandle {
-            addr,
+            rest_addr,
+            grpc_addr,
             runtime: Some(runtime),
             stop: Some(stop_tx),
-            accept: Some(accept),
+            accept,
             manager,
+            shared,
             poller,
             poller_stop,
         })
     }
 }
 
+type GrpcServers = (
+    crate::grpc::api::prediction_service_server::PredictionServiceServer<Api>,
+    crate::grpc::api::model_service_server::ModelServiceServer<Api>,
+);
+
+/// Accepts connections until told to stop, then waits for the open ones to finish their
+/// requests: REST (HTTP/1.1) connections, or gRPC (HTTP/2) ones when `grpc` holds the services.
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
+    grpc: Option<GrpcServers>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
@@ -124,18 +157,50 @@ async fn accept_loop(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
-                let service = service_fn(move |req| handle(shared.clone(), req));
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        log::debug!("connection: {e}");
+                let io = TokioIo::new(stream);
+                match &grpc {
+                    None => {
+                        let shared = shared.clone();
+                        let service = service_fn(move |req| handle(shared.clone(), req));
+                        let conn = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(HEADER_TIMEOUT)
+                            .serve_connection(io, service);
+                        let conn = graceful.watch(conn);
+                        tokio::spawn(async move {
+                            if let Err(e) = conn.await {
+                                log::debug!("connection: {e}");
+                            }
+                        });
                     }
-                });
+                    Some((prediction, model)) => {
+                        let (prediction, model) = (prediction.clone(), model.clone());
+                        let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (mut prediction, mut model) = (prediction.clone(), model.clone());
+                            async move {
+                                let path = req.uri().path();
+                                if path.starts_with("/tensorflow.serving.PredictionService/") {
+                                    prediction.call(req).await
+                                } else if path.starts_with("/tensorflow.serving.ModelService/") {
+                                    model.call(req).await
+                                } else {
+                                    let message = format!("unknown service or method: {path}");
+                                    Ok(tonic::Status::unimplemented(message).into_http())
+                                }
+                            }
+                        });
+                        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .timer(TokioTimer::new())
+                            .keep_alive_interval(Some(Duration::from_secs(60)))
+                            .serve_connection(io, service);
+                        let conn = graceful.watch(conn);
+                        tokio::spawn(async move {
+                            if let Err(e) = conn.await {
+                                log::debug!("gRPC connection: {e}");
+                            }
+                        });
+                    }
+                }
             }
             _ = stop.changed() => break,
         }
@@ -145,9 +210,14 @@ async fn accept_loop(
 }
 
 impl ServerHandle {
-    /// The bound address (the ephemeral port when started with port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// The REST API's bound address (the ephemeral port when started with port 0), if it is on.
+    pub fn rest_addr(&self) -> Option<SocketAddr> {
+        self.rest_addr
+    }
+
+    /// The gRPC API's bound address, if it is on.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_addr
     }
 
     /// Rereads the base paths now (what the poller does every `poll_wait_seconds`); returns when
@@ -156,13 +226,28 @@ impl ServerHandle {
         self.manager.poll();
     }
 
+    /// What the batcher has done, when batching is on.
+    pub fn batch_stats(&self) -> Option<crate::BatchStats> {
+        self.shared.batcher.as_ref().map(|b| b.stats())
+    }
+
     /// Blocks until SIGTERM or SIGINT, then shuts down as [`ServerHandle::shutdown`].
     pub fn run_until_terminated(self) {
         if let Some(rt) = &self.runtime {
             rt.block_on(terminated());
         }
         log::info!("shutting down: no new connections; finishing the requests in flight");
+        let stats = self.batch_stats();
         self.shutdown();
+        if let Some(s) = stats {
+            log::info!(
+                "batching: {} tasks ({} rows) ran in {} batches, {} padding rows",
+                s.tasks,
+                s.rows,
+                s.batches,
+                s.padding_rows
+            );
+        }
     }
 
     /// Stops accepting connections, waits for the requests in flight to be answered, stops
@@ -175,8 +260,10 @@ impl ServerHandle {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(true);
         }
-        if let (Some(rt), Some(accept)) = (&self.runtime, self.accept.take()) {
-            let _ = rt.block_on(accept);
+        if let Some(rt) = &self.runtime {
+            for accept in self.accept.drain(..) {
+                let _ = rt.block_on(accept);
+            }
         }
         {
             let (lock, cv) = &*self.poller_stop;

@@ -5,52 +5,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use ferroflow::ops::{Ops, RawOps, Scope};
-use ferroflow::tensor::{DType, Shape, Tensor};
-use ferroflow::train::saved_model::{SavedModel, SavedModelWriter, SignatureSpec};
+use ferroflow::tensor::Tensor;
+use ferroflow::train::saved_model::SavedModel;
 use ferroflow_serve::{parse_model_config, ModelConfig, ServeOptions, Server, ServerHandle, VersionPolicy};
 use serde_json::{json, Value};
 
-/// Version `v` of the test model: `serving_default` (x float[?,3] → scores = x·W + [v, 0]),
-/// `two` (a float[?,3], n int32[?] → sum = a*2, n2 = n+n), `text` (s string[?] → s_bytes and
-/// s_text, both s) and `fail` (i int32[?] → gathered from a 3-vector: out of range fails).
-fn write_model(dir: &Path, v: f32) {
-    let s = Scope::new();
-    let x = s.with_name("x").placeholder(DType::Float, &Shape::new(vec![None, Some(3)])).unwrap();
-    let w = s.constant_from(&[3, 2], &[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0]).unwrap();
-    let b = s.constant_from(&[2], &[v, 0.0f32]).unwrap();
-    let xw = s.matmul(x, w, false, false).unwrap();
-    let scores = s.with_name("scores").add(xw, b).unwrap();
-    let a = s.with_name("a").placeholder(DType::Float, &Shape::new(vec![None, Some(3)])).unwrap();
-    let n = s.with_name("n").placeholder(DType::Int32, &Shape::new(vec![None])).unwrap();
-    let two = s.constant_from(&[], &[2.0f32]).unwrap();
-    let sum = s.with_name("sum").mul(a, two).unwrap();
-    let n2 = s.with_name("n2").add(n, n).unwrap();
-    let st = s.with_name("s").placeholder(DType::String, &Shape::new(vec![None])).unwrap();
-    let s_bytes = s.with_name("s_bytes").identity(st).unwrap();
-    let s_text = s.with_name("s_text").identity(st).unwrap();
-    let i = s.with_name("i").placeholder(DType::Int32, &Shape::new(vec![None])).unwrap();
-    let params = s.constant_from(&[3], &[10.0f32, 20.0, 30.0]).unwrap();
-    let axis = s.constant_from(&[], &[0i32]).unwrap();
-    let gathered = s.with_name("gathered").gather_v2(params, i, axis).unwrap();
-    let g = s.graph();
-    let name = |o| g.output_name(o);
-    SavedModelWriter::new(g.to_graph_def())
-        .signature(SignatureSpec::new("serving_default", &[("x", &name(x))], &[("scores", &name(scores))]))
-        .signature(SignatureSpec::new(
-            "two",
-            &[("a", &name(a)), ("n", &name(n))],
-            &[("sum", &name(sum)), ("n2", &name(n2))],
-        ))
-        .signature(SignatureSpec::new(
-            "text",
-            &[("s", &name(st))],
-            &[("s_bytes", &name(s_bytes)), ("s_text", &name(s_text))],
-        ))
-        .signature(SignatureSpec::new("fail", &[("i", &name(i))], &[("y", &name(gathered))]))
-        .save(dir, None)
-        .unwrap();
-}
+mod common;
+use common::{scores, write_model};
 
 struct Reply {
     status: u16,
@@ -102,15 +63,10 @@ fn one_version() -> (tempfile::TempDir, ServerHandle) {
     (dir, server)
 }
 
-/// scores of x under version v.
-fn scores(x: &[[f32; 3]], v: f32) -> Vec<[f32; 2]> {
-    x.iter().map(|r| [r[0] + r[2] + v, r[1] + r[2]]).collect()
-}
-
 #[test]
 fn predict_row_and_columnar_match_the_signature_run_directly() {
     let (dir, server) = one_version();
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     let x = [[1.0f32, 2.0, 3.0], [0.5, -1.0, 0.25]];
     let model = SavedModel::load(&dir.path().join("1"), &["serve"], Default::default()).unwrap();
     let flat: Vec<f32> = x.iter().flatten().copied().collect();
@@ -159,7 +115,7 @@ fn predict_row_and_columnar_match_the_signature_run_directly() {
 #[test]
 fn status_and_metadata_are_tensorflow_servings_json() {
     let (_dir, server) = one_version();
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     let status = get(addr, "/v1/models/m");
     assert_eq!(status.status, 200);
     assert_eq!(
@@ -188,7 +144,7 @@ fn hostile_requests_get_errors_and_the_server_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     write_model(&dir.path().join("1"), 1.0);
     let server = start(dir.path(), ServeOptions::new().with_max_body_bytes(4096));
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     let good = || {
         let r = post(addr, "/v1/models/m:predict", r#"{"instances": [[1, 2, 3]]}"#);
         assert_eq!((r.status, r.body.as_str()), (200, r#"{"predictions":[[5.0,5.0]]}"#));
@@ -231,7 +187,8 @@ fn hostile_requests_get_errors_and_the_server_keeps_serving() {
         ("POST", "/v1/models/nope:predict", r#"{"instances": [[1, 2, 3]]}"#.into(), 404),
         ("POST", "/v1/models/m/versions/9:predict", r#"{"instances": [[1, 2, 3]]}"#.into(), 404),
         ("POST", "/v1/models/m/labels/none:predict", r#"{"instances": [[1, 2, 3]]}"#.into(), 400),
-        ("POST", "/v1/models/m:classify", r#"{"examples": []}"#.into(), 501),
+        ("POST", "/v1/models/m:classify", r#"{"examples": []}"#.into(), 400),
+        ("POST", "/v1/models/m:regress", r#"{"examples": [{"a": 1}]}"#.into(), 400),
         ("POST", "/v1/models/m:explode", "{}".into(), 400),
         ("GET", "/v1/models/m/versions/x", String::new(), 400),
         ("GET", "/v1/models/nope", String::new(), 404),
@@ -296,7 +253,7 @@ fn versions_swap_by_polling_and_labels_pick_versions() {
     write_model(&dir.path().join("1"), 1.0);
     write_model(&staging.path().join("2"), 2.0);
     let server = start(dir.path(), ServeOptions::new());
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     let predict = |path: &str| post(addr, path, r#"{"instances": [[0, 0, 0]]}"#).body;
     assert_eq!(predict("/v1/models/m:predict"), r#"{"predictions":[[1.0,0.0]]}"#);
     // Version 2 arrives (renamed in whole, as a deployment drops it in).
@@ -339,7 +296,7 @@ fn versions_swap_by_polling_and_labels_pick_versions() {
         options = options.with_model(m);
     }
     let server = Server::start(options).unwrap();
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     let predict = |path: &str| post(addr, path, r#"{"instances": [[0, 0, 0]]}"#).body;
     assert_eq!(predict("/v1/models/m:predict"), r#"{"predictions":[[2.0,0.0]]}"#);
     assert_eq!(predict("/v1/models/m/labels/stable:predict"), r#"{"predictions":[[1.0,0.0]]}"#);
@@ -358,7 +315,7 @@ fn the_poller_thread_picks_up_new_versions() {
         ServeOptions::new().with_model(ModelConfig::new("m", dir.path())).with_rest_port(0).with_poll_wait_seconds(1),
     )
     .unwrap();
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     std::fs::rename(staging.path().join("7"), dir.path().join("7")).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -376,7 +333,7 @@ fn the_poller_thread_picks_up_new_versions() {
 #[test]
 fn shutdown_finishes_requests_in_flight() {
     let (_dir, server) = one_version();
-    let addr = server.addr();
+    let addr = server.rest_addr().unwrap();
     // A request whose body is still arriving when shutdown starts is answered.
     let mut s = TcpStream::connect(addr).unwrap();
     let body = r#"{"instances": [[1, 2, 3]]}"#;
@@ -399,13 +356,47 @@ fn shutdown_finishes_requests_in_flight() {
 }
 
 #[test]
+fn batching_merges_concurrent_requests_and_splits_the_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_model(&dir.path().join("1"), 1.0);
+    let params = ferroflow_serve::parse_batching_parameters(
+        "max_batch_size { value: 8 } batch_timeout_micros { value: 100000 } num_batch_threads { value: 1 }",
+    )
+    .unwrap();
+    let server = start(dir.path(), ServeOptions::new().with_batching(Some(params)));
+    let addr = server.rest_addr().unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let x = [[i as f32, 1.0, 2.0]];
+                let r = post(addr, "/v1/models/m:predict", &json!({ "instances": x }).to_string());
+                assert_eq!(r.status, 200, "{}", r.body);
+                let want: Vec<Vec<f32>> = scores(&x, 1.0).iter().map(|r| r.to_vec()).collect();
+                assert_eq!(r.json()["predictions"], json!(want));
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = server.batch_stats().unwrap();
+    assert_eq!(stats.tasks, 8);
+    assert!(stats.batches < 8, "{stats:?}");
+    // A request over max_batch_size is refused; a scalar-free signature still answers.
+    let rows = ["[1, 2, 3]"; 9].join(",");
+    let r = post(addr, "/v1/models/m:predict", &format!(r#"{{"instances": [{rows}]}}"#));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("larger than maximum input batch size"), "{}", r.body);
+}
+
+#[test]
 fn the_deadline_answers_504() {
     let dir = tempfile::tempdir().unwrap();
     write_model(&dir.path().join("1"), 1.0);
     // A 1 ms deadline on a big batch: the run (or its conversion) cannot finish in time.
     let server = start(dir.path(), ServeOptions::new().with_timeout_ms(1));
     let rows = vec!["[1.5, 2.5, 3.5]"; 200_000].join(",");
-    let r = post(server.addr(), "/v1/models/m:predict", &format!(r#"{{"instances": [{rows}]}}"#));
+    let r = post(server.rest_addr().unwrap(), "/v1/models/m:predict", &format!(r#"{{"instances": [{rows}]}}"#));
     assert_eq!(r.status, 504, "{}", &r.body[..r.body.len().min(200)]);
     assert!(r.json()["error"].as_str().unwrap().contains("Deadline"));
 }
@@ -446,12 +437,12 @@ fn a_savedmodel_written_by_tensorflow_is_served_as_its_signature_computes() {
             )
         })
         .collect();
-    let r = post(server.addr(), "/v1/models/m:predict", &json!({"instances": x}).to_string());
+    let r = post(server.rest_addr().unwrap(), "/v1/models/m:predict", &json!({"instances": x}).to_string());
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body, format!(r#"{{"predictions":[{}]}}"#, want.join(",")));
-    let status = get(server.addr(), "/v1/models/m").json();
+    let status = get(server.rest_addr().unwrap(), "/v1/models/m").json();
     assert_eq!(status["model_version_status"][0]["version"], "5");
-    let meta = get(server.addr(), "/v1/models/m/metadata").json();
+    let meta = get(server.rest_addr().unwrap(), "/v1/models/m/metadata").json();
     let sig = &meta["metadata"]["signature_def"]["signature_def"]["serving_default"];
     assert_eq!(sig["inputs"]["keras_tensor"]["tensor_shape"]["dim"][1]["size"], "4");
 }

@@ -1,18 +1,24 @@
-//! `ferroflow serve`: TensorFlow Serving's REST API over SavedModel version directories.
+//! `ferroflow serve`: TensorFlow Serving's REST and gRPC APIs over SavedModel version directories.
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use ferroflow_serve::{parse_model_config, ModelConfig, ServeOptions, Server};
+use ferroflow_serve::{
+    parse_batching_parameters, parse_model_config, BatchingParameters, ModelConfig, ServeOptions, Server,
+};
 
-/// Serve SavedModels over TensorFlow Serving's REST API (a drop-in for tensorflow_model_server).
+/// Serve SavedModels over TensorFlow Serving's REST and gRPC APIs (a drop-in for
+/// tensorflow_model_server).
 ///
 /// MODEL_BASE_PATH holds numbered version directories (1/, 2/, ...), each a SavedModel; the
 /// newest is served, and the directory is polled: a new version is loaded and warmed up before
-/// it takes traffic, a removed one is unloaded once its requests finish. The API:
-/// POST /v1/models/NAME[/versions/V|/labels/L]:predict, GET /v1/models/NAME[/versions/V] and
-/// .../metadata, with TensorFlow Serving's JSON. TensorFlow Serving's flags are spelled as it
+/// it takes traffic, a removed one is unloaded once its requests finish. REST:
+/// POST /v1/models/NAME[/versions/V|/labels/L]:predict (:classify, :regress),
+/// GET /v1/models/NAME[/versions/V] and .../metadata, with TensorFlow Serving's JSON. gRPC on
+/// --port: tensorflow.serving.PredictionService (Predict, Classify, Regress, MultiInference,
+/// GetModelMetadata) and ModelService.GetModelStatus. --enable_batching merges concurrent
+/// predict requests along the batch dimension. TensorFlow Serving's flags are spelled as it
 /// spells them (--model_name; --model-name also works); its other flags are accepted and
 /// ignored with a warning. SIGTERM or Ctrl-C: stop accepting, finish the requests in flight,
 /// exit 0.
@@ -34,9 +40,19 @@ pub struct ServeArgs {
     /// The address the REST API binds.
     #[arg(long = "rest_api_host", alias = "rest-api-host", value_name = "HOST", default_value = "127.0.0.1")]
     rest_api_host: String,
-    /// The gRPC port (gRPC is not served yet: a non-zero port only prints so).
+    /// The gRPC port (0: off).
     #[arg(long, value_name = "PORT", default_value_t = 8500)]
     port: u16,
+    /// The largest gRPC request message, in bytes (larger ones get RESOURCE_EXHAUSTED).
+    #[arg(long = "grpc_max_message_bytes", alias = "grpc-max-message-bytes", value_name = "BYTES", default_value_t = 64 << 20)]
+    grpc_max_message_bytes: usize,
+    /// Merge concurrent predict requests to one signature into batches.
+    #[arg(long = "enable_batching", alias = "enable-batching", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    enable_batching: bool,
+    /// A text-format BatchingParameters file (max_batch_size { value: 32 } ...); needs
+    /// --enable_batching.
+    #[arg(long = "batching_parameters_file", alias = "batching-parameters-file", value_name = "FILE")]
+    batching_parameters_file: Option<PathBuf>,
     /// The REST server's threads (0: the number of CPUs).
     #[arg(long = "rest_api_num_threads", alias = "rest-api-num-threads", value_name = "N", default_value_t = 0)]
     rest_api_num_threads: usize,
@@ -66,7 +82,6 @@ pub struct ServeArgs {
 
 /// TensorFlow Serving's flags that ferroflow accepts and ignores (bools may be bare).
 const IGNORED_BOOL: &[&str] = &[
-    "enable_batching",
     "enable_model_warmup",
     "rest_api_enable_cors_support",
     "flush_filesystem_caches",
@@ -80,7 +95,6 @@ const IGNORED_BOOL: &[&str] = &[
     "skip_initialize_tpu",
 ];
 const IGNORED_VALUE: &[&str] = &[
-    "batching_parameters_file",
     "tensorflow_session_parallelism",
     "tensorflow_intra_op_parallelism",
     "tensorflow_inter_op_parallelism",
@@ -149,19 +163,28 @@ pub fn run(args: ServeArgs) -> Result<()> {
     if models.is_empty() {
         bail!("the model config lists no models");
     }
-    if args.rest_api_port == 0 {
-        bail!("--rest_api_port=0: the REST API is off and gRPC is not served yet, so there is nothing to serve");
+    if args.rest_api_port == 0 && args.port == 0 {
+        bail!("--rest_api_port=0 and --port=0: neither the REST API nor gRPC is on, so there is nothing to serve");
     }
-    if args.port != 0 {
-        if args.port == args.rest_api_port {
-            bail!("--port and --rest_api_port must differ ({})", args.port);
+    if args.port != 0 && args.port == args.rest_api_port {
+        bail!("--port and --rest_api_port must differ ({})", args.port);
+    }
+    let batching = match (&args.batching_parameters_file, args.enable_batching) {
+        (Some(_), false) => bail!("--batching_parameters_file needs --enable_batching"),
+        (Some(file), true) => {
+            let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            Some(parse_batching_parameters(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?)
         }
-        log::warn!("gRPC (--port={}) is not served yet by ferroflow serve; only the REST API is", args.port);
-    }
+        (None, true) => Some(BatchingParameters::default()),
+        (None, false) => None,
+    };
     let tags: Vec<&str> = args.saved_model_tags.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
     let mut options = ServeOptions::new()
         .with_host(&args.rest_api_host)
-        .with_rest_port(args.rest_api_port)
+        .with_rest_port((args.rest_api_port != 0).then_some(args.rest_api_port))
+        .with_grpc_port((args.port != 0).then_some(args.port))
+        .with_grpc_max_message_bytes(args.grpc_max_message_bytes)
+        .with_batching(batching)
         .with_num_threads(args.rest_api_num_threads)
         .with_timeout_ms(args.rest_api_timeout_in_ms)
         .with_max_body_bytes(args.rest_api_max_body_bytes)
@@ -171,7 +194,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
         options = options.with_model(m);
     }
     let server = Server::start(options)?;
-    out!("serving REST API at http://{}/v1/models/", server.addr());
+    if let Some(addr) = server.rest_addr() {
+        out!("serving REST API at http://{addr}/v1/models/");
+    }
+    if let Some(addr) = server.grpc_addr() {
+        out!("serving gRPC API at {addr}");
+    }
     server.run_until_terminated();
     out!("stopped");
     Ok(())
