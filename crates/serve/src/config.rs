@@ -78,6 +78,10 @@ pub struct ServeOptions {
     pub grpc_max_message_bytes: usize,
     /// Batching of predict requests (`--enable_batching`), with its parameters.
     pub batching: Option<BatchingParameters>,
+    /// How often a failed load is retried (TensorFlow Serving's `max_num_load_retries`).
+    pub max_load_retries: usize,
+    /// The wait between load retries (`load_retry_interval_micros`).
+    pub load_retry_interval: std::time::Duration,
     /// Worker threads of the REST server (0: the number of CPUs).
     pub num_threads: usize,
     /// The deadline of one request's model run, in milliseconds (0: none); past it, 504.
@@ -101,6 +105,8 @@ impl Default for ServeOptions {
             grpc_port: None,
             grpc_max_message_bytes: 64 << 20,
             batching: None,
+            max_load_retries: 5,
+            load_retry_interval: std::time::Duration::from_secs(60),
             num_threads: 0,
             timeout_ms: 30_000,
             poll_wait_seconds: 1,
@@ -113,7 +119,8 @@ impl Default for ServeOptions {
 
 impl ServeOptions {
     /// Defaults: no models, REST on 127.0.0.1:8501, no gRPC, no batching, 30 s deadline,
-    /// polls every second, 64 MiB bodies and messages.
+    /// polls every second, 64 MiB bodies and messages, a failed load retried 5 times a minute
+    /// apart (TensorFlow Serving's defaults).
     pub fn new() -> ServeOptions {
         ServeOptions::default()
     }
@@ -140,6 +147,12 @@ impl ServeOptions {
     /// Sets the largest gRPC message accepted.
     pub fn with_grpc_max_message_bytes(mut self, n: usize) -> ServeOptions {
         self.grpc_max_message_bytes = n;
+        self
+    }
+    /// Sets the retries of a failed load and the wait between them.
+    pub fn with_load_retries(mut self, retries: usize, interval: std::time::Duration) -> ServeOptions {
+        self.max_load_retries = retries;
+        self.load_retry_interval = interval;
         self
     }
     /// Turns batching on with `params` (`None`: off).

@@ -7,23 +7,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroflow::proto::convert::{shape_to_proto, tensor_from_proto, tensor_to_proto};
+use ferroflow::proto::convert::shape_to_proto;
 use ferroflow::proto::serving::model_spec::VersionChoice;
 use ferroflow::proto::serving::{
     inference_result, model_version_status, ClassificationRequest, ClassificationResponse, GetModelMetadataRequest,
-    GetModelMetadataResponse, GetModelStatusRequest, GetModelStatusResponse, InferenceResult, Int64Value, ModelSpec,
+    GetModelMetadataResponse, GetModelStatusRequest, GetModelStatusResponse, InferenceResult, ModelSpec,
     ModelVersionStatus, MultiInferenceRequest, MultiInferenceResponse, PredictRequest, PredictResponse,
     RegressionRequest, RegressionResponse, SignatureDefMap, StatusProto,
 };
 use ferroflow::proto::{tensor_info, Any, Message, SignatureDef, TensorInfo};
-use ferroflow::tensor::Tensor;
 use ferroflow::train::saved_model::TensorSpec;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use crate::manager::{Servable, State, Which};
-use crate::service::{self, Shared, CLASSIFY_METHOD, REGRESS_METHOD};
-use crate::{examples, ApiError};
+use crate::manager::{State, Which};
+use crate::service::{self, Servable, CLASSIFY_METHOD, REGRESS_METHOD};
+use crate::shared::{blocking, Shared};
+use crate::ApiError;
 
 /// The service code tonic-build generated (servers and clients).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -87,15 +87,6 @@ fn which(spec: Option<&ModelSpec>) -> Result<(String, Which), ApiError> {
     Ok((spec.name.clone(), which))
 }
 
-/// The spec of what answered: the model, the version and the signature.
-fn answered(servable: &Servable, signature: &str) -> ModelSpec {
-    ModelSpec {
-        name: servable.name.clone(),
-        version_choice: Some(VersionChoice::Version(Int64Value { value: servable.version })),
-        signature_name: signature.to_string(),
-    }
-}
-
 fn tensor_info(spec: &TensorSpec) -> TensorInfo {
     TensorInfo {
         encoding: Some(tensor_info::Encoding::Name(spec.tensor.clone())),
@@ -152,17 +143,8 @@ impl Api {
     ) -> Result<(ModelSpec, inference_result::Result), Status> {
         let servable = self.resolve(spec.as_ref())?;
         let signature = spec.map(|s| s.signature_name).unwrap_or_default();
-        service::blocking(&self.shared, deadline, move |_, cancel, timeout| {
-            let sig = service::signature(&servable, &signature)?;
-            let examples = examples::from_input(input.as_ref())?;
-            let result = if classify {
-                inference_result::Result::ClassificationResult(service::classify(
-                    &servable, sig, examples, timeout, cancel,
-                )?)
-            } else {
-                inference_result::Result::RegressionResult(service::regress(&servable, sig, examples, timeout, cancel)?)
-            };
-            Ok((answered(&servable, &sig.name), result))
+        blocking(&self.shared, deadline, move |_, cancel, timeout| {
+            service::infer_input(&servable, &signature, input.as_ref(), classify, timeout, cancel)
         })
         .await
         .map_err(status)
@@ -200,19 +182,9 @@ impl PredictionService for Api {
         let servable = self.resolve(r.model_spec.as_ref())?;
         let signature = r.model_spec.map(|s| s.signature_name).unwrap_or_default();
         let (inputs, output_filter) = (r.inputs, r.output_filter);
-        let response = service::blocking(&self.shared, deadline, move |shared, cancel, timeout| {
-            let sig = service::signature(&servable, &signature)?;
-            let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(inputs.len());
-            for (key, proto) in &inputs {
-                let t = tensor_from_proto(proto).map_err(|e| ApiError::invalid(format!("input '{key}': {e}")))?;
-                tensors.push((key.clone(), t));
-            }
-            drop(inputs);
-            let outputs = service::predict(shared, &servable, sig, tensors, &output_filter, timeout, cancel)?;
-            Ok(PredictResponse {
-                outputs: outputs.iter().map(|(k, t)| (k.clone(), tensor_to_proto(t))).collect(),
-                model_spec: Some(answered(&servable, &sig.name)),
-            })
+        let response = blocking(&self.shared, deadline, move |shared, cancel, timeout| {
+            let batcher = shared.batcher.as_ref();
+            service::predict_protos(batcher, &servable, &signature, inputs, &output_filter, timeout, cancel)
         })
         .await
         .map_err(status)?;
@@ -275,7 +247,7 @@ impl PredictionService for Api {
             type_url: "type.googleapis.com/tensorflow.serving.SignatureDefMap".into(),
             value: map.encode_to_vec(),
         };
-        let mut spec = answered(&servable, "");
+        let mut spec = service::answered(&servable, "");
         spec.signature_name.clear();
         Ok(Response::new(GetModelMetadataResponse {
             model_spec: Some(spec),

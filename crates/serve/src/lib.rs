@@ -20,6 +20,7 @@ mod manager;
 mod rest;
 mod server;
 mod service;
+mod shared;
 
 use ferroflow::status::{code_of, one_line, Code};
 

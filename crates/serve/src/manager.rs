@@ -11,6 +11,7 @@ use ferroflow::tensor::{DType, Tensor};
 use ferroflow::train::saved_model::SavedModel;
 
 use crate::config::{ModelConfig, VersionPolicy};
+use crate::service::{self, Servable};
 use crate::{ApiError, Code, ServeOptions};
 
 /// TensorFlow Serving's version states.
@@ -33,16 +34,6 @@ impl State {
             State::End => "END",
         }
     }
-}
-
-/// A loaded version.
-pub struct Servable {
-    /// The model's name.
-    pub name: String,
-    /// Its version number.
-    pub version: i64,
-    /// The SavedModel.
-    pub model: SavedModel,
 }
 
 struct Entry {
@@ -75,6 +66,11 @@ pub struct Manager {
     models: BTreeMap<String, Model>,
     tags: Vec<String>,
     warmup: bool,
+    /// Retries of a failed load, and the wait between them.
+    load_retries: usize,
+    retry_interval: std::time::Duration,
+    /// Set when the server stops: ends retry waits and the poller's sleep.
+    stopping: (Mutex<bool>, std::sync::Condvar),
     /// One poll at a time (the poller thread and `poll_now`).
     polling: Mutex<()>,
 }
@@ -108,7 +104,30 @@ impl Manager {
             .iter()
             .map(|c| (c.name.clone(), Model { config: c.clone(), versions: Mutex::new(BTreeMap::new()) }))
             .collect();
-        Manager { models, tags: options.tags.clone(), warmup: options.warmup, polling: Mutex::new(()) }
+        Manager {
+            models,
+            tags: options.tags.clone(),
+            warmup: options.warmup,
+            load_retries: options.max_load_retries,
+            retry_interval: options.load_retry_interval,
+            stopping: (Mutex::new(false), std::sync::Condvar::new()),
+            polling: Mutex::new(()),
+        }
+    }
+
+    /// Sleeps up to `d`; whether the server is stopping (then at once).
+    pub fn wait(&self, d: std::time::Duration) -> bool {
+        let (lock, cv) = &self.stopping;
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = cv.wait_timeout_while(guard, d, |s| !*s).unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+
+    /// Ends every [`Manager::wait`], now and later.
+    pub fn stop(&self) {
+        let (lock, cv) = &self.stopping;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
     }
 
     /// Reads every base path once: loads the versions the policies want that are not loaded
@@ -186,25 +205,32 @@ impl Manager {
             versions.insert(version, Entry { state: State::Loading, error: None, servable: None });
         }
         log::info!("loading servable {name} version {version}");
-        let result = (|| -> Result<Servable, (Code, String)> {
-            let dir = version_dir(&model.config.base_path, version)
-                .ok_or_else(|| (Code::NotFound, format!("version directory {version} vanished")))?;
-            let tags: Vec<&str> = self.tags.iter().map(String::as_str).collect();
-            let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| {
-                let e = ApiError::from_error(&e);
-                (e.code, e.message)
-            })?;
-            if self.warmup {
-                warm_up(&m);
+        let mut attempt = 0;
+        let result = loop {
+            let result = self.try_load(model, version);
+            match result {
+                Err((_, e))
+                    if attempt < self.load_retries && version_dir(&model.config.base_path, version).is_some() =>
+                {
+                    attempt += 1;
+                    log::warn!(
+                        "servable {name} version {version} failed to load: {e}; retry {attempt} of {} in {:?}",
+                        self.load_retries,
+                        self.retry_interval
+                    );
+                    if self.wait(self.retry_interval) {
+                        break Err((Code::Cancelled, format!("{e} (the server stopped before the retries)")));
+                    }
+                }
+                result => break result,
             }
-            Ok(Servable { name: name.clone(), version, model: m })
-        })();
+        };
         let ok = result.is_ok();
         let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
         let entry = match result {
             Ok(s) => {
                 log::info!("servable {name} version {version} is available");
-                Entry { state: State::Available, error: None, servable: Some(Arc::new(s)) }
+                Entry { state: State::Available, error: None, servable: Some(s) }
             }
             Err(e) => {
                 log::error!("servable {name} version {version} failed to load: {}", e.1);
@@ -213,6 +239,27 @@ impl Manager {
         };
         versions.insert(version, entry);
         ok
+    }
+
+    /// One attempt at loading (and warming up) a version.
+    fn try_load(&self, model: &Model, version: i64) -> Result<Arc<Servable>, (Code, String)> {
+        let name = &model.config.name;
+        let dir = version_dir(&model.config.base_path, version)
+            .ok_or_else(|| (Code::NotFound, format!("version directory {version} vanished")))?;
+        let tags: Vec<&str> = self.tags.iter().map(String::as_str).collect();
+        let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| {
+            let e = ApiError::from_error(&e);
+            (e.code, e.message)
+        })?;
+        let servable = Arc::new(Servable { name: name.clone(), version, model: m });
+        if self.warmup {
+            match replay_warmup_file(&servable, &dir) {
+                Ok(Some(n)) => log::info!("servable {name} version {version}: replayed {n} warmup requests"),
+                Ok(None) => warm_up(&servable.model),
+                Err(e) => return Err((e.code, format!("warmup: {}", e.message))),
+            }
+        }
+        Ok(servable)
     }
 
     /// The model's config, or NOT_FOUND.
@@ -276,6 +323,77 @@ fn not_found(name: &str, which: &Which, version: Option<i64>) -> ApiError {
         (Which::Label(_), Some(v)) => format!("Servable not found for request: Specific({name}, {v})"),
         (Which::Label(l), None) => format!("Servable not found for request: Label({name}, {l})"),
     })
+}
+
+/// The most records a warmup file may hold (TensorFlow Serving's limit).
+const MAX_WARMUP_RECORDS: usize = 1000;
+
+/// Replays `<version>/assets.extra/tf_serving_warmup_requests` (a TFRecord file of
+/// `PredictionLog`s, as TensorFlow Serving reads it): each predict, classify, regress and
+/// multi-inference request is run once. `None` when there is no such file; an error (which
+/// fails the load) for a damaged file, an unsupported record, a failing request or more than
+/// 1000 records.
+fn replay_warmup_file(servable: &Arc<Servable>, dir: &Path) -> Result<Option<usize>, ApiError> {
+    use ferroflow::proto::serving::{prediction_log::LogType, PredictionLog};
+    use ferroflow::proto::Message;
+    use ferroflow::runtime::Cancellation;
+    let path = dir.join("assets.extra").join("tf_serving_warmup_requests");
+    let Ok(file) = std::fs::File::open(&path) else { return Ok(None) };
+    let len = file.metadata().ok().map(|m| m.len());
+    let mut reader =
+        ferroflow::summary::record::RecordReader::new(std::io::BufReader::new(file), path.display().to_string(), len);
+    let cancel = Cancellation::new();
+    let mut n = 0;
+    while let Some(record) = reader.next_record().map_err(|e| ApiError::from_error(&e))? {
+        n += 1;
+        if n > MAX_WARMUP_RECORDS {
+            return Err(ApiError::invalid(format!(
+                "Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {}",
+                path.display()
+            )));
+        }
+        let log = PredictionLog::decode(&record[..])
+            .map_err(|e| ApiError::invalid(format!("record {n} of {}: not a PredictionLog: {e}", path.display())))?;
+        let signature = |spec: &Option<ferroflow::proto::serving::ModelSpec>| {
+            spec.as_ref().map(|s| s.signature_name.clone()).unwrap_or_default()
+        };
+        match log.log_type {
+            Some(LogType::PredictLog(l)) => {
+                let r = l.request.unwrap_or_default();
+                let sig = signature(&r.model_spec);
+                service::predict_protos(None, servable, &sig, r.inputs, &r.output_filter, None, &cancel)?;
+            }
+            Some(LogType::ClassifyLog(l)) => {
+                let r = l.request.unwrap_or_default();
+                service::infer_input(servable, &signature(&r.model_spec), r.input.as_ref(), true, None, &cancel)?;
+            }
+            Some(LogType::RegressLog(l)) => {
+                let r = l.request.unwrap_or_default();
+                service::infer_input(servable, &signature(&r.model_spec), r.input.as_ref(), false, None, &cancel)?;
+            }
+            Some(LogType::MultiInferenceLog(l)) => {
+                let r = l.request.unwrap_or_default();
+                for task in &r.tasks {
+                    let classify = task.method_name == service::CLASSIFY_METHOD;
+                    service::infer_input(
+                        servable,
+                        &signature(&task.model_spec),
+                        r.input.as_ref(),
+                        classify,
+                        None,
+                        &cancel,
+                    )?;
+                }
+            }
+            None => {
+                return Err(ApiError::coded(
+                    Code::Unimplemented,
+                    format!("record {n} of {}: unsupported log type for warmup", path.display()),
+                ))
+            }
+        }
+    }
+    Ok(Some(n))
 }
 
 /// Runs each signature once on zeros (batch 1 where the first dimension is unknown), so the

@@ -14,7 +14,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::manager::Which;
-use crate::service::{self, Shared};
+use crate::service;
+use crate::shared::{blocking, Shared};
 use crate::{examples, json, ApiError};
 
 /// How long a request body may take to arrive (a slow client's connection is dropped after).
@@ -253,10 +254,10 @@ fn signature_name(request: &Value) -> Result<&str, ApiError> {
 
 async fn predict(shared: &Arc<Shared>, route: &Route, body: Bytes) -> Result<String, ApiError> {
     let servable = shared.manager.resolve(&route.model, &route.which)?;
-    service::blocking(shared, None, move |shared, cancel, timeout| {
+    blocking(shared, None, move |shared, cancel, timeout| {
         let request = json::parse_body(&body)?;
         drop(body);
-        let sig = service::signature(&servable, signature_name(&request)?)?;
+        let sig = service::signature_of(&servable, signature_name(&request)?)?;
         let (values, row) = json::request_inputs(&request, &sig.inputs)?;
         let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(values.len());
         for (spec, value) in sig.inputs.iter().zip(&values) {
@@ -270,7 +271,7 @@ async fn predict(shared: &Arc<Shared>, route: &Route, body: Bytes) -> Result<Str
                 return Err(ApiError::invalid("instances: the inputs have different numbers of rows"));
             }
         }
-        let outputs = service::predict(shared, &servable, sig, inputs, &[], timeout, cancel)?;
+        let outputs = service::predict(shared.batcher.as_ref(), &servable, sig, inputs, &[], timeout, cancel)?;
         write_predict(&outputs, row)
     })
     .await
@@ -331,10 +332,10 @@ fn write_predict(outputs: &[(String, Tensor)], row: bool) -> Result<String, ApiE
 /// `{"results": [value, ...]}`.
 async fn infer(shared: &Arc<Shared>, route: &Route, body: Bytes, classify: bool) -> Result<String, ApiError> {
     let servable = shared.manager.resolve(&route.model, &route.which)?;
-    service::blocking(shared, None, move |_, cancel, timeout| {
+    blocking(shared, None, move |_, cancel, timeout| {
         let request = json::parse_body(&body)?;
         drop(body);
-        let sig = service::signature(&servable, signature_name(&request)?)?;
+        let sig = service::signature_of(&servable, signature_name(&request)?)?;
         let examples = examples::from_json(&request)?;
         drop(request);
         let float = |x: f32| json::format_float(f64::from(x), true);

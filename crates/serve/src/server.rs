@@ -2,7 +2,7 @@
 //! HTTP/2), graceful shutdown (stop accepting, let in-flight requests finish), and the poller
 //! thread.
 use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -14,7 +14,7 @@ use crate::batch::Batcher;
 use crate::grpc::Api;
 use crate::manager::Manager;
 use crate::rest::handle;
-use crate::service::Shared;
+use crate::shared::Shared;
 use crate::{ServeError, ServeOptions};
 
 /// How long a connection may take to send its request head.
@@ -33,7 +33,6 @@ pub struct ServerHandle {
     manager: Arc<Manager>,
     shared: Arc<Shared>,
     poller: Option<std::thread::JoinHandle<()>>,
-    poller_stop: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Server {
@@ -97,22 +96,15 @@ impl Server {
             accept.push(runtime.spawn(accept_loop(listener, shared.clone(), Some(servers), stop_rx.clone())));
             log::info!("gRPC API (tensorflow.serving.PredictionService, ModelService) at {addr}");
         }
-        let poller_stop = Arc::new((Mutex::new(false), Condvar::new()));
         let poller = (options.poll_wait_seconds > 0).then(|| {
             let manager = manager.clone();
-            let stop = poller_stop.clone();
             let wait = Duration::from_secs(options.poll_wait_seconds);
             std::thread::Builder::new()
                 .name("ferroflow-serve-poll".into())
-                .spawn(move || loop {
-                    let (lock, cv) = &*stop;
-                    let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-                    let (guard, _) = cv.wait_timeout_while(guard, wait, |s| !*s).unwrap_or_else(|e| e.into_inner());
-                    if *guard {
-                        return;
+                .spawn(move || {
+                    while !manager.wait(wait) {
+                        manager.poll();
                     }
-                    drop(guard);
-                    manager.poll();
                 })
                 .expect("spawning the poller thread")
         });
@@ -125,7 +117,6 @@ impl Server {
             manager,
             shared,
             poller,
-            poller_stop,
         })
     }
 }
@@ -265,11 +256,7 @@ impl ServerHandle {
                 let _ = rt.block_on(accept);
             }
         }
-        {
-            let (lock, cv) = &*self.poller_stop;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            cv.notify_all();
-        }
+        self.manager.stop();
         if let Some(p) = self.poller.take() {
             let _ = p.join();
         }

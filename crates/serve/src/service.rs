@@ -1,19 +1,37 @@
-//! What the REST and gRPC APIs share: running a request on the blocking pool under the
-//! deadline, and the predict, classify and regress calls on tensors (each API converts its own
-//! wire format to and from them). Predict goes through the batcher when batching is on.
+//! A served version and the calls on it that the REST API, the gRPC API and warmup share: predict,
+//! classify and regress on tensors (each API converts its own wire format to and from them),
+//! and on TensorFlow Serving's request messages. Predict goes through the batcher when batching
+//! is on.
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroflow::proto::serving::{Class, ClassificationResult, Classifications, Regression, RegressionResult};
+use std::collections::BTreeMap;
+
+use ferroflow::proto::convert::{tensor_from_proto, tensor_to_proto};
+use ferroflow::proto::serving::model_spec::VersionChoice;
+use ferroflow::proto::serving::{
+    inference_result, Class, ClassificationResult, Classifications, Input, Int64Value, ModelSpec, PredictResponse,
+    Regression, RegressionResult,
+};
 use ferroflow::proto::RunOptions;
+use ferroflow::proto::TensorProto;
 use ferroflow::runtime::Cancellation;
 use ferroflow::status::Code;
 use ferroflow::tensor::{DType, Tensor};
-use ferroflow::train::saved_model::Signature;
+use ferroflow::train::saved_model::{SavedModel, Signature};
 
 use crate::batch::{Batcher, RunFn};
-use crate::manager::{Manager, Servable};
-use crate::ApiError;
+use crate::{examples, ApiError};
+
+/// A loaded version.
+pub struct Servable {
+    /// The model's name.
+    pub name: String,
+    /// Its version number.
+    pub version: i64,
+    /// The SavedModel.
+    pub model: SavedModel,
+}
 
 /// The method name of classification signatures.
 pub const CLASSIFY_METHOD: &str = "tensorflow/serving/classify";
@@ -23,53 +41,8 @@ pub const REGRESS_METHOD: &str = "tensorflow/serving/regress";
 /// The signature a request names when it names none.
 pub const DEFAULT_SIGNATURE: &str = "serving_default";
 
-/// What the handlers of both APIs share.
-pub struct Shared {
-    /// The models' versions.
-    pub manager: Arc<Manager>,
-    /// The deadline of one request's model run.
-    pub timeout: Option<Duration>,
-    /// The largest request accepted, in bytes.
-    pub max_body: usize,
-    /// The batcher, when batching is on.
-    pub batcher: Option<Batcher>,
-}
-
-/// Runs `f` on the blocking pool (parsing, converting and running all block) under the
-/// deadline: past it the run is cancelled and the answer is DEADLINE_EXCEEDED.
-pub async fn blocking<T, F>(shared: &Arc<Shared>, deadline: Option<Duration>, f: F) -> Result<T, ApiError>
-where
-    T: Send + 'static,
-    F: FnOnce(&Shared, &Cancellation, Option<Duration>) -> Result<T, ApiError> + Send + 'static,
-{
-    let cancel = Cancellation::new();
-    let timeout = match (shared.timeout, deadline) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    let task = {
-        let cancel = cancel.clone();
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || f(&shared, &cancel, timeout))
-    };
-    let joined = match timeout {
-        Some(t) => match tokio::time::timeout(t, task).await {
-            Ok(j) => j,
-            Err(_) => {
-                cancel.cancel();
-                return Err(ApiError::coded(
-                    Code::DeadlineExceeded,
-                    "Deadline exceeded: the model run took longer than the request's deadline",
-                ));
-            }
-        },
-        None => task.await,
-    };
-    joined.map_err(|e| ApiError::internal(format!("the model run failed: {e}")))?
-}
-
 /// The signature `name` of a servable, or FAILED_PRECONDITION (as TensorFlow Serving).
-pub fn signature<'a>(servable: &'a Servable, name: &str) -> Result<&'a Signature, ApiError> {
+pub fn signature_of<'a>(servable: &'a Servable, name: &str) -> Result<&'a Signature, ApiError> {
     let name = if name.is_empty() { DEFAULT_SIGNATURE } else { name };
     servable.model.signatures().get(name).ok_or_else(|| {
         ApiError::precondition(format!(
@@ -107,7 +80,7 @@ fn run_session(
 /// Runs a predict request: `inputs` by alias (each signature input exactly once), the outputs
 /// by alias (all of the signature's, or those of `output_filter`, in its order).
 pub fn predict(
-    shared: &Shared,
+    batcher: Option<&Batcher>,
     servable: &Arc<Servable>,
     sig: &Signature,
     inputs: Vec<(String, Tensor)>,
@@ -184,7 +157,7 @@ pub fn predict(
             Ok(aliases.iter().cloned().zip(out).collect())
         }
     };
-    match &shared.batcher {
+    match batcher {
         Some(batcher) if batchable => {
             let key = format!(
                 "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
@@ -309,4 +282,58 @@ pub fn regress(
     }
     let values = t.as_slice::<f32>().map_err(|e| ApiError::from_error(&e))?;
     Ok(RegressionResult { regressions: values.iter().map(|&value| Regression { value }).collect() })
+}
+
+/// The spec of what answered: the model, the version and the signature.
+pub fn answered(servable: &Servable, signature: &str) -> ModelSpec {
+    ModelSpec {
+        name: servable.name.clone(),
+        version_choice: Some(VersionChoice::Version(Int64Value { value: servable.version })),
+        signature_name: signature.to_string(),
+    }
+}
+
+/// A predict request's inputs as `TensorProto`s: the outputs as `TensorProto`s and the spec of
+/// what answered.
+pub fn predict_protos(
+    batcher: Option<&Batcher>,
+    servable: &Arc<Servable>,
+    signature: &str,
+    inputs: BTreeMap<String, TensorProto>,
+    output_filter: &[String],
+    timeout: Option<Duration>,
+    cancel: &Cancellation,
+) -> Result<PredictResponse, ApiError> {
+    let sig = signature_of(servable, signature)?;
+    let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(inputs.len());
+    for (key, proto) in &inputs {
+        let t = tensor_from_proto(proto).map_err(|e| ApiError::invalid(format!("input '{key}': {e}")))?;
+        tensors.push((key.clone(), t));
+    }
+    drop(inputs);
+    let outputs = predict(batcher, servable, sig, tensors, output_filter, timeout, cancel)?;
+    Ok(PredictResponse {
+        outputs: outputs.iter().map(|(k, t)| (k.clone(), tensor_to_proto(t))).collect(),
+        model_spec: Some(answered(servable, &sig.name)),
+    })
+}
+
+/// Classifies or regresses the examples of a request's `Input`: the result and the spec of what
+/// answered.
+pub fn infer_input(
+    servable: &Servable,
+    signature: &str,
+    input: Option<&Input>,
+    classify: bool,
+    timeout: Option<Duration>,
+    cancel: &Cancellation,
+) -> Result<(ModelSpec, inference_result::Result), ApiError> {
+    let sig = signature_of(servable, signature)?;
+    let examples = examples::from_input(input)?;
+    let result = if classify {
+        inference_result::Result::ClassificationResult(self::classify(servable, sig, examples, timeout, cancel)?)
+    } else {
+        inference_result::Result::RegressionResult(regress(servable, sig, examples, timeout, cancel)?)
+    };
+    Ok((answered(servable, &sig.name), result))
 }

@@ -53,7 +53,8 @@ fn get(addr: SocketAddr, path: &str) -> Reply {
 }
 
 fn start(base: &Path, options: ServeOptions) -> ServerHandle {
-    Server::start(options.with_model(ModelConfig::new("m", base)).with_rest_port(0).with_poll_wait_seconds(0)).unwrap()
+    let options = options.with_model(ModelConfig::new("m", base)).with_rest_port(0).with_poll_wait_seconds(0);
+    Server::start(options.with_load_retries(0, Duration::ZERO)).unwrap()
 }
 
 fn one_version() -> (tempfile::TempDir, ServerHandle) {
@@ -303,6 +304,53 @@ fn versions_swap_by_polling_and_labels_pick_versions() {
     assert_eq!(predict("/v1/models/m/labels/canary:predict"), r#"{"predictions":[[2.0,0.0]]}"#);
     assert_eq!(predict("/v1/models/m/versions/1:predict"), r#"{"predictions":[[1.0,0.0]]}"#);
     server.shutdown();
+}
+
+/// Writes `<version>/assets.extra/tf_serving_warmup_requests` with one predict record.
+fn write_warmup(version_dir: &Path, signature: &str, input: &str) {
+    use ferroflow::proto::serving::{prediction_log, ModelSpec, PredictLog, PredictRequest, PredictionLog};
+    use ferroflow::proto::Message;
+    let x = Tensor::from_vec(&[1, 3], vec![1.0f32, 2.0, 3.0]).unwrap();
+    let request = PredictRequest {
+        model_spec: Some(ModelSpec { name: "m".into(), signature_name: signature.into(), ..Default::default() }),
+        inputs: [(input.to_string(), ferroflow::proto::convert::tensor_to_proto(&x))].into_iter().collect(),
+        output_filter: Vec::new(),
+    };
+    let log = PredictionLog {
+        log_metadata: None,
+        log_type: Some(prediction_log::LogType::PredictLog(PredictLog { request: Some(request), response: None })),
+    };
+    let dir = version_dir.join("assets.extra");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = Vec::new();
+    ferroflow::summary::record::write_record(&mut bytes, &log.encode_to_vec()).unwrap();
+    std::fs::write(dir.join("tf_serving_warmup_requests"), bytes).unwrap();
+}
+
+#[test]
+fn warmup_records_are_replayed_and_failed_loads_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    write_model(&dir.path().join("1"), 1.0);
+    write_warmup(&dir.path().join("1"), "", "x");
+    // Version 2's warmup request names an input the signature does not have: the load fails.
+    write_model(&dir.path().join("2"), 2.0);
+    write_warmup(&dir.path().join("2"), "serving_default", "nope");
+    let options = ServeOptions::new()
+        .with_model(ModelConfig::new("m", dir.path()))
+        .with_rest_port(0)
+        .with_poll_wait_seconds(0)
+        .with_load_retries(2, Duration::from_millis(10));
+    let server = Server::start(options).unwrap();
+    let addr = server.rest_addr().unwrap();
+    let status = get(addr, "/v1/models/m").json();
+    assert_eq!(status["model_version_status"][0]["version"], "2", "{status}");
+    assert_eq!(status["model_version_status"][0]["state"], "END");
+    let error = status["model_version_status"][0]["status"]["error_message"].as_str().unwrap();
+    assert!(error.starts_with("warmup:") && error.contains("nope"), "{error}");
+    assert_eq!(status["model_version_status"][0]["status"]["error_code"], "INVALID_ARGUMENT");
+    assert_eq!(status["model_version_status"][1]["state"], "AVAILABLE");
+    let r = post(addr, "/v1/models/m:predict", r#"{"instances": [[0, 0, 0]]}"#);
+    assert_eq!(r.body, r#"{"predictions":[[1.0,0.0]]}"#);
 }
 
 #[test]

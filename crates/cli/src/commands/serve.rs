@@ -75,6 +75,17 @@ pub struct ServeArgs {
         default_value_t = 1
     )]
     file_system_poll_wait_seconds: u64,
+    /// How often a version that fails to load is retried before it is reported END.
+    #[arg(long = "max_num_load_retries", alias = "max-num-load-retries", value_name = "N", default_value_t = 5)]
+    max_num_load_retries: usize,
+    /// The wait between load retries, in microseconds.
+    #[arg(
+        long = "load_retry_interval_micros",
+        alias = "load-retry-interval-micros",
+        value_name = "US",
+        default_value_t = 60_000_000
+    )]
+    load_retry_interval_micros: u64,
     /// The meta graph's tags, comma-separated.
     #[arg(long = "saved_model_tags", alias = "saved-model-tags", value_name = "TAGS", default_value = "serve")]
     saved_model_tags: String,
@@ -101,8 +112,6 @@ const IGNORED_VALUE: &[&str] = &[
     "grpc_channel_arguments",
     "grpc_max_threads",
     "grpc_socket_path",
-    "max_num_load_retries",
-    "load_retry_interval_micros",
     "model_config_file_poll_wait_seconds",
     "per_process_gpu_memory_fraction",
     "monitoring_config_file",
@@ -185,6 +194,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .with_grpc_port((args.port != 0).then_some(args.port))
         .with_grpc_max_message_bytes(args.grpc_max_message_bytes)
         .with_batching(batching)
+        .with_load_retries(args.max_num_load_retries, std::time::Duration::from_micros(args.load_retry_interval_micros))
         .with_num_threads(args.rest_api_num_threads)
         .with_timeout_ms(args.rest_api_timeout_in_ms)
         .with_max_body_bytes(args.rest_api_max_body_bytes)

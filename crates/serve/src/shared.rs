@@ -1,0 +1,56 @@
+//! What the handlers of the REST and gRPC APIs share: the models, the deadline, the limits and
+//! the batcher, and running a request's work on the blocking pool under the deadline.
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroflow::runtime::Cancellation;
+use ferroflow::status::Code;
+
+use crate::batch::Batcher;
+use crate::manager::Manager;
+use crate::ApiError;
+
+/// What the handlers of both APIs share.
+pub struct Shared {
+    /// The models' versions.
+    pub manager: Arc<Manager>,
+    /// The deadline of one request's model run.
+    pub timeout: Option<Duration>,
+    /// The largest request accepted, in bytes.
+    pub max_body: usize,
+    /// The batcher, when batching is on.
+    pub batcher: Option<Batcher>,
+}
+
+/// Runs `f` on the blocking pool (parsing, converting and running all block) under the
+/// deadline: past it the run is cancelled and the answer is DEADLINE_EXCEEDED.
+pub async fn blocking<T, F>(shared: &Arc<Shared>, deadline: Option<Duration>, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Shared, &Cancellation, Option<Duration>) -> Result<T, ApiError> + Send + 'static,
+{
+    let cancel = Cancellation::new();
+    let timeout = match (shared.timeout, deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let task = {
+        let cancel = cancel.clone();
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || f(&shared, &cancel, timeout))
+    };
+    let joined = match timeout {
+        Some(t) => match tokio::time::timeout(t, task).await {
+            Ok(j) => j,
+            Err(_) => {
+                cancel.cancel();
+                return Err(ApiError::coded(
+                    Code::DeadlineExceeded,
+                    "Deadline exceeded: the model run took longer than the request's deadline",
+                ));
+            }
+        },
+        None => task.await,
+    };
+    joined.map_err(|e| ApiError::internal(format!("the model run failed: {e}")))?
+}
