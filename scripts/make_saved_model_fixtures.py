@@ -14,6 +14,15 @@ fixtures/saved_model/module_loop.npz  x, n and TensorFlow's outputs y and steps
 fixtures/saved_model/tf1_builder/ a TF1 graph (placeholder -> matmul with a variable -> add
                                   bias -> tanh) saved by SavedModelBuilder with a Saver
 fixtures/saved_model/tf1_builder.npz  x and TensorFlow's scores
+fixtures/saved_model/classify_regress/1/  an estimator-style TF1 model for TensorFlow Serving's
+                                  classify/regress APIs (version directory 1): serialized
+                                  tf.train.Examples parsed by tf.io.parse_example (feature "x",
+                                  float [2]) into a fixed-weight linear model; signatures
+                                  `classification` (inputs -> classes string [?, 2], scores
+                                  [?, 2]), `regression` (inputs -> outputs [?, 1]) and a predict
+                                  `serving_default` (examples -> classes, scores, outputs)
+fixtures/saved_model/classify_regress.npz  3 serialized examples, their x, and TensorFlow's
+                                  classes, scores and outputs
 fixtures/saved_model/unsupported_ops/ a tf.Module calling BesselI0e and MatrixDeterminant
 fixtures/saved_model/*.cli.txt    what `saved_model_cli show --all` prints for each directory
 
@@ -146,6 +155,69 @@ def tf1_builder():
     print("wrote", d, out.shape)
 
 
+def classify_regress():
+    """A TF1 graph as an estimator exports it for TensorFlow Serving: a string placeholder of
+    serialized Examples, ParseExampleV2, then a linear model (variables with fixed values)."""
+    v1 = tf.compat.v1
+    base = os.path.join(OUT, "classify_regress")
+    shutil.rmtree(base, ignore_errors=True)
+    d = os.path.join(base, "1")
+    g = tf.Graph()
+    with g.as_default():
+        serialized = v1.placeholder(tf.string, [None], name="input_example_tensor")
+        features = tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([2], tf.float32)})
+        x = features["x"]
+        w = v1.get_variable("linear/w", initializer=np.array([[1.0, -1.0], [0.5, 2.0]], np.float32))
+        b = v1.get_variable("linear/b", initializer=np.array([0.25, -0.5], np.float32))
+        wr = v1.get_variable("regress/w", initializer=np.array([[2.0], [-3.0]], np.float32))
+        br = v1.get_variable("regress/b", initializer=np.array([0.5], np.float32))
+        logits = tf.matmul(x, w) + b
+        scores = tf.nn.softmax(logits, name="scores")
+        labels = tf.constant([["negative", "positive"]])
+        classes = tf.tile(labels, [tf.shape(serialized)[0], 1], name="classes")
+        outputs = tf.add(tf.matmul(x, wr), br, name="outputs")
+        u = v1.saved_model.signature_def_utils
+        signatures = {
+            "classification": u.classification_signature_def(examples=serialized, classes=classes, scores=scores),
+            "regression": u.regression_signature_def(examples=serialized, predictions=outputs),
+            "serving_default": u.predict_signature_def(
+                inputs={"examples": serialized}, outputs={"classes": classes, "scores": scores, "outputs": outputs}
+            ),
+        }
+        with v1.Session(graph=g) as sess:
+            sess.run(v1.global_variables_initializer())
+            builder = v1.saved_model.builder.SavedModelBuilder(d)
+            builder.add_meta_graph_and_variables(
+                sess, [v1.saved_model.tag_constants.SERVING], signature_def_map=signatures, saver=v1.train.Saver()
+            )
+            builder.save()
+    xs = np.array([[1.0, 2.0], [-0.5, 0.25], [3.0, -1.0]], np.float32)
+    examples = []
+    for row in xs:
+        f = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row))}
+        s = tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString(deterministic=True)
+        assert not s.endswith(b"\0")  # numpy bytes arrays drop trailing NULs
+        examples.append(s)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        meta = v1.saved_model.loader.load(sess, ["serve"], d)
+        out = {}
+        for name, sig in meta.signature_def.items():
+            fetch = {k: v.name for k, v in sig.outputs.items()}
+            out[name] = sess.run(fetch, {sig.inputs[next(iter(sig.inputs))].name: examples})
+    cls, reg, pred = out["classification"], out["regression"], out["serving_default"]
+    assert (pred["scores"] == cls["scores"]).all() and (pred["outputs"] == reg["outputs"]).all()
+    width = max(len(e) for e in examples)
+    np.savez(
+        os.path.join(OUT, "classify_regress.npz"),
+        serialized=np.array(examples, dtype=f"S{width}"),
+        x=xs,
+        classes=cls["classes"].astype("S"),
+        scores=cls["scores"],
+        outputs=reg["outputs"],
+    )
+    print("wrote", d, {k: v.tolist() for k, v in cls.items()}, reg["outputs"].tolist())
+
+
 class Unsupported(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([2, 2], tf.float32, name="x")])
     def __call__(self, x):
@@ -163,10 +235,9 @@ def unsupported_ops():
 
 def cli_listings():
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    for name in ("keras_mlp", "keras_cnn", "module_loop", "tf1_builder"):
-        text = subprocess.run(
-            [cli, "show", "--all", "--dir", os.path.join(OUT, name)], capture_output=True, text=True, check=True
-        ).stdout
+    for name in ("keras_mlp", "keras_cnn", "module_loop", "tf1_builder", "classify_regress"):
+        path = os.path.join(OUT, name, "1") if name == "classify_regress" else os.path.join(OUT, name)
+        text = subprocess.run([cli, "show", "--all", "--dir", path], capture_output=True, text=True, check=True).stdout
         with open(os.path.join(OUT, name + ".cli.txt"), "w") as f:
             f.write(text)
 
@@ -174,6 +245,6 @@ def cli_listings():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     only = sys.argv[1:]
-    for f in (keras_mlp, keras_cnn, module_loop, tf1_builder, unsupported_ops, cli_listings):
+    for f in (keras_mlp, keras_cnn, module_loop, tf1_builder, classify_regress, unsupported_ops, cli_listings):
         if not only or f.__name__ in only:
             f()

@@ -143,6 +143,37 @@ fn a_saved_model_with_ops_ferroflow_cannot_run_lists_every_one() {
     assert!(!e.contains('\n'), "{e}");
 }
 
+/// An estimator-style TF1 export for TensorFlow Serving (version directory `1/`): serialized
+/// `tf.train.Example`s parsed by `ParseExampleV2` into a linear model, with `classification`,
+/// `regression` and predict `serving_default` signatures, each giving TensorFlow's outputs;
+/// an example without the required feature is an error naming it.
+#[test]
+fn classify_and_regress_signatures_parse_examples_as_tensorflow_does() {
+    let want = npz("classify_regress");
+    let m = SavedModel::load(&fixtures().join("classify_regress/1"), &["serve"], SessionOptions::default()).unwrap();
+    let names: Vec<&str> = m.signatures().keys().map(String::as_str).collect();
+    assert_eq!(names, ["classification", "regression", "serving_default"]);
+    let examples = want["serialized"].clone();
+    assert_eq!(examples.dims(), [3]);
+    let out = m.call("classification", &[("inputs", examples.clone())], &[]).unwrap();
+    assert_eq!(out["classes"], want["classes"]);
+    close(&out["scores"], &want["scores"]);
+    let out = m.call("regression", &[("inputs", examples.clone())], &[]).unwrap();
+    close(&out["outputs"], &want["outputs"]);
+    let out = m.call("serving_default", &[("examples", examples.clone())], &[]).unwrap();
+    assert_eq!(out["classes"], want["classes"]);
+    close(&out["scores"], &want["scores"]);
+    close(&out["outputs"], &want["outputs"]);
+    // One example alone, as a batch of one.
+    let one = Tensor::from_strings(&[1], vec![examples.as_strings().unwrap()[1].clone()]).unwrap();
+    let out = m.call("regression", &[("inputs", one)], &[]).unwrap();
+    close(&out["outputs"], &Tensor::from_vec(&[1, 1], vec![want["outputs"].as_slice::<f32>().unwrap()[1]]).unwrap());
+    // An empty Example lacks the required feature "x".
+    let empty = Tensor::from_strings(&[2], vec![examples.as_strings().unwrap()[0].clone(), Vec::new()]).unwrap();
+    let e = m.call("classification", &[("inputs", empty)], &[]).err().unwrap().to_string();
+    assert!(e.contains("Feature: x (data type: float) is required but could not be found"), "{e}");
+}
+
 /// `ferroflow::train::saved_model_show::show_all` prints what TensorFlow's `saved_model_cli show
 /// --all` printed for each fixture (`*.cli.txt`), the op set compared as a set (Python prints
 /// it in hash order).
@@ -153,9 +184,10 @@ fn show_all_prints_what_saved_model_cli_prints() {
         let set = l.split_once(": ").unwrap().1.trim_matches(|c| c == '{' || c == '}');
         set.split(", ").map(|s| s.trim_matches('\'').to_string()).collect()
     };
-    for name in ["keras_mlp", "keras_cnn", "module_loop", "tf1_builder"] {
+    for name in ["keras_mlp", "keras_cnn", "module_loop", "tf1_builder", "classify_regress"] {
         let want = std::fs::read_to_string(fixtures().join(format!("{name}.cli.txt"))).unwrap();
-        let got = ferroflow::train::saved_model_show::show_all(&fixtures().join(name)).unwrap();
+        let dir = if name == "classify_regress" { fixtures().join(name).join("1") } else { fixtures().join(name) };
+        let got = ferroflow::train::saved_model_show::show_all(&dir).unwrap();
         let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
         assert_eq!(w.len(), g.len(), "{name}: line count\n{got}");
         for (a, b) in w.iter().zip(&g) {

@@ -36,6 +36,7 @@ mod matmul;
 mod numeric;
 mod optional;
 mod packed;
+mod parsing;
 mod parts;
 mod stdheap;
 pub use parts::thread_pool;
@@ -326,6 +327,7 @@ impl KernelRegistry {
             io::register(&mut r);
             list::register(&mut r);
             optional::register(&mut r);
+            parsing::register(&mut r);
             math::register(&mut r);
             matmul::register(&mut r);
             select::register(&mut r);

@@ -1572,6 +1572,52 @@ pub trait RawOps: OpTarget + Sized {
         single(self, "PadV2", applied)
     }
 
+    /// `ParseExample`(`serialized: string`, `names: string`, `sparse_keys: Nsparse * string`, `dense_keys: Ndense * string`, `dense_defaults: Tdense`) → (`sparse_indices: Nsparse * int64`, `sparse_values: sparse_types`, `sparse_shapes: Nsparse * int64`, `dense_values: Tdense`); attrs `Nsparse: int`, `Ndense: int`, `sparse_types: list(type)`, `Tdense: list(type)`, `dense_shapes: list(shape)`.
+    fn parse_example(&self, serialized: impl Input<Self>, names: impl Input<Self>, sparse_keys: &[Self::Tensor], dense_keys: &[Self::Tensor], dense_defaults: &[Self::Tensor], sparse_types: &[ferroflow_tensor::DType], dense_shapes: &[ferroflow_tensor::Shape]) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ParseExample", "ParseExample");
+        call.inputs.push(Arg::One(serialized.into_input(self)?));
+        call.inputs.push(Arg::One(names.into_input(self)?));
+        call.inputs.push(Arg::List(sparse_keys.to_vec()));
+        call.inputs.push(Arg::List(dense_keys.to_vec()));
+        call.inputs.push(Arg::List(dense_defaults.to_vec()));
+        call.attrs.push(("sparse_types", attr::dtypes(sparse_types)));
+        call.attrs.push(("dense_shapes", attr::shapes(dense_shapes)));
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
+    /// `ParseExampleV2`(`serialized: string`, `names: string`, `sparse_keys: string`, `dense_keys: string`, `ragged_keys: string`, `dense_defaults: Tdense`) → (`sparse_indices: num_sparse * int64`, `sparse_values: sparse_types`, `sparse_shapes: num_sparse * int64`, `dense_values: Tdense`, `ragged_values: ragged_value_types`, `ragged_row_splits: ragged_split_types`); attrs `Tdense: list(type)`, `num_sparse: int`, `sparse_types: list(type)`, `ragged_value_types: list(type)`, `ragged_split_types: list(type)`, `dense_shapes: list(shape)`.
+    fn parse_example_v2(&self, serialized: impl Input<Self>, names: impl Input<Self>, sparse_keys: impl Input<Self>, dense_keys: impl Input<Self>, ragged_keys: impl Input<Self>, dense_defaults: &[Self::Tensor], num_sparse: i64, sparse_types: &[ferroflow_tensor::DType], ragged_value_types: &[ferroflow_tensor::DType], ragged_split_types: &[ferroflow_tensor::DType], dense_shapes: &[ferroflow_tensor::Shape]) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ParseExampleV2", "ParseExampleV2");
+        call.inputs.push(Arg::One(serialized.into_input(self)?));
+        call.inputs.push(Arg::One(names.into_input(self)?));
+        call.inputs.push(Arg::One(sparse_keys.into_input(self)?));
+        call.inputs.push(Arg::One(dense_keys.into_input(self)?));
+        call.inputs.push(Arg::One(ragged_keys.into_input(self)?));
+        call.inputs.push(Arg::List(dense_defaults.to_vec()));
+        call.attrs.push(("num_sparse", attr::int(num_sparse)));
+        call.attrs.push(("sparse_types", attr::dtypes(sparse_types)));
+        call.attrs.push(("ragged_value_types", attr::dtypes(ragged_value_types)));
+        call.attrs.push(("ragged_split_types", attr::dtypes(ragged_split_types)));
+        call.attrs.push(("dense_shapes", attr::shapes(dense_shapes)));
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
+    /// `ParseSingleExample`(`serialized: string`, `dense_defaults: Tdense`) → (`sparse_indices: num_sparse * int64`, `sparse_values: sparse_types`, `sparse_shapes: num_sparse * int64`, `dense_values: Tdense`); attrs `num_sparse: int`, `sparse_keys: list(string)`, `dense_keys: list(string)`, `sparse_types: list(type)`, `Tdense: list(type)`, `dense_shapes: list(shape)`.
+    fn parse_single_example(&self, serialized: impl Input<Self>, dense_defaults: &[Self::Tensor], num_sparse: i64, sparse_keys: &[&str], dense_keys: &[&str], sparse_types: &[ferroflow_tensor::DType], dense_shapes: &[ferroflow_tensor::Shape]) -> Result<Vec<Self::Tensor>, Self::Error> {
+        let mut call = OpCall::new("ParseSingleExample", "ParseSingleExample");
+        call.inputs.push(Arg::One(serialized.into_input(self)?));
+        call.inputs.push(Arg::List(dense_defaults.to_vec()));
+        call.attrs.push(("num_sparse", attr::int(num_sparse)));
+        call.attrs.push(("sparse_keys", attr::strings(sparse_keys)));
+        call.attrs.push(("dense_keys", attr::strings(dense_keys)));
+        call.attrs.push(("sparse_types", attr::dtypes(sparse_types)));
+        call.attrs.push(("dense_shapes", attr::shapes(dense_shapes)));
+        let applied = self.apply(call)?;
+        Ok(applied.outputs)
+    }
+
     /// `PartitionedCall`(`args: Tin`) → (`output: Tout`); attrs `Tin: list(type)`, `Tout: list(type)`, `f: func`, `config: string`, `config_proto: string`, `executor_type: string`.
     fn partitioned_call(&self, args: &[Self::Tensor], tout: &[ferroflow_tensor::DType], f: &str) -> Result<Vec<Self::Tensor>, Self::Error> {
         self.partitioned_call_with(args, tout, f, attrs::PartitionedCall::new())

@@ -26,6 +26,7 @@ pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod optional;
+pub mod parsing;
 pub mod random;
 pub mod reduce;
 pub mod resource;
@@ -38,7 +39,7 @@ type Family = (&'static str, fn() -> Vec<OpDef>);
 
 /// All op definitions, each tagged with its family.
 pub(crate) fn all() -> Vec<OpDef> {
-    let families: [Family; 27] = [
+    let families: [Family; 28] = [
         ("array", array::defs),
         ("cast", cast::defs),
         ("collective", collective::defs),
@@ -60,6 +61,7 @@ pub(crate) fn all() -> Vec<OpDef> {
         ("matmul", matmul::defs),
         ("list", list::defs),
         ("optional", optional::defs),
+        ("parsing", parsing::defs),
         ("random", random::defs),
         ("reduce", reduce::defs),
         ("resource", resource::defs),
