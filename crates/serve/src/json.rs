@@ -9,13 +9,25 @@ use serde_json::Value;
 
 use crate::ApiError;
 
-const NAN: &str = "\u{0}ferroflow:NaN";
-const INF: &str = "\u{0}ferroflow:Infinity";
-const NEG_INF: &str = "\u{0}ferroflow:-Infinity";
+/// The strings bare `NaN`, `Infinity` and `-Infinity` are read into: a NUL, a per-process
+/// random tag and the word, so no string a client sends can pass for one (and strings that
+/// start with a NUL stay strings).
+fn sentinels() -> &'static [String; 3] {
+    static S: std::sync::OnceLock<[String; 3]> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.write_u32(std::process::id());
+        let tag = format!("{:016x}", h.finish());
+        ["NaN", "Infinity", "-Infinity"].map(|w| format!("\u{0}{tag}:{w}"))
+    })
+}
 
 /// Parses a request body: JSON plus TensorFlow Serving's bare `NaN`, `Infinity` and
 /// `-Infinity` (read into sentinel strings that the float conversion knows).
 pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let sentinel = sentinels();
     let text = std::str::from_utf8(body).map_err(|_| ApiError::invalid("JSON Parse error: the body is not UTF-8"))?;
     let mut out = String::with_capacity(text.len());
     let (mut in_string, mut escaped) = (false, false);
@@ -33,8 +45,9 @@ pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
             rest = &rest[c.len_utf8()..];
             continue;
         }
-        let replaced =
-            [("NaN", NAN), ("Infinity", INF), ("-Infinity", NEG_INF)].iter().find(|(word, _)| rest.starts_with(word));
+        let replaced = [("NaN", &sentinel[0]), ("Infinity", &sentinel[1]), ("-Infinity", &sentinel[2])]
+            .into_iter()
+            .find(|(word, _)| rest.starts_with(word));
         if let Some((word, sentinel)) = replaced {
             out.push('"');
             out.push_str(&sentinel.replace('\u{0}', "\\u0000"));
@@ -110,9 +123,9 @@ fn leaves<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
 fn float_of(v: &Value, name: &str) -> Result<f64, ApiError> {
     match v {
         Value::Number(n) => n.as_f64().ok_or_else(|| ApiError::invalid(format!("input '{name}': bad number {n}"))),
-        Value::String(s) if s == NAN => Ok(f64::NAN),
-        Value::String(s) if s == INF => Ok(f64::INFINITY),
-        Value::String(s) if s == NEG_INF => Ok(f64::NEG_INFINITY),
+        Value::String(s) if *s == sentinels()[0] => Ok(f64::NAN),
+        Value::String(s) if *s == sentinels()[1] => Ok(f64::INFINITY),
+        Value::String(s) if *s == sentinels()[2] => Ok(f64::NEG_INFINITY),
         other => Err(type_error(name, "a number", other)),
     }
 }
@@ -204,7 +217,7 @@ pub fn to_tensor(v: &Value, spec: &TensorSpec) -> Result<Tensor, ApiError> {
             let data: Vec<Vec<u8>> = items
                 .iter()
                 .map(|x| match x {
-                    Value::String(s) if !s.starts_with('\u{0}') => Ok(s.as_bytes().to_vec()),
+                    Value::String(s) if !sentinels().contains(s) => Ok(s.as_bytes().to_vec()),
                     Value::Object(_) if is_b64(x) => b64_of(x)
                         .expect("checked as b64")
                         .map_err(|e| ApiError::invalid(format!("input '{name}': {e}"))),
@@ -433,9 +446,9 @@ mod tests {
     fn nan_and_infinity_are_read_outside_strings_only() {
         let v = parse_body(br#"{"a": [NaN, Infinity, -Infinity, "NaN"]}"#).unwrap();
         let a = v["a"].as_array().unwrap();
-        assert_eq!(a[0].as_str(), Some(NAN));
-        assert_eq!(a[1].as_str(), Some(INF));
-        assert_eq!(a[2].as_str(), Some(NEG_INF));
+        assert_eq!(a[0].as_str(), Some(sentinels()[0].as_str()));
+        assert_eq!(a[1].as_str(), Some(sentinels()[1].as_str()));
+        assert_eq!(a[2].as_str(), Some(sentinels()[2].as_str()));
         assert_eq!(a[3].as_str(), Some("NaN"));
         assert!(parse_body(b"{\"a\": [1,").is_err());
     }

@@ -36,6 +36,9 @@ pub enum ServeError {
     /// A bad model config (file or flags).
     #[error("model config: {0}")]
     Config(String),
+    /// A model could not be loaded at start.
+    #[error("{0}")]
+    Load(String),
     /// Binding the port or starting the runtime failed.
     #[error("{what}: {source}")]
     Io {

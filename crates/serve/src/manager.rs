@@ -262,6 +262,21 @@ impl Manager {
         Ok(servable)
     }
 
+    /// The models that serve nothing although versions of theirs failed to load: one line each.
+    pub fn startup_failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, model) in &self.models {
+            let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
+            if versions.values().any(|e| e.state == State::Available) {
+                continue;
+            }
+            if let Some((v, (_, message))) = versions.iter().rev().find_map(|(v, e)| e.error.as_ref().map(|x| (v, x))) {
+                out.push(format!("model {name}: version {v} failed to load: {message}"));
+            }
+        }
+        out
+    }
+
     /// The model's config, or NOT_FOUND.
     fn model(&self, name: &str, which: &Which) -> Result<&Model, ApiError> {
         self.models.get(name).ok_or_else(|| not_found(name, which, None))

@@ -128,8 +128,8 @@ pub async fn handle(
     })
 }
 
-/// The body, gzip-decoded when it says so, at most `max_body` bytes either way (413 past it).
-async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<Bytes, ApiError> {
+/// The body, at most `max_body` bytes (413 past it).
+async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<Body, ApiError> {
     let max = shared.max_body;
     let too_large = || ApiError::new(413, format!("the request body is larger than the limit of {max} bytes"));
     let length = req.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
@@ -150,18 +150,34 @@ async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<Bytes, Api
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
         Err(e) => return Err(ApiError::invalid(format!("reading the request body: {e}"))),
     };
-    if !gzip {
-        return Ok(body);
+    Ok(Body { bytes: body, gzip, max })
+}
+
+/// A request body as it arrived; gzip is decoded by [`Body::decoded`] on the blocking pool, so
+/// a large (or hostile) compressed body does not hold up the connection threads.
+struct Body {
+    bytes: Bytes,
+    gzip: bool,
+    max: usize,
+}
+
+impl Body {
+    /// The body, gzip-decoded when it says so, at most `max` bytes (413 past it).
+    fn decoded(self) -> Result<Bytes, ApiError> {
+        if !self.gzip {
+            return Ok(self.bytes);
+        }
+        let max = self.max;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&self.bytes[..])
+            .take(max as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| ApiError::invalid(format!("the gzip body does not decode: {e}")))?;
+        if out.len() > max {
+            return Err(ApiError::new(413, format!("the request body is larger than the limit of {max} bytes")));
+        }
+        Ok(Bytes::from(out))
     }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(&body[..])
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| ApiError::invalid(format!("the gzip body does not decode: {e}")))?;
-    if out.len() > max {
-        return Err(too_large());
-    }
-    Ok(Bytes::from(out))
 }
 
 fn version_json(v: i64) -> Value {
@@ -252,9 +268,10 @@ fn signature_name(request: &Value) -> Result<&str, ApiError> {
     }
 }
 
-async fn predict(shared: &Arc<Shared>, route: &Route, body: Bytes) -> Result<String, ApiError> {
+async fn predict(shared: &Arc<Shared>, route: &Route, body: Body) -> Result<String, ApiError> {
     let servable = shared.manager.resolve(&route.model, &route.which)?;
     blocking(shared, None, move |shared, cancel, timeout| {
+        let body = body.decoded()?;
         let request = json::parse_body(&body)?;
         drop(body);
         let sig = service::signature_of(&servable, signature_name(&request)?)?;
@@ -330,12 +347,14 @@ fn write_predict(outputs: &[(String, Tensor)], row: bool) -> Result<String, ApiE
 
 /// A classify or regress request: `{"results": [[[label, score], ...], ...]}` or
 /// `{"results": [value, ...]}`.
-async fn infer(shared: &Arc<Shared>, route: &Route, body: Bytes, classify: bool) -> Result<String, ApiError> {
+async fn infer(shared: &Arc<Shared>, route: &Route, body: Body, classify: bool) -> Result<String, ApiError> {
     let servable = shared.manager.resolve(&route.model, &route.which)?;
     blocking(shared, None, move |_, cancel, timeout| {
+        let body = body.decoded()?;
         let request = json::parse_body(&body)?;
         drop(body);
-        let sig = service::signature_of(&servable, signature_name(&request)?)?;
+        let sig =
+            service::signature_of(&servable, signature_name(&request)?).map_err(|e| ApiError::invalid(e.message))?;
         let examples = examples::from_json(&request)?;
         drop(request);
         let float = |x: f32| json::format_float(f64::from(x), true);

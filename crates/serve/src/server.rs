@@ -17,6 +17,9 @@ use crate::rest::handle;
 use crate::shared::Shared;
 use crate::{ServeError, ServeOptions};
 
+/// How long, at shutdown, connections that have not sent a whole request may take to do so.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
 /// How long a connection may take to send its request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -47,6 +50,12 @@ impl Server {
         }
         let manager = Arc::new(Manager::new(&options));
         manager.poll();
+        // As TensorFlow Serving: a model whose versions on disk all failed to load stops the
+        // start (a model with no versions yet is waited for by the poller).
+        let failed = manager.startup_failures();
+        if !failed.is_empty() {
+            return Err(ServeError::Load(failed.join("; ")));
+        }
         let threads = if options.num_threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -83,6 +92,7 @@ impl Server {
             timeout: (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms)),
             max_body: options.max_body_bytes,
             batcher: options.batching.clone().map(Batcher::new),
+            in_flight: Default::default(),
         });
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut accept = Vec::new();
@@ -170,14 +180,15 @@ async fn accept_loop(
                             let (mut prediction, mut model) = (prediction.clone(), model.clone());
                             async move {
                                 let path = req.uri().path();
-                                if path.starts_with("/tensorflow.serving.PredictionService/") {
+                                let answer = if path.starts_with("/tensorflow.serving.PredictionService/") {
                                     prediction.call(req).await
                                 } else if path.starts_with("/tensorflow.serving.ModelService/") {
                                     model.call(req).await
                                 } else {
                                     let message = format!("unknown service or method: {path}");
                                     Ok(tonic::Status::unimplemented(message).into_http())
-                                }
+                                };
+                                answer.map(too_large_is_resource_exhausted)
                             }
                         });
                         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
@@ -197,7 +208,39 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Requests being run are answered; connections still sending a request (or stalled mid-way)
+    // get DRAIN_GRACE to finish it, then are dropped once nothing runs, so SIGTERM is not held
+    // up by a client that never sends the rest.
+    let drain = graceful.shutdown();
+    tokio::pin!(drain);
+    let start = std::time::Instant::now();
+    let mut quiet_since = start;
+    loop {
+        tokio::select! {
+            _ = &mut drain => break,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                // Quiet for 200 ms: the last answers are written.
+                if shared.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    quiet_since = std::time::Instant::now();
+                } else if start.elapsed() >= DRAIN_GRACE && quiet_since.elapsed() >= Duration::from_millis(200) {
+                    log::info!("dropping connections that did not finish sending a request");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// tonic answers a message over the size limit with OUT_OF_RANGE; gRPC servers (TensorFlow
+/// Serving's among them) answer RESOURCE_EXHAUSTED.
+fn too_large_is_resource_exhausted<B>(mut r: hyper::Response<B>) -> hyper::Response<B> {
+    let headers = r.headers_mut();
+    let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
+        && headers.get("grpc-message").and_then(|m| m.to_str().ok()).is_some_and(|m| m.contains("too large"));
+    if too_large {
+        headers.insert("grpc-status", hyper::header::HeaderValue::from_static("8"));
+    }
+    r
 }
 
 impl ServerHandle {

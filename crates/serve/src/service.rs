@@ -328,7 +328,9 @@ pub fn infer_input(
     timeout: Option<Duration>,
     cancel: &Cancellation,
 ) -> Result<(ModelSpec, inference_result::Result), ApiError> {
-    let sig = signature_of(servable, signature)?;
+    // TensorFlow Serving's classifier and regressor answer an unknown signature with
+    // INVALID_ARGUMENT (predict with FAILED_PRECONDITION).
+    let sig = signature_of(servable, signature).map_err(|e| ApiError::invalid(e.message))?;
     let examples = examples::from_input(input)?;
     let result = if classify {
         inference_result::Result::ClassificationResult(self::classify(servable, sig, examples, timeout, cancel)?)

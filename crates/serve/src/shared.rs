@@ -20,6 +20,17 @@ pub struct Shared {
     pub max_body: usize,
     /// The batcher, when batching is on.
     pub batcher: Option<Batcher>,
+    /// Requests whose work is running (what shutdown waits for).
+    pub in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a request as in flight while it lives.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Runs `f` on the blocking pool (parsing, converting and running all block) under the
@@ -29,6 +40,8 @@ where
     T: Send + 'static,
     F: FnOnce(&Shared, &Cancellation, Option<Duration>) -> Result<T, ApiError> + Send + 'static,
 {
+    shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let _in_flight = InFlight(shared.clone());
     let cancel = Cancellation::new();
     let timeout = match (shared.timeout, deadline) {
         (Some(a), Some(b)) => Some(a.min(b)),

@@ -11,7 +11,7 @@ use ferroflow_serve::{parse_model_config, ModelConfig, ServeOptions, Server, Ser
 use serde_json::{json, Value};
 
 mod common;
-use common::{scores, write_model};
+use common::{copy_dir, scores, write_model};
 
 struct Reply {
     status: u16,
@@ -449,17 +449,6 @@ fn the_deadline_answers_504() {
     assert!(r.json()["error"].as_str().unwrap().contains("Deadline"));
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
-}
 
 #[test]
 fn a_savedmodel_written_by_tensorflow_is_served_as_its_signature_computes() {
@@ -493,4 +482,43 @@ fn a_savedmodel_written_by_tensorflow_is_served_as_its_signature_computes() {
     let meta = get(server.rest_addr().unwrap(), "/v1/models/m/metadata").json();
     let sig = &meta["metadata"]["signature_def"]["signature_def"]["serving_default"];
     assert_eq!(sig["inputs"]["keras_tensor"]["tensor_shape"]["dim"][1]["size"], "4");
+}
+
+#[test]
+fn classify_and_regress_match_tensorflow() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/saved_model");
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures.join("classify_regress/1"), &dir.path().join("1"));
+    let expected: std::collections::BTreeMap<String, Tensor> =
+        ferroflow::tensor::npy::read_npz(&fixtures.join("classify_regress.npz")).unwrap().into_iter().collect();
+    let x = expected["x"].as_slice::<f32>().unwrap().to_vec();
+    let server = start(dir.path(), ServeOptions::new());
+    let addr = server.rest_addr().unwrap();
+    // x of the first example in the context, overridden by each example's own.
+    let examples: Vec<Value> = x.chunks(2).map(|r| json!({"x": r})).collect();
+    let body = json!({"signature_name": "classification", "context": {"x": [9.0, 9.0]}, "examples": examples});
+    let r = post(addr, "/v1/models/m:classify", &body.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let results = r.json()["results"].clone();
+    let scores = expected["scores"].as_slice::<f32>().unwrap();
+    let classes = expected["classes"].as_strings().unwrap();
+    for (i, row) in results.as_array().unwrap().iter().enumerate() {
+        for (j, pair) in row.as_array().unwrap().iter().enumerate() {
+            assert_eq!(pair[0].as_str().unwrap().as_bytes(), &classes[i * 2 + j][..]);
+            assert!((pair[1].as_f64().unwrap() as f32 - scores[i * 2 + j]).abs() < 1e-5, "{pair}");
+        }
+    }
+    let body = json!({"signature_name": "regression", "examples": examples});
+    let r = post(addr, "/v1/models/m:regress", &body.to_string());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let got: Vec<f32> = r.json()["results"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    let want = expected["outputs"].as_slice::<f32>().unwrap();
+    assert!(got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5), "{got:?} vs {want:?}");
+    // The wrong kind of signature, a missing feature, a predict signature.
+    let r = post(addr, "/v1/models/m:classify", &json!({"signature_name": "regression", "examples": examples}).to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = post(addr, "/v1/models/m:regress", &json!({"signature_name": "regression", "examples": [{"y": 1}]}).to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = post(addr, "/v1/models/m:classify", &json!({"signature_name": "nope", "examples": examples}).to_string());
+    assert_eq!(r.status, 400, "{}", r.body);
 }

@@ -51,3 +51,16 @@ pub fn write_model(dir: &Path, v: f32) {
 pub fn scores(x: &[[f32; 3]], v: f32) -> Vec<[f32; 2]> {
     x.iter().map(|r| [r[0] + r[2] + v, r[1] + r[2]]).collect()
 }
+
+/// Copies a directory tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
