@@ -3,11 +3,9 @@
 //! served by tonic's generated services over hyper's HTTP/2. Errors carry TensorFlow's status
 //! codes (gRPC's numbers are the same); messages past 1024 bytes are cut as TensorFlow
 //! Serving cuts them. A client's `grpc-timeout` bounds the model run, as the REST deadline does.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroflow::proto::convert::shape_to_proto;
 use ferroflow::proto::serving::model_spec::VersionChoice;
 use ferroflow::proto::serving::{
     inference_result, model_version_status, ClassificationRequest, ClassificationResponse, GetModelMetadataRequest,
@@ -15,8 +13,7 @@ use ferroflow::proto::serving::{
     ModelVersionStatus, MultiInferenceRequest, MultiInferenceResponse, PredictRequest, PredictResponse,
     RegressionRequest, RegressionResponse, SignatureDefMap, StatusProto,
 };
-use ferroflow::proto::{tensor_info, Any, Message, SignatureDef, TensorInfo};
-use ferroflow::train::saved_model::TensorSpec;
+use ferroflow::proto::{Any, Message};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
@@ -85,33 +82,6 @@ fn which(spec: Option<&ModelSpec>) -> Result<(String, Which), ApiError> {
         Some(VersionChoice::VersionLabel(l)) => Which::Label(l.clone()),
     };
     Ok((spec.name.clone(), which))
-}
-
-fn tensor_info(spec: &TensorSpec) -> TensorInfo {
-    TensorInfo {
-        encoding: Some(tensor_info::Encoding::Name(spec.tensor.clone())),
-        dtype: spec.dtype.to_tf(),
-        tensor_shape: Some(shape_to_proto(&spec.shape)),
-    }
-}
-
-/// The servable's signatures as `SignatureDef`s.
-pub(crate) fn signature_defs(servable: &Servable) -> BTreeMap<String, SignatureDef> {
-    let infos = |specs: &[TensorSpec]| specs.iter().map(|s| (s.key.clone(), tensor_info(s))).collect();
-    servable
-        .model
-        .signatures()
-        .iter()
-        .map(|(name, sig)| {
-            let def = SignatureDef {
-                inputs: infos(&sig.inputs),
-                outputs: infos(&sig.outputs),
-                method_name: sig.method_name.clone(),
-                ..Default::default()
-            };
-            (name.clone(), def)
-        })
-        .collect()
 }
 
 impl Api {
@@ -242,7 +212,7 @@ impl PredictionService for Api {
             return Err(status(ApiError::invalid(format!("Metadata field {f} is not supported"))));
         }
         let servable = self.resolve(r.model_spec.as_ref())?;
-        let map = SignatureDefMap { signature_def: signature_defs(&servable) };
+        let map = SignatureDefMap { signature_def: servable.model.signature_defs().clone() };
         let any = Any {
             type_url: "type.googleapis.com/tensorflow.serving.SignatureDefMap".into(),
             value: map.encode_to_vec(),

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferroflow::tensor::Tensor;
-use ferroflow::train::saved_model::TensorSpec;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
@@ -202,18 +201,26 @@ fn status(shared: &Shared, route: &Route) -> Result<String, ApiError> {
     Ok(json!({ "model_version_status": statuses }).to_string())
 }
 
-fn tensor_info(spec: &TensorSpec) -> Value {
-    let (dims, unknown_rank) = match spec.shape.dims() {
-        Some(d) => {
-            (d.iter().map(|x| json!({"size": x.map_or(-1, |n| n as i64).to_string(), "name": ""})).collect(), false)
+/// A `TensorInfo` in TensorFlow Serving's JSON (proto field names, int64s as strings).
+fn tensor_info(info: &ferroflow::proto::TensorInfo) -> Value {
+    use ferroflow::proto::tensor_info::Encoding;
+    let shape = info.tensor_shape.clone().unwrap_or_default();
+    let dims: Vec<Value> = shape.dim.iter().map(|d| json!({"size": d.size.to_string(), "name": d.name})).collect();
+    let dtype = ferroflow::tensor::DType::from_tf(info.dtype)
+        .map_or("DT_INVALID".to_string(), |d| format!("DT_{}", dtype_name(d)));
+    let mut out = json!({"dtype": dtype, "tensor_shape": {"dim": dims, "unknown_rank": shape.unknown_rank}});
+    match &info.encoding {
+        Some(Encoding::Name(n)) => out["name"] = json!(n),
+        Some(Encoding::CooSparse(c)) => {
+            out["coo_sparse"] = json!({
+                "values_tensor_name": c.values_tensor_name,
+                "indices_tensor_name": c.indices_tensor_name,
+                "dense_shape_tensor_name": c.dense_shape_tensor_name,
+            })
         }
-        None => (Vec::new(), true),
-    };
-    json!({
-        "dtype": format!("DT_{}", dtype_name(spec.dtype)),
-        "tensor_shape": {"dim": dims, "unknown_rank": unknown_rank},
-        "name": spec.tensor,
-    })
+        None => {}
+    }
+    out
 }
 
 fn dtype_name(d: ferroflow::tensor::DType) -> &'static str {
@@ -243,13 +250,14 @@ fn dtype_name(d: ferroflow::tensor::DType) -> &'static str {
 fn metadata(shared: &Shared, route: &Route) -> Result<String, ApiError> {
     let servable = shared.manager.resolve(&route.model, &route.which)?;
     let mut defs = serde_json::Map::new();
-    for (name, sig) in servable.model.signatures() {
-        let map = |specs: &[TensorSpec]| -> serde_json::Map<std::string::String, Value> {
-            specs.iter().map(|s| (s.key.clone(), tensor_info(s))).collect()
-        };
+    for (name, def) in servable.model.signature_defs() {
+        let map =
+            |m: &std::collections::BTreeMap<String, ferroflow::proto::TensorInfo>| -> serde_json::Map<String, Value> {
+                m.iter().map(|(k, i)| (k.clone(), tensor_info(i))).collect()
+            };
         defs.insert(
             name.clone(),
-            json!({"inputs": map(&sig.inputs), "outputs": map(&sig.outputs), "method_name": sig.method_name}),
+            json!({"inputs": map(&def.inputs), "outputs": map(&def.outputs), "method_name": def.method_name}),
         );
     }
     Ok(json!({

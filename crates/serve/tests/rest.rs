@@ -449,7 +449,6 @@ fn the_deadline_answers_504() {
     assert!(r.json()["error"].as_str().unwrap().contains("Deadline"));
 }
 
-
 #[test]
 fn a_savedmodel_written_by_tensorflow_is_served_as_its_signature_computes() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/saved_model/keras_mlp");
@@ -515,9 +514,14 @@ fn classify_and_regress_match_tensorflow() {
     let want = expected["outputs"].as_slice::<f32>().unwrap();
     assert!(got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-5), "{got:?} vs {want:?}");
     // The wrong kind of signature, a missing feature, a predict signature.
-    let r = post(addr, "/v1/models/m:classify", &json!({"signature_name": "regression", "examples": examples}).to_string());
+    let r =
+        post(addr, "/v1/models/m:classify", &json!({"signature_name": "regression", "examples": examples}).to_string());
     assert_eq!(r.status, 400, "{}", r.body);
-    let r = post(addr, "/v1/models/m:regress", &json!({"signature_name": "regression", "examples": [{"y": 1}]}).to_string());
+    let r = post(
+        addr,
+        "/v1/models/m:regress",
+        &json!({"signature_name": "regression", "examples": [{"y": 1}]}).to_string(),
+    );
     assert_eq!(r.status, 400, "{}", r.body);
     let r = post(addr, "/v1/models/m:classify", &json!({"signature_name": "nope", "examples": examples}).to_string());
     assert_eq!(r.status, 400, "{}", r.body);

@@ -50,6 +50,7 @@ pub struct SavedModel {
     tags: Vec<String>,
     session: Session,
     signatures: BTreeMap<String, Signature>,
+    signature_defs: BTreeMap<String, SignatureDef>,
 }
 
 /// `float32[?, 4]`.
@@ -171,7 +172,14 @@ impl SavedModel {
             tags: tags.iter().map(|t| t.to_string()).collect(),
             session,
             signatures,
+            signature_defs: meta.signature_def.clone(),
         })
+    }
+
+    /// The meta graph's `SignatureDef`s as stored, `__saved_model_init_op` included (what
+    /// TensorFlow Serving's metadata lists).
+    pub fn signature_defs(&self) -> &BTreeMap<String, SignatureDef> {
+        &self.signature_defs
     }
 
     /// The directory it was loaded from.
