@@ -61,7 +61,12 @@ pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
         out.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    serde_json::from_str(&out).map_err(|e| ApiError::invalid(format!("JSON Parse error: {e}")))
+    // The first JSON value; what follows it is ignored, as TensorFlow Serving's reader does.
+    match serde_json::Deserializer::from_str(&out).into_iter::<Value>().next() {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(ApiError::invalid(format!("JSON Parse error: {e}"))),
+        None => Err(ApiError::invalid("JSON Parse error: the body is empty")),
+    }
 }
 
 /// Whether `v` is a string tensor's element written as `{"b64": "..."}`.
@@ -238,19 +243,18 @@ pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>
     let Value::Object(obj) = body else {
         return Err(ApiError::invalid("JSON Value: is not an object"));
     };
-    for key in obj.keys() {
-        if !["signature_name", "instances", "inputs"].contains(&key.as_str()) {
-            return Err(ApiError::invalid(format!("Unknown field in the request: '{key}'")));
-        }
-    }
+    // As TensorFlow Serving's reader: other top-level keys are ignored.
+    // A row names exactly the signature's inputs; the columnar object may name others, which
+    // are ignored (both as TensorFlow Serving).
     let by_name = |m: &serde_json::Map<String, Value>, what: &str| -> Result<Vec<Value>, ApiError> {
-        for k in m.keys() {
-            if !inputs.iter().any(|s| &s.key == k) {
+        for k in m.keys().filter(|k| !inputs.iter().any(|s| &s.key == *k)) {
+            if what != "inputs" {
                 return Err(ApiError::invalid(format!(
                     "{what}: '{k}' is not an input of the signature; its inputs: {}",
                     inputs.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ")
                 )));
             }
+            log::debug!("{what}: '{k}' is not an input of the signature; ignored");
         }
         inputs
             .iter()

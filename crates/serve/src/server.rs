@@ -236,7 +236,10 @@ async fn accept_loop(
 fn too_large_is_resource_exhausted<B>(mut r: hyper::Response<B>) -> hyper::Response<B> {
     let headers = r.headers_mut();
     let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
-        && headers.get("grpc-message").and_then(|m| m.to_str().ok()).is_some_and(|m| m.contains("too large"));
+        && headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("too large") || m.contains("too%20large"));
     if too_large {
         headers.insert("grpc-status", hyper::header::HeaderValue::from_static("8"));
     }
