@@ -27,8 +27,12 @@ fn sentinels() -> &'static [String; 3] {
 /// Parses a request body: JSON plus TensorFlow Serving's bare `NaN`, `Infinity` and
 /// `-Infinity` (read into sentinel strings that the float conversion knows).
 pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
-    let sentinel = sentinels();
     let text = std::str::from_utf8(body).map_err(|_| ApiError::invalid("JSON Parse error: the body is not UTF-8"))?;
+    // Most bodies hold no bare NaN or Infinity: they are parsed as they are, without a copy.
+    if !text.contains("NaN") && !text.contains("Infinity") {
+        return first_value(text);
+    }
+    let sentinel = sentinels();
     let mut out = String::with_capacity(text.len());
     let (mut in_string, mut escaped) = (false, false);
     let mut rest = text;
@@ -61,8 +65,13 @@ pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
         out.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    // The first JSON value; what follows it is ignored, as TensorFlow Serving's reader does.
-    match serde_json::Deserializer::from_str(&out).into_iter::<Value>().next() {
+    first_value(&out)
+}
+
+/// The first JSON value of `text`; what follows it is ignored, as TensorFlow Serving's reader
+/// does.
+fn first_value(text: &str) -> Result<Value, ApiError> {
+    match serde_json::Deserializer::from_str(text).into_iter::<Value>().next() {
         Some(Ok(v)) => Ok(v),
         Some(Err(e)) => Err(ApiError::invalid(format!("JSON Parse error: {e}"))),
         None => Err(ApiError::invalid("JSON Parse error: the body is empty")),
@@ -239,14 +248,14 @@ pub fn to_tensor(v: &Value, spec: &TensorSpec) -> Result<Tensor, ApiError> {
 /// and whether they came as rows (`instances`: each input's rows stacked into one list). A
 /// string element `{"b64": ...}` is a value, not a named row: [`dims_of`] never descends into
 /// objects and [`to_tensor`] decodes them.
-pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>, bool), ApiError> {
-    let Value::Object(obj) = body else {
+pub fn request_inputs(body: Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>, bool), ApiError> {
+    let Value::Object(mut obj) = body else {
         return Err(ApiError::invalid("JSON Value: is not an object"));
     };
     // As TensorFlow Serving's reader: other top-level keys are ignored.
     // A row names exactly the signature's inputs; the columnar object may name others, which
     // are ignored (both as TensorFlow Serving).
-    let by_name = |m: &serde_json::Map<String, Value>, what: &str| -> Result<Vec<Value>, ApiError> {
+    let by_name = |mut m: serde_json::Map<String, Value>, what: &str| -> Result<Vec<Value>, ApiError> {
         for k in m.keys().filter(|k| !inputs.iter().any(|s| &s.key == *k)) {
             if what != "inputs" {
                 return Err(ApiError::invalid(format!(
@@ -258,13 +267,11 @@ pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>
         }
         inputs
             .iter()
-            .map(|s| {
-                m.get(&s.key).cloned().ok_or_else(|| ApiError::invalid(format!("{what}: input '{}' is missing", s.key)))
-            })
+            .map(|s| m.remove(&s.key).ok_or_else(|| ApiError::invalid(format!("{what}: input '{}' is missing", s.key))))
             .collect()
     };
     let named = |v: &Value| matches!(v, Value::Object(_)) && !is_b64(v);
-    match (obj.get("instances"), obj.get("inputs")) {
+    match (obj.remove("instances"), obj.remove("inputs")) {
         (Some(_), Some(_)) => Err(ApiError::invalid("JSON Value: has both 'instances' and 'inputs'; give one")),
         (None, None) => Err(ApiError::invalid("Missing 'inputs' or 'instances' key")),
         (Some(instances), None) => {
@@ -287,7 +294,7 @@ pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>
                 }
                 Ok((columns.into_iter().map(Value::Array).collect(), true))
             } else if inputs.len() == 1 {
-                Ok((vec![instances.clone()], true))
+                Ok((vec![Value::Array(rows)], true))
             } else {
                 Err(ApiError::invalid(format!(
                     "the signature has {} inputs: each instance must be an object keyed by them",
@@ -296,11 +303,11 @@ pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>
             }
         }
         (None, Some(v)) => {
-            if named(v) {
+            if named(&v) {
                 let Value::Object(m) = v else { unreachable!("checked: named") };
                 Ok((by_name(m, "inputs")?, false))
             } else if inputs.len() == 1 {
-                Ok((vec![v.clone()], false))
+                Ok((vec![v], false))
             } else {
                 Err(ApiError::invalid(format!(
                     "the signature has {} inputs: 'inputs' must be an object keyed by them",
@@ -308,6 +315,158 @@ pub fn request_inputs(body: &Value, inputs: &[TensorSpec]) -> Result<(Vec<Value>
                 )))
             }
         }
+    }
+}
+
+/// A predict body whose one tensor is a nested list of numbers (`{"instances": [[...]]}` or
+/// `{"inputs": [[...]]}`, optionally with `"signature_name"`), read straight into `f64`s without
+/// a JSON tree: the common request, and most of a request's cost when read through
+/// `serde_json::Value`. Anything else (strings, objects, `NaN`, escapes, other keys, odd
+/// numbers) is left to [`parse_body`], which also words the errors.
+#[derive(Debug)]
+pub struct FastRequest {
+    /// The `signature_name`, if given.
+    pub signature_name: Option<String>,
+    /// Whether the tensor came as `instances` (rows) rather than `inputs`.
+    pub row: bool,
+    /// The nested list's dims.
+    pub dims: Vec<usize>,
+    /// Its numbers in row-major order.
+    pub values: Vec<f64>,
+}
+
+struct Fast<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Fast<'a> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\r' | b'\n') {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        (self.s.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.s.get(self.i).copied()
+    }
+    /// A string without escapes.
+    fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let s: &'a [u8] = self.s;
+        let start = self.i;
+        while self.i < self.s.len() && self.s[self.i] != b'"' {
+            if self.s[self.i] == b'\\' {
+                return None;
+            }
+            self.i += 1;
+        }
+        let out = std::str::from_utf8(&s[start..self.i]).ok()?;
+        self.i += 1;
+        Some(out)
+    }
+    /// A number as JSON writes it (no `+`, no leading `.` or zero).
+    fn number(&mut self) -> Option<f64> {
+        let start = self.i;
+        while self.i < self.s.len() && matches!(self.s[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+            self.i += 1;
+        }
+        let token = &self.s[start..self.i];
+        let digits = token.strip_prefix(b"-").unwrap_or(token);
+        let leading_zero = digits.len() > 1 && digits[0] == b'0' && digits[1].is_ascii_digit();
+        if !digits.first()?.is_ascii_digit() || leading_zero || token.last()? == &b'.' {
+            return None;
+        }
+        std::str::from_utf8(token).ok()?.parse().ok()
+    }
+    /// The rank of the nested list that starts here (its leading `[`s), at most 64.
+    fn rank(&mut self) -> Option<usize> {
+        self.ws();
+        let (mut j, mut rank) = (self.i, 0);
+        while j < self.s.len() && matches!(self.s[j], b'[' | b' ' | b'\t' | b'\r' | b'\n') {
+            rank += usize::from(self.s[j] == b'[');
+            j += 1;
+        }
+        (1..=64).contains(&rank).then_some(rank)
+    }
+    /// A nested list of numbers at `depth` of `rank`; each level's length equal in every list
+    /// (not ragged), recorded in `dims`.
+    fn list(&mut self, depth: usize, rank: usize, dims: &mut [Option<usize>], out: &mut Vec<f64>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.peek()? == b']' {
+            return None;
+        }
+        let mut n = 0;
+        loop {
+            if depth + 1 < rank {
+                self.list(depth + 1, rank, dims, out)?;
+            } else {
+                self.ws();
+                out.push(self.number()?);
+            }
+            n += 1;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        match dims[depth] {
+            Some(d) if d != n => None,
+            _ => {
+                dims[depth] = Some(n);
+                Some(())
+            }
+        }
+    }
+}
+
+/// Reads `body` as a [`FastRequest`], or `None` when it is not one.
+pub fn parse_fast(body: &[u8]) -> Option<FastRequest> {
+    let mut p = Fast { s: body, i: 0 };
+    p.eat(b'{')?;
+    let (mut signature_name, mut tensor) = (None, None);
+    loop {
+        let key = p.string()?;
+        p.eat(b':')?;
+        match key {
+            "signature_name" if signature_name.is_none() => signature_name = Some(p.string()?.to_string()),
+            "instances" | "inputs" if tensor.is_none() => {
+                let rank = p.rank()?;
+                let (mut dims, mut values) = (vec![None; rank], Vec::new());
+                p.list(0, rank, &mut dims, &mut values)?;
+                let dims: Vec<usize> = dims.into_iter().map(|d| d.unwrap_or(0)).collect();
+                tensor = Some((key == "instances", dims, values));
+            }
+            _ => return None,
+        }
+        match p.peek()? {
+            b',' => p.i += 1,
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    let (row, dims, values) = tensor?;
+    Some(FastRequest { signature_name, row, dims, values })
+}
+
+/// The float tensor of a [`FastRequest`] for `spec`, or `None` when the general path should
+/// read it (another dtype, or a shape the signature refuses: that path words the error).
+pub fn fast_tensor(req: &FastRequest, spec: &TensorSpec) -> Option<Tensor> {
+    if spec.shape.rank().is_some_and(|r| r != req.dims.len()) || !spec.shape.is_compatible_with(&req.dims) {
+        return None;
+    }
+    match spec.dtype {
+        DType::Float => Tensor::from_vec(&req.dims, req.values.iter().map(|&x| x as f32).collect::<Vec<f32>>()).ok(),
+        DType::Double => Tensor::from_vec(&req.dims, req.values.clone()).ok(),
+        _ => None,
     }
 }
 
@@ -427,6 +586,39 @@ pub fn write_row(out: &mut String, t: &Tensor, r: usize, alias: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_reader_reads_nested_numbers_and_leaves_the_rest() {
+        let r = parse_fast(br#"{"signature_name": "s", "instances": [[1, 2.5, -3e2], [4, 5, 6]]}"#).unwrap();
+        assert_eq!(r.signature_name.as_deref(), Some("s"));
+        assert!(r.row);
+        assert_eq!(r.dims, vec![2, 3]);
+        assert_eq!(r.values, vec![1.0, 2.5, -300.0, 4.0, 5.0, 6.0]);
+        let r = parse_fast(b" { \"inputs\" : [ [ [0.5] ] ] } trailing").unwrap();
+        assert!(!r.row);
+        assert_eq!(r.dims, vec![1, 1, 1]);
+        for body in [
+            &br#"{"instances": [[1, 2], [3]]}"#[..],
+            br#"{"instances": [[1, 2], 3]}"#,
+            br#"{"instances": [1, [2]]}"#,
+            br#"{"instances": []}"#,
+            br#"{"instances": [NaN]}"#,
+            br#"{"instances": ["a"]}"#,
+            br#"{"instances": [01]}"#,
+            br#"{"instances": [.5]}"#,
+            br#"{"instances": [+1]}"#,
+            br#"{"instances": [1.]}"#,
+            br#"{"instances": [1], "other": 2}"#,
+            br#"{"instances": [1], "inputs": [2]}"#,
+            br#"{"instances": [{"a": 1}]}"#,
+            br#"{"sig\u0041": "x", "instances": [1]}"#,
+            br#"{"instances": [1]"#,
+            br#"[1]"#,
+            b"",
+        ] {
+            assert!(parse_fast(body).is_none(), "{}", String::from_utf8_lossy(body));
+        }
+    }
 
     #[test]
     fn floats_print_as_tensorflow_serving_does() {

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferroflow::tensor::Tensor;
+use ferroflow::train::saved_model::Signature;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::manager::Which;
-use crate::service;
+use crate::service::{self, Servable};
 use crate::shared::{blocking, Shared};
 use crate::{examples, json, ApiError};
 
@@ -280,26 +281,45 @@ async fn predict(shared: &Arc<Shared>, route: &Route, body: Body) -> Result<Stri
     let servable = shared.manager.resolve(&route.model, &route.which)?;
     blocking(shared, None, move |shared, cancel, timeout| {
         let body = body.decoded()?;
-        let request = json::parse_body(&body)?;
+        let (inputs, row, sig) = match predict_inputs_fast(&servable, &body) {
+            Some(fast) => fast,
+            None => predict_inputs(&servable, &body)?,
+        };
         drop(body);
-        let sig = service::signature_of(&servable, signature_name(&request)?)?;
-        let (values, row) = json::request_inputs(&request, &sig.inputs)?;
-        let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(values.len());
-        for (spec, value) in sig.inputs.iter().zip(&values) {
-            inputs.push((spec.key.clone(), json::to_tensor(value, spec)?));
-        }
-        drop(values);
-        drop(request);
-        if row {
-            let n = inputs.first().map(|(_, t)| t.dims().first().copied().unwrap_or(0));
-            if inputs.iter().any(|(_, t)| t.dims().first().copied() != n) {
-                return Err(ApiError::invalid("instances: the inputs have different numbers of rows"));
-            }
-        }
         let outputs = service::predict(shared.batcher.as_ref(), &servable, sig, inputs, &[], timeout, cancel)?;
         write_predict(&outputs, row)
     })
     .await
+}
+
+type PredictInputs<'a> = (Vec<(String, Tensor)>, bool, &'a Signature);
+
+/// The inputs of a body [`json::parse_fast`] reads, for a signature of one float input.
+fn predict_inputs_fast<'a>(servable: &'a Servable, body: &[u8]) -> Option<PredictInputs<'a>> {
+    let fast = json::parse_fast(body)?;
+    let name = fast.signature_name.as_deref().unwrap_or(service::DEFAULT_SIGNATURE);
+    let sig = service::signature_of(servable, name).ok()?;
+    let [spec] = sig.inputs.as_slice() else { return None };
+    let t = json::fast_tensor(&fast, spec)?;
+    Some((vec![(spec.key.clone(), t)], fast.row, sig))
+}
+
+/// The inputs of any predict body, through a JSON tree.
+fn predict_inputs<'a>(servable: &'a Servable, body: &[u8]) -> Result<PredictInputs<'a>, ApiError> {
+    let request = json::parse_body(body)?;
+    let sig = service::signature_of(servable, signature_name(&request)?)?;
+    let (values, row) = json::request_inputs(request, &sig.inputs)?;
+    let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(values.len());
+    for (spec, value) in sig.inputs.iter().zip(&values) {
+        inputs.push((spec.key.clone(), json::to_tensor(value, spec)?));
+    }
+    if row {
+        let n = inputs.first().map(|(_, t)| t.dims().first().copied().unwrap_or(0));
+        if inputs.iter().any(|(_, t)| t.dims().first().copied() != n) {
+            return Err(ApiError::invalid("instances: the inputs have different numbers of rows"));
+        }
+    }
+    Ok((inputs, row, sig))
 }
 
 /// `{"predictions": [row, ...]}` (a row is an object by alias with several outputs) or
