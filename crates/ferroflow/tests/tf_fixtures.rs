@@ -178,8 +178,9 @@ fn every_kernel_is_exercised_by_a_tensorflow_fixture() {
     // and the list ops graph (tests/recurrent.rs runs them against TF's outputs); Keras'
     // spatial layers and TensorFlow's 3-D gradients (tests/spatial.rs runs them), with the
     // functions a frozen grouped convolution calls; Keras's training losses (tests/
-    // layer_training.rs trains them to Keras's losses).
-    for e in ["../recurrent", "../spatial", "../detection", "../training"]
+    // layer_training.rs trains them to Keras's losses); TensorFlow's tf.io.parse_example graphs
+    // (tests/parsing.rs runs them).
+    for e in ["../recurrent", "../spatial", "../detection", "../training", "../parsing"]
         .iter()
         .flat_map(|d| std::fs::read_dir(fixtures_dir().join(d)).unwrap())
     {
