@@ -153,7 +153,7 @@ async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<Body, ApiE
     Ok(Body { bytes: body, gzip, max })
 }
 
-/// A request body as it arrived; gzip is decoded by [`Body::decoded`] on the blocking pool, so
+/// A request body as it arrived; gzip is decoded by [`Body::decoded`] in the request's work, so
 /// a large (or hostile) compressed body does not hold up the connection threads.
 struct Body {
     bytes: Bytes,
