@@ -369,19 +369,54 @@ impl<'a> Fast<'a> {
         self.i += 1;
         Some(out)
     }
-    /// A number as JSON writes it (no `+`, no leading `.` or zero).
+    /// A number as JSON writes it (no `+`, no leading `.` or zero, no trailing `.`), read as
+    /// the nearest `f64` (as TensorFlow Serving reads it, before any cast to the tensor's dtype).
     fn number(&mut self) -> Option<f64> {
-        let start = self.i;
-        while self.i < self.s.len() && matches!(self.s[self.i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
-            self.i += 1;
-        }
-        let token = &self.s[start..self.i];
-        let digits = token.strip_prefix(b"-").unwrap_or(token);
-        let leading_zero = digits.len() > 1 && digits[0] == b'0' && digits[1].is_ascii_digit();
-        if !digits.first()?.is_ascii_digit() || leading_zero || token.last()? == &b'.' {
+        let s = self.s;
+        let mut j = self.i;
+        let negative = s.get(j) == Some(&b'-');
+        j += usize::from(negative);
+        let mut w = 0u64;
+        let int_start = j;
+        let int_len = digits(s, &mut j, &mut w);
+        if int_len == 0 || (int_len > 1 && s[int_start] == b'0') {
             return None;
         }
-        std::str::from_utf8(token).ok()?.parse().ok()
+        // Digits that went into `w` (a leading `0.` adds none): up to 19 it holds them exactly.
+        let mut count = if s[int_start] == b'0' { 0 } else { int_len };
+        let mut exp = 0i64;
+        if s.get(j) == Some(&b'.') {
+            j += 1;
+            let fraction = digits(s, &mut j, &mut w);
+            if fraction == 0 {
+                return None;
+            }
+            count += fraction;
+            exp = -(fraction as i64);
+        }
+        if s.get(j).is_some_and(|c| c | 0x20 == b'e') {
+            j += 1;
+            let exp_negative = s.get(j) == Some(&b'-');
+            j += usize::from(matches!(s.get(j), Some(b'-' | b'+')));
+            let exp_start = j;
+            let mut e = 0i64;
+            while let Some(d) = s.get(j).filter(|c| c.is_ascii_digit()) {
+                e = (e * 10 + i64::from(d - b'0')).min(1 << 32);
+                j += 1;
+            }
+            if j == exp_start {
+                return None;
+            }
+            exp += if exp_negative { -e } else { e };
+        }
+        self.i = j;
+        let exact = if count <= 19 { nearest_f64(w, exp) } else { None };
+        let x = match exact {
+            Some(x) => x,
+            // Long mantissas and large exponents: the standard library's reader.
+            None => std::str::from_utf8(&s[int_start..j]).ok()?.parse().ok()?,
+        };
+        Some(if negative { -x } else { x })
     }
     /// The rank of the nested list that starts here (its leading `[`s), at most 64.
     fn rank(&mut self) -> Option<usize> {
@@ -426,6 +461,83 @@ impl<'a> Fast<'a> {
             }
         }
     }
+}
+
+/// Eight ASCII digits at `s[j..]` as their number (the bytes of a little-endian word folded
+/// in three multiplications), or `None` when they are not all digits.
+fn eight_digits(s: &[u8], j: usize) -> Option<u64> {
+    let word = u64::from_le_bytes(s.get(j..j + 8)?.try_into().ok()?);
+    let v = word.wrapping_sub(0x3030_3030_3030_3030);
+    if (word.wrapping_add(0x4646_4646_4646_4646) | v) & 0x8080_8080_8080_8080 != 0 {
+        return None;
+    }
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    const LOW: u64 = 0x0000_00FF_0000_00FF;
+    let a = (v & LOW).wrapping_mul(100 + (1_000_000 << 32));
+    let b = ((v >> 16) & LOW).wrapping_mul(1 + (10_000 << 32));
+    Some(u64::from(((a.wrapping_add(b)) >> 32) as u32))
+}
+
+/// The run of digits at `s[*j..]`, appended to `w` (which wraps past 19 digits: the caller counts
+/// them); moves `*j` past them and gives their count.
+fn digits(s: &[u8], j: &mut usize, w: &mut u64) -> usize {
+    let start = *j;
+    while let Some(d) = eight_digits(s, *j) {
+        *w = w.wrapping_mul(100_000_000).wrapping_add(d);
+        *j += 8;
+    }
+    while let Some(&c) = s.get(*j).filter(|c| c.is_ascii_digit()) {
+        *w = w.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+        *j += 1;
+    }
+    *j - start
+}
+
+/// `w * 10^exp` rounded to the nearest `f64` (ties to even), where that is cheap and exact:
+/// `w` up to 2^53 with `|exp|` up to 22 is one correctly rounded IEEE operation on exact
+/// operands; longer mantissas (a client's 17-digit `repr` of a float) over `10^1..10^21` are
+/// divided exactly in 128 bits. `None` elsewhere.
+fn nearest_f64(w: u64, exp: i64) -> Option<f64> {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+        1e20, 1e21, 1e22,
+    ];
+    if w <= 1 << 53 && (-22..=22).contains(&exp) {
+        let m = w as f64;
+        let p = POW10[exp.unsigned_abs() as usize];
+        return Some(if exp < 0 { m / p } else { m * p });
+    }
+    if !(-21..0).contains(&exp) {
+        return None;
+    }
+    // w / 10^k with q's top bit at 2^54..2^56, then rounded to 53 bits on a guard bit and a
+    // sticky bit (the remainder and any bits shifted out).
+    let p = 10u128.pow(exp.unsigned_abs() as u32);
+    let (w_bits, p_bits) = (64 - w.leading_zeros() as i32, 128 - p.leading_zeros() as i32);
+    // q gets 56 or 57 bits (more when w is long and k short); w << shift stays under 2^126.
+    let shift = (56 + p_bits - w_bits).max(0);
+    let n = u128::from(w) << shift;
+    let mut q = n / p;
+    let mut sticky = n % p != 0;
+    let extra = 128 - q.leading_zeros() as i32 - 55;
+    if extra > 0 {
+        sticky |= q & ((1 << extra) - 1) != 0;
+        q >>= extra;
+    }
+    // The value is q * 2^(extra - shift), with q of 55 bits: 53 kept, a guard bit, one more.
+    let mut e = extra - shift + 2;
+    let guard = (q >> 1) & 1 != 0;
+    sticky |= q & 1 != 0;
+    let mut m = (q >> 2) as u64;
+    if guard && (sticky || m & 1 != 0) {
+        m += 1;
+        if m == 1 << 53 {
+            m >>= 1;
+            e += 1;
+        }
+    }
+    // e is within -130..=0 here (w at least 2^53, k at most 21): a normal power of two.
+    Some(m as f64 * f64::from_bits(((1023 + e) as u64) << 52))
 }
 
 /// Reads `body` as a [`FastRequest`], or `None` when it is not one.
@@ -586,6 +698,80 @@ pub fn write_row(out: &mut String, t: &Tensor, r: usize, alias: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast reader's numbers are the standard library's, bit for bit: short and long
+    /// mantissas, exponents, signed zeros, ties, and a client's 17-digit `repr`s.
+    #[test]
+    fn numbers_read_as_the_nearest_double() {
+        let read = |t: &str| {
+            let mut p = Fast { s: t.as_bytes(), i: 0 };
+            let x = p.number();
+            assert_eq!(p.i, t.len(), "{t}");
+            x.unwrap_or_else(|| panic!("{t} not read"))
+        };
+        let mut cases: Vec<String> = [
+            "0",
+            "-0",
+            "-0.0",
+            "1",
+            "0.1",
+            "0.30000000000000004",
+            "1e400",
+            "-1e400",
+            "5e-324",
+            "1e-330",
+            "1.7976931348623157e308",
+            "-12.5E+3",
+            "0.00000000000000000000000123",
+            "9007199254740993",
+            "9007199254740992",
+            "9007199254740994.5",
+            "1.00000000000000011102230246251565404236316680908203125",
+            "0.99999999999999999",
+            "0.12345678901234567",
+            "9.999999999999999e-5",
+            "1234567.8901234567",
+            "123456789012345678901234",
+            "12345678901234567890.5",
+            "1e22",
+            "1e23",
+            "1e-22",
+            "1e-23",
+            "2.2250738585072014e-308",
+            "0.6369616985321045",
+            "1.0000000000000002",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits((x >> 12) | 0x3FF0_0000_0000_0000) - 1.0;
+            let f = v as f32;
+            cases.extend([
+                format!("{v}"),
+                format!("{}", f64::from(f)),
+                format!("{v:.17}"),
+                format!("{:e}", v * 1e-3),
+                format!("{:.18e}", -v * 1e5),
+                format!("{:.20}", v * 1e-6),
+                format!("{:.1}", v * 1e18),
+                format!("{:.3}", -v * 1e15),
+            ]);
+        }
+        for t in &cases {
+            let want: f64 = t.parse().unwrap();
+            assert_eq!(read(t).to_bits(), want.to_bits(), "{t}");
+        }
+        for bad in ["-", "1.", "1e", "1e+", ".5", "-.5", "01", "--1", "+1"] {
+            let mut p = Fast { s: bad.as_bytes(), i: 0 };
+            let whole = p.number().is_some() && p.i == bad.len();
+            assert!(!whole, "{bad} read as a number");
+        }
+    }
 
     #[test]
     fn the_fast_reader_reads_nested_numbers_and_leaves_the_rest() {
