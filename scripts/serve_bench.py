@@ -259,6 +259,8 @@ def _worker(port, request, n, warmup, barrier, results):
     lat = array.array("d")
     errors = 0
     err_sample = ""
+    if isinstance(request, GrpcRequest):
+        return _grpc_worker(port, request, n, warmup, barrier, results)
     try:
         s = _connect(port)
         buf = bytearray()
@@ -299,6 +301,88 @@ def _worker(port, request, n, warmup, barrier, results):
     end = time.monotonic()
     s.close()
     results.put(("ok", lat.tobytes(), errors, err_sample, start, end))
+
+
+class GrpcRequest:
+    """A serialized gRPC request and its method: sent as bytes on a channel without
+    (de)serializers, so the client neither imports TensorFlow nor builds messages per call."""
+
+    def __init__(self, method, payload):
+        self.method, self.payload = method, payload
+
+
+def _grpc_worker(port, request, n, warmup, barrier, results):
+    import array
+
+    import grpc  # imported after the fork: gRPC's threads do not survive one
+
+    lat = array.array("d")
+    errors = 0
+    err_sample = ""
+    unlimited = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    try:
+        channel = grpc.insecure_channel(f"{HOST}:{port}", options=unlimited)
+        call = channel.unary_unary(request.method)
+        for _ in range(warmup):
+            call(request.payload, timeout=300)
+    except Exception as e:  # noqa: BLE001
+        barrier.abort()
+        results.put(("fail", repr(e)))
+        return
+    try:
+        barrier.wait()
+    except Exception as e:  # noqa: BLE001 (another worker failed)
+        results.put(("fail", repr(e)))
+        return
+    start = time.monotonic()
+    for _ in range(n):
+        t = time.perf_counter()
+        try:
+            call(request.payload, timeout=300)
+        except grpc.RpcError as e:
+            errors += 1
+            err_sample = err_sample or f"{e.code()}: {e.details()}"
+            continue
+        lat.append(time.perf_counter() - t)
+    end = time.monotonic()
+    channel.close()
+    results.put(("ok", lat.tobytes(), errors, err_sample, start, end))
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _bytes_field(number, data):
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _int_field(number, value):
+    return _varint(number << 3) + _varint(value)
+
+
+def grpc_predict_for(model, port_rest):
+    """The batch-1 request of `request_for` as a serialized `tensorflow.serving.PredictRequest`
+    (model `m`, the default signature's one input as a DT_FLOAT `TensorProto` with
+    `tensor_content`): field numbers from TensorFlow Serving's predict.proto, model.proto and
+    TensorFlow's tensor.proto / tensor_shape.proto."""
+    import numpy as np
+
+    status, body = request_once(port_rest, f"GET /v1/models/m/metadata HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+    if status != 200:
+        raise RuntimeError(f"metadata: {status} {body[:200]!r}")
+    sig = json.loads(body)["metadata"]["signature_def"]["signature_def"]["serving_default"]
+    (key,) = sig["inputs"].keys()
+    x = np.random.default_rng(0).uniform(0, 1, (1,) + MODELS[model]["shape"]).astype(np.float32)
+    shape = b"".join(_bytes_field(2, _int_field(1, d)) for d in x.shape)  # TensorShapeProto.dim.size
+    tensor = _int_field(1, 1) + _bytes_field(2, shape) + _bytes_field(4, x.tobytes())  # DT_FLOAT
+    payload = _bytes_field(1, _bytes_field(1, b"m")) + _bytes_field(2, _bytes_field(1, key.encode()) + _bytes_field(2, tensor))
+    return GrpcRequest("/tensorflow.serving.PredictionService/Predict", payload)
 
 
 def run_load(port, request, concurrency, n, warmup):
@@ -403,14 +487,14 @@ def batching_params(a):
     return text
 
 
-def start_ff(model, port, a, batching):
+def start_ff(model, port, a, batching, grpc_port=None):
     base = WORK / "base" / model
     base.mkdir(parents=True, exist_ok=True)
     link = base / "1"
     if not link.exists():
         link.symlink_to(MODELS[model]["dir"].resolve(), target_is_directory=True)
     args = [a.ferroflow, "serve", "--model_name=m", f"--model_base_path={base}", f"--rest_api_port={port}",
-            "--port=0", "--file_system_poll_wait_seconds=0"]
+            f"--port={grpc_port or 0}", "--file_system_poll_wait_seconds=0"]
     if batching:
         params = WORK / "batching.txt"
         params.write_text(batching_params(a))
@@ -495,14 +579,15 @@ def bench_model(model, a, results):
     print("  offline ...", flush=True)
     res["offline"] = offline(model, a)
     reference = None
-    configs = [("tensorflow", lambda p: start_tf(model, p)),
-               ("ferroflow", lambda p: start_ff(model, p, a, False)),
-               ("ferroflow+batching", lambda p: start_ff(model, p, a, True))]
+    configs = [("tensorflow", lambda p, _: start_tf(model, p)),
+               ("ferroflow", lambda p, g: start_ff(model, p, a, False, g)),
+               ("ferroflow+batching", lambda p, g: start_ff(model, p, a, True, g))]
     for name, start in configs:
         if a.only and name not in a.only:
             continue
         port = free_port()
-        proc, log, note = start(port)
+        grpc_port = free_port() if a.grpc and name != "tensorflow" else None
+        proc, log, note = start(port, grpc_port)
         try:
             wait_ready(port, proc, log)
             status, body = request_once(port, request)
@@ -519,8 +604,18 @@ def bench_model(model, a, results):
                 r = run_load(port, request, c, n, max(1, a.warmup * 8 // max(8, c)))
                 res["servers"][name][c] = r
                 err = f"  ERRORS {r['errors']} ({r['error_sample']})" if r["errors"] else ""
-                print(f"  {name:<19} c={c:<3} {r['rps']:9.1f} req/s  p50 {r['p50_ms']:8.3f} ms  "
+                print(f"  {name:<24} c={c:<3} {r['rps']:9.1f} req/s  p50 {r['p50_ms']:8.3f} ms  "
                       f"p99 {r['p99_ms']:8.3f} ms{err}", flush=True)
+            if grpc_port:
+                # The same requests over gRPC, the tensor as raw bytes: no JSON to read.
+                greq = grpc_predict_for(model, port)
+                res["servers"][name + " gRPC"] = {}
+                for c in a.concurrency:
+                    r = run_load(grpc_port, greq, c, n, max(1, a.warmup * 8 // max(8, c)))
+                    res["servers"][name + " gRPC"][c] = r
+                    err = f"  ERRORS {r['errors']} ({r['error_sample']})" if r["errors"] else ""
+                    print(f"  {name + ' gRPC':<24} c={c:<3} {r['rps']:9.1f} req/s  p50 {r['p50_ms']:8.3f} ms  "
+                          f"p99 {r['p99_ms']:8.3f} ms{err}", flush=True)
             if name != "ferroflow+batching":
                 # The HTTP round trip without a model run (GET status): the transport and client floor.
                 get = f"GET /v1/models/m HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
@@ -550,7 +645,7 @@ def report(results, a):
           "(> 1: ferroflow better). TensorFlow = the SavedModel in Python's http.server, not TF Serving")
     for model, res in results["models"].items():
         print(f"\n{model}:")
-        print(f"  {'server':<20}{'c':>4}{'req/s':>11}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}"
+        print(f"  {'server':<25}{'c':>4}{'req/s':>11}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}"
               f"{'req/s vs TF':>13}{'p50 vs TF':>11}")
         tf = res["servers"].get("tensorflow", {})
         for name, per_c in res["servers"].items():
@@ -561,7 +656,7 @@ def report(results, a):
                     p50_ratio = f"{tf[c]['p50_ms'] / r['p50_ms']:.2f}x"
                     r["rps_vs_tf"] = r["rps"] / tf[c]["rps"]
                     r["p50_speedup_vs_tf"] = tf[c]["p50_ms"] / r["p50_ms"]
-                print(f"  {name:<20}{c:>4}{r['rps']:>11.1f}{r['p50_ms']:>10.3f}{r['p99_ms']:>10.3f}"
+                print(f"  {name:<25}{c:>4}{r['rps']:>11.1f}{r['p50_ms']:>10.3f}{r['p99_ms']:>10.3f}"
                       f"{r['errors']:>8}{ratio:>13}{p50_ratio:>11}")
         for name, note in res["notes"].items():
             print(f"  note: {name}: {note}")
@@ -598,6 +693,13 @@ def report(results, a):
             print(f"  batching at c={top}: {fb[top]['rps']:.0f} req/s / offline batch-32 "
                   f"{derived['offline_b32_rows_per_s']:.0f} rows/s = {derived['batching_efficiency']:.2f}  "
                   f"(target >= 0.8: {ok})")
+        fg = res["servers"].get("ferroflow+batching gRPC", {})
+        if top in fg and "offline_b32_rows_per_s" in derived:
+            derived["batching_efficiency_grpc"] = fg[top]["rps"] / derived["offline_b32_rows_per_s"]
+            ok = "ok" if derived["batching_efficiency_grpc"] >= 0.8 else "UNDER TARGET"
+            print(f"  batching at c={top} over gRPC: {fg[top]['rps']:.0f} req/s / offline batch-32 "
+                  f"{derived['offline_b32_rows_per_s']:.0f} rows/s = {derived['batching_efficiency_grpc']:.2f}  "
+                  f"(target >= 0.8: {ok})")
         res["derived"] = derived
 
 
@@ -614,6 +716,8 @@ def main():
     ap.add_argument("--ferroflow", default=str(FERROFLOW))
     ap.add_argument("--round", type=int, default=None, metavar="DIGITS",
                     help="write the request's values rounded to DIGITS decimals (default: full float repr)")
+    ap.add_argument("--grpc", action="store_true",
+                    help="also load ferroflow's servers over gRPC (Predict, the tensor as raw bytes)")
     ap.add_argument("--only", default="", help="servers to run (tensorflow,ferroflow,ferroflow+batching)")
     ap.add_argument("--max-batch-size", type=int, default=32)
     ap.add_argument("--batch-timeout-micros", type=int, default=2000)

@@ -15,7 +15,7 @@ mod batch;
 mod config;
 mod examples;
 pub mod grpc;
-mod json;
+pub mod json;
 mod manager;
 mod rest;
 mod server;
@@ -52,9 +52,12 @@ pub enum ServeError {
 /// An error answered to a request: TensorFlow's status code, the HTTP status the REST API
 /// answers with (TensorFlow Serving's mapping, or a transport status such as 413) and the message.
 #[derive(Debug, Clone)]
-pub(crate) struct ApiError {
+pub struct ApiError {
+    /// The HTTP status of a REST answer.
     pub status: u16,
+    /// TensorFlow's status code (gRPC's).
     pub code: Code,
+    /// What went wrong, as the answer words it.
     pub message: String,
 }
 
