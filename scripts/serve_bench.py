@@ -12,6 +12,9 @@ Servers (each started, measured at every concurrency, then stopped; one at a tim
   ferroflow           `ferroflow serve` (REST), no batching
   ferroflow+batching  `ferroflow serve --enable_batching --batching_parameters_file F` with F
                       written here (max_batch_size 32, batch_timeout_micros, num_batch_threads)
+  with --grpc, both ferroflow servers are also loaded over gRPC on their --port: the same
+  batch-1 input as a serialized PredictRequest (the tensor as raw `tensor_content`, no JSON),
+  sent by grpcio without TensorFlow's protos ("ferroflow gRPC", "ferroflow+batching gRPC")
 
 The client: C worker processes (multiprocessing, so the GIL does not throttle concurrency), each
 with one keep-alive HTTP/1.1 connection on loopback (raw sockets), sends R batch-1 requests of a
@@ -26,13 +29,14 @@ batch 1 (p50 ms) and batch 32 (rows/s), and TensorFlow's signature call the same
                          printed too, is the floor of transport plus client)
   batching efficiency  = requests/s(ferroflow+batching, c=32) / offline batch-32 rows/s
                                                                            (target >= 0.8)
+                         (over REST, and over gRPC with --grpc)
 
 Models: cnn = fixtures/saved_model/keras_cnn (32x32x3); mobilenet = Keras MobileNetV2
 (weights=None, seed 0, 224x224x3) exported by `model.export()` into target/serve_bench/ (once).
 Everything written goes under target/serve_bench/ (git-ignored).
 
 Run:  .venv/bin/python scripts/serve_bench.py [--models cnn,mobilenet] [--requests 200]
-          [--concurrency 1,8,32] [--quick] [--json out.json]
+          [--concurrency 1,8,32] [--grpc] [--quick] [--json out.json]
 """
 import argparse
 import atexit
