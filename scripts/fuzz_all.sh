@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes every reader of user files: builds the libFuzzer targets of fuzz/ (cargo-fuzz,
-# nightly, AddressSanitizer), seeds fuzz/corpus/<target>/ from the TensorFlow fixtures (and
+# Fuzzes every reader of user files, and the server's readers of requests and config files
+# (serve_*): builds the libFuzzer targets of fuzz/ (cargo-fuzz, nightly, AddressSanitizer),
+# seeds fuzz/corpus/<target>/ from the TensorFlow fixtures or small hand-written inputs (and
 # the target's regression inputs), then runs each target in turn for SECONDS with one
 # process, at low priority:
 #
@@ -11,7 +12,8 @@
 # and keeps going after a failure, so one run reports all it finds; reproducers land in
 # fuzz/artifacts/<target>/ (minimise one with `cargo +nightly fuzz tmin TARGET FILE`, then
 # commit it under fuzz/regressions/<target>/, where `cargo test -p ferroflow --test
-# fuzz_regressions` replays it). Prints per target the executions and the crashes, OOMs and
+# fuzz_regressions` replays it, or `cargo test -p ferroflow-serve --test fuzz_regressions`
+# for the serve_* targets). Prints per target the executions and the crashes, OOMs and
 # timeouts found; exits 1 if any target found a failure (2 if the build failed).
 #
 # Needs `cargo install cargo-fuzz` and a nightly toolchain (`rustup toolchain install nightly`).
@@ -29,7 +31,8 @@ fixtures=$root/fixtures/tf
 cd "$fuzz"
 
 all_targets=(graph_def_binary graph_def_text meta_graph npy npz event_file bundle_index checkpoint_data
-    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace saved_model keras_archive keras_config hdf5)
+    checkpoint_bundle mnist_idx jpeg png tfrecord_examples xspace saved_model keras_archive keras_config hdf5
+    serve_predict_json serve_examples_json serve_batching_parameters serve_model_config serve_warmup_records)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 # Seeds larger than this slow every execution down more than they add.
@@ -135,6 +138,36 @@ seed_target() {
         } >"$dir/seed-three-digits-idx3-ubyte"
         gzip -9nc "$dir/seed-three-digits-idx3-ubyte" >"$dir/seed-three-digits-idx3-ubyte.gz"
         ;;
+    # The server's readers (ferroflow_serve::fuzzing): small hand-written requests and config
+    # files (the regression inputs below add valid and hostile ones, warmup records included).
+    serve_predict_json)
+        local i=0 body
+        for body in '{"instances": [[[0.1, 0.2, 0.3], [1, 2, 3]]]}' \
+            '{"signature_name": "serving_default", "inputs": [[[-1.5e-3, 0, 7], [1e10, 2.25, -0]]]}' \
+            '{"instances": ["a", {"b64": "aGVsbG8="}]}' '{"inputs": [0.12345678901234567, 1e308, NaN, -Infinity]}' \
+            '{"inputs": {"ids": [[1, 2], [3, 4]], "weights": [[0.5, 1.5], [2.5, 3.5]]}}' \
+            '{"instances": [{"ids": 1, "weights": 0.5}, {"ids": 2, "weights": 1.5}]}'; do
+            printf '%s' "$body" >"$dir/seed-body-$i.json"
+            i=$((i + 1))
+        done
+        ;;
+    serve_examples_json)
+        printf '%s' '{"context": {"c": "x", "w": [0.5]}, "examples": [{"a": 1, "b": [1.5, 2]}, {"a": [true, 3], "s": {"b64": "aGk="}}]}' \
+            >"$dir/seed-classify.json"
+        printf '%s' '{"examples": [{"x": [1.0, 2.0, 3.0], "label": 1, "name": "n"}]}' >"$dir/seed-regress.json"
+        ;;
+    serve_batching_parameters)
+        printf '%s\n' 'max_batch_size { value: 32 }' 'batch_timeout_micros { value: 1000 }' \
+            'num_batch_threads { value: 4 }' 'max_enqueued_batches { value: 100 }' \
+            'allowed_batch_sizes: [8, 16, 32]' 'pad_variable_length_inputs: false' >"$dir/seed-batching.txt"
+        ;;
+    serve_model_config)
+        printf '%s\n' 'model_config_list {' '  config {' '    name: "m"' '    base_path: "/models/m"' \
+            '    model_platform: "tensorflow"' '    model_version_policy { specific { versions: 1 versions: 2 } }' \
+            '    version_labels { key: "stable" value: 1 }' '  }' '  config < name: "n" base_path: "/n" model_version_policy { all {} } >' \
+            '}' >"$dir/seed-config.txt"
+        ;;
+    serve_warmup_records) ;;
     *)
         echo "unknown target '$t' (targets: ${all_targets[*]})" >&2
         return 1
@@ -192,7 +225,7 @@ for t in "${targets[@]}"; do
         status="FAILED (reproducers in fuzz/artifacts/$t/)"
         failed=1
     fi
-    line=$(printf '%-18s %6ss %12s execs %4s crashes %4s ooms %4s timeouts %4s leaks  %s' \
+    line=$(printf '%-25s %6ss %12s execs %4s crashes %4s ooms %4s timeouts %4s leaks  %s' \
         "$t" "$secs" "$execs" "$crashes" "$ooms" "$timeouts" "$leaks" "$status")
     echo "$line"
     summary+=("$line")

@@ -208,6 +208,9 @@ enum Scalar {
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
+    /// A position and its line, from which [`Parser::line`] counts on (each field asks for
+    /// its line: counting from the start each time made a long file quadratic).
+    seen: std::cell::Cell<(usize, usize)>,
 }
 
 fn bad(msg: String) -> ServeError {
@@ -230,7 +233,14 @@ impl Parser<'_> {
     }
 
     fn line(&self) -> usize {
-        self.s[..self.i.min(self.s.len())].iter().filter(|&&c| c == b'\n').count() + 1
+        let i = self.i.min(self.s.len());
+        let (mut from, mut line) = self.seen.get();
+        if from > i {
+            (from, line) = (0, 1);
+        }
+        line += self.s[from..i].iter().filter(|&&c| c == b'\n').count();
+        self.seen.set((i, line));
+        line
     }
 
     fn word(&mut self) -> Option<String> {
@@ -432,7 +442,7 @@ fn model(fields: &[(String, Value)]) -> Result<ModelConfig, ServeError> {
 /// base_path: "/models/m" model_platform: "tensorflow" model_version_policy { ... }
 /// version_labels { key: "stable" value: 1 } } }`) into its models.
 pub fn parse_model_config(text: &str) -> Result<Vec<ModelConfig>, ServeError> {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser { s: text.as_bytes(), i: 0, seen: std::cell::Cell::new((0, 1)) };
     let top = p.fields(None, 0)?;
     let mut models = Vec::new();
     for (name, v) in &top {

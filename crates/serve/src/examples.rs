@@ -20,6 +20,7 @@ pub fn from_input(input: Option<&Input>) -> Result<Vec<Vec<u8>>, ApiError> {
         return Err(ApiError::invalid("Input is empty"));
     }
     let context = context.map(Message::encode_to_vec).unwrap_or_default();
+    check_copies(context.len(), examples.len())?;
     Ok(examples
         .iter()
         .map(|e| {
@@ -46,6 +47,7 @@ pub fn from_json(body: &Value) -> Result<Vec<Vec<u8>>, ApiError> {
         Some(_) => return Err(ApiError::invalid("'examples' is not a list")),
         None => return Err(ApiError::invalid("Missing 'examples' key")),
     };
+    check_copies(context.len(), examples.len())?;
     examples
         .iter()
         .enumerate()
@@ -55,6 +57,25 @@ pub fn from_json(body: &Value) -> Result<Vec<Vec<u8>>, ApiError> {
             Ok(bytes)
         })
         .collect()
+}
+
+/// Checks that `n` copies of a serialized context of `len` bytes (one merged into each example)
+/// fit the memory limit: a context of a megabyte and a million empty examples, a few megabytes
+/// of request, would otherwise ask for a terabyte.
+fn check_copies(len: usize, n: usize) -> Result<(), ApiError> {
+    ferroflow::tensor::limit::check(len.saturating_mul(n), || {
+        format!("{n} copies of a {len}-byte context, one for each example")
+    })
+    .map_err(|e| ApiError::from_error(&e))
+}
+
+/// `v` as JSON, cut to about 60 characters (an error quotes a value, not a whole request).
+fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(60) {
+        Some((cut, _)) if text.len() > 64 => format!("{}...", &text[..cut]),
+        _ => text,
+    }
 }
 
 /// One example: an object of features, each a value or a list of values of one kind.
@@ -88,9 +109,10 @@ fn feature_of(values: &[Value], what: &str) -> Result<Feature, ApiError> {
             Value::Bool(_) => Ok(Kind::Int),
             Value::String(_) => Ok(Kind::Bytes),
             Value::Object(_) if b64_of(v).is_some() => Ok(Kind::Bytes),
-            other => {
-                Err(ApiError::invalid(format!("feature {what}: {other} is not a number, a string or {{\"b64\": ...}}")))
-            }
+            other => Err(ApiError::invalid(format!(
+                "feature {what}: {} is not a number, a string or {{\"b64\": ...}}",
+                shown(other)
+            ))),
         }
     };
     let Some(first) = values.first() else {
@@ -154,6 +176,23 @@ mod tests {
         assert!(
             matches!(&e.features.unwrap().feature["a"].kind, Some(feature::Kind::Int64List(l)) if l.value == vec![1, 3])
         );
+    }
+
+    #[test]
+    fn a_context_copied_past_the_memory_limit_is_refused() {
+        let _limit = ferroflow::tensor::limit::scoped(64 << 20);
+        let examples = vec![json!({}); 10_000];
+        let body = json!({"context": {"c": "x".repeat(10_000)}, "examples": examples});
+        let e = from_json(&body).unwrap_err();
+        assert_eq!(e.code, crate::Code::ResourceExhausted, "{}", e.message);
+        assert!(from_json(&json!({"context": {"c": "x".repeat(10_000)}, "examples": [{}, {}]})).is_ok());
+    }
+
+    #[test]
+    fn errors_quote_a_value_not_the_request() {
+        let long = vec![1; 10_000];
+        let e = from_json(&json!({"examples": [{"a": [long]}]})).unwrap_err();
+        assert!(e.message.len() < 200, "{}", e.message);
     }
 
     #[test]

@@ -156,7 +156,8 @@ fn int_of(v: &Value, name: &str, min: i128, max: i128) -> Result<i128, ApiError>
 
 fn type_error(name: &str, want: &str, got: &Value) -> ApiError {
     let shown = match got {
-        Value::String(s) if s.starts_with('\u{0}') => s.trim_start_matches("\u{0}ferroflow:").to_string(),
+        // A bare NaN or Infinity: the word, not its sentinel (a NUL and a tag).
+        Value::String(s) if sentinels().contains(s) => s.rsplit(':').next().unwrap_or_default().to_string(),
         other => {
             let t = other.to_string();
             if t.len() > 64 {

@@ -14,6 +14,9 @@
 mod batch;
 mod config;
 mod examples;
+/// The readers of request bytes and config files as fuzz targets (not a supported API).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod grpc;
 pub mod json;
 mod manager;

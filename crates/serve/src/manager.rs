@@ -341,7 +341,7 @@ fn not_found(name: &str, which: &Which, version: Option<i64>) -> ApiError {
 }
 
 /// The most records a warmup file may hold (TensorFlow Serving's limit).
-const MAX_WARMUP_RECORDS: usize = 1000;
+pub(crate) const MAX_WARMUP_RECORDS: usize = 1000;
 
 /// Replays `<version>/assets.extra/tf_serving_warmup_requests` (a TFRecord file of
 /// `PredictionLog`s, as TensorFlow Serving reads it): each predict, classify, regress and
@@ -349,44 +349,32 @@ const MAX_WARMUP_RECORDS: usize = 1000;
 /// fails the load) for a damaged file, an unsupported record, a failing request or more than
 /// 1000 records.
 fn replay_warmup_file(servable: &Arc<Servable>, dir: &Path) -> Result<Option<usize>, ApiError> {
-    use ferroflow::proto::serving::{prediction_log::LogType, PredictionLog};
-    use ferroflow::proto::Message;
+    use ferroflow::proto::serving::prediction_log::LogType;
     use ferroflow::runtime::Cancellation;
     let path = dir.join("assets.extra").join("tf_serving_warmup_requests");
     let Ok(file) = std::fs::File::open(&path) else { return Ok(None) };
     let len = file.metadata().ok().map(|m| m.len());
-    let mut reader =
-        ferroflow::summary::record::RecordReader::new(std::io::BufReader::new(file), path.display().to_string(), len);
     let cancel = Cancellation::new();
-    let mut n = 0;
-    while let Some(record) = reader.next_record().map_err(|e| ApiError::from_error(&e))? {
-        n += 1;
-        if n > MAX_WARMUP_RECORDS {
-            return Err(ApiError::invalid(format!(
-                "Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {}",
-                path.display()
-            )));
-        }
-        let log = PredictionLog::decode(&record[..])
-            .map_err(|e| ApiError::invalid(format!("record {n} of {}: not a PredictionLog: {e}", path.display())))?;
-        let signature = |spec: &Option<ferroflow::proto::serving::ModelSpec>| {
-            spec.as_ref().map(|s| s.signature_name.clone()).unwrap_or_default()
-        };
-        match log.log_type {
-            Some(LogType::PredictLog(l)) => {
+    let signature = |spec: &Option<ferroflow::proto::serving::ModelSpec>| {
+        spec.as_ref().map(|s| s.signature_name.clone()).unwrap_or_default()
+    };
+    let what = path.display().to_string();
+    let n = read_warmup_records(std::io::BufReader::new(file), &what, len, |log| {
+        match log {
+            LogType::PredictLog(l) => {
                 let r = l.request.unwrap_or_default();
                 let sig = signature(&r.model_spec);
                 service::predict_protos(None, servable, &sig, r.inputs, &r.output_filter, None, &cancel)?;
             }
-            Some(LogType::ClassifyLog(l)) => {
+            LogType::ClassifyLog(l) => {
                 let r = l.request.unwrap_or_default();
                 service::infer_input(servable, &signature(&r.model_spec), r.input.as_ref(), true, None, &cancel)?;
             }
-            Some(LogType::RegressLog(l)) => {
+            LogType::RegressLog(l) => {
                 let r = l.request.unwrap_or_default();
                 service::infer_input(servable, &signature(&r.model_spec), r.input.as_ref(), false, None, &cancel)?;
             }
-            Some(LogType::MultiInferenceLog(l)) => {
+            LogType::MultiInferenceLog(l) => {
                 let r = l.request.unwrap_or_default();
                 for task in &r.tasks {
                     let classify = task.method_name == service::CLASSIFY_METHOD;
@@ -400,15 +388,46 @@ fn replay_warmup_file(servable: &Arc<Servable>, dir: &Path) -> Result<Option<usi
                     )?;
                 }
             }
-            None => {
-                return Err(ApiError::coded(
-                    Code::Unimplemented,
-                    format!("record {n} of {}: unsupported log type for warmup", path.display()),
-                ))
-            }
         }
-    }
+        Ok(())
+    })?;
     Ok(Some(n))
+}
+
+/// Reads a warmup file's records (a TFRecord stream of `PredictionLog`s; `len` its size when
+/// known, `what` its name in errors) and hands each record's request to `replay`, in order: the
+/// number of records, or the first error (a damaged record, more than [`MAX_WARMUP_RECORDS`],
+/// a record with no request, or `replay`'s). Each record's length is checked against the bytes
+/// that remain and the memory limit before it is read, and its decoded size against the memory
+/// limit before it is decoded.
+pub(crate) fn read_warmup_records<R: std::io::Read>(
+    reader: R,
+    what: &str,
+    len: Option<u64>,
+    mut replay: impl FnMut(ferroflow::proto::serving::prediction_log::LogType) -> Result<(), ApiError>,
+) -> Result<usize, ApiError> {
+    use ferroflow::proto::serving::PredictionLog;
+    let mut reader = ferroflow::summary::record::RecordReader::new(reader, what, len);
+    let mut n = 0;
+    while let Some(record) = reader.next_record().map_err(|e| ApiError::from_error(&e))? {
+        n += 1;
+        if n > MAX_WARMUP_RECORDS {
+            return Err(ApiError::invalid(format!(
+                "Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {what}"
+            )));
+        }
+        let log = ferroflow::proto::decode::<PredictionLog>(&record, &format!("record {n} of {what}"))
+            .map_err(|e| ApiError::from_error(&e))?;
+        drop(record);
+        let Some(log) = log.log_type else {
+            return Err(ApiError::coded(
+                Code::Unimplemented,
+                format!("record {n} of {what}: unsupported log type for warmup"),
+            ));
+        };
+        replay(log)?;
+    }
+    Ok(n)
 }
 
 /// Runs each signature once on zeros (batch 1 where the first dimension is unknown), so the

@@ -1,0 +1,5 @@
+//! A `--model_config_file` (text-format ModelServerConfig).
+//! Any input must give Ok or an error, never a panic, hang or huge allocation
+//! (`ferroflow_serve::fuzzing`).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ferroflow_serve::fuzzing::serve_model_config(data));

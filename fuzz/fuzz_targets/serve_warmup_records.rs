@@ -1,0 +1,5 @@
+//! A warmup file (TFRecord of PredictionLogs): records decoded, requests built.
+//! Any input must give Ok or an error, never a panic, hang or huge allocation
+//! (`ferroflow_serve::fuzzing`).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ferroflow_serve::fuzzing::serve_warmup_records(data));
