@@ -94,6 +94,15 @@ pub struct ServeOptions {
     pub tags: Vec<String>,
     /// Run each signature once on zeros after a load, before the version takes traffic.
     pub warmup: bool,
+    /// The `--model_config_file` the models came from, reread every
+    /// `config_poll_wait_seconds` when that is not 0.
+    pub model_config_file: Option<PathBuf>,
+    /// Seconds between rereads of `model_config_file` (0: read once).
+    pub config_poll_wait_seconds: u64,
+    /// Threads of each model's pool for independent ops (0: one per core).
+    pub inter_op_threads: usize,
+    /// Threads that split one op's work (0: one per core).
+    pub intra_op_threads: usize,
 }
 
 impl Default for ServeOptions {
@@ -113,6 +122,10 @@ impl Default for ServeOptions {
             max_body_bytes: 64 << 20,
             tags: vec!["serve".into()],
             warmup: true,
+            model_config_file: None,
+            config_poll_wait_seconds: 0,
+            inter_op_threads: 0,
+            intra_op_threads: 0,
         }
     }
 }
@@ -188,6 +201,20 @@ impl ServeOptions {
     /// Turns the warmup run on or off.
     pub fn with_warmup(mut self, on: bool) -> ServeOptions {
         self.warmup = on;
+        self
+    }
+    /// Rereads `file` (a text-format `ModelServerConfig`) every `seconds` (0: never) and
+    /// serves what it lists: new models are loaded, removed ones unloaded, changed version
+    /// policies and labels applied. A file that does not parse is logged and the models stay.
+    pub fn with_model_config_file(mut self, file: impl Into<PathBuf>, seconds: u64) -> ServeOptions {
+        self.model_config_file = Some(file.into());
+        self.config_poll_wait_seconds = seconds;
+        self
+    }
+    /// Sets the models' thread pools: inter-op and intra-op threads (0: one per core).
+    pub fn with_threads(mut self, inter_op: usize, intra_op: usize) -> ServeOptions {
+        self.inter_op_threads = inter_op;
+        self.intra_op_threads = intra_op;
         self
     }
 }

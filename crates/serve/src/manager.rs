@@ -4,7 +4,7 @@
 //! its version alive until it finishes.
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use ferroflow::runtime::SessionOptions;
 use ferroflow::tensor::{DType, Tensor};
@@ -43,8 +43,18 @@ struct Entry {
 }
 
 struct Model {
-    config: ModelConfig,
+    /// Replaced when a reread config changes the model's policy or labels.
+    config: Mutex<ModelConfig>,
     versions: Mutex<BTreeMap<i64, Entry>>,
+}
+
+impl Model {
+    fn new(config: ModelConfig) -> Model {
+        Model { config: Mutex::new(config), versions: Mutex::new(BTreeMap::new()) }
+    }
+    fn config(&self) -> MutexGuard<'_, ModelConfig> {
+        self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// What a request asks for.
@@ -63,7 +73,8 @@ pub type VersionStatus = (i64, State, Option<(Code, String)>);
 
 /// Every model's versions.
 pub struct Manager {
-    models: BTreeMap<String, Model>,
+    /// By name; replaced as a whole when the config is reread.
+    models: RwLock<BTreeMap<String, Arc<Model>>>,
     tags: Vec<String>,
     warmup: bool,
     /// Retries of a failed load, and the wait between them.
@@ -73,6 +84,9 @@ pub struct Manager {
     stopping: (Mutex<bool>, std::sync::Condvar),
     /// One poll at a time (the poller thread and `poll_now`).
     polling: Mutex<()>,
+    /// The sessions' thread counts.
+    inter_op_threads: usize,
+    intra_op_threads: usize,
 }
 
 /// The version directories under `base`: children whose names parse as non-negative int64s.
@@ -99,11 +113,8 @@ fn version_dir(base: &Path, version: i64) -> Option<std::path::PathBuf> {
 impl Manager {
     /// A manager for the models of `options` (nothing loaded until [`Manager::poll`]).
     pub fn new(options: &ServeOptions) -> Manager {
-        let models = options
-            .models
-            .iter()
-            .map(|c| (c.name.clone(), Model { config: c.clone(), versions: Mutex::new(BTreeMap::new()) }))
-            .collect();
+        let models =
+            RwLock::new(options.models.iter().map(|c| (c.name.clone(), Arc::new(Model::new(c.clone())))).collect());
         Manager {
             models,
             tags: options.tags.clone(),
@@ -112,7 +123,45 @@ impl Manager {
             retry_interval: options.load_retry_interval,
             stopping: (Mutex::new(false), std::sync::Condvar::new()),
             polling: Mutex::new(()),
+            inter_op_threads: options.inter_op_threads,
+            intra_op_threads: options.intra_op_threads,
         }
+    }
+
+    /// The models now, by name.
+    fn models(&self) -> Vec<Arc<Model>> {
+        self.models.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// The models served from now on (a reread `--model_config_file`): a model of the same
+    /// name and base path keeps its versions and takes the new policy and labels; a new one
+    /// is added; one no longer listed is dropped, its versions unloaded as their in-flight
+    /// requests finish. Then the base paths are read (as [`Manager::poll`]).
+    pub fn reconfigure(&self, configs: &[ModelConfig]) {
+        let dropped: Vec<Arc<Model>> = {
+            let mut models = self.models.write().unwrap_or_else(|e| e.into_inner());
+            let mut next = BTreeMap::new();
+            for c in configs {
+                let model = match models.remove(&c.name) {
+                    Some(m) if m.config().base_path == c.base_path => {
+                        *m.config() = c.clone();
+                        m
+                    }
+                    _ => {
+                        log::info!("model {}: serving from {}", c.name, c.base_path.display());
+                        Arc::new(Model::new(c.clone()))
+                    }
+                };
+                next.insert(c.name.clone(), model);
+            }
+            std::mem::replace(&mut *models, next).into_values().collect()
+        };
+        for m in &dropped {
+            log::info!("model {} is no longer in the config: unloading it", m.config().name);
+        }
+        // Unloading may free models: not under the lock.
+        drop(dropped);
+        self.poll();
     }
 
     /// Sleeps up to `d`; whether the server is stopping (then at once).
@@ -136,13 +185,13 @@ impl Manager {
     /// while its directory stays.
     pub fn poll(&self) {
         let _one = self.polling.lock().unwrap_or_else(|e| e.into_inner());
-        for model in self.models.values() {
-            self.poll_model(model);
+        for model in self.models() {
+            self.poll_model(&model);
         }
     }
 
     fn poll_model(&self, model: &Model) {
-        let config = &model.config;
+        let config = &model.config().clone();
         let on_disk = versions_on_disk(&config.base_path);
         if on_disk.is_empty() {
             log::warn!("No versions of servable {} found under base path {}", config.name, config.base_path.display());
@@ -199,7 +248,8 @@ impl Manager {
 
     /// Loads one version; whether it became AVAILABLE.
     fn load(&self, model: &Model, version: i64) -> bool {
-        let name = &model.config.name;
+        let config = model.config().clone();
+        let name = &config.name;
         {
             let mut versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
             versions.insert(version, Entry { state: State::Loading, error: None, servable: None });
@@ -207,11 +257,9 @@ impl Manager {
         log::info!("loading servable {name} version {version}");
         let mut attempt = 0;
         let result = loop {
-            let result = self.try_load(model, version);
+            let result = self.try_load(&config, version);
             match result {
-                Err((_, e))
-                    if attempt < self.load_retries && version_dir(&model.config.base_path, version).is_some() =>
-                {
+                Err((_, e)) if attempt < self.load_retries && version_dir(&config.base_path, version).is_some() => {
                     attempt += 1;
                     log::warn!(
                         "servable {name} version {version} failed to load: {e}; retry {attempt} of {} in {:?}",
@@ -242,12 +290,19 @@ impl Manager {
     }
 
     /// One attempt at loading (and warming up) a version.
-    fn try_load(&self, model: &Model, version: i64) -> Result<Arc<Servable>, (Code, String)> {
-        let name = &model.config.name;
-        let dir = version_dir(&model.config.base_path, version)
+    fn try_load(&self, config: &ModelConfig, version: i64) -> Result<Arc<Servable>, (Code, String)> {
+        let name = &config.name;
+        let dir = version_dir(&config.base_path, version)
             .ok_or_else(|| (Code::NotFound, format!("version directory {version} vanished")))?;
         let tags: Vec<&str> = self.tags.iter().map(String::as_str).collect();
-        let m = SavedModel::load(&dir, &tags, SessionOptions::default()).map_err(|e| {
+        let m = SavedModel::load(
+            &dir,
+            &tags,
+            SessionOptions::default()
+                .with_inter_op_threads(self.inter_op_threads)
+                .with_intra_op_threads(self.intra_op_threads),
+        )
+        .map_err(|e| {
             let e = ApiError::from_error(&e);
             (e.code, e.message)
         })?;
@@ -265,7 +320,8 @@ impl Manager {
     /// The models that serve nothing although versions of theirs failed to load: one line each.
     pub fn startup_failures(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (name, model) in &self.models {
+        for model in self.models() {
+            let name = model.config().name.clone();
             let versions = model.versions.lock().unwrap_or_else(|e| e.into_inner());
             if versions.values().any(|e| e.state == State::Available) {
                 continue;
@@ -277,9 +333,20 @@ impl Manager {
         out
     }
 
-    /// The model's config, or NOT_FOUND.
-    fn model(&self, name: &str, which: &Which) -> Result<&Model, ApiError> {
-        self.models.get(name).ok_or_else(|| not_found(name, which, None))
+    /// The model, or NOT_FOUND.
+    fn model(&self, name: &str, which: &Which) -> Result<Arc<Model>, ApiError> {
+        let models = self.models.read().unwrap_or_else(|e| e.into_inner());
+        models.get(name).cloned().ok_or_else(|| not_found(name, which, None))
+    }
+
+    /// The version a label names, or INVALID_ARGUMENT.
+    fn label(model: &Model, label: &str) -> Result<i64, ApiError> {
+        let config = model.config();
+        config
+            .labels
+            .get(label)
+            .copied()
+            .ok_or_else(|| ApiError::invalid(format!("Unrecognized servable version label: {label}")))
     }
 
     /// The servable a request names.
@@ -295,11 +362,7 @@ impl Manager {
                     .ok_or_else(|| not_found(name, which, None));
             }
             Which::Version(v) => *v,
-            Which::Label(l) => *model
-                .config
-                .labels
-                .get(l)
-                .ok_or_else(|| ApiError::invalid(format!("Unrecognized servable version label: {l}")))?,
+            Which::Label(l) => Manager::label(&model, l)?,
         };
         versions.get(&version).and_then(|e| e.servable.clone()).ok_or_else(|| not_found(name, which, Some(version)))
     }
@@ -317,11 +380,7 @@ impl Manager {
                 return Ok(all);
             }
             Which::Version(v) => *v,
-            Which::Label(l) => *model
-                .config
-                .labels
-                .get(l)
-                .ok_or_else(|| ApiError::invalid(format!("Unrecognized servable version label: {l}")))?,
+            Which::Label(l) => Manager::label(&model, l)?,
         };
         let found: Vec<VersionStatus> = all.into_iter().filter(|s| s.0 == one).collect();
         if found.is_empty() {

@@ -36,6 +36,7 @@ pub struct ServerHandle {
     manager: Arc<Manager>,
     shared: Arc<Shared>,
     poller: Option<std::thread::JoinHandle<()>>,
+    config_poller: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -118,6 +119,24 @@ impl Server {
                 })
                 .expect("spawning the poller thread")
         });
+        let config_poller = match &options.model_config_file {
+            Some(file) if options.config_poll_wait_seconds > 0 => {
+                let (manager, file) = (manager.clone(), file.clone());
+                let wait = Duration::from_secs(options.config_poll_wait_seconds);
+                let mut current = options.models.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("ferroflow-serve-config".into())
+                        .spawn(move || {
+                            while !manager.wait(wait) {
+                                reread_config(&manager, &file, &mut current);
+                            }
+                        })
+                        .expect("spawning the config poller thread"),
+                )
+            }
+            _ => None,
+        };
         Ok(ServerHandle {
             rest_addr,
             grpc_addr,
@@ -127,7 +146,29 @@ impl Server {
             manager,
             shared,
             poller,
+            config_poller,
         })
+    }
+}
+
+/// Rereads the model config `file`; when it lists other models or settings than `current`, the
+/// manager serves those. A file that cannot be read or parsed, or lists no model, is logged and
+/// changes nothing (TensorFlow Serving keeps its config then too).
+fn reread_config(manager: &Manager, file: &std::path::Path, current: &mut Vec<crate::ModelConfig>) {
+    let parsed = std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::parse_model_config(&text).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(models) if models.is_empty() => {
+            log::error!("{}: the model config lists no models; keeping the models served", file.display());
+        }
+        Ok(models) if models != *current => {
+            log::info!("{}: the model config changed; serving its {} model(s)", file.display(), models.len());
+            manager.reconfigure(&models);
+            *current = models;
+        }
+        Ok(_) => {}
+        Err(e) => log::error!("{}: {e}; keeping the models served", file.display()),
     }
 }
 
@@ -263,6 +304,14 @@ impl ServerHandle {
         self.manager.poll();
     }
 
+    /// Serves `models` from now on (what rereading a changed `--model_config_file` does): a
+    /// model of the same name and base path keeps its versions and takes the new version
+    /// policy and labels, new models are loaded, models no longer listed are unloaded once their
+    /// in-flight requests finish. Returns when the loads and unloads are done.
+    pub fn reload_config(&self, models: &[crate::ModelConfig]) {
+        self.manager.reconfigure(models);
+    }
+
     /// What the batcher has done, when batching is on.
     pub fn batch_stats(&self) -> Option<crate::BatchStats> {
         self.shared.batcher.as_ref().map(|b| b.stats())
@@ -303,7 +352,7 @@ impl ServerHandle {
             }
         }
         self.manager.stop();
-        if let Some(p) = self.poller.take() {
+        for p in [self.poller.take(), self.config_poller.take()].into_iter().flatten() {
             let _ = p.join();
         }
         if let Some(rt) = self.runtime.take() {

@@ -378,6 +378,71 @@ fn the_poller_thread_picks_up_new_versions() {
     server.shutdown();
 }
 
+/// A reread `--model_config_file`: a model added is loaded, one removed is gone, a changed
+/// label is applied; a file that does not parse changes nothing; `reload_config` does the same.
+#[test]
+fn a_changed_model_config_file_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_model(&a.join("1"), 1.0);
+    write_model(&a.join("2"), 2.0);
+    write_model(&b.join("5"), 5.0);
+    let file = dir.path().join("models.config");
+    let config = |models: &[(&str, &Path, &str)]| {
+        let mut text = String::from("model_config_list {\n");
+        for (name, base, extra) in models {
+            text += &format!(
+                "  config {{ name: '{name}' base_path: '{}' model_platform: 'tensorflow' {extra} }}\n",
+                base.display()
+            );
+        }
+        text + "}\n"
+    };
+    let all = "model_version_policy { all {} }";
+    std::fs::write(&file, config(&[("a", &a, &format!("{all} version_labels {{ key: 'stable' value: 1 }}"))])).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut options = ServeOptions::new().with_rest_port(0).with_poll_wait_seconds(0).with_model_config_file(&file, 1);
+    for m in parse_model_config(&text).unwrap() {
+        options = options.with_model(m);
+    }
+    let server = Server::start(options).unwrap();
+    let addr = server.rest_addr().unwrap();
+    let x = r#"{"instances": [[0, 0, 0]]}"#;
+    assert_eq!(post(addr, "/v1/models/a/labels/stable:predict", x).body, r#"{"predictions":[[1.0,0.0]]}"#);
+    assert_eq!(post(addr, "/v1/models/b:predict", x).status, 404);
+
+    let wait_for = |what: &str, cond: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "{what}: not after 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // A file that does not parse: logged, the models stay.
+    std::fs::write(&file, "model_config_list { config { name: ").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(post(addr, "/v1/models/a:predict", x).body, r#"{"predictions":[[2.0,0.0]]}"#);
+
+    // b added, a's label moved to version 2.
+    let both = config(&[("a", &a, &format!("{all} version_labels {{ key: 'stable' value: 2 }}")), ("b", &b, "")]);
+    std::fs::write(&file, both).unwrap();
+    wait_for("b served", &|| post(addr, "/v1/models/b:predict", x).body == r#"{"predictions":[[5.0,0.0]]}"#);
+    assert_eq!(post(addr, "/v1/models/a/labels/stable:predict", x).body, r#"{"predictions":[[2.0,0.0]]}"#);
+    assert_eq!(post(addr, "/v1/models/a/versions/1:predict", x).status, 200, "a keeps both versions");
+
+    // a removed.
+    std::fs::write(&file, config(&[("b", &b, "")])).unwrap();
+    wait_for("a gone", &|| get(addr, "/v1/models/a").status == 404);
+    assert_eq!(post(addr, "/v1/models/a:predict", x).status, 404);
+    assert_eq!(post(addr, "/v1/models/b:predict", x).status, 200);
+
+    // The same through the API: a back with only its latest version.
+    server.reload_config(&[ModelConfig::new("a", &a), ModelConfig::new("b", &b)]);
+    assert_eq!(post(addr, "/v1/models/a:predict", x).body, r#"{"predictions":[[2.0,0.0]]}"#);
+    assert_eq!(get(addr, "/v1/models/a").json()["model_version_status"].as_array().unwrap().len(), 1);
+    server.shutdown();
+}
+
 #[test]
 fn shutdown_finishes_requests_in_flight() {
     let (_dir, server) = one_version();

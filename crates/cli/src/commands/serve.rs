@@ -34,6 +34,32 @@ pub struct ServeArgs {
     /// model_platform, model_version_policy, version_labels } ... }.
     #[arg(long = "model_config_file", alias = "model-config-file", value_name = "FILE")]
     model_config_file: Option<PathBuf>,
+    /// Seconds between rereads of --model_config_file (0: read once). A changed file is
+    /// served: new models loaded, removed ones unloaded, policies and labels applied; one that
+    /// does not parse is logged and changes nothing.
+    #[arg(
+        long = "model_config_file_poll_wait_seconds",
+        alias = "model-config-file-poll-wait-seconds",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    model_config_file_poll_wait_seconds: u64,
+    /// Threads of each model's pool for independent ops (0: one per core).
+    #[arg(
+        long = "tensorflow_inter_op_parallelism",
+        alias = "tensorflow-inter-op-parallelism",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    tensorflow_inter_op_parallelism: usize,
+    /// Threads that split one op's work (0: one per core).
+    #[arg(
+        long = "tensorflow_intra_op_parallelism",
+        alias = "tensorflow-intra-op-parallelism",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    tensorflow_intra_op_parallelism: usize,
     /// The REST API's port (0: off; TensorFlow Serving's default is 0, ferroflow's is 8501).
     #[arg(long = "rest_api_port", alias = "rest-api-port", value_name = "PORT", default_value_t = 8501)]
     rest_api_port: u16,
@@ -107,12 +133,9 @@ const IGNORED_BOOL: &[&str] = &[
 ];
 const IGNORED_VALUE: &[&str] = &[
     "tensorflow_session_parallelism",
-    "tensorflow_intra_op_parallelism",
-    "tensorflow_inter_op_parallelism",
     "grpc_channel_arguments",
     "grpc_max_threads",
     "grpc_socket_path",
-    "model_config_file_poll_wait_seconds",
     "per_process_gpu_memory_fraction",
     "monitoring_config_file",
     "ssl_config_file",
@@ -199,7 +222,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .with_timeout_ms(args.rest_api_timeout_in_ms)
         .with_max_body_bytes(args.rest_api_max_body_bytes)
         .with_poll_wait_seconds(args.file_system_poll_wait_seconds)
+        .with_threads(args.tensorflow_inter_op_parallelism, args.tensorflow_intra_op_parallelism)
         .with_tags(&tags);
+    if let Some(file) = &args.model_config_file {
+        options = options.with_model_config_file(file, args.model_config_file_poll_wait_seconds);
+    } else if args.model_config_file_poll_wait_seconds > 0 {
+        log::warn!("--model_config_file_poll_wait_seconds is ignored without --model_config_file");
+    }
     for m in models {
         options = options.with_model(m);
     }
