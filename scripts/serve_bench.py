@@ -253,6 +253,58 @@ def request_once(port, request):
         s.close()
 
 
+class GrpcRequest:
+    """A serialized gRPC request and its method: sent as bytes on a channel without
+    (de)serializers, so the client neither imports TensorFlow nor builds messages per call."""
+
+    def __init__(self, method, payload):
+        self.method, self.payload = method, payload
+
+
+class _HttpClient:
+    """One keep-alive HTTP/1.1 connection; `send` gives (status, body)."""
+
+    failures = (OSError, ConnectionError)
+
+    def __init__(self, port, request):
+        self.port, self.request = port, request
+        self.sock, self.buf = _connect(port), bytearray()
+
+    def send(self):
+        self.sock.sendall(self.request)
+        status, body, self.buf = _read_response(self.sock, self.buf)
+        return status, body
+
+    def reconnect(self):
+        """After a failure: a new connection (OSError when the server is gone)."""
+        self.sock.close()
+        self.sock, self.buf = _connect(self.port), bytearray()
+
+    def close(self):
+        self.sock.close()
+
+
+class _GrpcClient:
+    """One gRPC channel; `send` gives (200, response bytes) or raises grpc.RpcError."""
+
+    def __init__(self, port, request):
+        import grpc  # imported after the fork: gRPC's threads do not survive one
+
+        self.failures = (grpc.RpcError,)
+        unlimited = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        self.channel = grpc.insecure_channel(f"{HOST}:{port}", options=unlimited)
+        self.call, self.payload = self.channel.unary_unary(request.method), request.payload
+
+    def send(self):
+        return 200, self.call(self.payload, timeout=300)
+
+    def reconnect(self):
+        pass  # the channel reconnects by itself
+
+    def close(self):
+        self.channel.close()
+
+
 def _worker(port, request, n, warmup, barrier, results):
     import array
 
@@ -263,14 +315,10 @@ def _worker(port, request, n, warmup, barrier, results):
     lat = array.array("d")
     errors = 0
     err_sample = ""
-    if isinstance(request, GrpcRequest):
-        return _grpc_worker(port, request, n, warmup, barrier, results)
     try:
-        s = _connect(port)
-        buf = bytearray()
+        client = (_GrpcClient if isinstance(request, GrpcRequest) else _HttpClient)(port, request)
         for _ in range(warmup):
-            s.sendall(request)
-            _, _, buf = _read_response(s, buf)
+            client.send()
     except Exception as e:  # noqa: BLE001
         barrier.abort()
         results.put(("fail", repr(e)))
@@ -284,72 +332,23 @@ def _worker(port, request, n, warmup, barrier, results):
     for i in range(n):
         t = time.perf_counter()
         try:
-            s.sendall(request)
-            status, body, buf = _read_response(s, buf)
-        except (OSError, ConnectionError) as e:
+            status, body = client.send()
+        except client.failures as e:
             errors += 1
             err_sample = err_sample or repr(e)
-            s.close()
             try:
-                s = _connect(port)
+                client.reconnect()
             except OSError as e2:  # the server is gone: the rest fail too
                 errors += n - i - 1
                 err_sample += f"; reconnecting: {e2!r}"
                 break
-            buf = bytearray()
             continue
         lat.append(time.perf_counter() - t)
         if status != 200:
             errors += 1
             err_sample = err_sample or f"{status}: {body[:200]!r}"
     end = time.monotonic()
-    s.close()
-    results.put(("ok", lat.tobytes(), errors, err_sample, start, end))
-
-
-class GrpcRequest:
-    """A serialized gRPC request and its method: sent as bytes on a channel without
-    (de)serializers, so the client neither imports TensorFlow nor builds messages per call."""
-
-    def __init__(self, method, payload):
-        self.method, self.payload = method, payload
-
-
-def _grpc_worker(port, request, n, warmup, barrier, results):
-    import array
-
-    import grpc  # imported after the fork: gRPC's threads do not survive one
-
-    lat = array.array("d")
-    errors = 0
-    err_sample = ""
-    unlimited = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-    try:
-        channel = grpc.insecure_channel(f"{HOST}:{port}", options=unlimited)
-        call = channel.unary_unary(request.method)
-        for _ in range(warmup):
-            call(request.payload, timeout=300)
-    except Exception as e:  # noqa: BLE001
-        barrier.abort()
-        results.put(("fail", repr(e)))
-        return
-    try:
-        barrier.wait()
-    except Exception as e:  # noqa: BLE001 (another worker failed)
-        results.put(("fail", repr(e)))
-        return
-    start = time.monotonic()
-    for _ in range(n):
-        t = time.perf_counter()
-        try:
-            call(request.payload, timeout=300)
-        except grpc.RpcError as e:
-            errors += 1
-            err_sample = err_sample or f"{e.code()}: {e.details()}"
-            continue
-        lat.append(time.perf_counter() - t)
-    end = time.monotonic()
-    channel.close()
+    client.close()
     results.put(("ok", lat.tobytes(), errors, err_sample, start, end))
 
 
