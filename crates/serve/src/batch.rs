@@ -174,10 +174,22 @@ enum Tok {
 }
 
 impl std::fmt::Display for Tok {
+    /// The token as an error quotes it: a long one cut to its first 60 characters (a string's
+    /// escaped, so a string of control characters would grow tenfold).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cut = |s: &str| match s.char_indices().nth(60) {
+            Some((i, _)) => (s[..i].to_string(), "..."),
+            None => (s.to_string(), ""),
+        };
         match self {
-            Tok::Ident(s) | Tok::Number(s) => write!(f, "`{s}`"),
-            Tok::Str(s) => write!(f, "{s:?}"),
+            Tok::Ident(s) | Tok::Number(s) => {
+                let (s, more) = cut(s);
+                write!(f, "`{s}`{more}")
+            }
+            Tok::Str(s) => {
+                let (s, more) = cut(s);
+                write!(f, "{s:?}{more}")
+            }
             Tok::Sym(c) => write!(f, "`{c}`"),
         }
     }
