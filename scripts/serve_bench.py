@@ -688,21 +688,15 @@ def report(results, a):
             ok = "ok" if derived["rest_overhead_c1_ms"] <= 0.3 else "OVER TARGET"
             print(f"  REST overhead at c=1: {ff[1]['p50_ms']:.3f} - {off['ferroflow_b1_ms']:.3f} = "
                   f"{derived['rest_overhead_c1_ms']:.3f} ms  (target <= 0.3 ms: {ok})")
-        fb = res["servers"].get("ferroflow+batching", {})
         top = max(a.concurrency)
-        if top in fb and "offline_b32_rows_per_s" in derived:
-            derived["batching_efficiency"] = fb[top]["rps"] / derived["offline_b32_rows_per_s"]
-            ok = "ok" if derived["batching_efficiency"] >= 0.8 else "UNDER TARGET"
-            print(f"  batching at c={top}: {fb[top]['rps']:.0f} req/s / offline batch-32 "
-                  f"{derived['offline_b32_rows_per_s']:.0f} rows/s = {derived['batching_efficiency']:.2f}  "
-                  f"(target >= 0.8: {ok})")
-        fg = res["servers"].get("ferroflow+batching gRPC", {})
-        if top in fg and "offline_b32_rows_per_s" in derived:
-            derived["batching_efficiency_grpc"] = fg[top]["rps"] / derived["offline_b32_rows_per_s"]
-            ok = "ok" if derived["batching_efficiency_grpc"] >= 0.8 else "UNDER TARGET"
-            print(f"  batching at c={top} over gRPC: {fg[top]['rps']:.0f} req/s / offline batch-32 "
-                  f"{derived['offline_b32_rows_per_s']:.0f} rows/s = {derived['batching_efficiency_grpc']:.2f}  "
-                  f"(target >= 0.8: {ok})")
+        for server, key, over in (("ferroflow+batching", "batching_efficiency", ""),
+                                  ("ferroflow+batching gRPC", "batching_efficiency_grpc", " over gRPC")):
+            fb = res["servers"].get(server, {})
+            if top in fb and "offline_b32_rows_per_s" in derived:
+                derived[key] = fb[top]["rps"] / derived["offline_b32_rows_per_s"]
+                ok = "ok" if derived[key] >= 0.8 else "UNDER TARGET"
+                print(f"  batching at c={top}{over}: {fb[top]['rps']:.0f} req/s / offline batch-32 "
+                      f"{derived['offline_b32_rows_per_s']:.0f} rows/s = {derived[key]:.2f}  (target >= 0.8: {ok})")
         res["derived"] = derived
 
 
