@@ -150,3 +150,35 @@ def test_startup_with_only_a_broken_version_fails(tmp_path):
     rc, log = h.start_server(tmp_path, model_name="m", base_path=tmp_path / "m",
                              extra=["--max_num_load_retries=0"], expect_failure=True, timeout=20)
     assert rc != 0, log
+
+
+def test_a_reread_model_config_file_adds_and_removes_models(tmp_path, models):
+    """--model_config_file_poll_wait_seconds: a model added to the file is loaded, one removed
+    is unloaded (404), a file that does not parse changes nothing; the server keeps answering."""
+    for name in ("mlp", "cnn"):
+        h.copy_version(models[name], tmp_path / name, 1)
+
+    def config(*names):
+        return "model_config_list {\n" + "\n".join(
+            f'config {{ name: "{n}" base_path: "{tmp_path / n}" model_platform: "tensorflow" }}' for n in names
+        ) + "\n}\n"
+
+    try:
+        server = h.start_server(tmp_path, config=config("mlp"), wait_models=["mlp"],
+                                extra=["--model_config_file_poll_wait_seconds=1"])
+    except h.ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    cfg = tmp_path / "models.config"
+    try:
+        assert server.status("cnn")[0] == 404
+        cfg.write_text("model_config_list { config { name: ")
+        time.sleep(2.5)
+        assert server.status("mlp")[0] == 200, server.log_tail()
+        cfg.write_text(config("mlp", "cnn"))
+        h.wait_for(lambda: server.status("cnn")[0] == 200, 60, what="cnn loaded from the reread config")
+        cfg.write_text(config("cnn"))
+        h.wait_for(lambda: server.status("mlp")[0] == 404, 60, what="mlp unloaded")
+        assert server.status("cnn")[0] == 200
+        assert server.alive()
+    finally:
+        server.stop()
