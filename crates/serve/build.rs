@@ -30,6 +30,12 @@ fn main() {
         .name("ModelService")
         .package(PACKAGE)
         .method(method("get_model_status", "GetModelStatus", "GetModelStatusRequest", "GetModelStatusResponse"))
+        .method(method(
+            "handle_reload_config_request",
+            "HandleReloadConfigRequest",
+            "ReloadConfigRequest",
+            "ReloadConfigResponse",
+        ))
         .build();
     Builder::new().build_client(true).build_transport(false).compile(&[prediction, model]);
     println!("cargo:rerun-if-changed=build.rs");

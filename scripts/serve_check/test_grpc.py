@@ -242,3 +242,51 @@ def test_model_failure_is_invalid_argument(multi_server):
     assert code_of(stub.Predict, req) == grpc.StatusCode.INVALID_ARGUMENT
     r = stub.Predict(predict_request("multi", {"i": np.array([2, 0], np.int32)}, signature="fail"), timeout=TIMEOUT)
     np.testing.assert_array_equal(outputs(r)["y"], [30.0, 10.0])
+
+
+def test_handle_reload_config_request_with_tensorflow_servings_client(tmp_path, models):
+    """ModelService.HandleReloadConfigRequest, TensorFlow Serving's own messages: a model added
+    is AVAILABLE when it answers, one removed is NOT_FOUND, a config without a list is
+    INVALID_ARGUMENT."""
+    import harness as h
+    from tensorflow_serving.apis import model_management_pb2
+    from tensorflow_serving.config import model_server_config_pb2
+
+    for name in ("mlp", "cnn"):
+        h.copy_version(models[name], tmp_path / name, 1)
+    try:
+        server = h.start_server(tmp_path / "run", model_name="mlp", base_path=tmp_path / "mlp")
+    except h.ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        stub = model_stub(server)
+
+        def reload(*names):
+            req = model_management_pb2.ReloadConfigRequest()
+            for n in names:
+                c = req.config.model_config_list.config.add()
+                c.name, c.base_path, c.model_platform = n, str(tmp_path / n), "tensorflow"
+                c.model_version_policy.latest.num_versions = 1
+                c.version_labels["stable"] = 1
+            return stub.HandleReloadConfigRequest(req, timeout=120)
+
+        def status(name):
+            req = get_model_status_pb2.GetModelStatusRequest()
+            req.model_spec.name = name
+            return stub.GetModelStatus(req, timeout=30)
+
+        r = reload("mlp", "cnn")
+        assert r.status.error_code == 0, r
+        (v,) = status("cnn").model_version_status
+        assert v.version == 1 and v.state == v.AVAILABLE
+        assert reload("cnn").status.error_code == 0
+        with pytest.raises(grpc.RpcError) as e:
+            status("mlp")
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.RpcError) as e:
+            stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(
+                config=model_server_config_pb2.ModelServerConfig()), timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert status("cnn").model_version_status[0].state == v.AVAILABLE
+    finally:
+        server.stop()

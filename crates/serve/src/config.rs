@@ -486,6 +486,11 @@ pub fn parse_model_config(text: &str) -> Result<Vec<ModelConfig>, ServeError> {
             other => return Err(bad(format!("ModelServerConfig: unknown field '{other}'"))),
         }
     }
+    distinct(models)
+}
+
+/// `models`, or an error naming a model configured twice.
+fn distinct(models: Vec<ModelConfig>) -> Result<Vec<ModelConfig>, ServeError> {
     let mut names = std::collections::BTreeSet::new();
     for m in &models {
         if !names.insert(m.name.as_str()) {
@@ -493,6 +498,45 @@ pub fn parse_model_config(text: &str) -> Result<Vec<ModelConfig>, ServeError> {
         }
     }
     Ok(models)
+}
+
+/// The models of a `ModelServerConfig` message (`ModelService.HandleReloadConfigRequest`),
+/// checked as [`parse_model_config`] checks a file; `None` when it holds no
+/// `model_config_list`.
+pub fn models_of_proto(
+    config: &ferroflow::proto::serving::ModelServerConfig,
+) -> Option<Result<Vec<ModelConfig>, ServeError>> {
+    use ferroflow::proto::serving::file_system_storage_path_source_config::servable_version_policy::PolicyChoice;
+    use ferroflow::proto::serving::model_server_config::Config;
+    let Some(Config::ModelConfigList(list)) = &config.config else { return None };
+    let model = |c: &ferroflow::proto::serving::ModelConfig| {
+        if c.name.is_empty() {
+            return Err(bad("a model config has no name".into()));
+        }
+        if c.base_path.is_empty() {
+            return Err(bad(format!("model '{}' has no base_path", c.name)));
+        }
+        if !c.model_platform.is_empty() && c.model_platform != "tensorflow" {
+            return Err(bad(format!(
+                "model '{}': model_platform '{}' is not served (only 'tensorflow')",
+                c.name, c.model_platform
+            )));
+        }
+        let policy = match c.model_version_policy.as_ref().and_then(|p| p.policy_choice.as_ref()) {
+            // num_versions 0 is the field unset: the default, 1.
+            Some(PolicyChoice::Latest(l)) => VersionPolicy::Latest(l.num_versions.max(1) as usize),
+            Some(PolicyChoice::All(_)) => VersionPolicy::All,
+            Some(PolicyChoice::Specific(s)) if s.versions.is_empty() => {
+                return Err(bad(format!("model '{}': specific: no versions", c.name)))
+            }
+            Some(PolicyChoice::Specific(s)) => VersionPolicy::Specific(s.versions.clone()),
+            None => VersionPolicy::Latest(1),
+        };
+        let mut m = ModelConfig::new(&c.name, &c.base_path).with_policy(policy);
+        m.labels = c.version_labels.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        Ok(m)
+    };
+    Some(list.config.iter().map(model).collect::<Result<Vec<_>, _>>().and_then(distinct))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The gRPC API: TensorFlow Serving's `tensorflow.serving.PredictionService` (Predict,
-//! Classify, Regress, MultiInference, GetModelMetadata) and `ModelService.GetModelStatus`,
+//! Classify, Regress, MultiInference, GetModelMetadata) and `ModelService` (GetModelStatus,
+//! HandleReloadConfigRequest),
 //! served by tonic's generated services over hyper's HTTP/2. Errors carry TensorFlow's status
 //! codes (gRPC's numbers are the same); messages past 1024 bytes are cut as TensorFlow
 //! Serving cuts them. A client's `grpc-timeout` bounds the model run, as the REST deadline does.
@@ -11,7 +12,7 @@ use ferroflow::proto::serving::{
     inference_result, model_version_status, ClassificationRequest, ClassificationResponse, GetModelMetadataRequest,
     GetModelMetadataResponse, GetModelStatusRequest, GetModelStatusResponse, InferenceResult, ModelSpec,
     ModelVersionStatus, MultiInferenceRequest, MultiInferenceResponse, PredictRequest, PredictResponse,
-    RegressionRequest, RegressionResponse, SignatureDefMap, StatusProto,
+    RegressionRequest, RegressionResponse, ReloadConfigRequest, ReloadConfigResponse, SignatureDefMap, StatusProto,
 };
 use ferroflow::proto::{Any, Message};
 use tonic::metadata::MetadataMap;
@@ -252,5 +253,38 @@ impl ModelService for Api {
             })
             .collect();
         Ok(Response::new(GetModelStatusResponse { model_version_status }))
+    }
+
+    /// Serves the request's `model_config_list` from now on (as a reread
+    /// `--model_config_file`), answering once the new models are loaded: INVALID_ARGUMENT for
+    /// a config without a list or one that does not check, the load errors of models that
+    /// serve nothing.
+    async fn handle_reload_config_request(
+        &self,
+        request: Request<ReloadConfigRequest>,
+    ) -> Result<Response<ReloadConfigResponse>, Status> {
+        let config = request.into_inner().config.unwrap_or_default();
+        let models = crate::config::models_of_proto(&config)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "ServerModelConfig type not supported by HandleReloadConfigRequest. Only ModelConfigList is \
+                     currently supported",
+                )
+            })
+            .and_then(|r| r.map_err(|e| ApiError::invalid(e.to_string())))
+            .map_err(status)?;
+        let manager = self.shared.manager.clone();
+        let failures = tokio::task::spawn_blocking(move || {
+            manager.reconfigure(&models);
+            manager.startup_failures()
+        })
+        .await
+        .map_err(|e| Status::internal(format!("reloading the config: {e}")))?;
+        if !failures.is_empty() {
+            return Err(status(ApiError::coded(ferroflow::status::Code::Unknown, failures.join("; "))));
+        }
+        Ok(Response::new(ReloadConfigResponse {
+            status: Some(StatusProto { error_code: 0, error_message: String::new() }),
+        }))
     }
 }

@@ -166,3 +166,80 @@ fn predict_metadata_and_status_over_grpc() {
     });
     drop(dir);
 }
+
+/// `ModelService.HandleReloadConfigRequest`: the listed models are served once it answers (a
+/// new one loaded, one no longer listed gone); a config without a list or with a bad model is
+/// INVALID_ARGUMENT and changes nothing; a model that fails to load is an error.
+#[test]
+fn a_reload_config_request_changes_the_models_served() {
+    use ferroflow::proto::serving::file_system_storage_path_source_config::{
+        servable_version_policy, ServableVersionPolicy,
+    };
+    use ferroflow::proto::serving::{model_server_config, ModelConfigList, ModelServerConfig, ReloadConfigRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let (m, b) = (dir.path().join("m"), dir.path().join("b"));
+    write_model(&m.join("1"), 1.0);
+    write_model(&b.join("3"), 3.0);
+    write_model(&b.join("4"), 4.0);
+    std::fs::create_dir_all(dir.path().join("broken/1")).unwrap();
+    let options = ServeOptions::new()
+        .with_model(ModelConfig::new("m", &m))
+        .with_rest_port(None)
+        .with_grpc_port(0)
+        .with_poll_wait_seconds(0)
+        .with_load_retries(0, std::time::Duration::ZERO);
+    let server = Server::start(options).unwrap();
+    let addr = server.grpc_addr().unwrap();
+    let config = |models: &[(&str, &std::path::Path, Option<ServableVersionPolicy>)]| ReloadConfigRequest {
+        config: Some(ModelServerConfig {
+            config: Some(model_server_config::Config::ModelConfigList(ModelConfigList {
+                config: models
+                    .iter()
+                    .map(|(name, base, policy)| ferroflow::proto::serving::ModelConfig {
+                        name: name.to_string(),
+                        base_path: base.display().to_string(),
+                        model_platform: "tensorflow".into(),
+                        model_version_policy: policy.clone(),
+                        version_labels: [("old".to_string(), 3i64)].into_iter().collect(),
+                    })
+                    .collect(),
+            })),
+        }),
+    };
+    let all = Some(ServableVersionPolicy {
+        policy_choice: Some(servable_version_policy::PolicyChoice::All(servable_version_policy::All {})),
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut models = ModelServiceClient::new(channel(addr).await);
+        let versions = |name: &str| GetModelStatusRequest { model_spec: spec(name, "", None) };
+        let r = models.handle_reload_config_request(config(&[("m", &m, None), ("b", &b, all)])).await.unwrap();
+        assert_eq!(r.into_inner().status.unwrap().error_code, 0);
+        let b_status = models.get_model_status(versions("b")).await.unwrap().into_inner().model_version_status;
+        let mut served: Vec<i64> = b_status.iter().map(|s| s.version).collect();
+        served.sort();
+        assert_eq!(served, vec![3, 4], "the 'all' policy serves both versions");
+
+        let r = models.handle_reload_config_request(config(&[("b", &b, None)])).await.unwrap();
+        assert_eq!(r.into_inner().status.unwrap().error_code, 0);
+        let gone = models.get_model_status(versions("m")).await.unwrap_err();
+        assert_eq!(gone.code(), Code::NotFound, "{gone:?}");
+
+        for bad in [
+            ReloadConfigRequest { config: None },
+            config(&[("b", &b, None), ("b", &m, None)]),
+            config(&[("", &b, None)]),
+        ] {
+            let e = models.handle_reload_config_request(bad).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        }
+        assert!(models.get_model_status(versions("b")).await.is_ok(), "b still served after refused configs");
+
+        let broken = dir.path().join("broken");
+        let e =
+            models.handle_reload_config_request(config(&[("b", &b, None), ("x", &broken, None)])).await.unwrap_err();
+        assert!(e.message().contains("model x"), "{e:?}");
+        assert!(models.get_model_status(versions("b")).await.is_ok());
+    });
+    server.shutdown();
+}
