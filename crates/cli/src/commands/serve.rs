@@ -17,8 +17,9 @@ use ferroflow_serve::{
 /// POST /v1/models/NAME[/versions/V|/labels/L]:predict (:classify, :regress),
 /// GET /v1/models/NAME[/versions/V] and .../metadata, with TensorFlow Serving's JSON. gRPC on
 /// --port: tensorflow.serving.PredictionService (Predict, Classify, Regress, MultiInference,
-/// GetModelMetadata) and ModelService (GetModelStatus, HandleReloadConfigRequest). --enable_batching merges concurrent
-/// predict requests along the batch dimension. TensorFlow Serving's flags are spelled as it
+/// GetModelMetadata) and ModelService (GetModelStatus, HandleReloadConfigRequest).
+/// --enable_batching merges concurrent predict requests along the batch dimension.
+/// TensorFlow Serving's flags are spelled as it
 /// spells them (--model_name; --model-name also works); its other flags are accepted and
 /// ignored with a warning. SIGTERM or Ctrl-C: stop accepting, finish the requests in flight,
 /// exit 0.
