@@ -58,6 +58,23 @@ def models(tmp_path_factory):
     }
 
 
+def started(workdir, why="", **kw):
+    """`harness.start_server(workdir, **kw)`, or the test fails with the server's error (after
+    `why`, when given)."""
+    try:
+        return h.start_server(workdir, **kw)
+    except h.ServerError as e:
+        message = f"{why}: {str(e).splitlines()[0][:300]}" if why else str(e)
+        pytest.fail(message, pytrace=False)
+
+
+def one_model_server(tmp_path_factory, models, name, why=""):
+    """A server of version 1 of `models[name]` under the model name `name`."""
+    work = tmp_path_factory.mktemp(name)
+    h.copy_version(models[name], work / name, 1)
+    return started(work, why, model_name=name, base_path=work / name)
+
+
 def _stop(server):
     server.stop()
     server.stop(sig=9)
@@ -68,11 +85,8 @@ def main_server(tmp_path_factory, models):
     work = tmp_path_factory.mktemp("main")
     base = work / "m"
     h.copy_version(models["cnn"], base, 1)
-    try:
-        server = h.start_server(work, model_name="m", base_path=base,
-                                extra=[f"--rest_api_max_body_bytes={MAX_BODY}", "--rest_api_timeout_in_ms=20000"])
-    except h.ServerError as e:
-        pytest.fail(str(e), pytrace=False)
+    server = started(work, model_name="m", base_path=base,
+                     extra=[f"--rest_api_max_body_bytes={MAX_BODY}", "--rest_api_timeout_in_ms=20000"])
     server.base = base
     yield server
     _stop(server)
@@ -96,25 +110,15 @@ def multi_config(work, models):
 @pytest.fixture(scope="session")
 def multi_server(tmp_path_factory, models):
     work = tmp_path_factory.mktemp("multi")
-    try:
-        server = h.start_server(work, config=multi_config(work, models),
-                                wait_models=["multi", "loop", "mlp", "tf1", "cnn"])
-    except h.ServerError as e:
-        pytest.fail(str(e), pytrace=False)
+    server = started(work, config=multi_config(work, models), wait_models=["multi", "loop", "mlp", "tf1", "cnn"])
     yield server
     _stop(server)
 
 
 @pytest.fixture(scope="session")
 def cls_server(tmp_path_factory, models):
-    work = tmp_path_factory.mktemp("cls")
-    h.copy_version(models["cls"], work / "cls", 1)
-    try:
-        server = h.start_server(work, model_name="cls", base_path=work / "cls")
-    except h.ServerError as e:
-        first = str(e).splitlines()[0][:300]
-        pytest.fail(f"the classify/regress model (ParseExampleV2 over tf.Examples) is not served: {first}",
-                    pytrace=False)
+    server = one_model_server(tmp_path_factory, models, "cls",
+                              "the classify/regress model (ParseExampleV2 over tf.Examples) is not served")
     yield server
     _stop(server)
 
@@ -122,12 +126,7 @@ def cls_server(tmp_path_factory, models):
 @pytest.fixture(scope="session")
 def plain_server(tmp_path_factory, models):
     """Classification/regression signatures without ParseExample (harness.build_plain_classify_model)."""
-    work = tmp_path_factory.mktemp("plain")
-    h.copy_version(models["plain"], work / "plain", 1)
-    try:
-        server = h.start_server(work, model_name="plain", base_path=work / "plain")
-    except h.ServerError as e:
-        pytest.fail(str(e), pytrace=False)
+    server = one_model_server(tmp_path_factory, models, "plain")
     yield server
     _stop(server)
 

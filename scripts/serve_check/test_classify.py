@@ -144,16 +144,21 @@ def test_grpc_multi_inference(cls_server, models, tfref):
     assert r.results[0].model_spec.signature_name == "classify"
 
 
+def classify_request(model, sig, examples):
+    """A ClassificationRequest of `examples` (none: no input) to `model`'s signature `sig`."""
+    req = classification_pb2.ClassificationRequest()
+    req.model_spec.name = model
+    req.model_spec.signature_name = sig
+    if examples:
+        req.input.CopyFrom(grpc_input(examples))
+    return req
+
+
 def test_grpc_classify_errors(cls_server):
     stub = prediction_stub(cls_server)
 
     def cls_req(sig="classify", examples=EXAMPLES, model="cls"):
-        req = classification_pb2.ClassificationRequest()
-        req.model_spec.name = model
-        req.model_spec.signature_name = sig
-        if examples:
-            req.input.CopyFrom(grpc_input(examples))
-        return req
+        return classify_request(model, sig, examples)
 
     assert code_of(stub.Classify, cls_req("nope")) == grpc.StatusCode.INVALID_ARGUMENT
     assert code_of(stub.Classify, cls_req("regress")) == grpc.StatusCode.INVALID_ARGUMENT
@@ -259,12 +264,7 @@ def test_grpc_plumbing_errors(plain_server):
     stub = prediction_stub(plain_server)
 
     def cls_req(sig="classify", examples=EXAMPLES, model="plain"):
-        req = classification_pb2.ClassificationRequest()
-        req.model_spec.name = model
-        req.model_spec.signature_name = sig
-        if examples:
-            req.input.CopyFrom(grpc_input(examples))
-        return req
+        return classify_request(model, sig, examples)
 
     cases = {
         # TF Serving's classifier.cc: "No signature was found with the name" is INVALID_ARGUMENT.

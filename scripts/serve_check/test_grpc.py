@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, predict_pb2
 
-from conftest import model_stub, prediction_stub
+from conftest import model_stub, prediction_stub, started
 from test_rest import close, saved_model_signatures
 
 TIMEOUT = 30
@@ -254,10 +254,7 @@ def test_handle_reload_config_request_with_tensorflow_servings_client(tmp_path, 
 
     for name in ("mlp", "cnn"):
         h.copy_version(models[name], tmp_path / name, 1)
-    try:
-        server = h.start_server(tmp_path / "run", model_name="mlp", base_path=tmp_path / "mlp")
-    except h.ServerError as e:
-        pytest.fail(str(e), pytrace=False)
+    server = started(tmp_path / "run", model_name="mlp", base_path=tmp_path / "mlp")
     try:
         stub = model_stub(server)
 

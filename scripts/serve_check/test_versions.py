@@ -10,6 +10,7 @@ import time
 import pytest
 
 import harness as h
+from conftest import started
 
 
 class Load:
@@ -163,11 +164,8 @@ def test_a_reread_model_config_file_adds_and_removes_models(tmp_path, models):
             f'config {{ name: "{n}" base_path: "{tmp_path / n}" model_platform: "tensorflow" }}' for n in names
         ) + "\n}\n"
 
-    try:
-        server = h.start_server(tmp_path, config=config("mlp"), wait_models=["mlp"],
-                                extra=["--model_config_file_poll_wait_seconds=1"])
-    except h.ServerError as e:
-        pytest.fail(str(e), pytrace=False)
+    server = started(tmp_path, config=config("mlp"), wait_models=["mlp"],
+                     extra=["--model_config_file_poll_wait_seconds=1"])
     cfg = tmp_path / "models.config"
     try:
         assert server.status("cnn")[0] == 404
